@@ -1,0 +1,165 @@
+//! The console's server functions: thin public endpoints under `/console/fn` that read
+//! the session cookie and call the [`ConsoleBackend`](crate::backend::ConsoleBackend)
+//! the server provided as context. Authorisation happens behind that trait, per call.
+
+use crate::model::{ActivityDetail, ActivityInput, ActivitySummary, CurrentUser, Item, ItemInput};
+use leptos::prelude::*;
+use leptos::server_fn::codec::Json;
+
+#[cfg(feature = "ssr")]
+mod session {
+    use crate::backend::{ConsoleError, SharedBackend, SESSION_COOKIE};
+    use leptos::prelude::*;
+
+    pub fn backend() -> Result<SharedBackend, ServerFnError> {
+        use_context::<SharedBackend>()
+            .ok_or_else(|| ServerFnError::new("console backend missing from context"))
+    }
+
+    /// The session token from the request's cookie header, if any.
+    pub async fn token() -> Result<String, ServerFnError> {
+        let headers: http::HeaderMap = leptos_axum::extract().await?;
+        Ok(crate::backend::session_token(&headers)
+            .unwrap_or_default()
+            .to_owned())
+    }
+
+    /// Turns a refusal into the error the page shows; an expired session goes to the login page.
+    pub fn refuse(error: ConsoleError) -> ServerFnError {
+        if error == ConsoleError::Unauthenticated {
+            leptos_axum::redirect("/login");
+        }
+        ServerFnError::new(error)
+    }
+
+    pub fn set_cookie(value: String) -> Result<(), ServerFnError> {
+        let response = expect_context::<leptos_axum::ResponseOptions>();
+        let value = http::HeaderValue::from_str(&value).map_err(ServerFnError::new)?;
+        response.append_header(http::header::SET_COOKIE, value);
+        Ok(())
+    }
+
+    pub fn session_cookie(token: &str, max_age_s: i64, secure: bool) -> String {
+        let secure = if secure { "; Secure" } else { "" };
+        format!("{SESSION_COOKIE}={token}; Path=/; Max-Age={max_age_s}; HttpOnly; SameSite=Strict{secure}")
+    }
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn login(username: String, password: String) -> Result<(), ServerFnError> {
+    use axum::extract::ConnectInfo;
+    let backend = session::backend()?;
+    let client = leptos_axum::extract::<ConnectInfo<std::net::SocketAddr>>()
+        .await
+        .ok()
+        .map(|ConnectInfo(addr)| addr.ip());
+    let new = backend
+        .login(&username, &password, client)
+        .await
+        .map_err(ServerFnError::new)?;
+    session::set_cookie(session::session_cookie(
+        &new.token,
+        new.max_age_s,
+        backend.secure_cookies(),
+    ))?;
+    leptos_axum::redirect("/");
+    Ok(())
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn logout() -> Result<(), ServerFnError> {
+    let backend = session::backend()?;
+    let token = session::token().await?;
+    backend.logout(&token).await.map_err(session::refuse)?;
+    session::set_cookie(session::session_cookie("", 0, backend.secure_cookies()))?;
+    leptos_axum::redirect("/login");
+    Ok(())
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn whoami() -> Result<CurrentUser, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .current_user(&token)
+        .await
+        .map_err(session::refuse)
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn list_items() -> Result<Vec<Item>, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .list_items(&token)
+        .await
+        .map_err(session::refuse)
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn get_item(id: i64) -> Result<Item, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .get_item(&token, id)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Creates (`id` absent) or updates an item from the console form, where the price is
+/// typed as a decimal amount.
+#[server(prefix = "/console/fn")]
+pub async fn save_item(
+    id: Option<i64>,
+    name: String,
+    description: String,
+    price: String,
+    merchant_id: Option<i64>,
+) -> Result<i64, ServerFnError> {
+    let price_cents = crate::model::parse_cents(&price).map_err(ServerFnError::new)?;
+    let input = ItemInput {
+        name,
+        description,
+        price_cents,
+        merchant_id,
+    };
+    let token = session::token().await?;
+    let backend = session::backend()?;
+    let id = match id {
+        Some(id) => backend.update_item(&token, id, input).await.map(|()| id),
+        None => backend.create_item(&token, input).await,
+    }
+    .map_err(session::refuse)?;
+    leptos_axum::redirect("/items");
+    Ok(id)
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn list_activities() -> Result<Vec<ActivitySummary>, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .list_activities(&token)
+        .await
+        .map_err(session::refuse)
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn get_activity(id: i64) -> Result<ActivityDetail, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .get_activity(&token, id)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Creates (`id` absent) or updates an activity; called from the hydrated form.
+#[server(prefix = "/console/fn", input = Json)]
+pub async fn save_activity(id: Option<i64>, input: ActivityInput) -> Result<i64, ServerFnError> {
+    let token = session::token().await?;
+    let backend = session::backend()?;
+    match id {
+        Some(id) => backend
+            .update_activity(&token, id, input)
+            .await
+            .map(|()| id),
+        None => backend.create_activity(&token, input).await,
+    }
+    .map_err(session::refuse)
+}

@@ -1,0 +1,122 @@
+//! The seam between the console and the platform: a trait the `server` crate implements
+//! and provides as Leptos context, so this crate never touches PostgreSQL, Redis,
+//! RabbitMQ or etcd itself.
+//!
+//! Every call carries the caller's session token; the implementation authenticates it
+//! and checks the role on each call, because server functions are public endpoints.
+
+use crate::model::{ActivityDetail, ActivityInput, ActivitySummary, CurrentUser, Item, ItemInput};
+use std::sync::Arc;
+
+/// Why a console call was refused; rendered to the user as its message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConsoleError {
+    /// No session, or an expired one: the console sends the user to the login page.
+    Unauthenticated,
+    /// The role may not do this.
+    Forbidden,
+    /// Absent, or owned by another merchant.
+    NotFound,
+    /// The input breaks a rule; the message says which.
+    Invalid(String),
+    /// Too many attempts; try again later.
+    RateLimited,
+    /// Something broke on the server; details are in the server log only.
+    Internal,
+}
+
+impl std::fmt::Display for ConsoleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConsoleError::Unauthenticated => f.write_str("please sign in"),
+            ConsoleError::Forbidden => f.write_str("your role may not do this"),
+            ConsoleError::NotFound => f.write_str("not found"),
+            ConsoleError::Invalid(message) => f.write_str(message),
+            ConsoleError::RateLimited => f.write_str("too many attempts, wait a minute"),
+            ConsoleError::Internal => f.write_str("internal error, see the server log"),
+        }
+    }
+}
+
+/// A fresh console session.
+pub struct NewSession {
+    pub token: String,
+    pub max_age_s: i64,
+}
+
+#[async_trait::async_trait]
+pub trait ConsoleBackend: Send + Sync + 'static {
+    /// Checks a password (rate-limited per username and client address).
+    async fn login(
+        &self,
+        username: &str,
+        password: &str,
+        client: Option<std::net::IpAddr>,
+    ) -> Result<NewSession, ConsoleError>;
+    async fn logout(&self, session: &str) -> Result<(), ConsoleError>;
+    async fn current_user(&self, session: &str) -> Result<CurrentUser, ConsoleError>;
+    /// Whether session cookies must carry `Secure` (HTTPS deployments).
+    fn secure_cookies(&self) -> bool;
+
+    async fn list_items(&self, session: &str) -> Result<Vec<Item>, ConsoleError>;
+    async fn create_item(&self, session: &str, input: ItemInput) -> Result<i64, ConsoleError>;
+    async fn get_item(&self, session: &str, id: i64) -> Result<Item, ConsoleError>;
+    async fn update_item(
+        &self,
+        session: &str,
+        id: i64,
+        input: ItemInput,
+    ) -> Result<(), ConsoleError>;
+
+    async fn list_activities(&self, session: &str) -> Result<Vec<ActivitySummary>, ConsoleError>;
+    async fn get_activity(&self, session: &str, id: i64) -> Result<ActivityDetail, ConsoleError>;
+    async fn create_activity(
+        &self,
+        session: &str,
+        input: ActivityInput,
+    ) -> Result<i64, ConsoleError>;
+    async fn update_activity(
+        &self,
+        session: &str,
+        id: i64,
+        input: ActivityInput,
+    ) -> Result<(), ConsoleError>;
+}
+
+/// How the server hands its implementation to the console.
+pub type SharedBackend = Arc<dyn ConsoleBackend>;
+
+/// Name of the HttpOnly, SameSite=Strict console session cookie.
+pub const SESSION_COOKIE: &str = "seckill_session";
+
+/// The console session token carried by a request's `Cookie` headers, if any.
+pub fn session_token(headers: &http::HeaderMap) -> Option<&str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|header| header.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_session_cookie_only() {
+        let mut headers = http::HeaderMap::new();
+        headers.append(
+            http::header::COOKIE,
+            "theme=dark; seckill_session_x=1".parse().expect("header"),
+        );
+        assert_eq!(session_token(&headers), None);
+        headers.append(
+            http::header::COOKIE,
+            "a=b; seckill_session=abc123".parse().expect("header"),
+        );
+        assert_eq!(session_token(&headers), Some("abc123"));
+    }
+}

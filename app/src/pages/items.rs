@@ -1,0 +1,108 @@
+//! Items: the merchant's catalogue (merchants see only their own; the backend filters).
+
+use super::error_box;
+use crate::api::{get_item, list_items, SaveItem};
+use crate::model::{format_cents, Item};
+use leptos::prelude::*;
+use leptos_router::{components::A, hooks::use_params_map};
+
+#[component]
+pub fn ItemList() -> impl IntoView {
+    let items = Resource::new(|| (), |_| list_items());
+    view! {
+        <div class="page-head">
+            <h1>"Items"</h1>
+            <A href="/items/new" attr:class="button">"New item"</A>
+        </div>
+        <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match items.await {
+                    Ok(items) if items.is_empty() => view! { <p class="empty">"No items yet."</p> }.into_any(),
+                    Ok(items) => view! {
+                        <table class="grid" id="item-list">
+                            <thead><tr><th>"ID"</th><th>"Name"</th><th>"Price"</th><th>"Merchant"</th></tr></thead>
+                            <tbody>
+                                {items.into_iter().map(|item| view! {
+                                    <tr>
+                                        <td>{item.id}</td>
+                                        <td><A href=format!("/items/{}", item.id)>{item.name}</A></td>
+                                        <td class="num">{format_cents(item.price_cents)}</td>
+                                        <td>{item.merchant_id}</td>
+                                    </tr>
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any(),
+                    Err(error) => error_box(error),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+pub fn ItemCreate() -> impl IntoView {
+    view! {
+        <h1>"New item"</h1>
+        <ItemForm item=None/>
+    }
+}
+
+#[component]
+pub fn ItemEdit() -> impl IntoView {
+    let params = use_params_map();
+    let item = Resource::new(
+        move || {
+            params
+                .read()
+                .get("id")
+                .and_then(|id| id.parse::<i64>().ok())
+        },
+        |id| async move {
+            match id {
+                Some(id) => get_item(id).await,
+                None => Err(ServerFnError::new("not found")),
+            }
+        },
+    );
+    view! {
+        <h1>"Edit item"</h1>
+        <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match item.await {
+                    Ok(item) => view! { <ItemForm item=Some(item)/> }.into_any(),
+                    Err(error) => error_box(error),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// One form for create and edit; it posts even before hydration.
+#[component]
+fn ItemForm(item: Option<Item>) -> impl IntoView {
+    let save = ServerAction::<SaveItem>::new();
+    let id = item.as_ref().map(|item| item.id.to_string());
+    let name = item
+        .as_ref()
+        .map(|item| item.name.clone())
+        .unwrap_or_default();
+    let description = item
+        .as_ref()
+        .map(|item| item.description.clone())
+        .unwrap_or_default();
+    let price = item
+        .as_ref()
+        .map(|item| format_cents(item.price_cents))
+        .unwrap_or_default();
+    view! {
+        <ActionForm action=save attr:class="card" attr:id="item-form">
+            {id.map(|id| view! { <input type="hidden" name="id" value=id/> })}
+            <label>"Name" <input type="text" name="name" value=name required maxlength="200"/></label>
+            <label>"Description" <textarea name="description" rows="3">{description}</textarea></label>
+            <label>"Price (yuan)" <input type="text" name="price" value=price required inputmode="decimal" placeholder="12.50"/></label>
+            <button type="submit" disabled=move || save.pending().get()>"Save"</button>
+        </ActionForm>
+        {move || save.value().get().and_then(Result::err).map(error_box)}
+    }
+}

@@ -1,0 +1,59 @@
+//! Pages of SPEC §8 whose capability has not landed yet. Each says so plainly and names
+//! the issue that brings it, rather than showing empty or invented figures.
+
+use leptos::prelude::*;
+
+fn not_built(title: &'static str, arrives_with: &'static str) -> impl IntoView {
+    view! {
+        <h1>{title}</h1>
+        <p class="notice">"Not built yet: this page arrives with " {arrives_with} "."</p>
+    }
+}
+
+#[component]
+pub fn Prewarm() -> impl IntoView {
+    not_built("Pre-warm", "the buyer-funnel issue (#3)")
+}
+
+#[component]
+pub fn Switches() -> impl IntoView {
+    not_built("Switch board", "the control-plane issue (#5)")
+}
+
+#[component]
+pub fn Dashboard() -> impl IntoView {
+    not_built(
+        "Live dashboard",
+        "the buyer-funnel (#3) and pipeline (#4) issues",
+    )
+}
+
+#[component]
+pub fn HotKeys() -> impl IntoView {
+    not_built("Hot keys", "the hot-key detection work")
+}
+
+#[component]
+pub fn Baselines() -> impl IntoView {
+    not_built("Baselines", "the baseline recording work")
+}
+
+#[component]
+pub fn Reconciliations() -> impl IntoView {
+    not_built("Reconciliation", "the reconciliation work")
+}
+
+#[component]
+pub fn DeadLetters() -> impl IntoView {
+    not_built("Dead letters", "the order-pipeline issue (#4)")
+}
+
+#[component]
+pub fn Orders() -> impl IntoView {
+    not_built("Orders", "the order-pipeline issue (#4)")
+}
+
+#[component]
+pub fn Audit() -> impl IntoView {
+    not_built("Audit log", "the control-plane issue (#5)")
+}

@@ -1,0 +1,248 @@
+//! Typed settings: defaults that point at the loopback services of SPEC §2, overridden by
+//! an optional TOML file (`SECKILL_CONFIG`), then by environment variables.
+//!
+//! Secrets are [`SecretString`]s so that `Debug` and logs never show them.
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+/// Everything a `seckill` process needs to know about its environment.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Where the HTTP server listens (`SECKILL_BIND`).
+    pub bind: SocketAddr,
+    /// PostgreSQL (`DATABASE_URL`).
+    pub database_url: SecretString,
+    /// Most connections one instance opens to PostgreSQL (`SECKILL_DB_MAX_CONNECTIONS`).
+    pub db_max_connections: u32,
+    /// Redis; its database index is honoured (`REDIS_URL`).
+    pub redis_url: SecretString,
+    /// Prepended to every Redis key, so deployments and tests can share one Redis (`SECKILL_REDIS_PREFIX`).
+    pub redis_prefix: String,
+    /// RabbitMQ; its vhost is honoured (`AMQP_URL`).
+    pub amqp_url: SecretString,
+    /// Prepended to every exchange and queue name (`SECKILL_AMQP_PREFIX`).
+    pub amqp_prefix: String,
+    /// etcd endpoints, comma-separated in the environment (`ETCD_ENDPOINTS`).
+    pub etcd_endpoints: Vec<String>,
+    /// Root of every etcd key this deployment reads or writes (`SECKILL_ETCD_PREFIX`).
+    pub etcd_prefix: String,
+    /// Shared secret that verifies buyer JWTs (`SECKILL_JWT_SECRET`).
+    pub jwt_secret: SecretString,
+    /// Shared secret of the payment center's callback signature (`SECKILL_PAY_SECRET`).
+    pub pay_secret: SecretString,
+    /// Folder with the console's `pkg/` bundle and public assets (`SECKILL_SITE_ROOT` or `LEPTOS_SITE_ROOT`).
+    pub site_root: PathBuf,
+    /// Lifetime of a console session, in seconds (`SECKILL_SESSION_TTL_S`).
+    pub session_ttl_s: i64,
+    /// Mark session cookies `Secure`; turn on behind HTTPS (`SECKILL_SECURE_COOKIES`).
+    pub secure_cookies: bool,
+    /// Failed logins allowed per username and per client address in one window (`SECKILL_LOGIN_ATTEMPTS`).
+    pub login_attempts_per_window: u32,
+    /// Length of that window, in seconds (`SECKILL_LOGIN_WINDOW_S`).
+    pub login_window_s: u32,
+    /// How long a readiness probe waits for each dependency, in milliseconds.
+    pub probe_timeout_ms: u64,
+}
+
+/// The development default for secrets; fine on a laptop, refused nowhere, logged nowhere.
+const DEVELOPMENT_SECRET: &str = "seckill-development-secret-change-me";
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            database_url: "postgres://postgres@127.0.0.1:5432/seckill".into(),
+            db_max_connections: 32,
+            redis_url: "redis://127.0.0.1:6379/0".into(),
+            redis_prefix: "seckill:".into(),
+            amqp_url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
+            amqp_prefix: "seckill".into(),
+            etcd_endpoints: vec!["http://127.0.0.1:2379".into()],
+            etcd_prefix: "/seckill".into(),
+            jwt_secret: DEVELOPMENT_SECRET.into(),
+            pay_secret: DEVELOPMENT_SECRET.into(),
+            site_root: PathBuf::from("target/site"),
+            session_ttl_s: 12 * 3600,
+            secure_cookies: false,
+            login_attempts_per_window: 10,
+            login_window_s: 300,
+            probe_timeout_ms: 1500,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read settings file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid settings file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error("invalid value for {name}: {reason}")]
+    Env { name: &'static str, reason: String },
+}
+
+impl Settings {
+    /// Defaults, then the file named by `SECKILL_CONFIG` (if set), then the environment.
+    pub fn load() -> Result<Self, SettingsError> {
+        let mut settings = match std::env::var_os("SECKILL_CONFIG") {
+            Some(path) => Self::from_file(PathBuf::from(path))?,
+            None => Self::default(),
+        };
+        settings.apply_env(|name| std::env::var(name).ok())?;
+        Ok(settings)
+    }
+
+    fn from_file(path: PathBuf) -> Result<Self, SettingsError> {
+        let text = std::fs::read_to_string(&path).map_err(|source| SettingsError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| SettingsError::Parse { path, source })
+    }
+
+    /// Applies environment overrides; `lookup` is injected so tests need not touch the process env.
+    fn apply_env(&mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<(), SettingsError> {
+        fn parsed<T: std::str::FromStr>(
+            name: &'static str,
+            value: String,
+        ) -> Result<T, SettingsError>
+        where
+            T::Err: std::fmt::Display,
+        {
+            value
+                .trim()
+                .parse()
+                .map_err(|e: T::Err| SettingsError::Env {
+                    name,
+                    reason: e.to_string(),
+                })
+        }
+        if let Some(v) = lookup("SECKILL_BIND") {
+            self.bind = parsed("SECKILL_BIND", v)?;
+        }
+        if let Some(v) = lookup("DATABASE_URL") {
+            self.database_url = v.into();
+        }
+        if let Some(v) = lookup("SECKILL_DB_MAX_CONNECTIONS") {
+            self.db_max_connections = parsed("SECKILL_DB_MAX_CONNECTIONS", v)?;
+        }
+        if let Some(v) = lookup("REDIS_URL") {
+            self.redis_url = v.into();
+        }
+        if let Some(v) = lookup("SECKILL_REDIS_PREFIX") {
+            self.redis_prefix = v;
+        }
+        if let Some(v) = lookup("AMQP_URL") {
+            self.amqp_url = v.into();
+        }
+        if let Some(v) = lookup("SECKILL_AMQP_PREFIX") {
+            self.amqp_prefix = v;
+        }
+        if let Some(v) = lookup("ETCD_ENDPOINTS") {
+            self.etcd_endpoints = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+            if self.etcd_endpoints.is_empty() {
+                return Err(SettingsError::Env {
+                    name: "ETCD_ENDPOINTS",
+                    reason: "no endpoint given".into(),
+                });
+            }
+        }
+        if let Some(v) = lookup("SECKILL_ETCD_PREFIX") {
+            self.etcd_prefix = v.trim_end_matches('/').to_owned();
+        }
+        if let Some(v) = lookup("SECKILL_JWT_SECRET") {
+            self.jwt_secret = v.into();
+        }
+        if let Some(v) = lookup("SECKILL_PAY_SECRET") {
+            self.pay_secret = v.into();
+        }
+        if let Some(v) = lookup("SECKILL_SITE_ROOT").or_else(|| lookup("LEPTOS_SITE_ROOT")) {
+            self.site_root = PathBuf::from(v);
+        }
+        if let Some(v) = lookup("SECKILL_SESSION_TTL_S") {
+            self.session_ttl_s = parsed("SECKILL_SESSION_TTL_S", v)?;
+        }
+        if let Some(v) = lookup("SECKILL_SECURE_COOKIES") {
+            self.secure_cookies = parsed("SECKILL_SECURE_COOKIES", v)?;
+        }
+        if let Some(v) = lookup("SECKILL_LOGIN_ATTEMPTS") {
+            self.login_attempts_per_window = parsed("SECKILL_LOGIN_ATTEMPTS", v)?;
+        }
+        if let Some(v) = lookup("SECKILL_LOGIN_WINDOW_S") {
+            self.login_window_s = parsed("SECKILL_LOGIN_WINDOW_S", v)?;
+        }
+        Ok(())
+    }
+
+    pub fn probe_timeout(&self) -> Duration {
+        Duration::from_millis(self.probe_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+    use std::collections::HashMap;
+
+    fn with_env(pairs: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let env: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut settings = Settings::default();
+        settings.apply_env(|name| env.get(name).cloned())?;
+        Ok(settings)
+    }
+
+    #[test]
+    fn environment_overrides_defaults() {
+        let settings = with_env(&[
+            ("DATABASE_URL", "postgres://db/x"),
+            ("ETCD_ENDPOINTS", "http://a:2379, http://b:2379"),
+            ("SECKILL_ETCD_PREFIX", "/blue/"),
+            ("SECKILL_BIND", "127.0.0.1:0"),
+        ])
+        .expect("valid env");
+        assert_eq!(settings.database_url.expose_secret(), "postgres://db/x");
+        assert_eq!(settings.etcd_endpoints, ["http://a:2379", "http://b:2379"]);
+        assert_eq!(settings.etcd_prefix, "/blue");
+        assert_eq!(settings.bind.port(), 0);
+    }
+
+    #[test]
+    fn malformed_values_name_the_variable() {
+        let error = with_env(&[("SECKILL_BIND", "nowhere")]).expect_err("bad bind");
+        assert!(error.to_string().contains("SECKILL_BIND"));
+        assert!(with_env(&[("ETCD_ENDPOINTS", " , ")]).is_err());
+    }
+
+    #[test]
+    fn secrets_stay_out_of_debug_output() {
+        let settings = with_env(&[("SECKILL_JWT_SECRET", "hunter2")]).expect("valid env");
+        assert!(!format!("{settings:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn a_settings_file_parses_partially() {
+        let settings: Settings =
+            toml::from_str("redis_prefix = \"t1:\"\nbind = \"127.0.0.1:4000\"").expect("toml");
+        assert_eq!(settings.redis_prefix, "t1:");
+        assert_eq!(settings.bind.port(), 4000);
+        assert_eq!(settings.etcd_prefix, "/seckill");
+    }
+}

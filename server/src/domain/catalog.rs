@@ -1,0 +1,256 @@
+//! What a valid item and a valid activity are. The admin API and the console both pass
+//! their input through these checks before anything is written.
+
+use app::model::{ActivityInput, ActivityKind, ItemInput};
+use std::collections::HashSet;
+
+/// Upper bounds that keep one request from allocating the world.
+pub const MAX_NAME_LEN: usize = 200;
+pub const MAX_DESCRIPTION_LEN: usize = 10_000;
+pub const MAX_PRICE_CENTS: i64 = 10_000_000_000;
+pub const MAX_STOCK: i64 = 10_000_000;
+pub const MAX_PER_USER_LIMIT: i64 = 1_000;
+pub const MAX_ITEMS_PER_ACTIVITY: usize = 100;
+pub const MAX_SEATS: usize = 100_000;
+pub const PAY_TIMEOUT_RANGE_S: std::ops::RangeInclusive<i64> = 10..=86_400;
+
+/// A rule the input breaks, worded for the person who typed it.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+fn invalid(message: impl Into<String>) -> Invalid {
+    Invalid(message.into())
+}
+
+fn check_text(field: &str, value: &str, max: usize, required: bool) -> Result<(), Invalid> {
+    if required && value.trim().is_empty() {
+        return Err(invalid(format!("{field} must not be empty")));
+    }
+    if value.chars().count() > max {
+        return Err(invalid(format!("{field} is longer than {max} characters")));
+    }
+    Ok(())
+}
+
+fn check_price(field: &str, cents: i64) -> Result<(), Invalid> {
+    if !(0..=MAX_PRICE_CENTS).contains(&cents) {
+        return Err(invalid(format!(
+            "{field} must be between 0 and {MAX_PRICE_CENTS} cents"
+        )));
+    }
+    Ok(())
+}
+
+pub fn validate_item(input: &ItemInput) -> Result<(), Invalid> {
+    check_text("name", &input.name, MAX_NAME_LEN, true)?;
+    check_text(
+        "description",
+        &input.description,
+        MAX_DESCRIPTION_LEN,
+        false,
+    )?;
+    check_price("price_cents", input.price_cents)
+}
+
+/// A seat code as printed on a ticket: letters, digits and dashes, at most 16.
+pub fn valid_seat_code(code: &str) -> bool {
+    (1..=16).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+pub fn validate_activity(input: &ActivityInput) -> Result<(), Invalid> {
+    check_text("title", &input.title, MAX_NAME_LEN, true)?;
+    if input.ends_at <= input.starts_at {
+        return Err(invalid("ends_at must be after starts_at"));
+    }
+    if !PAY_TIMEOUT_RANGE_S.contains(&input.pay_timeout_s) {
+        return Err(invalid(format!(
+            "pay_timeout_s must be between {} and {}",
+            PAY_TIMEOUT_RANGE_S.start(),
+            PAY_TIMEOUT_RANGE_S.end()
+        )));
+    }
+    if input.items.is_empty() {
+        return Err(invalid("an activity needs at least one item"));
+    }
+    if input.items.len() > MAX_ITEMS_PER_ACTIVITY {
+        return Err(invalid(format!(
+            "at most {MAX_ITEMS_PER_ACTIVITY} items per activity"
+        )));
+    }
+    let mut seen = HashSet::new();
+    for item in &input.items {
+        if !seen.insert(item.item_id) {
+            return Err(invalid(format!("item {} is listed twice", item.item_id)));
+        }
+        if !(1..=MAX_STOCK).contains(&item.stock) {
+            return Err(invalid(format!(
+                "stock of item {} must be between 1 and {MAX_STOCK}",
+                item.item_id
+            )));
+        }
+        if !(1..=MAX_PER_USER_LIMIT).contains(&item.per_user_limit) {
+            return Err(invalid(format!(
+                "per_user_limit of item {} must be between 1 and {MAX_PER_USER_LIMIT}",
+                item.item_id
+            )));
+        }
+        if item.per_user_limit > item.stock {
+            return Err(invalid(format!(
+                "per_user_limit of item {} exceeds its stock",
+                item.item_id
+            )));
+        }
+        check_price("price_cents", item.price_cents)?;
+    }
+    match input.kind {
+        ActivityKind::Standard if !input.seats.is_empty() => {
+            Err(invalid("only seated activities take seats"))
+        }
+        ActivityKind::Standard => Ok(()),
+        ActivityKind::Seated => validate_seats(input),
+    }
+}
+
+/// A seated activity sells one ticket item whose stock is its seat count, each seat once.
+fn validate_seats(input: &ActivityInput) -> Result<(), Invalid> {
+    if input.items.len() != 1 {
+        return Err(invalid(
+            "a seated activity sells exactly one item (the ticket)",
+        ));
+    }
+    if input.seats.is_empty() || input.seats.len() > MAX_SEATS {
+        return Err(invalid(format!(
+            "a seated activity needs between 1 and {MAX_SEATS} seats"
+        )));
+    }
+    let mut seen = HashSet::new();
+    for seat in &input.seats {
+        if !valid_seat_code(seat) {
+            return Err(invalid(format!(
+                "seat code `{seat}` must be 1-16 letters, digits or dashes"
+            )));
+        }
+        if !seen.insert(seat.as_str()) {
+            return Err(invalid(format!("seat {seat} is listed twice")));
+        }
+    }
+    let stock = input.items[0].stock;
+    if usize::try_from(stock).ok() != Some(input.seats.len()) {
+        return Err(invalid(format!(
+            "the ticket's stock ({stock}) must equal the number of seats ({})",
+            input.seats.len()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use app::model::ActivityItemInput;
+    use chrono::{Duration, Utc};
+
+    fn activity() -> ActivityInput {
+        let start = Utc::now() + Duration::hours(1);
+        ActivityInput {
+            title: "Double 11".into(),
+            starts_at: start,
+            ends_at: start + Duration::hours(1),
+            kind: ActivityKind::Standard,
+            pay_timeout_s: 900,
+            items: vec![ActivityItemInput {
+                item_id: 1,
+                stock: 100,
+                per_user_limit: 2,
+                price_cents: 999,
+            }],
+            seats: vec![],
+            merchant_id: None,
+        }
+    }
+
+    fn seated(seats: &[&str], stock: i64) -> ActivityInput {
+        let mut input = activity();
+        input.kind = ActivityKind::Seated;
+        input.items[0].stock = stock;
+        input.items[0].per_user_limit = 1;
+        input.seats = seats.iter().map(|s| s.to_string()).collect();
+        input
+    }
+
+    #[test]
+    fn a_plain_activity_is_valid() {
+        assert_eq!(validate_activity(&activity()), Ok(()));
+    }
+
+    #[test]
+    fn activity_rules_reject_what_they_should() {
+        type Breaker = Box<dyn Fn(&mut ActivityInput)>;
+        let cases: Vec<(&str, Breaker)> = vec![
+            ("empty title", Box::new(|a| a.title = "  ".into())),
+            ("ends before start", Box::new(|a| a.ends_at = a.starts_at)),
+            ("pay timeout", Box::new(|a| a.pay_timeout_s = 0)),
+            ("no items", Box::new(|a| a.items.clear())),
+            ("zero stock", Box::new(|a| a.items[0].stock = 0)),
+            ("huge stock", Box::new(|a| a.items[0].stock = MAX_STOCK + 1)),
+            ("zero limit", Box::new(|a| a.items[0].per_user_limit = 0)),
+            (
+                "limit above stock",
+                Box::new(|a| a.items[0].per_user_limit = 101),
+            ),
+            ("negative price", Box::new(|a| a.items[0].price_cents = -1)),
+            (
+                "duplicate item",
+                Box::new(|a| a.items.push(a.items[0].clone())),
+            ),
+            (
+                "seats on standard",
+                Box::new(|a| a.seats = vec!["A1".into()]),
+            ),
+        ];
+        for (name, break_it) in cases {
+            let mut input = activity();
+            break_it(&mut input);
+            assert!(
+                validate_activity(&input).is_err(),
+                "{name} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn seated_activities_match_seats_and_stock() {
+        assert_eq!(validate_activity(&seated(&["A1", "A2", "B-3"], 3)), Ok(()));
+        assert!(validate_activity(&seated(&["A1", "A2"], 3)).is_err());
+        assert!(validate_activity(&seated(&["A1", "A1"], 2)).is_err());
+        assert!(validate_activity(&seated(&["A 1"], 1)).is_err());
+        assert!(validate_activity(&seated(&[], 1)).is_err());
+    }
+
+    #[test]
+    fn item_rules() {
+        let item = ItemInput {
+            name: "Phone".into(),
+            description: String::new(),
+            price_cents: 100,
+            merchant_id: None,
+        };
+        assert_eq!(validate_item(&item), Ok(()));
+        assert!(validate_item(&ItemInput {
+            name: String::new(),
+            ..item.clone()
+        })
+        .is_err());
+        assert!(validate_item(&ItemInput {
+            price_cents: -5,
+            ..item.clone()
+        })
+        .is_err());
+        assert!(validate_item(&ItemInput {
+            name: "x".repeat(201),
+            ..item
+        })
+        .is_err());
+    }
+}

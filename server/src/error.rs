@@ -1,0 +1,127 @@
+//! The one error type of the HTTP API. Every error body is `{"code", "message"}` (SPEC §3);
+//! client errors say what was wrong, server errors log their cause chain and tell the
+//! client little.
+
+use axum::{
+    http::{header, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    Json,
+};
+use serde::Serialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the request body is larger than this endpoint accepts")]
+    PayloadTooLarge,
+    #[error("authentication required")]
+    Unauthenticated,
+    #[error("your role may not do this")]
+    Forbidden,
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    #[error("too many attempts")]
+    RateLimited { retry_after_s: u64 },
+    #[error("a dependency is unavailable")]
+    Unavailable(#[source] anyhow::Error),
+    #[error("internal error")]
+    Internal(#[from] anyhow::Error),
+}
+
+#[derive(Serialize)]
+pub struct ErrorBody<'a> {
+    pub code: &'a str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "BAD_REQUEST",
+            ApiError::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ApiError::Unauthenticated => "UNAUTHENTICATED",
+            ApiError::Forbidden => "FORBIDDEN",
+            ApiError::NotFound(_) => "NOT_FOUND",
+            ApiError::Conflict { code, .. } => code,
+            ApiError::RateLimited { .. } => "RATE_LIMITED",
+            ApiError::Unavailable(_) => "UNAVAILABLE",
+            ApiError::Internal(_) => "INTERNAL",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match &self {
+            ApiError::Internal(cause) | ApiError::Unavailable(cause) => {
+                tracing::error!(error = format!("{cause:#}"), "request failed");
+            }
+            _ => {}
+        }
+        let body = ErrorBody {
+            code: self.code(),
+            message: self.to_string(),
+        };
+        let mut response = (self.status(), Json(body)).into_response();
+        if let ApiError::RateLimited { retry_after_s } = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+        }
+        response
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> Self {
+        ApiError::Internal(error.into())
+    }
+}
+
+impl From<redis::RedisError> for ApiError {
+    fn from(error: redis::RedisError) -> Self {
+        ApiError::Unavailable(error.into())
+    }
+}
+
+/// Body extraction failures (malformed JSON, wrong types, too large) answer 400 with a code,
+/// never axum's plain-text rejection.
+impl From<axum::extract::rejection::JsonRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return ApiError::PayloadTooLarge;
+        }
+        ApiError::BadRequest(rejection.body_text())
+    }
+}
+
+impl From<axum::extract::rejection::PathRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::PathRejection) -> Self {
+        ApiError::BadRequest(rejection.body_text())
+    }
+}
+
+impl From<axum::extract::rejection::QueryRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::QueryRejection) -> Self {
+        ApiError::BadRequest(rejection.body_text())
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

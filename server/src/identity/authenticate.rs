@@ -1,0 +1,177 @@
+//! Turning credentials into an [`Actor`]: console login (rate-limited), session lookup,
+//! API-token lookup, and the axum extractor used by every admin route.
+
+use app::backend::session_token;
+use axum::{extract::FromRequestParts, http::request::Parts};
+use chrono::Utc;
+use sqlx::PgPool;
+use std::net::IpAddr;
+
+use super::{password, secret_token};
+use crate::{
+    domain::access::Actor,
+    error::ApiError,
+    metrics::Metrics,
+    state::AppState,
+    storage::{redis::RedisStore, users},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    #[error("wrong username or password")]
+    BadCredentials,
+    #[error("too many login attempts")]
+    RateLimited { retry_after_s: u32 },
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
+
+/// A console session just opened: the cookie value and its lifetime.
+pub struct Session {
+    pub token: String,
+    pub max_age_s: i64,
+}
+
+#[derive(Clone)]
+pub struct Authenticator {
+    db: PgPool,
+    redis: RedisStore,
+    metrics: Metrics,
+    session_ttl_s: i64,
+    attempts_per_window: u32,
+    window_s: u32,
+}
+
+impl Authenticator {
+    pub fn new(
+        db: PgPool,
+        redis: RedisStore,
+        metrics: Metrics,
+        settings: &crate::config::Settings,
+    ) -> Self {
+        Self {
+            db,
+            redis,
+            metrics,
+            session_ttl_s: settings.session_ttl_s,
+            attempts_per_window: settings.login_attempts_per_window,
+            window_s: settings.login_window_s,
+        }
+    }
+
+    /// Checks a password and opens a session. Every attempt counts against both the
+    /// username and the client address, so neither guessing one account's password nor
+    /// spraying many accounts from one address goes fast.
+    pub async fn login(
+        &self,
+        username: &str,
+        password: &str,
+        client: Option<IpAddr>,
+    ) -> Result<Session, LoginError> {
+        let user_key = self.redis.login_attempts_key(&format!("user:{username}"));
+        let mut subjects = vec![user_key.clone()];
+        if let Some(ip) = client {
+            subjects.push(self.redis.login_attempts_key(&format!("ip:{ip}")));
+        }
+        for key in &subjects {
+            let hits = self
+                .redis
+                .hit_fixed_window(key, self.window_s)
+                .await
+                .map_err(anyhow::Error::from)?;
+            if hits > u64::from(self.attempts_per_window) {
+                self.metrics
+                    .admin_logins
+                    .with_label_values(&["rate_limited"])
+                    .inc();
+                return Err(LoginError::RateLimited {
+                    retry_after_s: self.window_s,
+                });
+            }
+        }
+        let credentials = users::credentials(&self.db, username)
+            .await
+            .map_err(anyhow::Error::from)?;
+        let (actor, phc) = match credentials {
+            Some(c) => (Some(c.actor), c.password_hash),
+            None => (None, password::decoy_hash().await?),
+        };
+        let matches = password::verify(password.to_owned(), phc).await?;
+        let Some(actor) = actor.filter(|_| matches) else {
+            self.metrics
+                .admin_logins
+                .with_label_values(&["rejected"])
+                .inc();
+            return Err(LoginError::BadCredentials);
+        };
+        let token = secret_token::generate();
+        let expires_at = Utc::now() + chrono::Duration::seconds(self.session_ttl_s);
+        users::create_session(
+            &self.db,
+            &secret_token::digest(&token),
+            actor.user_id,
+            expires_at,
+        )
+        .await
+        .map_err(anyhow::Error::from)?;
+        self.redis
+            .delete(&user_key)
+            .await
+            .map_err(anyhow::Error::from)?;
+        self.metrics
+            .admin_logins
+            .with_label_values(&["accepted"])
+            .inc();
+        tracing::info!(username = %actor.username, role = %actor.role, "console login");
+        Ok(Session {
+            token,
+            max_age_s: self.session_ttl_s,
+        })
+    }
+
+    pub async fn logout(&self, session: &str) -> Result<(), sqlx::Error> {
+        users::delete_session(&self.db, &secret_token::digest(session)).await
+    }
+
+    pub async fn by_session(&self, session: &str) -> Result<Option<Actor>, sqlx::Error> {
+        if session.is_empty() {
+            return Ok(None);
+        }
+        users::actor_by_session(&self.db, &secret_token::digest(session)).await
+    }
+
+    pub async fn by_api_token(&self, token: &str) -> Result<Option<Actor>, sqlx::Error> {
+        users::actor_by_api_token(&self.db, &secret_token::digest(token)).await
+    }
+}
+
+/// Admin routes take an `Actor`: from `Authorization: Bearer <API token>`, else from the
+/// console's session cookie. Neither → 401.
+impl FromRequestParts<AppState> for Actor {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let headers = &parts.headers;
+        if let Some(authorization) = headers.get(http::header::AUTHORIZATION) {
+            let token = authorization
+                .to_str()
+                .ok()
+                .and_then(|value| value.strip_prefix("Bearer "))
+                .ok_or(ApiError::Unauthenticated)?;
+            return state
+                .auth
+                .by_api_token(token.trim())
+                .await?
+                .ok_or(ApiError::Unauthenticated);
+        }
+        let session = session_token(headers).ok_or(ApiError::Unauthenticated)?;
+        state
+            .auth
+            .by_session(session)
+            .await?
+            .ok_or(ApiError::Unauthenticated)
+    }
+}

@@ -1,0 +1,55 @@
+//! Buyer bearer tokens: HS256 JWTs whose `sub` is the buyer's numeric user id (SPEC §3).
+//! The platform's auth service issues them; `seckill token --user ID` mints one for tests
+//! and load generation with the same shared secret.
+
+use jsonwebtoken::{encode, EncodingKey, Header};
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BuyerClaims {
+    pub sub: String,
+    pub exp: i64,
+}
+
+pub fn mint(
+    secret: &SecretString,
+    user_id: i64,
+    ttl: chrono::Duration,
+) -> jsonwebtoken::errors::Result<String> {
+    let claims = BuyerClaims {
+        sub: user_id.to_string(),
+        exp: (chrono::Utc::now() + ttl).timestamp(),
+    };
+    encode(
+        &Header::default(),
+        &claims,
+        &EncodingKey::from_secret(secret.expose_secret().as_bytes()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{decode, DecodingKey, Validation};
+
+    #[test]
+    fn a_minted_token_carries_the_user_and_verifies_with_the_secret() {
+        let secret: SecretString = "s3cret".into();
+        let token = mint(&secret, 42, chrono::Duration::hours(1)).expect("mint");
+        let claims = decode::<BuyerClaims>(
+            &token,
+            &DecodingKey::from_secret(b"s3cret"),
+            &Validation::default(),
+        )
+        .expect("valid")
+        .claims;
+        assert_eq!(claims.sub, "42");
+        assert!(decode::<BuyerClaims>(
+            &token,
+            &DecodingKey::from_secret(b"other"),
+            &Validation::default()
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,9 @@
+//! Admin identity: password hashing, console sessions, admin API tokens, login rate
+//! limiting, and the extractor that turns a request into an [`Actor`].
+//!
+//! [`Actor`]: crate::domain::access::Actor
+
+pub mod authenticate;
+pub mod buyer_token;
+pub mod password;
+pub mod secret_token;

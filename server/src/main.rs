@@ -1,0 +1,9 @@
+//! `seckill`: see `seckill --help`.
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    seckill::telemetry::init();
+    seckill::cli::run(seckill::cli::Cli::parse()).await
+}

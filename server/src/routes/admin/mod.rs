@@ -1,0 +1,26 @@
+//! The JSON admin API under `/admin/api` (SPEC §8.1). Every route takes an
+//! [`Actor`](crate::domain::access::Actor), so no token → 401 before anything runs.
+
+use axum::{
+    routing::{get, put},
+    Router,
+};
+
+use crate::state::AppState;
+
+mod activities;
+mod items;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/items", get(items::list).post(items::create))
+        .route("/items/{id}", put(items::update).get(items::read))
+        .route(
+            "/activities",
+            get(activities::list).post(activities::create),
+        )
+        .route(
+            "/activities/{id}",
+            get(activities::read).put(activities::update),
+        )
+}

@@ -1,0 +1,6 @@
+//! HTTP adapters: each handler extracts, calls a service, and maps the result to JSON.
+//! The router is assembled in `startup`.
+
+pub mod admin;
+pub mod health;
+pub mod metrics;

@@ -1,0 +1,135 @@
+//! Building and running the application: connect the stores, assemble the router, bind.
+//! Tests call [`Application::build`] with port 0 and talk to the port it reports.
+
+use axum::{extract::DefaultBodyLimit, middleware, routing::get, Router};
+use leptos::config::LeptosOptions;
+use std::{net::SocketAddr, sync::Arc};
+use tower_http::{limit::RequestBodyLimitLayer, trace::TraceLayer};
+
+use crate::{
+    config::Settings,
+    console,
+    identity::authenticate::Authenticator,
+    metrics::Metrics,
+    routes,
+    state::AppState,
+    storage::{amqp::AmqpLink, db, etcd::EtcdLink, redis::RedisStore},
+};
+
+/// Largest body a JSON extractor reads (answered `413 PAYLOAD_TOO_LARGE` beyond); the buyer
+/// API caps its own far lower.
+const MAX_JSON_BYTES: usize = 1024 * 1024;
+/// Backstop for every route, including the console's server functions.
+const MAX_BODY_BYTES: usize = 4 * MAX_JSON_BYTES;
+
+pub struct Application {
+    listener: tokio::net::TcpListener,
+    router: Router,
+    state: AppState,
+}
+
+impl Application {
+    /// Connects PostgreSQL and Redis (required to serve), prepares the lazy RabbitMQ and
+    /// etcd links, migrates, and binds the listener.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let state = connect(settings).await?;
+        db::migrate(&state.db).await?;
+        let listener = tokio::net::TcpListener::bind(state.settings.bind).await?;
+        let router = router(state.clone());
+        Ok(Self {
+            listener,
+            router,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.listener
+            .local_addr()
+            .map(|addr| addr.port())
+            .unwrap_or(0)
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        tracing::info!(address = %self.listener.local_addr()?, "serving");
+        axum::serve(
+            self.listener,
+            self.router
+                .into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+    }
+}
+
+/// Opens every store and assembles the shared state (used by `serve` and the CLI).
+pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
+    let db = db::connect(&settings).await?;
+    let redis = RedisStore::connect(&settings).await?;
+    let metrics = Metrics::new();
+    let auth = Authenticator::new(db.clone(), redis.clone(), metrics.clone(), &settings);
+    let leptos = LeptosOptions::builder()
+        .output_name(app::BUNDLE_NAME)
+        .site_root(settings.site_root.to_string_lossy().into_owned())
+        .site_pkg_dir("pkg")
+        .site_addr(settings.bind)
+        .build();
+    Ok(AppState {
+        amqp: AmqpLink::new(settings.amqp_url.clone()),
+        etcd: EtcdLink::new(settings.etcd_endpoints.clone()),
+        settings: Arc::new(settings),
+        db,
+        redis,
+        metrics,
+        auth,
+        leptos,
+    })
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(routes::health::healthz))
+        .route("/readyz", get(routes::health::readyz))
+        .route("/metrics", get(routes::metrics::render))
+        .nest("/admin/api", routes::admin::router())
+        .merge(console::router(state.clone()))
+        .layer(middleware::from_fn_with_state(state.clone(), routes::metrics::track))
+        .layer(DefaultBodyLimit::max(MAX_JSON_BYTES))
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        // The span carries the client's X-Request-ID; none is invented here, because the
+        // buyer API must see whether the client sent one.
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
+            let request_id = request
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            tracing::debug_span!("http", method = %request.method(), uri = %request.uri(), request_id)
+        }))
+        .with_state(state)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

@@ -1,0 +1,10 @@
+//! Everything that talks to a store: PostgreSQL queries, Redis keys and scripts, and the
+//! links to RabbitMQ and etcd. Callers get typed results; SQL stays in this module and in
+//! `migrations/`.
+
+pub mod amqp;
+pub mod catalog;
+pub mod db;
+pub mod etcd;
+pub mod redis;
+pub mod users;

@@ -1,0 +1,430 @@
+//! Admin API (SPEC §8.1): merchants create items and activities; other merchants get 404,
+//! read-only roles 403, no token 401, malformed bodies 400 with a code; none of those
+//! changes anything.
+
+use crate::helpers::{json, spawn_app, TestApp};
+use app::model::Role;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+fn activity_body(item_id: i64, starts_in_minutes: i64) -> Value {
+    let starts = chrono::Utc::now() + chrono::Duration::minutes(starts_in_minutes);
+    json!({
+        "title": "Singles' Day",
+        "starts_at": starts,
+        "ends_at": starts + chrono::Duration::hours(1),
+        "kind": "standard",
+        "pay_timeout_s": 900,
+        "items": [{ "item_id": item_id, "stock": 100, "per_user_limit": 2, "price_cents": 4990 }]
+    })
+}
+
+async fn create_item(app: &TestApp, caller: &crate::helpers::Caller, name: &str) -> i64 {
+    let (status, body) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(caller),
+            &json!({ "name": name, "description": "d", "price_cents": 9990 }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    body["id"].as_i64().expect("id")
+}
+
+#[tokio::test]
+async fn a_merchant_registers_an_item_and_an_activity_and_reads_live_figures() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let item_id = create_item(&app, &merchant, "Phone").await;
+
+    let (status, body) = json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(&merchant),
+            &activity_body(item_id, 10),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let activity_id = body["id"].as_i64().expect("id");
+
+    let (status, detail) = json(
+        app.get(
+            &format!("/admin/api/activities/{activity_id}"),
+            Some(&merchant),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["title"], "Singles' Day");
+    assert_eq!(detail["items"][0]["item_id"], item_id);
+    assert_eq!(detail["items"][0]["total_stock"], 100);
+    assert_eq!(detail["items"][0]["sold"], 0);
+    assert_eq!(detail["items"][0]["redis_stock"], Value::Null);
+    assert_eq!(detail["prewarmed"], false);
+
+    let (_, items) = json(app.get("/admin/api/items", Some(&merchant)).await).await;
+    assert_eq!(items.as_array().expect("list").len(), 1);
+    let (_, activities) = json(app.get("/admin/api/activities", Some(&merchant)).await).await;
+    assert_eq!(activities[0]["total_stock"], 100);
+}
+
+#[tokio::test]
+async fn another_merchant_gets_404_and_changes_nothing() {
+    let app = spawn_app().await;
+    let owner = app.caller(Role::Merchant, Some("acme")).await;
+    let rival = app.caller(Role::Merchant, Some("globex")).await;
+    let item_id = create_item(&app, &owner, "Phone").await;
+    let (_, body) = json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(&owner),
+            &activity_body(item_id, 10),
+        )
+        .await,
+    )
+    .await;
+    let activity_id = body["id"].as_i64().expect("id");
+
+    for path in [
+        format!("/admin/api/items/{item_id}"),
+        format!("/admin/api/activities/{activity_id}"),
+    ] {
+        let (status, body) = json(app.get(&path, Some(&rival)).await).await;
+        assert_eq!(status, 404, "{path}: {body}");
+        assert_eq!(body["code"], "NOT_FOUND");
+    }
+    let (status, _) = json(
+        app.send_json(
+            Method::PUT,
+            &format!("/admin/api/items/{item_id}"),
+            Some(&rival),
+            &json!({ "name": "Stolen", "price_cents": 1 }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, _) = json(
+        app.send_json(
+            Method::PUT,
+            &format!("/admin/api/activities/{activity_id}"),
+            Some(&rival),
+            &activity_body(item_id, 20),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 404);
+    // Nor may a rival sell the owner's item in an activity of its own.
+    let (status, _) = json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(&rival),
+            &activity_body(item_id, 10),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (_, rival_items) = json(app.get("/admin/api/items", Some(&rival)).await).await;
+    assert_eq!(rival_items, json!([]));
+
+    let name: String = sqlx::query_scalar("SELECT name FROM items WHERE id = $1")
+        .bind(item_id)
+        .fetch_one(&app.db)
+        .await
+        .expect("item");
+    assert_eq!(name, "Phone");
+    assert_eq!(app.count("activities").await, 1);
+}
+
+#[tokio::test]
+async fn read_only_roles_get_403_on_writes_and_change_nothing() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let item_id = create_item(&app, &merchant, "Phone").await;
+    for role in [Role::Sre, Role::Ops] {
+        let reader = app.caller(role, None).await;
+        let (status, body) = json(
+            app.post_json(
+                "/admin/api/items",
+                Some(&reader),
+                &json!({ "name": "x", "price_cents": 1, "merchant_id": 1 }),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 403, "{role}: {body}");
+        assert_eq!(body["code"], "FORBIDDEN");
+        let (status, _) = json(
+            app.post_json(
+                "/admin/api/activities",
+                Some(&reader),
+                &activity_body(item_id, 10),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 403);
+        let (status, _) = json(
+            app.send_json(
+                Method::PUT,
+                &format!("/admin/api/items/{item_id}"),
+                Some(&reader),
+                &json!({ "name": "Renamed", "price_cents": 1 }),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 403);
+        // Reading is what these roles are for.
+        let (status, _) = json(
+            app.get(&format!("/admin/api/items/{item_id}"), Some(&reader))
+                .await,
+        )
+        .await;
+        assert_eq!(status, 200);
+    }
+    assert_eq!(app.count("items").await, 1);
+    assert_eq!(app.count("activities").await, 0);
+}
+
+#[tokio::test]
+async fn no_or_bad_credentials_get_401() {
+    let app = spawn_app().await;
+    let (status, body) = json(app.get("/admin/api/items", None).await).await;
+    assert_eq!(status, 401);
+    assert_eq!(body["code"], "UNAUTHENTICATED");
+    let (status, _) = json(
+        app.post_json(
+            "/admin/api/items",
+            None,
+            &json!({ "name": "x", "price_cents": 1 }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 401);
+    let forged = app
+        .client
+        .get(format!("{}/admin/api/items", app.address))
+        .header("Authorization", "Bearer not-a-token")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(forged.status(), 401);
+    let forged_cookie = app
+        .client
+        .get(format!("{}/admin/api/items", app.address))
+        .header("Cookie", "seckill_session=deadbeef")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(forged_cookie.status(), 401);
+    assert_eq!(app.count("items").await, 0);
+}
+
+#[tokio::test]
+async fn malformed_bodies_get_400_with_a_code_and_change_nothing() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let item_id = create_item(&app, &merchant, "Phone").await;
+    let raw = |path: &'static str, body: &'static str| {
+        app.client
+            .post(format!("{}{path}", app.address))
+            .header("Authorization", format!("Bearer {}", merchant.token))
+            .header("Content-Type", "application/json")
+            .body(body)
+    };
+    for (path, body) in [
+        ("/admin/api/items", "{not json"),
+        ("/admin/api/items", r#"{"name": "x"}"#),
+        (
+            "/admin/api/items",
+            r#"{"name": "x", "price_cents": "free"}"#,
+        ),
+        ("/admin/api/items", r#"{"name": "", "price_cents": 1}"#),
+        ("/admin/api/items", r#"{"name": "x", "price_cents": -1}"#),
+        (
+            "/admin/api/items",
+            r#"{"name": "x", "price_cents": 1, "evil": true}"#,
+        ),
+        ("/admin/api/activities", r#"{"title": "t"}"#),
+        ("/admin/api/activities", "[]"),
+    ] {
+        let (status, response) = json(raw(path, body).send().await.expect("sent")).await;
+        assert_eq!(status, 400, "{path} {body}: {response}");
+        assert_eq!(response["code"], "BAD_REQUEST", "{response}");
+        assert!(!response["message"].as_str().unwrap_or_default().is_empty());
+    }
+    let mut broken = activity_body(item_id, 10);
+    broken["items"][0]["stock"] = json!(0);
+    let (status, _) = json(
+        app.post_json("/admin/api/activities", Some(&merchant), &broken)
+            .await,
+    )
+    .await;
+    assert_eq!(status, 400);
+    let mut backwards = activity_body(item_id, 10);
+    backwards["ends_at"] = backwards["starts_at"].clone();
+    let (status, _) = json(
+        app.post_json("/admin/api/activities", Some(&merchant), &backwards)
+            .await,
+    )
+    .await;
+    assert_eq!(status, 400);
+    let (status, body) = json(
+        app.get("/admin/api/items/not-a-number", Some(&merchant))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], "BAD_REQUEST");
+    let oversized = "x".repeat(2 * 1024 * 1024);
+    let response = app
+        .client
+        .post(format!("{}/admin/api/items", app.address))
+        .header("Authorization", format!("Bearer {}", merchant.token))
+        .header("Content-Type", "application/json")
+        .body(format!(r#"{{"name": "{oversized}", "price_cents": 1}}"#))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 413);
+    let body: Value = response.json().await.expect("json body");
+    assert_eq!(body["code"], "PAYLOAD_TOO_LARGE");
+
+    assert_eq!(app.count("items").await, 1);
+    assert_eq!(app.count("activities").await, 0);
+}
+
+#[tokio::test]
+async fn seated_activities_keep_their_seat_map() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ticket = create_item(&app, &merchant, "Concert ticket").await;
+    let mut body = activity_body(ticket, 10);
+    body["kind"] = json!("seated");
+    body["items"][0]["stock"] = json!(3);
+    body["items"][0]["per_user_limit"] = json!(2);
+    body["seats"] = json!(["B201", "B202", "B203"]);
+    let (status, created) = json(
+        app.post_json("/admin/api/activities", Some(&merchant), &body)
+            .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let (_, detail) = json(
+        app.get(
+            &format!("/admin/api/activities/{}", created["id"]),
+            Some(&merchant),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(detail["seats"], json!(["B201", "B202", "B203"]));
+
+    body["seats"] = json!(["B201", "B201", "B203"]);
+    let (status, _) = json(
+        app.post_json("/admin/api/activities", Some(&merchant), &body)
+            .await,
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(app.count("seats").await, 3);
+}
+
+#[tokio::test]
+async fn an_activity_is_editable_until_it_starts() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let item_id = create_item(&app, &merchant, "Phone").await;
+    let (_, created) = json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(&merchant),
+            &activity_body(item_id, 10),
+        )
+        .await,
+    )
+    .await;
+    let id = created["id"].as_i64().expect("id");
+
+    let mut edited = activity_body(item_id, 30);
+    edited["title"] = json!("Renamed sale");
+    edited["items"][0]["stock"] = json!(50);
+    let (status, body) = json(
+        app.send_json(
+            Method::PUT,
+            &format!("/admin/api/activities/{id}"),
+            Some(&merchant),
+            &edited,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (_, detail) = json(
+        app.get(&format!("/admin/api/activities/{id}"), Some(&merchant))
+            .await,
+    )
+    .await;
+    assert_eq!(detail["title"], "Renamed sale");
+    assert_eq!(detail["items"][0]["total_stock"], 50);
+
+    sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute' WHERE id = $1")
+        .bind(id)
+        .execute(&app.db)
+        .await
+        .expect("start the sale");
+    let (status, body) = json(
+        app.send_json(
+            Method::PUT,
+            &format!("/admin/api/activities/{id}"),
+            Some(&merchant),
+            &edited,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["code"], "ACTIVITY_LOCKED");
+}
+
+#[tokio::test]
+async fn an_admin_writes_for_a_named_merchant() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let admin = app.caller(Role::Admin, None).await;
+    let merchant_id: i64 = sqlx::query_scalar("SELECT id FROM merchants WHERE name = 'acme'")
+        .fetch_one(&app.db)
+        .await
+        .expect("merchant");
+    let (status, body) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&admin),
+            &json!({ "name": "x", "price_cents": 1 }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&admin),
+            &json!({ "name": "Gift", "price_cents": 1, "merchant_id": merchant_id }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (_, items) = json(app.get("/admin/api/items", Some(&merchant)).await).await;
+    assert_eq!(items[0]["name"], "Gift");
+}

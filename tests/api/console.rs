@@ -1,0 +1,77 @@
+//! The server-rendered console: pages render on the server, unauthenticated visitors are
+//! sent to the login page, and the hydration bundle is referenced and served.
+
+use crate::helpers::spawn_app;
+use app::model::Role;
+
+#[tokio::test]
+async fn the_login_page_renders_with_the_hydration_bundle() {
+    let app = spawn_app().await;
+    let response = app.get("/login", None).await;
+    assert_eq!(response.status(), 200);
+    let html = response.text().await.expect("html");
+    assert!(html.contains(r#"name="username""#), "{html}");
+    assert!(html.contains(r#"name="password""#));
+    assert!(
+        html.contains("/pkg/seckill_console"),
+        "no hydration script in {html}"
+    );
+}
+
+#[tokio::test]
+async fn signed_out_visitors_are_sent_to_the_login_page() {
+    let app = spawn_app().await;
+    let response = app.get("/items", None).await;
+    let status = response.status().as_u16();
+    let location = response
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let html = response.text().await.unwrap_or_default();
+    assert!(
+        (status == 302 || status == 303) && location.as_deref() == Some("/login")
+            || html.contains("/login"),
+        "status {status}, location {location:?}: {html}"
+    );
+    assert!(!html.contains("item-list"));
+}
+
+#[tokio::test]
+async fn a_signed_in_merchant_sees_its_items_rendered_on_the_server() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let rival = app.caller(Role::Merchant, Some("globex")).await;
+    for (caller, name) in [(&merchant, "Acme rocket"), (&rival, "Globex laser")] {
+        let response = app
+            .post_json(
+                "/admin/api/items",
+                Some(caller),
+                &serde_json::json!({ "name": name, "price_cents": 1250 }),
+            )
+            .await;
+        assert_eq!(response.status(), 201);
+    }
+    let session = app
+        .state
+        .auth
+        .login(&merchant.username, &merchant.password, None)
+        .await
+        .expect("login");
+    let html = app
+        .client
+        .get(format!("{}/items", app.address))
+        .header("Cookie", format!("seckill_session={}", session.token))
+        .send()
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("html");
+    assert!(html.contains("Acme rocket"), "{html}");
+    assert!(html.contains("12.50"));
+    assert!(
+        !html.contains("Globex laser"),
+        "another merchant's item leaked: {html}"
+    );
+}

@@ -1,0 +1,148 @@
+//! `spawn_app()`: one isolated server per test, plus helpers to make users and call the API.
+
+use app::model::Role;
+use reqwest::{header::AUTHORIZATION, Client, Response};
+use seckill::{
+    cli::create_user, config::Settings, identity::secret_token, startup::Application,
+    state::AppState, storage::users,
+};
+use secrecy::ExposeSecret;
+use serde_json::Value;
+use sqlx::{Connection, Executor, PgConnection, PgPool};
+use std::sync::Once;
+use uuid::Uuid;
+
+pub struct TestApp {
+    pub address: String,
+    pub db: PgPool,
+    pub state: AppState,
+    pub client: Client,
+}
+
+/// An admin API caller: a user with a bearer token.
+pub struct Caller {
+    pub token: String,
+    pub username: String,
+    pub password: String,
+}
+
+static TRACING: Once = Once::new();
+
+/// The server part of `DATABASE_URL` with another database name.
+fn database_url(base: &str, name: &str) -> String {
+    let (server, _) = base
+        .rsplit_once('/')
+        .expect("DATABASE_URL has a database part");
+    format!("{server}/{name}")
+}
+
+pub async fn spawn_app() -> TestApp {
+    TRACING.call_once(|| {
+        if std::env::var("TEST_LOG").is_ok() {
+            seckill::telemetry::init();
+        }
+    });
+    let id = Uuid::new_v4().simple().to_string();
+    let mut settings = Settings::load().expect("settings");
+    let base = settings.database_url.expose_secret().to_owned();
+    let database = format!("seckill_test_{id}");
+    let mut admin = PgConnection::connect(&database_url(&base, "postgres"))
+        .await
+        .expect("PostgreSQL is reachable");
+    admin
+        .execute(format!(r#"CREATE DATABASE "{database}""#).as_str())
+        .await
+        .expect("create test database");
+    settings.database_url = database_url(&base, &database).into();
+    settings.redis_prefix = format!("test:{id}:");
+    settings.amqp_prefix = format!("test.{id}");
+    settings.etcd_prefix = format!("/seckill-test/{id}");
+    settings.bind = "127.0.0.1:0".parse().expect("address");
+    settings.db_max_connections = 8;
+
+    let application = Application::build(settings)
+        .await
+        .expect("application builds");
+    let address = format!("http://127.0.0.1:{}", application.port());
+    let state = application.state().clone();
+    tokio::spawn(application.run_until_stopped());
+    TestApp {
+        address,
+        db: state.db.clone(),
+        state,
+        client: Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client"),
+    }
+}
+
+impl TestApp {
+    /// A user of `role` (merchants belong to `merchant`) with a fresh API token.
+    pub async fn caller(&self, role: Role, merchant: Option<&str>) -> Caller {
+        let username = format!("{}-{}", role, &Uuid::new_v4().simple().to_string()[..8]);
+        let password = format!("pw-{}", Uuid::new_v4().simple());
+        let actor = create_user(&self.db, &username, &password, role, merchant)
+            .await
+            .expect("create user");
+        let token = secret_token::generate();
+        users::create_api_token(
+            &self.db,
+            actor.user_id,
+            &secret_token::digest(&token),
+            "test",
+        )
+        .await
+        .expect("create token");
+        Caller {
+            token,
+            username,
+            password,
+        }
+    }
+
+    pub async fn get(&self, path: &str, caller: Option<&Caller>) -> Response {
+        let mut request = self.client.get(format!("{}{path}", self.address));
+        if let Some(caller) = caller {
+            request = request.header(AUTHORIZATION, format!("Bearer {}", caller.token));
+        }
+        request.send().await.expect("request sent")
+    }
+
+    pub async fn send_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        caller: Option<&Caller>,
+        body: &Value,
+    ) -> Response {
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.address))
+            .json(body);
+        if let Some(caller) = caller {
+            request = request.header(AUTHORIZATION, format!("Bearer {}", caller.token));
+        }
+        request.send().await.expect("request sent")
+    }
+
+    pub async fn post_json(&self, path: &str, caller: Option<&Caller>, body: &Value) -> Response {
+        self.send_json(reqwest::Method::POST, path, caller, body)
+            .await
+    }
+
+    /// Rows in a table of this test's database; used to prove that refused calls changed nothing.
+    pub async fn count(&self, table: &str) -> i64 {
+        sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+            .fetch_one(&self.db)
+            .await
+            .expect("count")
+    }
+}
+
+/// The JSON body and status of a response.
+pub async fn json(response: Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let body = response.json::<Value>().await.unwrap_or(Value::Null);
+    (status, body)
+}

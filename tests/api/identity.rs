@@ -1,0 +1,93 @@
+//! Console logins: argon2 passwords, hashed session cookies accepted by the admin API,
+//! rate-limited attempts.
+
+use crate::helpers::{json, spawn_app};
+use app::model::Role;
+use seckill::identity::authenticate::LoginError;
+
+#[tokio::test]
+async fn a_console_session_works_on_the_admin_api_until_logout() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let session = app
+        .state
+        .auth
+        .login(&merchant.username, &merchant.password, None)
+        .await
+        .expect("login");
+    let with_cookie = || {
+        app.client
+            .get(format!("{}/admin/api/items", app.address))
+            .header("Cookie", format!("seckill_session={}", session.token))
+    };
+    assert_eq!(with_cookie().send().await.expect("sent").status(), 200);
+
+    // Only a digest of the cookie is stored.
+    let stored: Vec<u8> = sqlx::query_scalar("SELECT token_hash FROM admin_sessions")
+        .fetch_one(&app.db)
+        .await
+        .expect("session row");
+    assert_ne!(stored, session.token.as_bytes());
+
+    app.state.auth.logout(&session.token).await.expect("logout");
+    let (status, _) = json(with_cookie().send().await.expect("sent")).await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn wrong_passwords_and_unknown_users_are_refused_alike() {
+    let app = spawn_app().await;
+    let ops = app.caller(Role::Ops, None).await;
+    let wrong = app
+        .state
+        .auth
+        .login(&ops.username, "not-the-password", None)
+        .await;
+    assert!(matches!(wrong, Err(LoginError::BadCredentials)));
+    let unknown = app
+        .state
+        .auth
+        .login("nobody", "whatever-password", None)
+        .await;
+    assert!(matches!(unknown, Err(LoginError::BadCredentials)));
+    assert_eq!(app.count("admin_sessions").await, 0);
+}
+
+#[tokio::test]
+async fn login_attempts_are_rate_limited_per_username_and_per_address() {
+    let app = spawn_app().await;
+    let ops = app.caller(Role::Ops, None).await;
+    let limit = app.state.settings.login_attempts_per_window;
+    let address = Some("203.0.113.9".parse().expect("ip"));
+    for _ in 0..limit {
+        let attempt = app.state.auth.login(&ops.username, "guess", address).await;
+        assert!(matches!(attempt, Err(LoginError::BadCredentials)));
+    }
+    // Even the right password is refused now: the window is spent.
+    let blocked = app
+        .state
+        .auth
+        .login(&ops.username, &ops.password, address)
+        .await;
+    assert!(matches!(blocked, Err(LoginError::RateLimited { .. })));
+    // The same address spraying another account is still blocked.
+    let other = app.caller(Role::Sre, None).await;
+    let sprayed = app
+        .state
+        .auth
+        .login(&other.username, &other.password, address)
+        .await;
+    assert!(matches!(sprayed, Err(LoginError::RateLimited { .. })));
+    // From another address, the other account is fine.
+    let elsewhere = app
+        .state
+        .auth
+        .login(
+            &other.username,
+            &other.password,
+            Some("198.51.100.7".parse().expect("ip")),
+        )
+        .await;
+    assert!(elsewhere.is_ok());
+    assert_eq!(app.count("admin_sessions").await, 1);
+}
