@@ -11,7 +11,7 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::{
     components::{ParentRoute, Route, Router, Routes},
-    path,
+    path, SsrMode,
 };
 use pages::{activities, items, layout, login, unbuilt};
 
@@ -52,7 +52,9 @@ pub fn App() -> impl IntoView {
             <div id="console" data-hydrated=move || hydrated.get().to_string()>
                 <Routes fallback=|| view! { <p class="empty">"Page not found."</p> }>
                     <Route path=path!("/login") view=login::LoginPage/>
-                    <ParentRoute path=path!("") view=layout::Layout>
+                    // Async: the session check resolves before the first byte is sent, so a
+                    // signed-out visitor gets a real redirect instead of a half-rendered page.
+                    <ParentRoute path=path!("") view=layout::Layout ssr=SsrMode::Async>
                         <Route path=path!("") view=activities::ActivityList/>
                         <Route path=path!("/activities") view=activities::ActivityList/>
                         <Route path=path!("/activities/new") view=activities::ActivityCreate/>

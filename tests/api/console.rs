@@ -21,7 +21,14 @@ async fn the_login_page_renders_with_the_hydration_bundle() {
 #[tokio::test]
 async fn signed_out_visitors_are_sent_to_the_login_page() {
     let app = spawn_app().await;
-    let response = app.get("/items", None).await;
+    // As a browser asks: leptos answers a real redirect only to requests accepting HTML.
+    let response = app
+        .client
+        .get(format!("{}/items", app.address))
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .expect("sent");
     let status = response.status().as_u16();
     let location = response
         .headers()
