@@ -45,10 +45,12 @@ pub async fn spawn_app() -> TestApp {
     let id = Uuid::new_v4().simple().to_string();
     let mut settings = Settings::load().expect("settings");
     let base = settings.database_url.expose_secret().to_owned();
-    let database = format!("seckill_test_{id}");
+    let now = chrono::Utc::now().timestamp();
+    let database = format!("seckill_test_{now}_{id}");
     let mut admin = PgConnection::connect(&database_url(&base, "postgres"))
         .await
         .expect("PostgreSQL is reachable");
+    drop_stale_databases(&mut admin, now).await;
     admin
         .execute(format!(r#"CREATE DATABASE "{database}""#).as_str())
         .await
@@ -74,6 +76,27 @@ pub async fn spawn_app() -> TestApp {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("client"),
+    }
+}
+
+/// Test databases are left behind for inspection; those over an hour old are dropped, so
+/// runs neither pile them up nor pull one from under a concurrent run.
+async fn drop_stale_databases(admin: &mut PgConnection, now: i64) {
+    let names: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'seckill\\_test\\_%'")
+        .fetch_all(&mut *admin)
+        .await
+        .expect("list test databases");
+    for name in names {
+        let created = name
+            .strip_prefix("seckill_test_")
+            .and_then(|rest| rest.split('_').next())
+            .and_then(|secs| secs.parse::<i64>().ok());
+        if created.is_none_or(|created| now - created > 3600) {
+            // Best effort: another run may be dropping the same one.
+            let _ = admin
+                .execute(format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#).as_str())
+                .await;
+        }
     }
 }
 
