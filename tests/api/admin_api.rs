@@ -19,6 +19,18 @@ fn activity_body(item_id: i64, starts_in_minutes: i64) -> Value {
     })
 }
 
+async fn create_activity(
+    app: &TestApp,
+    caller: &crate::helpers::Caller,
+    body: &Value,
+) -> (u16, Value) {
+    json(
+        app.post_json("/admin/api/activities", Some(caller), body)
+            .await,
+    )
+    .await
+}
+
 async fn create_item(app: &TestApp, caller: &crate::helpers::Caller, name: &str) -> i64 {
     let (status, body) = json(
         app.post_json(
@@ -39,15 +51,7 @@ async fn a_merchant_registers_an_item_and_an_activity_and_reads_live_figures() {
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let item_id = create_item(&app, &merchant, "Phone").await;
 
-    let (status, body) = json(
-        app.post_json(
-            "/admin/api/activities",
-            Some(&merchant),
-            &activity_body(item_id, 10),
-        )
-        .await,
-    )
-    .await;
+    let (status, body) = create_activity(&app, &merchant, &activity_body(item_id, 10)).await;
     assert_eq!(status, 201, "{body}");
     let activity_id = body["id"].as_i64().expect("id");
 
@@ -79,15 +83,7 @@ async fn another_merchant_gets_404_and_changes_nothing() {
     let owner = app.caller(Role::Merchant, Some("acme")).await;
     let rival = app.caller(Role::Merchant, Some("globex")).await;
     let item_id = create_item(&app, &owner, "Phone").await;
-    let (_, body) = json(
-        app.post_json(
-            "/admin/api/activities",
-            Some(&owner),
-            &activity_body(item_id, 10),
-        )
-        .await,
-    )
-    .await;
+    let (_, body) = create_activity(&app, &owner, &activity_body(item_id, 10)).await;
     let activity_id = body["id"].as_i64().expect("id");
 
     for path in [
@@ -121,15 +117,7 @@ async fn another_merchant_gets_404_and_changes_nothing() {
     .await;
     assert_eq!(status, 404);
     // Nor may a rival sell the owner's item in an activity of its own.
-    let (status, _) = json(
-        app.post_json(
-            "/admin/api/activities",
-            Some(&rival),
-            &activity_body(item_id, 10),
-        )
-        .await,
-    )
-    .await;
+    let (status, _) = create_activity(&app, &rival, &activity_body(item_id, 10)).await;
     assert_eq!(status, 404);
     let (_, rival_items) = json(app.get("/admin/api/items", Some(&rival)).await).await;
     assert_eq!(rival_items, json!([]));
@@ -161,15 +149,7 @@ async fn read_only_roles_get_403_on_writes_and_change_nothing() {
         .await;
         assert_eq!(status, 403, "{role}: {body}");
         assert_eq!(body["code"], "FORBIDDEN");
-        let (status, _) = json(
-            app.post_json(
-                "/admin/api/activities",
-                Some(&reader),
-                &activity_body(item_id, 10),
-            )
-            .await,
-        )
-        .await;
+        let (status, _) = create_activity(&app, &reader, &activity_body(item_id, 10)).await;
         assert_eq!(status, 403);
         let (status, _) = json(
             app.send_json(
@@ -264,19 +244,11 @@ async fn malformed_bodies_get_400_with_a_code_and_change_nothing() {
     }
     let mut broken = activity_body(item_id, 10);
     broken["items"][0]["stock"] = json!(0);
-    let (status, _) = json(
-        app.post_json("/admin/api/activities", Some(&merchant), &broken)
-            .await,
-    )
-    .await;
+    let (status, _) = create_activity(&app, &merchant, &broken).await;
     assert_eq!(status, 400);
     let mut backwards = activity_body(item_id, 10);
     backwards["ends_at"] = backwards["starts_at"].clone();
-    let (status, _) = json(
-        app.post_json("/admin/api/activities", Some(&merchant), &backwards)
-            .await,
-    )
-    .await;
+    let (status, _) = create_activity(&app, &merchant, &backwards).await;
     assert_eq!(status, 400);
     let (status, body) = json(
         app.get("/admin/api/items/not-a-number", Some(&merchant))
@@ -313,11 +285,7 @@ async fn seated_activities_keep_their_seat_map() {
     body["items"][0]["stock"] = json!(3);
     body["items"][0]["per_user_limit"] = json!(2);
     body["seats"] = json!(["B201", "B202", "B203"]);
-    let (status, created) = json(
-        app.post_json("/admin/api/activities", Some(&merchant), &body)
-            .await,
-    )
-    .await;
+    let (status, created) = create_activity(&app, &merchant, &body).await;
     assert_eq!(status, 201, "{created}");
     let (_, detail) = json(
         app.get(
@@ -330,11 +298,7 @@ async fn seated_activities_keep_their_seat_map() {
     assert_eq!(detail["seats"], json!(["B201", "B202", "B203"]));
 
     body["seats"] = json!(["B201", "B201", "B203"]);
-    let (status, _) = json(
-        app.post_json("/admin/api/activities", Some(&merchant), &body)
-            .await,
-    )
-    .await;
+    let (status, _) = create_activity(&app, &merchant, &body).await;
     assert_eq!(status, 400);
     assert_eq!(app.count("seats").await, 3);
 }
@@ -344,15 +308,7 @@ async fn an_activity_is_editable_until_it_starts() {
     let app = spawn_app().await;
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let item_id = create_item(&app, &merchant, "Phone").await;
-    let (_, created) = json(
-        app.post_json(
-            "/admin/api/activities",
-            Some(&merchant),
-            &activity_body(item_id, 10),
-        )
-        .await,
-    )
-    .await;
+    let (_, created) = create_activity(&app, &merchant, &activity_body(item_id, 10)).await;
     let id = created["id"].as_i64().expect("id");
 
     let mut edited = activity_body(item_id, 30);

@@ -82,10 +82,12 @@ pub async fn spawn_app() -> TestApp {
 /// Test databases are left behind for inspection; those over an hour old are dropped, so
 /// runs neither pile them up nor pull one from under a concurrent run.
 async fn drop_stale_databases(admin: &mut PgConnection, now: i64) {
-    let names: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'seckill\\_test\\_%'")
-        .fetch_all(&mut *admin)
-        .await
-        .expect("list test databases");
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'seckill\\_test\\_%'",
+    )
+    .fetch_all(&mut *admin)
+    .await
+    .expect("list test databases");
     for name in names {
         let created = name
             .strip_prefix("seckill_test_")

@@ -121,12 +121,43 @@ pub enum ActivityWrite {
     Locked,
 }
 
-async fn write_lines(
+/// Writes the activity (`id` absent: a new one) with its items and seats, replacing any
+/// it had. Refused when an item is not `owner`'s.
+async fn write_activity(
     tx: &mut Transaction<'_, Postgres>,
-    activity_id: i64,
+    id: Option<i64>,
+    owner: i64,
     input: &ActivityInput,
-) -> Result<(), sqlx::Error> {
+) -> Result<Result<i64, ActivityWrite>, sqlx::Error> {
     let item_ids: Vec<i64> = input.items.iter().map(|i| i.item_id).collect();
+    if count_owned_items(tx, owner, &item_ids).await? != item_ids.len() {
+        return Ok(Err(ActivityWrite::ForeignItem));
+    }
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO activities (id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s)
+         VALUES (COALESCE($1, nextval(pg_get_serial_sequence('activities', 'id'))), $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (id) DO UPDATE
+            SET title = EXCLUDED.title, kind = EXCLUDED.kind, starts_at = EXCLUDED.starts_at,
+                ends_at = EXCLUDED.ends_at, pay_timeout_s = EXCLUDED.pay_timeout_s, updated_at = now()
+         RETURNING id",
+    )
+    .bind(id)
+    .bind(owner)
+    .bind(input.title.trim())
+    .bind(input.kind.as_str())
+    .bind(input.starts_at)
+    .bind(input.ends_at)
+    .bind(i32::try_from(input.pay_timeout_s).unwrap_or(i32::MAX))
+    .fetch_one(&mut **tx)
+    .await?;
+    sqlx::query("DELETE FROM seats WHERE activity_id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("DELETE FROM activity_items WHERE activity_id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
     let stocks: Vec<i64> = input.items.iter().map(|i| i.stock).collect();
     let limits: Vec<i64> = input.items.iter().map(|i| i.per_user_limit).collect();
     let prices: Vec<i64> = input.items.iter().map(|i| i.price_cents).collect();
@@ -136,7 +167,7 @@ async fn write_lines(
          FROM UNNEST($2::BIGINT[], $3::BIGINT[], $4::BIGINT[], $5::BIGINT[])
               AS lines (item_id, stock, per_user_limit, price_cents)",
     )
-    .bind(activity_id)
+    .bind(id)
     .bind(&item_ids)
     .bind(&stocks)
     .bind(&limits)
@@ -145,12 +176,12 @@ async fn write_lines(
     .await?;
     if input.kind == ActivityKind::Seated {
         sqlx::query("INSERT INTO seats (activity_id, seat_code) SELECT $1, UNNEST($2::TEXT[])")
-            .bind(activity_id)
+            .bind(id)
             .bind(&input.seats)
             .execute(&mut **tx)
             .await?;
     }
-    Ok(())
+    Ok(Ok(id))
 }
 
 pub async fn insert_activity(
@@ -159,25 +190,11 @@ pub async fn insert_activity(
     input: &ActivityInput,
 ) -> Result<Result<i64, ActivityWrite>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let item_ids: Vec<i64> = input.items.iter().map(|i| i.item_id).collect();
-    if count_owned_items(&mut tx, merchant_id, &item_ids).await? != item_ids.len() {
-        return Ok(Err(ActivityWrite::ForeignItem));
+    let written = write_activity(&mut tx, None, merchant_id, input).await?;
+    if written.is_ok() {
+        tx.commit().await?;
     }
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO activities (merchant_id, title, kind, starts_at, ends_at, pay_timeout_s)
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-    )
-    .bind(merchant_id)
-    .bind(input.title.trim())
-    .bind(input.kind.as_str())
-    .bind(input.starts_at)
-    .bind(input.ends_at)
-    .bind(i32::try_from(input.pay_timeout_s).unwrap_or(i32::MAX))
-    .fetch_one(&mut *tx)
-    .await?;
-    write_lines(&mut tx, id, input).await?;
-    tx.commit().await?;
-    Ok(Ok(id))
+    Ok(written)
 }
 
 /// Replaces an activity's fields, items and seats, but only before it starts and while no
@@ -209,33 +226,11 @@ pub async fn update_activity(
     if starts_at <= now || has_orders {
         return Ok(Err(ActivityWrite::Locked));
     }
-    let item_ids: Vec<i64> = input.items.iter().map(|i| i.item_id).collect();
-    if count_owned_items(&mut tx, owner, &item_ids).await? != item_ids.len() {
-        return Ok(Err(ActivityWrite::ForeignItem));
+    let written = write_activity(&mut tx, Some(id), owner, input).await?;
+    if written.is_ok() {
+        tx.commit().await?;
     }
-    sqlx::query(
-        "UPDATE activities SET title = $2, kind = $3, starts_at = $4, ends_at = $5,
-                pay_timeout_s = $6, updated_at = now() WHERE id = $1",
-    )
-    .bind(id)
-    .bind(input.title.trim())
-    .bind(input.kind.as_str())
-    .bind(input.starts_at)
-    .bind(input.ends_at)
-    .bind(i32::try_from(input.pay_timeout_s).unwrap_or(i32::MAX))
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query("DELETE FROM seats WHERE activity_id = $1")
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("DELETE FROM activity_items WHERE activity_id = $1")
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    write_lines(&mut tx, id, input).await?;
-    tx.commit().await?;
-    Ok(Ok(()))
+    Ok(written.map(|_| ()))
 }
 
 #[derive(sqlx::FromRow)]
