@@ -36,7 +36,11 @@ log "front: wasm compiled in $(($(now_s) - t0))s ($(stat -c %s "$wasm_in") bytes
 skip_opt="${SECKILL_SKIP_WASM_OPT:-0}"
 stamp="$pkg/.build-stamp"
 opt_version=skip
-[[ "$skip_opt" == 1 ]] || opt_version="$(wasm-opt --version)"
+if [[ "$skip_opt" != 1 ]]; then
+  [[ "$(command -v wasm-opt || true)" == "$SECKILL_TOOLS_DIR/bin/wasm-opt" ]] \
+    || die "wasm-opt on PATH is '$(command -v wasm-opt || true)', expected npm binaryen's in $SECKILL_TOOLS_DIR/bin (run scripts/setup.sh)"
+  opt_version="$(wasm-opt --version)"
+fi
 want_stamp="$(sha256sum "$wasm_in" | cut -d' ' -f1) $(wasm-bindgen --version) wasm-opt=$opt_version"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" && -f "$pkg/${name}_bg.wasm" && -f "$pkg/$name.js" ]]; then
   log "front: bindings and wasm-opt output up to date"
@@ -48,8 +52,6 @@ else
   if [[ "$skip_opt" == 1 ]]; then
     log "front: SECKILL_SKIP_WASM_OPT=1, not running wasm-opt"
   else
-    [[ "$(command -v wasm-opt)" == "$SECKILL_TOOLS_DIR/bin/wasm-opt" ]] \
-      || die "wasm-opt on PATH is '$(command -v wasm-opt || true)', expected npm binaryen's in $SECKILL_TOOLS_DIR/bin (run scripts/setup.sh)"
     before=$(stat -c %s "$pkg/${name}_bg.wasm")
     t0=$(now_s)
     wasm-opt -Oz -o "$pkg/${name}_bg.wasm.opt" "$pkg/${name}_bg.wasm"

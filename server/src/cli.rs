@@ -9,7 +9,7 @@ use crate::{
     config::Settings,
     domain::access::Actor,
     identity::{buyer_token, password, secret_token},
-    services::catalog,
+    services::{catalog, prewarm},
     startup::{self, Application},
     storage::{db, users},
 };
@@ -33,6 +33,8 @@ enum Command {
     Migrate,
     /// Seed the demo: an ops and a merchant user (passwords printed), one item, one activity.
     Demo,
+    /// Load an activity's stock, buyer records and Bloom filter keys into Redis.
+    Prewarm { activity: i64 },
     /// Mint a buyer token (HS256 JWT) for tests and load generation.
     Token {
         #[arg(long)]
@@ -111,8 +113,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{token}");
         }
         Command::Demo => seed_demo(settings).await?,
+        Command::Prewarm { activity } => {
+            let state = startup::connect(settings).await?;
+            let report = prewarm::prewarm(&state, &cli_actor(), activity).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        }
     }
     Ok(())
+}
+
+/// Whoever runs the CLI on a server host is trusted as an admin; the audit names it `cli`.
+fn cli_actor() -> Actor {
+    Actor {
+        user_id: 0,
+        username: "cli".into(),
+        role: Role::Admin,
+        merchant_id: None,
+    }
 }
 
 fn read_password() -> anyhow::Result<String> {

@@ -45,6 +45,66 @@ pub struct Settings {
     pub login_window_s: u32,
     /// How long a readiness probe waits for each dependency, in milliseconds.
     pub probe_timeout_ms: u64,
+    /// Thresholds of the buy funnel (SPEC §3.1); the control plane later moves them to etcd.
+    pub buy: BuySettings,
+}
+
+/// Limits and cache lifetimes of the buy funnel, per instance unless said otherwise.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BuySettings {
+    /// Buy requests in flight at once; the rest get 503 `OVERLOADED` at once (`SECKILL_BUY_MAX_IN_FLIGHT`).
+    pub max_in_flight: usize,
+    /// Local token bucket: buy requests per second this instance admits to Redis.
+    pub local_rate_per_s: u32,
+    /// Fixed-window length of the Redis rate limits, in seconds.
+    pub rate_window_s: u32,
+    /// Buy requests one buyer may send per item and window (`SECKILL_BUY_USER_RATE`).
+    pub per_user_per_window: u32,
+    /// Buy requests one client address may send per item and window.
+    pub per_ip_per_window: u32,
+    /// Buy requests an item accepts per window across all instances.
+    pub per_item_per_window: u32,
+    /// Ask for a human challenge before deducting (`SECKILL_CHALLENGE`, `on`/`off`).
+    pub challenge_required: bool,
+    /// Largest buy body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Activity items the Bloom filter is sized for, and its false-positive rate.
+    pub bloom_capacity: u64,
+    pub bloom_false_positive_rate: f64,
+    /// How long this instance trusts its copy of an activity, in milliseconds.
+    pub activity_cache_ms: u64,
+    /// How long an id that passed the Bloom filter but does not exist is remembered.
+    pub null_cache_ms: u64,
+    /// How long a local sold-out flag answers without asking Redis (stock can come back
+    /// when unpaid orders are cancelled).
+    pub sold_out_flag_ms: u64,
+    /// Pre-orders written in one PostgreSQL transaction at most, and how long the first of
+    /// a batch waits for company, in microseconds.
+    pub preorder_batch_max: usize,
+    pub preorder_batch_wait_us: u64,
+}
+
+impl Default for BuySettings {
+    fn default() -> Self {
+        Self {
+            max_in_flight: 4096,
+            local_rate_per_s: 100_000,
+            rate_window_s: 1,
+            per_user_per_window: 5,
+            per_ip_per_window: 2_000,
+            per_item_per_window: 200_000,
+            challenge_required: false,
+            max_body_bytes: 4096,
+            bloom_capacity: 1_000_000,
+            bloom_false_positive_rate: 0.001,
+            activity_cache_ms: 1_000,
+            null_cache_ms: 5_000,
+            sold_out_flag_ms: 1_000,
+            preorder_batch_max: 256,
+            preorder_batch_wait_us: 2_000,
+        }
+    }
 }
 
 /// The development default for secrets; fine on a laptop, refused nowhere, logged nowhere.
@@ -70,6 +130,7 @@ impl Default for Settings {
             login_attempts_per_window: 10,
             login_window_s: 300,
             probe_timeout_ms: 1500,
+            buy: BuySettings::default(),
         }
     }
 }
@@ -184,6 +245,24 @@ impl Settings {
         }
         if let Some(v) = lookup("SECKILL_LOGIN_WINDOW_S") {
             self.login_window_s = parsed("SECKILL_LOGIN_WINDOW_S", v)?;
+        }
+        if let Some(v) = lookup("SECKILL_BUY_MAX_IN_FLIGHT") {
+            self.buy.max_in_flight = parsed("SECKILL_BUY_MAX_IN_FLIGHT", v)?;
+        }
+        if let Some(v) = lookup("SECKILL_BUY_USER_RATE") {
+            self.buy.per_user_per_window = parsed("SECKILL_BUY_USER_RATE", v)?;
+        }
+        if let Some(v) = lookup("SECKILL_CHALLENGE") {
+            self.buy.challenge_required = match v.trim() {
+                "on" => true,
+                "off" => false,
+                other => {
+                    return Err(SettingsError::Env {
+                        name: "SECKILL_CHALLENGE",
+                        reason: format!("`{other}` is neither on nor off"),
+                    })
+                }
+            };
         }
         Ok(())
     }

@@ -21,6 +21,10 @@ pub struct Inner {
     pub admin_logins: IntCounterVec,
     /// 1 when the last readiness probe reached the dependency, else 0.
     pub dependency_up: IntGaugeVec,
+    /// Buy requests per funnel stage (SPEC §3.1): `outcome` is `pass` or the code that stopped them.
+    pub funnel: IntCounterVec,
+    /// Pre-orders per group-commit batch.
+    pub preorder_batch_size: prometheus::Histogram,
 }
 
 impl std::ops::Deref for Metrics {
@@ -66,11 +70,29 @@ impl Metrics {
             &["dependency"],
         )
         .expect("valid metric");
+        let funnel = IntCounterVec::new(
+            Opts::new(
+                "seckill_funnel_requests_total",
+                "Buy requests per funnel stage, passed or stopped by reason",
+            ),
+            &["stage", "outcome"],
+        )
+        .expect("valid metric");
+        let preorder_batch_size = prometheus::Histogram::with_opts(
+            HistogramOpts::new(
+                "seckill_preorder_batch_size",
+                "Pre-orders written per PostgreSQL transaction",
+            )
+            .buckets(exponential_buckets(1.0, 2.0, 10).expect("valid buckets")),
+        )
+        .expect("valid metric");
         for collector in [
             Box::new(http_requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(http_duration.clone()),
             Box::new(admin_logins.clone()),
             Box::new(dependency_up.clone()),
+            Box::new(funnel.clone()),
+            Box::new(preorder_batch_size.clone()),
         ] {
             registry
                 .register(collector)
@@ -82,6 +104,8 @@ impl Metrics {
             http_duration,
             admin_logins,
             dependency_up,
+            funnel,
+            preorder_batch_size,
         }))
     }
 
@@ -118,12 +142,19 @@ mod tests {
             .observe(0.001);
         metrics.admin_logins.with_label_values(&["accepted"]).inc();
         metrics.dependency_up.with_label_values(&["redis"]).set(1);
+        metrics
+            .funnel
+            .with_label_values(&["admission", "pass"])
+            .inc();
+        metrics.preorder_batch_size.observe(3.0);
         let text = metrics.render();
         for name in [
             "seckill_http_requests_total",
             "seckill_http_request_duration_seconds_bucket",
             "seckill_admin_logins_total",
             "seckill_dependency_up",
+            "seckill_funnel_requests_total",
+            "seckill_preorder_batch_size_bucket",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");
         }

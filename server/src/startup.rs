@@ -9,11 +9,12 @@ use tower_http::{limit::RequestBodyLimitLayer, trace::TraceLayer};
 use crate::{
     config::Settings,
     console,
-    identity::authenticate::Authenticator,
+    identity::{authenticate::Authenticator, buyer_token::BuyerTokens},
     metrics::Metrics,
     routes,
+    services::{buy::Funnel, catalogue::Catalogue},
     state::AppState,
-    storage::{amqp::AmqpLink, db, etcd::EtcdLink, redis::RedisStore},
+    storage::{amqp::AmqpLink, db, etcd::EtcdLink, orders::PreorderWriter, redis::RedisStore},
 };
 
 /// Largest body a JSON extractor reads (answered `413 PAYLOAD_TOO_LARGE` beyond); the buyer
@@ -72,6 +73,21 @@ pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
     let redis = RedisStore::connect(&settings).await?;
     let metrics = Metrics::new();
     let auth = Authenticator::new(db.clone(), redis.clone(), metrics.clone(), &settings);
+    let buy = &settings.buy;
+    let preorders = PreorderWriter::spawn(
+        db.clone(),
+        buy.preorder_batch_max,
+        std::time::Duration::from_micros(buy.preorder_batch_wait_us),
+        metrics.preorder_batch_size.clone(),
+    );
+    let funnel = Arc::new(Funnel::new(
+        buy.clone(),
+        Catalogue::new(db.clone(), redis.clone(), buy),
+        BuyerTokens::new(&settings.jwt_secret),
+        preorders,
+        redis.clone(),
+        metrics.clone(),
+    ));
     let leptos = LeptosOptions::builder()
         .output_name(app::BUNDLE_NAME)
         .site_root(settings.site_root.to_string_lossy().into_owned())
@@ -87,6 +103,7 @@ pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         metrics,
         auth,
         leptos,
+        funnel,
     })
 }
 
@@ -95,6 +112,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(routes::health::healthz))
         .route("/readyz", get(routes::health::readyz))
         .route("/metrics", get(routes::metrics::render))
+        .nest("/api", routes::buyer::router())
         .nest("/admin/api", routes::admin::router())
         .merge(console::router(state.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), routes::metrics::track))

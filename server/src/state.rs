@@ -9,6 +9,7 @@ use crate::{
     config::Settings,
     identity::authenticate::Authenticator,
     metrics::Metrics,
+    services::buy::Funnel,
     storage::{amqp::AmqpLink, etcd::EtcdLink, redis::RedisStore},
 };
 
@@ -30,4 +31,6 @@ pub struct AppState {
     pub auth: Authenticator,
     /// Where the console's bundle lives and what it is called.
     pub leptos: LeptosOptions,
+    /// The buy funnel with its in-memory catalogue, limits and pre-order writer.
+    pub funnel: Arc<Funnel>,
 }

@@ -37,6 +37,11 @@ fn database_url(base: &str, name: &str) -> String {
 }
 
 pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// `spawn_app` with settings adjusted first (limits, switches held in settings for now).
+pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
     TRACING.call_once(|| {
         if std::env::var("TEST_LOG").is_ok() {
             seckill::telemetry::init();
@@ -61,6 +66,7 @@ pub async fn spawn_app() -> TestApp {
     settings.etcd_prefix = format!("/seckill-test/{id}");
     settings.bind = "127.0.0.1:0".parse().expect("address");
     settings.db_max_connections = 8;
+    adjust(&mut settings);
 
     let application = Application::build(settings)
         .await

@@ -4,6 +4,7 @@
 
 mod admin_api;
 mod browser;
+mod buyer;
 mod console;
 mod health;
 mod helpers;

@@ -2,7 +2,7 @@
 //! The platform's auth service issues them; `seckill token --user ID` mints one for tests
 //! and load generation with the same shared secret.
 
-use jsonwebtoken::{encode, EncodingKey, Header};
+use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
@@ -28,10 +28,36 @@ pub fn mint(
     )
 }
 
+/// Verifies buyer tokens; built once, since key and validation rules do not change.
+pub struct BuyerTokens {
+    key: DecodingKey,
+    validation: Validation,
+}
+
+impl BuyerTokens {
+    pub fn new(secret: &SecretString) -> Self {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_required_spec_claims(&["exp", "sub"]);
+        validation.leeway = 5;
+        Self {
+            key: DecodingKey::from_secret(secret.expose_secret().as_bytes()),
+            validation,
+        }
+    }
+
+    /// The buyer id of a valid, unexpired token from `Authorization: Bearer ...`.
+    pub fn buyer(&self, authorization: Option<&str>) -> Option<i64> {
+        let token = authorization?.strip_prefix("Bearer ")?;
+        let claims = decode::<BuyerClaims>(token.trim(), &self.key, &self.validation)
+            .ok()?
+            .claims;
+        claims.sub.parse::<i64>().ok().filter(|id| *id > 0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jsonwebtoken::{decode, DecodingKey, Validation};
 
     #[test]
     fn a_minted_token_carries_the_user_and_verifies_with_the_secret() {

@@ -2,5 +2,6 @@
 //! The router is assembled in `startup`.
 
 pub mod admin;
+pub mod buyer;
 pub mod health;
 pub mod metrics;

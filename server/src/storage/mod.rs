@@ -6,5 +6,6 @@ pub mod amqp;
 pub mod catalog;
 pub mod db;
 pub mod etcd;
+pub mod orders;
 pub mod redis;
 pub mod users;

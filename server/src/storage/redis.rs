@@ -12,6 +12,19 @@ use crate::config::Settings;
 
 static FIXED_WINDOW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/fixed_window.lua")));
+static DEDUCT_STOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/deduct_stock.lua")));
+static RESTORE_STOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/restore_stock.lua")));
+static RATE_WINDOWS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/rate_windows.lua")));
+static CLAIM_REQUEST: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/claim_request.lua")));
+static BLOOM: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/bloom.lua")));
+
+/// The value `claim_request.lua` stores while the first request with an id is in flight.
+pub const IN_FLIGHT: &[u8] = b"\0in-flight";
 
 #[derive(Clone)]
 pub struct RedisStore {
@@ -48,9 +61,172 @@ impl RedisStore {
     }
 
     /// Stock left in Redis for one item of one activity. The hash tag groups it with the
-    /// item's buyer records for the deduction script.
+    /// item's buyer records and rate windows for the scripts that touch them together.
     pub fn stock_key(&self, activity_id: i64, item_id: i64) -> String {
         self.key(&format!("{{a{activity_id}.i{item_id}}}:stock"))
+    }
+
+    /// Hash of buyer id → units that buyer holds of the item.
+    pub fn bought_key(&self, activity_id: i64, item_id: i64) -> String {
+        self.key(&format!("{{a{activity_id}.i{item_id}}}:bought"))
+    }
+
+    /// Where the first response to a buyer's request id is kept for replay.
+    pub fn request_key(&self, user_id: i64, request_id: &str) -> String {
+        self.key(&format!("idem:{{{user_id}}}:{request_id}"))
+    }
+
+    /// The Bloom filter of every pre-warmed activity item.
+    pub fn bloom_key(&self) -> String {
+        self.key("bloom:{items}")
+    }
+
+    /// A human challenge handed out and not answered yet.
+    pub fn challenge_key(&self, challenge_id: &str) -> String {
+        self.key(&format!("challenge:{{{challenge_id}}}"))
+    }
+
+    /// Atomic check-and-deduct of stock and the buyer's count (`lua/deduct_stock.lua`).
+    pub async fn deduct_stock(
+        &self,
+        activity_id: i64,
+        item_id: i64,
+        user_id: i64,
+        quantity: i64,
+        limit: i64,
+    ) -> redis::RedisResult<i64> {
+        DEDUCT_STOCK
+            .key(self.stock_key(activity_id, item_id))
+            .key(self.bought_key(activity_id, item_id))
+            .arg(user_id)
+            .arg(quantity)
+            .arg(limit)
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// Gives a deduction back (`lua/restore_stock.lua`).
+    pub async fn restore_stock(
+        &self,
+        activity_id: i64,
+        item_id: i64,
+        user_id: i64,
+        quantity: i64,
+    ) -> redis::RedisResult<i64> {
+        RESTORE_STOCK
+            .key(self.stock_key(activity_id, item_id))
+            .key(self.bought_key(activity_id, item_id))
+            .arg(user_id)
+            .arg(quantity)
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// One hit in the buyer, address and item windows; 0 or the index of the tripped window.
+    pub async fn hit_rate_windows(
+        &self,
+        activity_id: i64,
+        item_id: i64,
+        user_id: i64,
+        client: &str,
+        window_s: u32,
+        limits: [u32; 3],
+    ) -> redis::RedisResult<i64> {
+        let tag = format!("{{a{activity_id}.i{item_id}}}");
+        RATE_WINDOWS
+            .key(self.key(&format!("{tag}:rl:user:{user_id}")))
+            .key(self.key(&format!("{tag}:rl:ip:{client}")))
+            .key(self.key(&format!("{tag}:rl:item")))
+            .arg(window_s)
+            .arg(&limits[..])
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// Claims a request id: `None` when it is new, else what is stored under it.
+    pub async fn claim_request(
+        &self,
+        key: &str,
+        in_flight_ms: u64,
+    ) -> redis::RedisResult<Option<Vec<u8>>> {
+        CLAIM_REQUEST
+            .key(key)
+            .arg(IN_FLIGHT)
+            .arg(in_flight_ms)
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// Stores a request's final response for replay.
+    pub async fn store_response(
+        &self,
+        key: &str,
+        response: &[u8],
+        ttl_s: u64,
+    ) -> redis::RedisResult<()> {
+        self.connection().set_ex(key, response, ttl_s).await
+    }
+
+    pub async fn get_bytes(&self, key: &str) -> redis::RedisResult<Option<Vec<u8>>> {
+        self.connection().get(key).await
+    }
+
+    /// Reads and deletes a key in one step (GETDEL), for one-shot values.
+    pub async fn take_bytes(&self, key: &str) -> redis::RedisResult<Option<Vec<u8>>> {
+        self.connection().get_del(key).await
+    }
+
+    /// Sets a Bloom filter's bits; returns how many were new.
+    pub async fn bloom_add(&self, positions: &[u64]) -> redis::RedisResult<i64> {
+        BLOOM
+            .key(self.bloom_key())
+            .arg("add")
+            .arg(positions)
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// Whether every bit is set (the key may be present) or not (it certainly is not).
+    pub async fn bloom_test(&self, positions: &[u64]) -> redis::RedisResult<bool> {
+        let answer: i64 = BLOOM
+            .key(self.bloom_key())
+            .arg("test")
+            .arg(positions)
+            .invoke_async(&mut self.connection())
+            .await?;
+        Ok(answer == 1)
+    }
+
+    /// Loads one item's stock and buyer records in one transaction, replacing what was there.
+    pub async fn load_item(
+        &self,
+        activity_id: i64,
+        item_id: i64,
+        stock: i64,
+        holders: &[(i64, i64)],
+    ) -> redis::RedisResult<()> {
+        let bought = self.bought_key(activity_id, item_id);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .set(self.stock_key(activity_id, item_id), stock)
+            .ignore()
+            .del(&bought)
+            .ignore();
+        if !holders.is_empty() {
+            pipe.hset_multiple(&bought, holders).ignore();
+        }
+        pipe.query_async(&mut self.connection()).await
+    }
+
+    /// Units each buyer holds of an item, as Redis records them.
+    pub async fn holders(
+        &self,
+        activity_id: i64,
+        item_id: i64,
+    ) -> redis::RedisResult<Vec<(i64, i64)>> {
+        self.connection()
+            .hgetall(self.bought_key(activity_id, item_id))
+            .await
     }
 
     /// Counts one hit in a fixed window and returns the hits so far (`lua/fixed_window.lua`).

@@ -2,7 +2,7 @@
 //! [`Actor`](crate::domain::access::Actor), so no token → 401 before anything runs.
 
 use axum::{
-    routing::{get, put},
+    routing::{get, post, put},
     Router,
 };
 
@@ -10,6 +10,7 @@ use crate::state::AppState;
 
 mod activities;
 mod items;
+mod prewarm;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -23,4 +24,5 @@ pub fn router() -> Router<AppState> {
             "/activities/{id}",
             get(activities::read).put(activities::update),
         )
+        .route("/activities/{id}/prewarm", post(prewarm::prewarm))
 }

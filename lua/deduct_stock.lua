@@ -1,0 +1,38 @@
+-- deduct_stock.lua: atomically check an item's stock and the buyer's count against the
+-- per-user limit, then deduct (seed 000 §6.2, seed 001 §3.2).
+--
+-- KEYS[1]  {a<activity>.i<item>}:stock   remaining units (absent until pre-warmed)
+-- KEYS[2]  {a<activity>.i<item>}:bought  hash: buyer id -> units that buyer holds
+-- ARGV[1]  buyer id
+-- ARGV[2]  quantity (>= 1)
+-- ARGV[3]  per-user limit
+--
+-- Returns: >= 0  deducted; the stock left afterwards
+--          -1    sold out (nothing left)
+--          -2    already purchased (the buyer holds the limit)
+--          -3    limit exceeded (this quantity would take the buyer over the limit)
+--          -4    not pre-warmed (no stock key)
+--          -5    not enough left for this quantity (some units remain)
+local stock = redis.call('GET', KEYS[1])
+if not stock then
+  return -4
+end
+stock = tonumber(stock)
+local quantity = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local held = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+if held >= limit then
+  return -2
+end
+if held + quantity > limit then
+  return -3
+end
+if stock <= 0 then
+  return -1
+end
+if stock < quantity then
+  return -5
+end
+redis.call('DECRBY', KEYS[1], quantity)
+redis.call('HINCRBY', KEYS[2], ARGV[1], quantity)
+return stock - quantity

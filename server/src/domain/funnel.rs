@@ -1,0 +1,202 @@
+//! The buy funnel's decisions (SPEC §3.1) as plain values: an activity's phase, what a
+//! buy request may ask for, how a stock script's answer reads, and what each refusal
+//! answers over HTTP.
+
+use chrono::{DateTime, Utc};
+
+/// Where an activity stands at a moment; `Closed` is an ops decision, not a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Upcoming,
+    Open,
+    Ended,
+    Closed,
+}
+
+pub fn phase(
+    starts_at: DateTime<Utc>,
+    ends_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+    entry_open: bool,
+) -> Phase {
+    if !entry_open {
+        Phase::Closed
+    } else if now < starts_at {
+        Phase::Upcoming
+    } else if now >= ends_at {
+        Phase::Ended
+    } else {
+        Phase::Open
+    }
+}
+
+/// Every way a buy request ends, in funnel order. The stage counters use [`Outcome::code`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    BadRequest,
+    Unauthenticated,
+    NotStarted,
+    Ended,
+    Closed,
+    ChallengeFailed,
+    ItemNotFound,
+    SoldOut,
+    AlreadyPurchased,
+    LimitExceeded,
+    RateLimited,
+    Overloaded,
+    Degraded,
+}
+
+impl Outcome {
+    pub fn code(self) -> &'static str {
+        match self {
+            Outcome::Ok => "OK",
+            Outcome::BadRequest => "BAD_REQUEST",
+            Outcome::Unauthenticated => "UNAUTHENTICATED",
+            Outcome::NotStarted => "ACTIVITY_NOT_STARTED",
+            Outcome::Ended => "ACTIVITY_ENDED",
+            Outcome::Closed => "ACTIVITY_CLOSED",
+            Outcome::ChallengeFailed => "CHALLENGE_FAILED",
+            Outcome::ItemNotFound => "ITEM_NOT_FOUND",
+            Outcome::SoldOut => "SOLD_OUT",
+            Outcome::AlreadyPurchased => "ALREADY_PURCHASED",
+            Outcome::LimitExceeded => "LIMIT_EXCEEDED",
+            Outcome::RateLimited => "RATE_LIMITED",
+            Outcome::Overloaded => "OVERLOADED",
+            Outcome::Degraded => "DEGRADED",
+        }
+    }
+
+    pub fn status(self) -> u16 {
+        match self {
+            Outcome::Ok => 200,
+            Outcome::BadRequest => 400,
+            Outcome::Unauthenticated => 401,
+            Outcome::NotStarted | Outcome::Ended | Outcome::Closed | Outcome::ChallengeFailed => {
+                403
+            }
+            Outcome::ItemNotFound => 404,
+            Outcome::SoldOut | Outcome::AlreadyPurchased | Outcome::LimitExceeded => 409,
+            Outcome::RateLimited => 429,
+            Outcome::Overloaded | Outcome::Degraded => 503,
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::BadRequest => "the request is malformed",
+            Outcome::Unauthenticated => "a valid buyer token is required",
+            Outcome::NotStarted => "the activity has not started",
+            Outcome::Ended => "the activity has ended",
+            Outcome::Closed => "the activity is closed",
+            Outcome::ChallengeFailed => "the challenge answer is wrong, too fast or expired",
+            Outcome::ItemNotFound => "no such item in this activity",
+            Outcome::SoldOut => "sold out",
+            Outcome::AlreadyPurchased => "you already bought your limit of this item",
+            Outcome::LimitExceeded => "this quantity exceeds your per-user limit",
+            Outcome::RateLimited => "too many requests, retry later",
+            Outcome::Overloaded => "the server is at capacity, retry later",
+            Outcome::Degraded => "ordering is temporarily unavailable, retry later",
+        }
+    }
+
+    pub fn from_phase(phase: Phase) -> Option<Outcome> {
+        match phase {
+            Phase::Open => None,
+            Phase::Upcoming => Some(Outcome::NotStarted),
+            Phase::Ended => Some(Outcome::Ended),
+            Phase::Closed => Some(Outcome::Closed),
+        }
+    }
+}
+
+/// What `lua/deduct_stock.lua` answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deduction {
+    Deducted {
+        stock_left: i64,
+    },
+    SoldOut,
+    AlreadyPurchased,
+    LimitExceeded,
+    NotPrewarmed,
+    /// Some units remain, fewer than asked for: the buyer may still get a smaller quantity.
+    NotEnough,
+}
+
+impl Deduction {
+    pub fn from_script(answer: i64) -> Deduction {
+        match answer {
+            left if left >= 0 => Deduction::Deducted { stock_left: left },
+            -1 => Deduction::SoldOut,
+            -2 => Deduction::AlreadyPurchased,
+            -3 => Deduction::LimitExceeded,
+            -5 => Deduction::NotEnough,
+            _ => Deduction::NotPrewarmed,
+        }
+    }
+}
+
+/// The quantity a buyer may ask for in one request: 1 up to the item's per-user limit.
+pub fn valid_quantity(quantity: i64, per_user_limit: i64) -> bool {
+    (1..=per_user_limit).contains(&quantity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Duration;
+
+    #[test]
+    fn phases_follow_the_clock_unless_the_entry_is_closed() {
+        let start = Utc::now();
+        let end = start + Duration::minutes(10);
+        assert_eq!(
+            phase(start, end, start - Duration::seconds(1), true),
+            Phase::Upcoming
+        );
+        assert_eq!(phase(start, end, start, true), Phase::Open);
+        assert_eq!(phase(start, end, end, true), Phase::Ended);
+        assert_eq!(phase(start, end, start, false), Phase::Closed);
+    }
+
+    #[test]
+    fn script_answers_map_to_outcomes() {
+        assert_eq!(
+            Deduction::from_script(0),
+            Deduction::Deducted { stock_left: 0 }
+        );
+        assert_eq!(Deduction::from_script(-1), Deduction::SoldOut);
+        assert_eq!(Deduction::from_script(-2), Deduction::AlreadyPurchased);
+        assert_eq!(Deduction::from_script(-3), Deduction::LimitExceeded);
+        assert_eq!(Deduction::from_script(-4), Deduction::NotPrewarmed);
+        assert_eq!(Deduction::from_script(-5), Deduction::NotEnough);
+    }
+
+    #[test]
+    fn quantities_stay_within_the_limit() {
+        assert!(valid_quantity(1, 2));
+        assert!(valid_quantity(2, 2));
+        for bad in [0, -1, 3, i64::MAX, i64::MIN] {
+            assert!(!valid_quantity(bad, 2), "{bad}");
+        }
+    }
+
+    #[test]
+    fn refusals_carry_the_spec_codes() {
+        assert_eq!(
+            (Outcome::SoldOut.status(), Outcome::SoldOut.code()),
+            (409, "SOLD_OUT")
+        );
+        assert_eq!(Outcome::RateLimited.status(), 429);
+        assert_eq!(
+            Outcome::from_phase(Phase::Upcoming),
+            Some(Outcome::NotStarted)
+        );
+        assert_eq!(Outcome::from_phase(Phase::Open), None);
+    }
+}

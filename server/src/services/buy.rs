@@ -1,0 +1,518 @@
+//! The buy funnel (SPEC §3.1): each stage in order, cheapest first, each counted as passed
+//! or stopped by reason in `seckill_funnel_requests_total`.
+//!
+//! Once a request id is claimed (step 7), every answer is stored under it, so a replay
+//! gets the first answer byte for byte (success kept an hour, failures five minutes).
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use serde::Deserialize;
+use std::{net::IpAddr, sync::Mutex, time::Duration, time::Instant};
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+use crate::{
+    config::BuySettings,
+    domain::{
+        catalog::MAX_PER_USER_LIMIT,
+        funnel::{phase, valid_quantity, Deduction, Outcome},
+    },
+    identity::buyer_token::BuyerTokens,
+    metrics::Metrics,
+    services::{
+        catalogue::{Catalogue, LookupError},
+        challenge::Challenges,
+    },
+    storage::{
+        orders::{PreOrder, PreorderWriter},
+        redis::{RedisStore, IN_FLIGHT},
+    },
+};
+
+/// How long a claimed request id stays "in flight" if its request dies mid-way.
+const IN_FLIGHT_MS: u64 = 10_000;
+/// How long a replay waits for the first request with its id to finish.
+const REPLAY_WAIT: Duration = Duration::from_secs(3);
+const SUCCESS_TTL_S: u64 = 3600;
+const FAILURE_TTL_S: u64 = 300;
+
+/// Body of `POST /api/seckill/buy`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuyRequest {
+    pub activity_id: i64,
+    pub item_id: i64,
+    pub quantity: i64,
+    #[serde(default)]
+    pub challenge_id: Option<String>,
+    #[serde(default)]
+    pub answer: Option<i64>,
+}
+
+/// A finished answer: what the client gets, and what a replay gets again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub status: u16,
+    pub retry_after_s: Option<u32>,
+    pub body: Bytes,
+}
+
+impl Answer {
+    fn json(status: u16, value: serde_json::Value) -> Self {
+        Self {
+            status,
+            retry_after_s: None,
+            body: Bytes::from(value.to_string()),
+        }
+    }
+
+    pub fn refusal(outcome: Outcome, message: &str) -> Self {
+        Self::json(
+            outcome.status(),
+            serde_json::json!({ "code": outcome.code(), "message": message }),
+        )
+    }
+
+    /// `"<status> <retry-after or 0>\n<body>"`, the form kept in Redis.
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes =
+            format!("{} {}\n", self.status, self.retry_after_s.unwrap_or(0)).into_bytes();
+        bytes.extend_from_slice(&self.body);
+        bytes
+    }
+
+    fn decode(stored: &[u8]) -> Option<Self> {
+        let newline = stored.iter().position(|b| *b == b'\n')?;
+        let head = std::str::from_utf8(&stored[..newline]).ok()?;
+        let (status, retry) = head.split_once(' ')?;
+        let retry_after_s = retry.parse::<u32>().ok().filter(|s| *s > 0);
+        Some(Self {
+            status: status.parse().ok()?,
+            retry_after_s,
+            body: Bytes::copy_from_slice(&stored[newline + 1..]),
+        })
+    }
+}
+
+/// A request id as clients send it: 1–64 letters, digits, `-` or `_`.
+pub fn valid_request_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The per-instance token bucket in front of Redis (step 8).
+struct TokenBucket {
+    rate_per_s: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl TokenBucket {
+    fn new(rate_per_s: u32) -> Self {
+        let rate = f64::from(rate_per_s.max(1));
+        Self {
+            rate_per_s: rate,
+            state: Mutex::new((rate, Instant::now())),
+        }
+    }
+
+    fn try_take(&self) -> bool {
+        let Ok(mut state) = self.state.lock() else {
+            return false;
+        };
+        let (tokens, last) = &mut *state;
+        let now = Instant::now();
+        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.rate_per_s)
+            .min(self.rate_per_s);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+pub struct Funnel {
+    settings: BuySettings,
+    admission: Semaphore,
+    bucket: TokenBucket,
+    pub catalogue: Catalogue,
+    pub challenges: Challenges,
+    tokens: BuyerTokens,
+    preorders: PreorderWriter,
+    redis: RedisStore,
+    metrics: Metrics,
+}
+
+impl Funnel {
+    pub fn new(
+        settings: BuySettings,
+        catalogue: Catalogue,
+        tokens: BuyerTokens,
+        preorders: PreorderWriter,
+        redis: RedisStore,
+        metrics: Metrics,
+    ) -> Self {
+        Self {
+            admission: Semaphore::new(settings.max_in_flight),
+            bucket: TokenBucket::new(settings.local_rate_per_s),
+            challenges: Challenges::new(redis.clone()),
+            settings,
+            catalogue,
+            tokens,
+            preorders,
+            redis,
+            metrics,
+        }
+    }
+
+    pub fn tokens(&self) -> &BuyerTokens {
+        &self.tokens
+    }
+
+    pub fn challenge_required(&self) -> bool {
+        self.settings.challenge_required
+    }
+
+    fn pass(&self, stage: &str) {
+        self.metrics
+            .funnel
+            .with_label_values(&[stage, "pass"])
+            .inc();
+    }
+
+    fn stop(&self, stage: &str, outcome: Outcome) -> Answer {
+        self.stop_with(stage, outcome, outcome.message())
+    }
+
+    fn stop_with(&self, stage: &str, outcome: Outcome, message: &str) -> Answer {
+        self.metrics
+            .funnel
+            .with_label_values(&[stage, outcome.code()])
+            .inc();
+        Answer::refusal(outcome, message)
+    }
+
+    /// Runs a buy request through the whole funnel.
+    pub async fn buy(&self, headers: &HeaderMap, client: IpAddr, body: &[u8]) -> Answer {
+        let Ok(_in_flight) = self.admission.try_acquire() else {
+            return self.stop("admission", Outcome::Overloaded);
+        };
+        self.pass("admission");
+
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let Some(request_id) = header("x-request-id").filter(|id| valid_request_id(id)) else {
+            return self.stop_with(
+                "validate",
+                Outcome::BadRequest,
+                "an X-Request-ID header of 1-64 letters, digits, - or _ is required",
+            );
+        };
+        if body.len() > self.settings.max_body_bytes {
+            return self.stop_with(
+                "validate",
+                Outcome::BadRequest,
+                "the request body is too large",
+            );
+        }
+        let request: BuyRequest = match serde_json::from_slice(body) {
+            Ok(request) => request,
+            Err(error) => {
+                return self.stop_with(
+                    "validate",
+                    Outcome::BadRequest,
+                    &format!("invalid body: {error}"),
+                )
+            }
+        };
+        if !valid_quantity(request.quantity, MAX_PER_USER_LIMIT) {
+            return self.stop_with(
+                "validate",
+                Outcome::BadRequest,
+                "quantity must be between 1 and the per-user limit",
+            );
+        }
+        self.pass("validate");
+
+        let Some(user_id) = self.tokens.buyer(header("authorization")) else {
+            return self.stop("auth", Outcome::Unauthenticated);
+        };
+        self.pass("auth");
+
+        let activity = match self
+            .catalogue
+            .activity_for_item(request.activity_id, request.item_id)
+            .await
+        {
+            Ok(activity) => activity,
+            Err(LookupError::Missing) => return self.stop("catalogue", Outcome::ItemNotFound),
+            Err(error) => {
+                tracing::warn!(error = %error, "activity lookup failed");
+                return self.stop("catalogue", Outcome::Degraded);
+            }
+        };
+        let Some(item) = activity.item(request.item_id) else {
+            return self.stop("catalogue", Outcome::ItemNotFound);
+        };
+        self.pass("catalogue");
+
+        if let Some(refusal) = Outcome::from_phase(phase(
+            activity.starts_at,
+            activity.ends_at,
+            chrono::Utc::now(),
+            true,
+        )) {
+            return self.stop("phase", refusal);
+        }
+        if !valid_quantity(request.quantity, item.per_user_limit) {
+            return self.stop_with(
+                "phase",
+                Outcome::BadRequest,
+                "quantity must be between 1 and the per-user limit",
+            );
+        }
+        self.pass("phase");
+
+        if self.catalogue.is_sold_out(activity.id, item.item_id) {
+            return self.stop("sold_out_flag", Outcome::SoldOut);
+        }
+        self.pass("sold_out_flag");
+
+        let request_key = self.redis.request_key(user_id, request_id);
+        match self.redis.claim_request(&request_key, IN_FLIGHT_MS).await {
+            Ok(None) => self.pass("idempotency"),
+            Ok(Some(stored)) => {
+                self.metrics
+                    .funnel
+                    .with_label_values(&["idempotency", "REPLAY"])
+                    .inc();
+                return self.replay(&request_key, stored).await;
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "request claim failed");
+                return self.stop("idempotency", Outcome::Degraded);
+            }
+        }
+
+        let order = PreOrder {
+            id: Uuid::new_v4(),
+            activity_id: activity.id,
+            item_id: item.item_id,
+            user_id,
+            quantity: request.quantity,
+            amount_cents: item.price_cents.saturating_mul(request.quantity),
+            request_id: request_id.to_owned(),
+        };
+        let answer = self
+            .claimed(
+                &order,
+                item.per_user_limit,
+                client,
+                request.challenge_id.as_deref(),
+                request.answer,
+            )
+            .await;
+        let ttl = if answer.status == 200 {
+            SUCCESS_TTL_S
+        } else {
+            FAILURE_TTL_S
+        };
+        if let Err(error) = self
+            .redis
+            .store_response(&request_key, &answer.encode(), ttl)
+            .await
+        {
+            tracing::warn!(error = %error, "could not keep the response for replay");
+        }
+        answer
+    }
+
+    /// Steps 8–11, once the request id is this request's own.
+    async fn claimed(
+        &self,
+        order: &PreOrder,
+        limit: i64,
+        client: IpAddr,
+        challenge_id: Option<&str>,
+        answer: Option<i64>,
+    ) -> Answer {
+        if !self.bucket.try_take() {
+            return self.rate_limited();
+        }
+        let windows = [
+            self.settings.per_user_per_window,
+            self.settings.per_ip_per_window,
+            self.settings.per_item_per_window,
+        ];
+        match self
+            .redis
+            .hit_rate_windows(
+                order.activity_id,
+                order.item_id,
+                order.user_id,
+                &client.to_string(),
+                self.settings.rate_window_s,
+                windows,
+            )
+            .await
+        {
+            Ok(0) => self.pass("rate_limit"),
+            Ok(_) => return self.rate_limited(),
+            Err(error) => {
+                tracing::warn!(error = %error, "rate windows failed");
+                return self.stop("rate_limit", Outcome::Degraded);
+            }
+        }
+
+        if self.settings.challenge_required {
+            let passed = match (challenge_id, answer) {
+                (Some(id), Some(answer)) => self.challenges.check(id, order.user_id, answer).await,
+                _ => Ok(false),
+            };
+            match passed {
+                Ok(true) => self.pass("challenge"),
+                Ok(false) => return self.stop("challenge", Outcome::ChallengeFailed),
+                Err(error) => {
+                    tracing::warn!(error = %error, "challenge check failed");
+                    return self.stop("challenge", Outcome::Degraded);
+                }
+            }
+        }
+
+        let deducted = self
+            .redis
+            .deduct_stock(
+                order.activity_id,
+                order.item_id,
+                order.user_id,
+                order.quantity,
+                limit,
+            )
+            .await;
+        match deducted.map(Deduction::from_script) {
+            Ok(Deduction::Deducted { stock_left }) => {
+                if stock_left == 0 {
+                    self.catalogue
+                        .mark_sold_out(order.activity_id, order.item_id);
+                }
+                self.pass("deduction");
+            }
+            Ok(Deduction::SoldOut) => {
+                self.catalogue
+                    .mark_sold_out(order.activity_id, order.item_id);
+                return self.stop("deduction", Outcome::SoldOut);
+            }
+            Ok(Deduction::NotEnough) => {
+                return self.stop_with(
+                    "deduction",
+                    Outcome::SoldOut,
+                    "fewer units are left than asked for",
+                )
+            }
+            Ok(Deduction::AlreadyPurchased) => {
+                return self.stop("deduction", Outcome::AlreadyPurchased)
+            }
+            Ok(Deduction::LimitExceeded) => return self.stop("deduction", Outcome::LimitExceeded),
+            Ok(Deduction::NotPrewarmed) => {
+                tracing::warn!(
+                    activity = order.activity_id,
+                    item = order.item_id,
+                    "stock missing from Redis; pre-warm the activity"
+                );
+                return self.stop("deduction", Outcome::Degraded);
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "deduction failed");
+                return self.stop("deduction", Outcome::Degraded);
+            }
+        }
+
+        if let Err(error) = self.preorders.write(order.clone()).await {
+            tracing::error!(error = %error, order = %order.id, "pre-order not written; giving the stock back");
+            if let Err(restore) = self
+                .redis
+                .restore_stock(
+                    order.activity_id,
+                    order.item_id,
+                    order.user_id,
+                    order.quantity,
+                )
+                .await
+            {
+                // Reconciliation finds a Redis deduction without an order and gives it back.
+                tracing::error!(error = %restore, order = %order.id, "stock give-back failed; left to reconciliation");
+            }
+            return self.stop("preorder", Outcome::Degraded);
+        }
+        self.pass("preorder");
+        Answer::json(
+            200,
+            serde_json::json!({ "order_id": order.id, "status": "PRE_CREATED" }),
+        )
+    }
+
+    fn rate_limited(&self) -> Answer {
+        let mut answer = self.stop("rate_limit", Outcome::RateLimited);
+        answer.retry_after_s = Some(self.settings.rate_window_s.max(1));
+        answer
+    }
+
+    /// A request id seen before: its first answer, once that answer exists.
+    async fn replay(&self, key: &str, mut stored: Vec<u8>) -> Answer {
+        let started = Instant::now();
+        while stored == IN_FLIGHT && started.elapsed() < REPLAY_WAIT {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            match self.redis.get_bytes(key).await {
+                Ok(Some(value)) => stored = value,
+                Ok(None) => break,
+                Err(_) => break,
+            }
+        }
+        Answer::decode(&stored).unwrap_or_else(|| {
+            Answer::json(
+                409,
+                serde_json::json!({
+                    "code": "REQUEST_IN_PROGRESS",
+                    "message": "the first request with this X-Request-ID has not finished; retry shortly"
+                }),
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_answers_decode_to_the_same_bytes() {
+        let mut answer = Answer::refusal(Outcome::RateLimited, "slow down");
+        answer.retry_after_s = Some(1);
+        assert_eq!(Answer::decode(&answer.encode()), Some(answer));
+        let ok = Answer::json(
+            200,
+            serde_json::json!({"order_id": "x", "status": "PRE_CREATED"}),
+        );
+        assert_eq!(Answer::decode(&ok.encode()), Some(ok));
+        assert_eq!(Answer::decode(IN_FLIGHT), None);
+    }
+
+    #[test]
+    fn request_ids_are_short_and_plain() {
+        assert!(valid_request_id("3f2c-11_ab"));
+        assert!(!valid_request_id(""));
+        assert!(!valid_request_id(&"a".repeat(65)));
+        assert!(!valid_request_id("a b"));
+        assert!(!valid_request_id("a:b"));
+    }
+
+    #[test]
+    fn the_token_bucket_admits_its_rate_then_refuses() {
+        let bucket = TokenBucket::new(3);
+        assert!((0..3).all(|_| bucket.try_take()));
+        assert!(!bucket.try_take());
+    }
+}

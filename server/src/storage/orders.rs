@@ -1,0 +1,206 @@
+//! Orders in PostgreSQL: the group-committed pre-order writer of the buy path, and reads.
+//!
+//! A pre-order and its outbox row are written in the same transaction (SPEC §3.1 step 11).
+//! Concurrent buys are gathered into one multi-row insert and one commit: the box flushes
+//! its WAL a few thousand times a second at best, so one transaction per buyer would cap
+//! the whole sale there (issue #3, "group commit").
+
+use sqlx::PgPool;
+use std::{sync::Arc, time::Duration};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use uuid::Uuid;
+
+/// Outbox topic of a pre-order waiting for the create-order consumer.
+pub const CREATE_ORDER_TOPIC: &str = "order.create";
+
+/// A pre-order as the buy path hands it over, after Redis has deducted its stock.
+#[derive(Clone, Debug)]
+pub struct PreOrder {
+    pub id: Uuid,
+    pub activity_id: i64,
+    pub item_id: i64,
+    pub user_id: i64,
+    pub quantity: i64,
+    pub amount_cents: i64,
+    pub request_id: String,
+}
+
+type Reply = oneshot::Sender<Result<(), Arc<sqlx::Error>>>;
+
+/// Hands pre-orders to a background task that writes them in batches.
+#[derive(Clone)]
+pub struct PreorderWriter {
+    queue: mpsc::Sender<(PreOrder, Reply)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("the pre-order could not be written: {0}")]
+    Database(Arc<sqlx::Error>),
+    #[error("the pre-order writer has stopped")]
+    Stopped,
+}
+
+/// Batches written at once; more would only queue on the same WAL flush.
+const CONCURRENT_BATCHES: usize = 4;
+
+impl PreorderWriter {
+    pub fn spawn(
+        pool: PgPool,
+        batch_max: usize,
+        batch_wait: Duration,
+        batch_sizes: prometheus::Histogram,
+    ) -> Self {
+        let (queue, mut incoming) = mpsc::channel::<(PreOrder, Reply)>(batch_max.max(1) * 16);
+        let permits = Arc::new(Semaphore::new(CONCURRENT_BATCHES));
+        tokio::spawn(async move {
+            while let Some(first) = incoming.recv().await {
+                let mut batch = vec![first];
+                let deadline = tokio::time::Instant::now() + batch_wait;
+                while batch.len() < batch_max {
+                    match tokio::time::timeout_at(deadline, incoming.recv()).await {
+                        Ok(Some(next)) => batch.push(next),
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+                batch_sizes.observe(batch.len() as f64);
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    break;
+                };
+                let pool = pool.clone();
+                tokio::spawn(async move {
+                    write_batch(&pool, batch).await;
+                    drop(permit);
+                });
+            }
+        });
+        Self { queue }
+    }
+
+    /// Writes the pre-order with its outbox row; returns once it is committed (or not).
+    pub async fn write(&self, order: PreOrder) -> Result<(), WriteError> {
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send((order, reply))
+            .await
+            .map_err(|_| WriteError::Stopped)?;
+        answer
+            .await
+            .map_err(|_| WriteError::Stopped)?
+            .map_err(WriteError::Database)
+    }
+}
+
+/// One transaction for the batch; if it fails, each member is retried alone so one bad
+/// row (say, a reused request id) fails only its own buyer.
+async fn write_batch(pool: &PgPool, batch: Vec<(PreOrder, Reply)>) {
+    let (orders, replies): (Vec<PreOrder>, Vec<Reply>) = batch.into_iter().unzip();
+    match insert(pool, &orders).await {
+        Ok(()) => {
+            for reply in replies {
+                let _ = reply.send(Ok(()));
+            }
+        }
+        Err(error) if orders.len() == 1 => {
+            let _ = replies
+                .into_iter()
+                .next()
+                .map(|reply| reply.send(Err(Arc::new(error))));
+        }
+        Err(error) => {
+            tracing::warn!(error = %error, size = orders.len(), "pre-order batch failed; writing its members one by one");
+            for (order, reply) in orders.into_iter().zip(replies) {
+                let result = insert(pool, std::slice::from_ref(&order))
+                    .await
+                    .map_err(Arc::new);
+                let _ = reply.send(result);
+            }
+        }
+    }
+}
+
+async fn insert(pool: &PgPool, orders: &[PreOrder]) -> Result<(), sqlx::Error> {
+    let ids: Vec<Uuid> = orders.iter().map(|o| o.id).collect();
+    let activities: Vec<i64> = orders.iter().map(|o| o.activity_id).collect();
+    let items: Vec<i64> = orders.iter().map(|o| o.item_id).collect();
+    let users: Vec<i64> = orders.iter().map(|o| o.user_id).collect();
+    let quantities: Vec<i64> = orders.iter().map(|o| o.quantity).collect();
+    let amounts: Vec<i64> = orders.iter().map(|o| o.amount_cents).collect();
+    let request_ids: Vec<String> = orders.iter().map(|o| o.request_id.clone()).collect();
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status, request_id)
+         SELECT id, activity_id, item_id, user_id, quantity::INTEGER, amount_cents, 'PRE_CREATED', request_id
+         FROM UNNEST($1::UUID[], $2::BIGINT[], $3::BIGINT[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[], $7::TEXT[])
+              AS o (id, activity_id, item_id, user_id, quantity, amount_cents, request_id)",
+    )
+    .bind(&ids)
+    .bind(&activities)
+    .bind(&items)
+    .bind(&users)
+    .bind(&quantities)
+    .bind(&amounts)
+    .bind(&request_ids)
+    .execute(&mut *tx)
+    .await?;
+    // The event id is the order id: a consumer that records it cannot apply one order twice.
+    sqlx::query(
+        "INSERT INTO outbox (event_id, topic, payload)
+         SELECT o.id, $2, jsonb_build_object('order_id', o.id, 'activity_id', o.activity_id,
+                'item_id', o.item_id, 'user_id', o.user_id, 'quantity', o.quantity,
+                'amount_cents', o.amount_cents)
+         FROM orders o WHERE o.id = ANY($1)",
+    )
+    .bind(&ids)
+    .bind(CREATE_ORDER_TOPIC)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await
+}
+
+/// An order as its owner sees it.
+#[derive(Debug, sqlx::FromRow, serde::Serialize)]
+pub struct OrderView {
+    pub order_id: Uuid,
+    pub activity_id: i64,
+    pub item_id: i64,
+    pub quantity: i32,
+    pub amount_cents: i64,
+    pub status: String,
+    pub pay_deadline_ms: Option<i64>,
+}
+
+/// The order if `user_id` owns it.
+pub async fn owned_order(
+    pool: &PgPool,
+    id: Uuid,
+    user_id: i64,
+) -> Result<Option<OrderView>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id AS order_id, activity_id, item_id, quantity, amount_cents, status,
+                (EXTRACT(EPOCH FROM pay_deadline) * 1000)::BIGINT AS pay_deadline_ms
+         FROM orders WHERE id = $1 AND user_id = $2",
+    )
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Units each buyer holds of an item in orders that keep stock (every state but
+/// `CANCELLED` and `FAILED`); pre-warm loads these into Redis.
+pub async fn holders(
+    pool: &PgPool,
+    activity_id: i64,
+    item_id: i64,
+) -> Result<Vec<(i64, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT user_id, SUM(quantity)::BIGINT FROM orders
+         WHERE activity_id = $1 AND item_id = $2 AND status NOT IN ('CANCELLED', 'FAILED')
+         GROUP BY user_id",
+    )
+    .bind(activity_id)
+    .bind(item_id)
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,728 @@
+//! The buy funnel against real Redis and PostgreSQL (SPEC §3, §3.1, §11): storms on one hot
+//! item never oversell nor break per-user limits, replays return the first answer, bad
+//! input changes nothing, and a pre-order that cannot be written gives its stock back.
+
+use crate::helpers::{json, spawn_app_with, TestApp};
+use app::model::Role;
+use futures::{stream, StreamExt};
+use reqwest::StatusCode;
+use seckill::{config::Settings, identity::buyer_token};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// Limits loose enough that a storm from one address is decided by stock, not by rate.
+fn storm_settings(settings: &mut Settings) {
+    settings.buy.per_ip_per_window = 1_000_000;
+    settings.buy.per_item_per_window = 1_000_000;
+}
+
+struct Sale {
+    activity_id: i64,
+    item_id: i64,
+}
+
+/// An activity with one item, pre-warmed by ops, then opened (its start moved into the past).
+async fn open_sale(app: &TestApp, stock: i64, per_user_limit: i64) -> Sale {
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (_, item) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&merchant),
+            &json!({ "name": "Phone", "price_cents": 100 }),
+        )
+        .await,
+    )
+    .await;
+    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
+    let (status, activity) = json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(&merchant),
+            &json!({
+                "title": "Storm", "kind": "standard", "pay_timeout_s": 900,
+                "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
+                "items": [{ "item_id": item["id"], "stock": stock, "per_user_limit": per_user_limit, "price_cents": 4990 }]
+            }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{activity}");
+    let activity_id = activity["id"].as_i64().expect("id");
+    let (status, report) = json(
+        app.post_json(
+            &format!("/admin/api/activities/{activity_id}/prewarm"),
+            Some(&ops),
+            &json!({}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute', ends_at = now() + interval '1 hour' WHERE id = $1")
+        .bind(activity_id)
+        .execute(&app.db)
+        .await
+        .expect("open the sale");
+    Sale {
+        activity_id,
+        item_id: item["id"].as_i64().expect("item id"),
+    }
+}
+
+fn token(app: &TestApp, user_id: i64) -> String {
+    buyer_token::mint(
+        &app.state.settings.jwt_secret,
+        user_id,
+        chrono::Duration::hours(1),
+    )
+    .expect("token")
+}
+
+impl TestApp {
+    async fn buy(&self, user_id: i64, request_id: &str, body: &Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!("{}/api/seckill/buy", self.address))
+            .bearer_auth(token(self, user_id))
+            .header("X-Request-ID", request_id)
+            .json(body)
+            .send()
+            .await
+            .expect("sent");
+        json(response).await
+    }
+
+    async fn redis_stock(&self, sale: &Sale) -> i64 {
+        let stock = self
+            .state
+            .redis
+            .get_integers(&[self.state.redis.stock_key(sale.activity_id, sale.item_id)])
+            .await
+            .expect("redis");
+        stock[0].expect("pre-warmed")
+    }
+
+    async fn held_by_orders(&self, sale: &Sale) -> i64 {
+        sqlx::query_scalar("SELECT COALESCE(SUM(quantity), 0)::BIGINT FROM orders WHERE activity_id = $1 AND item_id = $2")
+            .bind(sale.activity_id)
+            .bind(sale.item_id)
+            .fetch_one(&self.db)
+            .await
+            .expect("sum")
+    }
+}
+
+fn buy_body(sale: &Sale, quantity: i64) -> Value {
+    json!({ "activity_id": sale.activity_id, "item_id": sale.item_id, "quantity": quantity })
+}
+
+/// Fires `requests` (user, request id) at the sale from `concurrency` tasks; returns codes.
+async fn storm(
+    app: &TestApp,
+    sale: &Sale,
+    requests: Vec<(i64, String)>,
+    concurrency: usize,
+) -> Vec<(i64, u16, Value)> {
+    stream::iter(requests)
+        .map(|(user, request_id)| async move {
+            let (status, body) = app.buy(user, &request_id, &buy_body(sale, 1)).await;
+            (user, status, body)
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await
+}
+
+fn count_codes(results: &[(i64, u16, Value)]) -> HashMap<String, usize> {
+    let mut codes = HashMap::new();
+    for (_, status, body) in results {
+        let code = if *status == 200 {
+            "OK".to_owned()
+        } else {
+            body["code"].as_str().unwrap_or("?").to_owned()
+        };
+        *codes.entry(code).or_default() += 1;
+    }
+    codes
+}
+
+#[tokio::test]
+async fn a_storm_of_2000_buyers_sells_exactly_the_stock() {
+    let app = spawn_app_with(storm_settings).await;
+    let sale = open_sale(&app, 100, 1).await;
+    let requests = (1..=2_000)
+        .map(|user| (user, format!("r-{user}")))
+        .collect();
+    let results = storm(&app, &sale, requests, 64).await;
+    let codes = count_codes(&results);
+    assert_eq!(codes.get("OK"), Some(&100), "{codes:?}");
+    assert_eq!(codes.get("SOLD_OUT"), Some(&1_900), "{codes:?}");
+    assert_eq!(app.held_by_orders(&sale).await, 100);
+    assert_eq!(app.redis_stock(&sale).await, 0);
+    let pre_created: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM orders WHERE status = 'PRE_CREATED'")
+            .fetch_one(&app.db)
+            .await
+            .expect("count");
+    assert_eq!(pre_created, 100);
+    let outbox: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'pending'")
+        .fetch_one(&app.db)
+        .await
+        .expect("count");
+    assert_eq!(outbox, 100, "every pre-order has its outbox row");
+    // Every success names an order that exists and belongs to that buyer.
+    for (user, status, body) in &results {
+        if *status == 200 {
+            let id: uuid::Uuid = body["order_id"]
+                .as_str()
+                .expect("order id")
+                .parse()
+                .expect("uuid");
+            let owner: i64 = sqlx::query_scalar("SELECT user_id FROM orders WHERE id = $1")
+                .bind(id)
+                .fetch_one(&app.db)
+                .await
+                .expect("order exists");
+            assert_eq!(owner, *user);
+        }
+    }
+}
+
+#[tokio::test]
+async fn retrying_buyers_never_exceed_their_limit() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.buy.per_user_per_window = 100;
+    })
+    .await;
+    let sale = open_sale(&app, 1_000, 2).await;
+    // 300 buyers, five distinct requests each, all at once.
+    let requests = (1..=300)
+        .flat_map(|user| (0..5).map(move |n| (user, format!("u{user}-try{n}"))))
+        .collect();
+    let results = storm(&app, &sale, requests, 64).await;
+    let codes = count_codes(&results);
+    assert_eq!(codes.get("OK"), Some(&600), "{codes:?}");
+    assert_eq!(codes.get("ALREADY_PURCHASED"), Some(&900), "{codes:?}");
+    let over_limit: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT user_id FROM orders GROUP BY user_id HAVING SUM(quantity) > 2) AS over",
+    )
+    .fetch_one(&app.db)
+    .await
+    .expect("count");
+    assert_eq!(over_limit, 0);
+    assert_eq!(
+        app.redis_stock(&sale).await + app.held_by_orders(&sale).await,
+        1_000
+    );
+}
+
+#[tokio::test]
+async fn twenty_concurrent_replays_make_one_order_with_identical_answers() {
+    let app = spawn_app_with(storm_settings).await;
+    let sale = open_sale(&app, 10, 1).await;
+    let answers: Vec<(u16, String)> = stream::iter(0..20)
+        .map(|_| async {
+            let response = app
+                .client
+                .post(format!("{}/api/seckill/buy", app.address))
+                .bearer_auth(token(&app, 77))
+                .header("X-Request-ID", "same-request")
+                .json(&buy_body(&sale, 1))
+                .send()
+                .await
+                .expect("sent");
+            (
+                response.status().as_u16(),
+                response.text().await.expect("body"),
+            )
+        })
+        .buffer_unordered(20)
+        .collect()
+        .await;
+    assert!(
+        answers.iter().all(|answer| answer == &answers[0]),
+        "{answers:?}"
+    );
+    assert_eq!(answers[0].0, 200);
+    assert_eq!(app.count("orders").await, 1);
+    assert_eq!(app.redis_stock(&sale).await, 9);
+    // A failure is replayed too: same id from a buyer who then exceeds nothing new.
+    let (first_status, first) = app.buy(77, "second-request", &buy_body(&sale, 1)).await;
+    let (again_status, again) = app.buy(77, "second-request", &buy_body(&sale, 1)).await;
+    assert_eq!(
+        (first_status, &first["code"]),
+        (409, &json!("ALREADY_PURCHASED"))
+    );
+    assert_eq!((again_status, again), (first_status, first));
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
+    let app = spawn_app_with(storm_settings).await;
+    let sale = open_sale(&app, 10, 2).await;
+    let other = open_sale(&app, 10, 2).await;
+    let url = format!("{}/api/seckill/buy", app.address);
+    let good_token = token(&app, 5);
+    let raw = |body: String, request_id: Option<&str>, token: Option<String>| {
+        let mut request = app
+            .client
+            .post(&url)
+            .header("Content-Type", "application/json")
+            .body(body);
+        if let Some(id) = request_id {
+            request = request.header("X-Request-ID", id);
+        }
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request
+    };
+    let body = |quantity: Value, item: i64| {
+        json!({ "activity_id": sale.activity_id, "item_id": item, "quantity": quantity })
+            .to_string()
+    };
+    let forged =
+        buyer_token::mint(&"not-the-secret".into(), 5, chrono::Duration::hours(1)).expect("token");
+    let expired = buyer_token::mint(
+        &app.state.settings.jwt_secret,
+        5,
+        chrono::Duration::hours(-2),
+    )
+    .expect("token");
+    let cases: Vec<(&str, reqwest::RequestBuilder, u16, &str)> = vec![
+        (
+            "malformed json",
+            raw("{oops".into(), Some("a1"), Some(good_token.clone())),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "missing request id",
+            raw(body(json!(1), sale.item_id), None, Some(good_token.clone())),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "bad request id",
+            raw(
+                body(json!(1), sale.item_id),
+                Some("a b"),
+                Some(good_token.clone()),
+            ),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "quantity 0",
+            raw(
+                body(json!(0), sale.item_id),
+                Some("a2"),
+                Some(good_token.clone()),
+            ),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "negative quantity",
+            raw(
+                body(json!(-3), sale.item_id),
+                Some("a3"),
+                Some(good_token.clone()),
+            ),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "above the limit",
+            raw(
+                body(json!(3), sale.item_id),
+                Some("a4"),
+                Some(good_token.clone()),
+            ),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "huge quantity",
+            raw(
+                body(json!(1e30), sale.item_id),
+                Some("a5"),
+                Some(good_token.clone()),
+            ),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "unknown item",
+            raw(
+                body(json!(1), 987_654),
+                Some("a6"),
+                Some(good_token.clone()),
+            ),
+            404,
+            "ITEM_NOT_FOUND",
+        ),
+        (
+            "another activity's item",
+            raw(
+                body(json!(1), other.item_id),
+                Some("a7"),
+                Some(good_token.clone()),
+            ),
+            404,
+            "ITEM_NOT_FOUND",
+        ),
+        (
+            "no token",
+            raw(body(json!(1), sale.item_id), Some("a8"), None),
+            401,
+            "UNAUTHENTICATED",
+        ),
+        (
+            "forged token",
+            raw(body(json!(1), sale.item_id), Some("a9"), Some(forged)),
+            401,
+            "UNAUTHENTICATED",
+        ),
+        (
+            "expired token",
+            raw(body(json!(1), sale.item_id), Some("a10"), Some(expired)),
+            401,
+            "UNAUTHENTICATED",
+        ),
+        (
+            "oversized body",
+            raw(
+                format!("{{\"pad\": \"{}\"}}", "x".repeat(100_000)),
+                Some("a11"),
+                Some(good_token.clone()),
+            ),
+            400,
+            "BAD_REQUEST",
+        ),
+    ];
+    for (name, request, status, code) in cases {
+        let (got, body) = json(request.send().await.expect("sent")).await;
+        assert_eq!(
+            (got, body["code"].as_str()),
+            (status, Some(code)),
+            "{name}: {body}"
+        );
+    }
+    // Unknown activity ids are stopped by the Bloom filter, whatever the item.
+    let (status, body) = json(
+        raw(
+            json!({ "activity_id": 999_999, "item_id": 1, "quantity": 1 }).to_string(),
+            Some("a12"),
+            Some(good_token.clone()),
+        )
+        .send()
+        .await
+        .expect("sent"),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("ITEM_NOT_FOUND"))
+    );
+
+    // Before the start and after the end.
+    for (sql, code) in [
+        ("UPDATE activities SET starts_at = now() + interval '1 hour', ends_at = now() + interval '2 hours' WHERE id = $1", "ACTIVITY_NOT_STARTED"),
+        ("UPDATE activities SET starts_at = now() - interval '2 hours', ends_at = now() - interval '1 hour' WHERE id = $1", "ACTIVITY_ENDED"),
+    ] {
+        sqlx::query(sql).bind(sale.activity_id).execute(&app.db).await.expect("move the sale");
+        app.state.funnel.catalogue.forget(sale.activity_id);
+        let (status, body) = app.buy(5, &format!("t-{code}"), &buy_body(&sale, 1)).await;
+        assert_eq!((status, body["code"].as_str()), (403, Some(code)), "{body}");
+    }
+
+    assert_eq!(app.count("orders").await, 0);
+    assert_eq!(app.redis_stock(&sale).await, 10);
+    assert_eq!(app.redis_stock(&other).await, 10);
+}
+
+#[tokio::test]
+async fn a_pre_order_that_cannot_be_written_gives_its_stock_back() {
+    let app = spawn_app_with(storm_settings).await;
+    let sale = open_sale(&app, 10, 1).await;
+    // Provoke the (user_id, request_id) constraint: this request id is already taken in
+    // PostgreSQL (as if its Redis record had expired), so the pre-order insert fails.
+    sqlx::query(
+        "INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status, request_id)
+         VALUES ($1, $2, $3, 42, 1, 0, 'FAILED', 'taken')",
+    )
+    .bind(uuid::Uuid::new_v4())
+    .bind(sale.activity_id)
+    .bind(sale.item_id)
+    .execute(&app.db)
+    .await
+    .expect("seed the conflicting row");
+
+    // Others buy in the same moment, so the failing pre-order shares batches with good ones.
+    let body = buy_body(&sale, 1);
+    let others: Vec<(i64, String)> = (100..105)
+        .map(|user| (user, format!("ok-{user}")))
+        .collect();
+    let (doomed, others) = tokio::join!(app.buy(42, "taken", &body), storm(&app, &sale, others, 5));
+    assert_eq!(
+        (doomed.0, doomed.1["code"].as_str()),
+        (503, Some("DEGRADED")),
+        "{:?}",
+        doomed.1
+    );
+    assert_eq!(count_codes(&others).get("OK"), Some(&5));
+    assert_eq!(
+        app.redis_stock(&sale).await,
+        5,
+        "the failed buyer's unit is back"
+    );
+    let holders = app
+        .state
+        .redis
+        .holders(sale.activity_id, sale.item_id)
+        .await
+        .expect("holders");
+    assert!(!holders.iter().any(|(user, _)| *user == 42), "{holders:?}");
+}
+
+#[tokio::test]
+async fn buyers_are_rate_limited_per_window_with_retry_after() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.buy.per_user_per_window = 2;
+        settings.buy.rate_window_s = 60;
+    })
+    .await;
+    let sale = open_sale(&app, 10, 1).await;
+    for n in 0..2 {
+        let (status, _) = app.buy(9, &format!("w{n}"), &buy_body(&sale, 1)).await;
+        assert_ne!(status, 429);
+    }
+    let response = app
+        .client
+        .post(format!("{}/api/seckill/buy", app.address))
+        .bearer_auth(token(&app, 9))
+        .header("X-Request-ID", "w3")
+        .json(&buy_body(&sale, 1))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("60")
+    );
+    // Another buyer is not affected.
+    let (status, _) = app.buy(10, "x1", &buy_body(&sale, 1)).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn the_challenge_must_be_answered_right_and_not_too_fast() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.buy.challenge_required = true;
+    })
+    .await;
+    let sale = open_sale(&app, 10, 1).await;
+    let (status, body) = app.buy(3, "c0", &buy_body(&sale, 1)).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("CHALLENGE_FAILED"))
+    );
+
+    let ask = || async {
+        let response = app
+            .client
+            .get(format!(
+                "{}/api/challenge?activity_id={}",
+                app.address, sale.activity_id
+            ))
+            .bearer_auth(token(&app, 3))
+            .send()
+            .await
+            .expect("sent");
+        let challenge: Value = response.json().await.expect("json");
+        let question = challenge["question"].as_str().expect("question");
+        let numbers: Vec<i64> = question
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().expect("number"))
+            .collect();
+        (
+            challenge["challenge_id"].as_str().expect("id").to_owned(),
+            numbers[0] * numbers[1],
+        )
+    };
+    let with_answer = |id: &str, answer: i64| json!({ "activity_id": sale.activity_id, "item_id": sale.item_id, "quantity": 1, "challenge_id": id, "answer": answer });
+    let (id, answer) = ask().await;
+    let (status, _) = app.buy(3, "c1", &with_answer(&id, answer)).await;
+    assert_eq!(status, 403, "answered faster than a person can");
+
+    let (id, answer) = ask().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let (status, _) = app.buy(3, "c2", &with_answer(&id, answer + 1)).await;
+    assert_eq!(status, 403, "wrong answer");
+    let (status, _) = app.buy(3, "c3", &with_answer(&id, answer)).await;
+    assert_eq!(status, 403, "a challenge is good for one attempt");
+
+    let (id, answer) = ask().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let (status, body) = app.buy(3, "c4", &with_answer(&id, answer)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(app.count("orders").await, 1);
+}
+
+#[tokio::test]
+async fn buyers_read_only_their_own_orders() {
+    let app = spawn_app_with(storm_settings).await;
+    let sale = open_sale(&app, 10, 1).await;
+    let (_, bought) = app.buy(11, "mine", &buy_body(&sale, 1)).await;
+    let order_id = bought["order_id"].as_str().expect("order id");
+    let read = |user: Option<i64>| {
+        let mut request = app
+            .client
+            .get(format!("{}/api/orders/{order_id}", app.address));
+        if let Some(user) = user {
+            request = request.bearer_auth(token(&app, user));
+        }
+        async move { json(request.send().await.expect("sent")).await }
+    };
+    let (status, order) = read(Some(11)).await;
+    assert_eq!(status, 200, "{order}");
+    assert_eq!(order["status"], "PRE_CREATED");
+    assert_eq!(order["amount_cents"], 4990);
+    assert_eq!(read(Some(12)).await.0, 404);
+    assert_eq!(read(None).await.0, 401);
+}
+
+#[tokio::test]
+async fn activity_info_and_status_come_from_the_server_clock() {
+    let app = spawn_app_with(storm_settings).await;
+    let sale = open_sale(&app, 1, 1).await;
+    let response = app
+        .get(&format!("/api/activities/{}", sale.activity_id), None)
+        .await;
+    assert_eq!(
+        response
+            .headers()
+            .get("cache-control")
+            .and_then(|v| v.to_str().ok()),
+        Some("public, max-age=5")
+    );
+    let info: Value = response.json().await.expect("json");
+    assert_eq!(info["items"][0]["total_stock"], 1);
+    assert_eq!(info["items"][0]["price_cents"], 4990);
+
+    let status_of = || async {
+        let response = app
+            .get(
+                &format!("/api/activities/{}/status", sale.activity_id),
+                None,
+            )
+            .await;
+        assert_eq!(
+            response
+                .headers()
+                .get("cache-control")
+                .and_then(|v| v.to_str().ok()),
+            Some("no-store")
+        );
+        response.json::<Value>().await.expect("json")
+    };
+    let before = status_of().await;
+    assert_eq!(before["phase"], "open");
+    assert_eq!(before["items"][0]["sold_out"], false);
+    let drift = (before["server_time_ms"].as_i64().expect("time")
+        - chrono::Utc::now().timestamp_millis())
+    .abs();
+    assert!(drift < 5_000);
+    let (status, _) = app.buy(1, "last-one", &buy_body(&sale, 1)).await;
+    assert_eq!(status, 200);
+    assert_eq!(status_of().await["items"][0]["sold_out"], true);
+    assert_eq!(app.get("/api/activities/424242", None).await.status(), 404);
+}
+
+#[tokio::test]
+async fn prewarm_is_for_ops_idempotent_and_refused_during_the_sale() {
+    let app = spawn_app_with(storm_settings).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let (_, item) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&merchant),
+            &json!({ "name": "Cup", "price_cents": 1 }),
+        )
+        .await,
+    )
+    .await;
+    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
+    let (_, activity) = json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(&merchant),
+            &json!({
+                "title": "Later", "kind": "standard", "pay_timeout_s": 900,
+                "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
+                "items": [{ "item_id": item["id"], "stock": 50, "per_user_limit": 1, "price_cents": 1 }]
+            }),
+        )
+        .await,
+    )
+    .await;
+    let path = format!("/admin/api/activities/{}/prewarm", activity["id"]);
+    for forbidden in [&sre, &merchant] {
+        let (status, _) = json(app.post_json(&path, Some(forbidden), &json!({})).await).await;
+        assert_eq!(status, 403);
+    }
+    let (_, detail) = json(
+        app.get(
+            &format!("/admin/api/activities/{}", activity["id"]),
+            Some(&ops),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        detail["prewarmed"], false,
+        "a refused pre-warm loads nothing"
+    );
+
+    let (status, first) = json(app.post_json(&path, Some(&ops), &json!({})).await).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["items"][0]["redis_stock"], 50);
+    assert!(first["bloom_bits_set"].as_i64().expect("bits") > 0);
+    let (_, second) = json(app.post_json(&path, Some(&ops), &json!({})).await).await;
+    assert_eq!(second["items"], first["items"]);
+    assert_eq!(second["bloom_bits_set"], 0);
+    let (_, detail) = json(
+        app.get(
+            &format!("/admin/api/activities/{}", activity["id"]),
+            Some(&ops),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(detail["prewarmed"], true);
+    assert_eq!(detail["items"][0]["redis_stock"], 50);
+
+    sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute' WHERE id = $1")
+        .bind(activity["id"].as_i64())
+        .execute(&app.db)
+        .await
+        .expect("open");
+    let (status, body) = json(app.post_json(&path, Some(&ops), &json!({})).await).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("ACTIVITY_LIVE"))
+    );
+}
