@@ -24,10 +24,22 @@ mod session {
             .to_owned())
     }
 
-    /// Turns a refusal into the error the page shows; an expired session goes to the login page.
+    /// Turns a refusal into the error the page shows, answered with the matching 4xx (an
+    /// expired session also goes to the login page).
     pub fn refuse(error: ConsoleError) -> ServerFnError {
-        if error == ConsoleError::Unauthenticated {
-            leptos_axum::redirect("/login");
+        let status = match error {
+            ConsoleError::Unauthenticated => {
+                leptos_axum::redirect("/login");
+                http::StatusCode::UNAUTHORIZED
+            }
+            ConsoleError::Forbidden => http::StatusCode::FORBIDDEN,
+            ConsoleError::NotFound => http::StatusCode::NOT_FOUND,
+            ConsoleError::Invalid(_) => http::StatusCode::BAD_REQUEST,
+            ConsoleError::RateLimited => http::StatusCode::TOO_MANY_REQUESTS,
+            ConsoleError::Internal => http::StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(status);
         }
         ServerFnError::new(error)
     }
@@ -56,7 +68,7 @@ pub async fn login(username: String, password: String) -> Result<(), ServerFnErr
     let new = backend
         .login(&username, &password, client)
         .await
-        .map_err(ServerFnError::new)?;
+        .map_err(session::refuse)?;
     session::set_cookie(session::session_cookie(
         &new.token,
         new.max_age_s,

@@ -82,3 +82,30 @@ async fn a_signed_in_merchant_sees_its_items_rendered_on_the_server() {
         "another merchant's item leaked: {html}"
     );
 }
+
+#[tokio::test]
+async fn a_wrong_password_gets_a_4xx_from_the_login_server_function() {
+    use leptos::server_fn::ServerFn;
+    let app = spawn_app().await;
+    let ops = app.caller(Role::Ops, None).await;
+    let attempt = |password: &str| {
+        app.client
+            .post(format!("{}{}", app.address, app::api::Login::PATH))
+            .form(&[("username", ops.username.as_str()), ("password", password)])
+            .send()
+    };
+    let refused = attempt("wrong-password").await.expect("sent");
+    assert_eq!(refused.status(), 400);
+    assert!(refused.text().await.expect("body").contains("wrong username or password"));
+    assert_eq!(app.count("admin_sessions").await, 0);
+
+    let accepted = attempt(&ops.password).await.expect("sent");
+    assert!(accepted.status().is_success() || accepted.status().is_redirection());
+    let cookie = accepted
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session cookie");
+    assert!(cookie.starts_with("seckill_session="));
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+}
