@@ -23,6 +23,16 @@ struct Sale {
 
 /// An activity with one item, pre-warmed by ops, then opened (its start moved into the past).
 async fn open_sale(app: &TestApp, stock: i64, per_user_limit: i64) -> Sale {
+    open_activity(app, stock, per_user_limit, &[]).await
+}
+
+/// The same, seated when `seats` is not empty (stock must then equal the seat count).
+async fn open_activity(app: &TestApp, stock: i64, per_user_limit: i64, seats: &[String]) -> Sale {
+    let kind = if seats.is_empty() {
+        "standard"
+    } else {
+        "seated"
+    };
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
     let (_, item) = json(
@@ -40,7 +50,7 @@ async fn open_sale(app: &TestApp, stock: i64, per_user_limit: i64) -> Sale {
             "/admin/api/activities",
             Some(&merchant),
             &json!({
-                "title": "Storm", "kind": "standard", "pay_timeout_s": 900,
+                "title": "Storm", "kind": kind, "pay_timeout_s": 900, "seats": seats,
                 "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
                 "items": [{ "item_id": item["id"], "stock": stock, "per_user_limit": per_user_limit, "price_cents": 4990 }]
             }),
@@ -724,5 +734,193 @@ async fn prewarm_is_for_ops_idempotent_and_refused_during_the_sale() {
     assert_eq!(
         (status, body["code"].as_str()),
         (409, Some("ACTIVITY_LIVE"))
+    );
+}
+
+fn seat_codes(count: usize) -> Vec<String> {
+    (1..=count).map(|n| format!("A{n}")).collect()
+}
+
+impl TestApp {
+    async fn take_seats(&self, user_id: i64, request_id: &str, body: &Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!("{}/api/seckill/seats", self.address))
+            .bearer_auth(token(self, user_id))
+            .header("X-Request-ID", request_id)
+            .json(body)
+            .send()
+            .await
+            .expect("sent");
+        json(response).await
+    }
+}
+
+#[tokio::test]
+async fn buyers_racing_for_overlapping_seats_get_whole_sets_or_nothing() {
+    let app = spawn_app_with(storm_settings).await;
+    let seats = seat_codes(40);
+    let sale = open_activity(&app, 40, 4, &seats).await;
+    // 300 buyers each want 2-4 adjacent seats starting at a spread of places: heavy overlap.
+    let wants: Vec<(i64, Vec<String>)> = (1..=300)
+        .map(|user: i64| {
+            let start = (user * 7 % 38) as usize;
+            let len = 2 + (user % 3) as usize;
+            (user, seats[start..(start + len).min(40)].to_vec())
+        })
+        .collect();
+    let results: Vec<(i64, Vec<String>, u16, Value)> = stream::iter(wants)
+        .map(|(user, wanted)| {
+            let app = &app;
+            let body = json!({ "activity_id": sale.activity_id, "seats": wanted });
+            async move {
+                let (status, answer) = app.take_seats(user, &format!("s-{user}"), &body).await;
+                (user, wanted, status, answer)
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+
+    let mut sold = HashMap::new();
+    for (user, wanted, status, answer) in &results {
+        match status {
+            200 => {
+                let order_id: uuid::Uuid = answer["order_id"]
+                    .as_str()
+                    .expect("id")
+                    .parse()
+                    .expect("uuid");
+                let mut held: Vec<String> =
+                    sqlx::query_scalar("SELECT seat_code FROM seats WHERE order_id = $1")
+                        .bind(order_id)
+                        .fetch_all(&app.db)
+                        .await
+                        .expect("seats of the order");
+                held.sort();
+                let mut expected = wanted.clone();
+                expected.sort();
+                assert_eq!(
+                    held, expected,
+                    "buyer {user} got a partial or different set"
+                );
+                for seat in wanted {
+                    assert!(
+                        sold.insert(seat.clone(), *user).is_none(),
+                        "seat {seat} sold twice"
+                    );
+                }
+            }
+            409 => assert_eq!(answer["code"], "SOLD_OUT", "{answer}"),
+            other => panic!("unexpected {other}: {answer}"),
+        }
+    }
+    assert!(!sold.is_empty());
+    let in_db: i64 = sqlx::query_scalar("SELECT count(*) FROM seats WHERE order_id IS NOT NULL")
+        .fetch_one(&app.db)
+        .await
+        .expect("count");
+    assert_eq!(in_db as usize, sold.len());
+    assert_eq!(app.held_by_orders(&sale).await as usize, sold.len());
+    assert_eq!(app.redis_stock(&sale).await + sold.len() as i64, 40);
+}
+
+#[tokio::test]
+async fn seat_requests_are_checked_before_anything_is_taken() {
+    let app = spawn_app_with(storm_settings).await;
+    let seats = seat_codes(6);
+    let seated = open_activity(&app, 6, 2, &seats).await;
+    let standard = open_sale(&app, 5, 1).await;
+    let seats_of =
+        |activity: i64, wanted: Value| json!({ "activity_id": activity, "seats": wanted });
+    for (name, body, status, code) in [
+        (
+            "no seats",
+            seats_of(seated.activity_id, json!([])),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "twice the same seat",
+            seats_of(seated.activity_id, json!(["A1", "A1"])),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "malformed code",
+            seats_of(seated.activity_id, json!(["A 1"])),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "over the limit",
+            seats_of(seated.activity_id, json!(["A1", "A2", "A3"])),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "unknown seat",
+            seats_of(seated.activity_id, json!(["A1", "Z9"])),
+            404,
+            "ITEM_NOT_FOUND",
+        ),
+        (
+            "seats of a standard sale",
+            seats_of(standard.activity_id, json!(["A1"])),
+            400,
+            "BAD_REQUEST",
+        ),
+    ] {
+        let (got, answer) = app
+            .take_seats(8, &format!("bad-{}", name.replace(' ', "-")), &body)
+            .await;
+        assert_eq!(
+            (got, answer["code"].as_str()),
+            (status, Some(code)),
+            "{name}: {answer}"
+        );
+    }
+    let (status, answer) = app
+        .buy(
+            8,
+            "units-of-seated",
+            &json!({ "activity_id": seated.activity_id, "item_id": seated.item_id, "quantity": 1 }),
+        )
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("BAD_REQUEST")),
+        "{answer}"
+    );
+    assert_eq!(app.count("orders").await, 0);
+    assert_eq!(app.redis_stock(&seated).await, 6);
+
+    let (status, _) = app
+        .take_seats(
+            8,
+            "good",
+            &seats_of(seated.activity_id, json!(["A1", "A2"])),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, answer) = app
+        .take_seats(
+            9,
+            "late",
+            &seats_of(seated.activity_id, json!(["A2", "A3"])),
+        )
+        .await;
+    assert_eq!((status, answer["code"].as_str()), (409, Some("SOLD_OUT")));
+    let (status, answer) = app
+        .take_seats(8, "greedy", &seats_of(seated.activity_id, json!(["A4"])))
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (409, Some("ALREADY_PURCHASED"))
+    );
+    assert_eq!(
+        app.redis_stock(&seated).await,
+        4,
+        "A3 stayed free: nothing partial was taken"
     );
 }

@@ -126,6 +126,8 @@ pub enum Deduction {
     NotPrewarmed,
     /// Some units remain, fewer than asked for: the buyer may still get a smaller quantity.
     NotEnough,
+    /// A chosen seat does not exist.
+    UnknownSeat,
 }
 
 impl Deduction {
@@ -136,6 +138,7 @@ impl Deduction {
             -2 => Deduction::AlreadyPurchased,
             -3 => Deduction::LimitExceeded,
             -5 => Deduction::NotEnough,
+            -6 => Deduction::UnknownSeat,
             _ => Deduction::NotPrewarmed,
         }
     }
@@ -175,6 +178,7 @@ mod tests {
         assert_eq!(Deduction::from_script(-3), Deduction::LimitExceeded);
         assert_eq!(Deduction::from_script(-4), Deduction::NotPrewarmed);
         assert_eq!(Deduction::from_script(-5), Deduction::NotEnough);
+        assert_eq!(Deduction::from_script(-6), Deduction::UnknownSeat);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::{
     domain::funnel::{phase, Outcome, Phase},
     error::{ApiError, ApiResult},
     services::{
-        buy::Answer,
+        buy::{Answer, Ask},
         catalogue::{CachedActivity, LookupError},
         challenge::Challenge,
     },
@@ -31,6 +31,7 @@ pub fn router() -> Router<AppState> {
         .route("/activities/{id}/status", get(status))
         .route("/challenge", get(challenge))
         .route("/seckill/buy", post(buy))
+        .route("/seckill/seats", post(seats))
         .route("/orders/{id}", get(order))
 }
 
@@ -58,8 +59,27 @@ async fn buy(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer {
+    funnel(&state, Ask::Units, client, &headers, body).await
+}
+
+async fn seats(
+    State(state): State<AppState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    funnel(&state, Ask::Seats, client, &headers, body).await
+}
+
+async fn funnel(
+    state: &AppState,
+    ask: Ask,
+    client: SocketAddr,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
     match body {
-        Ok(body) => state.funnel.buy(&headers, client.ip(), &body).await,
+        Ok(body) => state.funnel.buy(ask, headers, client.ip(), &body).await,
         Err(rejection) => Answer::refusal(Outcome::BadRequest, &rejection.body_text()),
     }
 }

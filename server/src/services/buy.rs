@@ -4,6 +4,7 @@
 //! Once a request id is claimed (step 7), every answer is stored under it, so a replay
 //! gets the first answer byte for byte (success kept an hour, failures five minutes).
 
+use app::model::ActivityKind;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use serde::Deserialize;
@@ -14,13 +15,13 @@ use uuid::Uuid;
 use crate::{
     config::BuySettings,
     domain::{
-        catalog::MAX_PER_USER_LIMIT,
+        catalog::{valid_seat_code, MAX_PER_USER_LIMIT},
         funnel::{phase, valid_quantity, Deduction, Outcome},
     },
     identity::buyer_token::BuyerTokens,
     metrics::Metrics,
     services::{
-        catalogue::{Catalogue, LookupError},
+        catalogue::{CachedActivity, CachedItem, Catalogue, LookupError},
         challenge::Challenges,
     },
     storage::{
@@ -47,6 +48,76 @@ pub struct BuyRequest {
     pub challenge_id: Option<String>,
     #[serde(default)]
     pub answer: Option<i64>,
+}
+
+/// Body of `POST /api/seckill/seats`: all these seats of a seated activity, or none.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeatsRequest {
+    pub activity_id: i64,
+    pub seats: Vec<String>,
+    #[serde(default)]
+    pub challenge_id: Option<String>,
+    #[serde(default)]
+    pub answer: Option<i64>,
+}
+
+/// Which of the two buy endpoints a request came through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    Units,
+    Seats,
+}
+
+/// A validated request, whichever endpoint it came through.
+struct Purchase {
+    activity_id: i64,
+    /// Named by a units request; a seats request buys its activity's ticket item.
+    item_id: Option<i64>,
+    quantity: i64,
+    seats: Vec<String>,
+    challenge_id: Option<String>,
+    answer: Option<i64>,
+}
+
+fn parse(ask: Ask, body: &[u8]) -> Result<Purchase, String> {
+    let invalid = |error: serde_json::Error| format!("invalid body: {error}");
+    let purchase = match ask {
+        Ask::Units => {
+            let request: BuyRequest = serde_json::from_slice(body).map_err(invalid)?;
+            Purchase {
+                activity_id: request.activity_id,
+                item_id: Some(request.item_id),
+                quantity: request.quantity,
+                seats: Vec::new(),
+                challenge_id: request.challenge_id,
+                answer: request.answer,
+            }
+        }
+        Ask::Seats => {
+            let request: SeatsRequest = serde_json::from_slice(body).map_err(invalid)?;
+            let mut distinct = std::collections::HashSet::new();
+            if let Some(bad) = request
+                .seats
+                .iter()
+                .find(|seat| !valid_seat_code(seat) || !distinct.insert(seat.as_str()))
+            {
+                return Err(format!("seat `{bad}` is malformed or listed twice"));
+            }
+            Purchase {
+                activity_id: request.activity_id,
+                item_id: None,
+                quantity: i64::try_from(request.seats.len()).unwrap_or(i64::MAX),
+                seats: request.seats,
+                challenge_id: request.challenge_id,
+                answer: request.answer,
+            }
+        }
+    };
+    if !valid_quantity(purchase.quantity, MAX_PER_USER_LIMIT) {
+        return Err("quantity must be between 1 and the per-user limit".into());
+    }
+    Ok(purchase)
 }
 
 /// A finished answer: what the client gets, and what a replay gets again.
@@ -196,8 +267,8 @@ impl Funnel {
         Answer::refusal(outcome, message)
     }
 
-    /// Runs a buy request through the whole funnel.
-    pub async fn buy(&self, headers: &HeaderMap, client: IpAddr, body: &[u8]) -> Answer {
+    /// Runs a buy (`Ask::Units`) or seats (`Ask::Seats`) request through the whole funnel.
+    pub async fn buy(&self, ask: Ask, headers: &HeaderMap, client: IpAddr, body: &[u8]) -> Answer {
         let Ok(_in_flight) = self.admission.try_acquire() else {
             return self.stop("admission", Outcome::Overloaded);
         };
@@ -218,23 +289,10 @@ impl Funnel {
                 "the request body is too large",
             );
         }
-        let request: BuyRequest = match serde_json::from_slice(body) {
-            Ok(request) => request,
-            Err(error) => {
-                return self.stop_with(
-                    "validate",
-                    Outcome::BadRequest,
-                    &format!("invalid body: {error}"),
-                )
-            }
+        let purchase = match parse(ask, body) {
+            Ok(purchase) => purchase,
+            Err(message) => return self.stop_with("validate", Outcome::BadRequest, &message),
         };
-        if !valid_quantity(request.quantity, MAX_PER_USER_LIMIT) {
-            return self.stop_with(
-                "validate",
-                Outcome::BadRequest,
-                "quantity must be between 1 and the per-user limit",
-            );
-        }
         self.pass("validate");
 
         let Some(user_id) = self.tokens.buyer(header("authorization")) else {
@@ -242,11 +300,15 @@ impl Funnel {
         };
         self.pass("auth");
 
-        let activity = match self
-            .catalogue
-            .activity_for_item(request.activity_id, request.item_id)
-            .await
-        {
+        let looked_up = match purchase.item_id {
+            Some(item_id) => {
+                self.catalogue
+                    .activity_for_item(purchase.activity_id, item_id)
+                    .await
+            }
+            None => self.catalogue.activity(purchase.activity_id).await,
+        };
+        let activity = match looked_up {
             Ok(activity) => activity,
             Err(LookupError::Missing) => return self.stop("catalogue", Outcome::ItemNotFound),
             Err(error) => {
@@ -254,8 +316,10 @@ impl Funnel {
                 return self.stop("catalogue", Outcome::Degraded);
             }
         };
-        let Some(item) = activity.item(request.item_id) else {
-            return self.stop("catalogue", Outcome::ItemNotFound);
+        let (item_id, per_user_limit, price_cents) = match target(&activity, ask, purchase.item_id)
+        {
+            Ok(item) => (item.item_id, item.per_user_limit, item.price_cents),
+            Err((outcome, message)) => return self.stop_with("catalogue", outcome, message),
         };
         self.pass("catalogue");
 
@@ -267,7 +331,7 @@ impl Funnel {
         )) {
             return self.stop("phase", refusal);
         }
-        if !valid_quantity(request.quantity, item.per_user_limit) {
+        if !valid_quantity(purchase.quantity, per_user_limit) {
             return self.stop_with(
                 "phase",
                 Outcome::BadRequest,
@@ -276,7 +340,7 @@ impl Funnel {
         }
         self.pass("phase");
 
-        if self.catalogue.is_sold_out(activity.id, item.item_id) {
+        if self.catalogue.is_sold_out(activity.id, item_id) {
             return self.stop("sold_out_flag", Outcome::SoldOut);
         }
         self.pass("sold_out_flag");
@@ -300,19 +364,20 @@ impl Funnel {
         let order = PreOrder {
             id: Uuid::new_v4(),
             activity_id: activity.id,
-            item_id: item.item_id,
+            item_id,
             user_id,
-            quantity: request.quantity,
-            amount_cents: item.price_cents.saturating_mul(request.quantity),
+            quantity: purchase.quantity,
+            amount_cents: price_cents.saturating_mul(purchase.quantity),
             request_id: request_id.to_owned(),
+            seats: purchase.seats,
         };
         let answer = self
             .claimed(
                 &order,
-                item.per_user_limit,
+                per_user_limit,
                 client,
-                request.challenge_id.as_deref(),
-                request.answer,
+                purchase.challenge_id.as_deref(),
+                purchase.answer,
             )
             .await;
         let ttl = if answer.status == 200 {
@@ -382,16 +447,27 @@ impl Funnel {
             }
         }
 
-        let deducted = self
-            .redis
-            .deduct_stock(
-                order.activity_id,
-                order.item_id,
-                order.user_id,
-                order.quantity,
-                limit,
-            )
-            .await;
+        let deducted = if order.seats.is_empty() {
+            self.redis
+                .deduct_stock(
+                    order.activity_id,
+                    order.item_id,
+                    order.user_id,
+                    order.quantity,
+                    limit,
+                )
+                .await
+        } else {
+            self.redis
+                .take_seats(
+                    order.activity_id,
+                    order.item_id,
+                    order.user_id,
+                    limit,
+                    &order.seats,
+                )
+                .await
+        };
         match deducted.map(Deduction::from_script) {
             Ok(Deduction::Deducted { stock_left }) => {
                 if stock_left == 0 {
@@ -399,6 +475,13 @@ impl Funnel {
                         .mark_sold_out(order.activity_id, order.item_id);
                 }
                 self.pass("deduction");
+            }
+            Ok(Deduction::SoldOut) if !order.seats.is_empty() => {
+                return self.stop_with(
+                    "deduction",
+                    Outcome::SoldOut,
+                    "a chosen seat is already taken",
+                );
             }
             Ok(Deduction::SoldOut) => {
                 self.catalogue
@@ -410,6 +493,13 @@ impl Funnel {
                     "deduction",
                     Outcome::SoldOut,
                     "fewer units are left than asked for",
+                )
+            }
+            Ok(Deduction::UnknownSeat) => {
+                return self.stop_with(
+                    "deduction",
+                    Outcome::ItemNotFound,
+                    "a chosen seat does not exist",
                 )
             }
             Ok(Deduction::AlreadyPurchased) => {
@@ -432,16 +522,26 @@ impl Funnel {
 
         if let Err(error) = self.preorders.write(order.clone()).await {
             tracing::error!(error = %error, order = %order.id, "pre-order not written; giving the stock back");
-            if let Err(restore) = self
-                .redis
-                .restore_stock(
-                    order.activity_id,
-                    order.item_id,
-                    order.user_id,
-                    order.quantity,
-                )
-                .await
-            {
+            let given_back = if order.seats.is_empty() {
+                self.redis
+                    .restore_stock(
+                        order.activity_id,
+                        order.item_id,
+                        order.user_id,
+                        order.quantity,
+                    )
+                    .await
+            } else {
+                self.redis
+                    .release_seats(
+                        order.activity_id,
+                        order.item_id,
+                        order.user_id,
+                        &order.seats,
+                    )
+                    .await
+            };
+            if let Err(restore) = given_back {
                 // Reconciliation finds a Redis deduction without an order and gives it back.
                 tracing::error!(error = %restore, order = %order.id, "stock give-back failed; left to reconciliation");
             }
@@ -480,6 +580,32 @@ impl Funnel {
                 }),
             )
         })
+    }
+}
+
+/// The item a request buys: the named one of a standard activity, or the ticket of a
+/// seated one; asking the wrong endpoint is a bad request.
+fn target(
+    activity: &CachedActivity,
+    ask: Ask,
+    item_id: Option<i64>,
+) -> Result<&CachedItem, (Outcome, &'static str)> {
+    match (activity.kind, ask) {
+        (ActivityKind::Standard, Ask::Units) => item_id
+            .and_then(|id| activity.item(id))
+            .ok_or((Outcome::ItemNotFound, Outcome::ItemNotFound.message())),
+        (ActivityKind::Seated, Ask::Seats) => activity
+            .items
+            .first()
+            .ok_or((Outcome::ItemNotFound, Outcome::ItemNotFound.message())),
+        (ActivityKind::Seated, Ask::Units) => Err((
+            Outcome::BadRequest,
+            "seated activities sell seats: use /api/seckill/seats",
+        )),
+        (ActivityKind::Standard, Ask::Seats) => Err((
+            Outcome::BadRequest,
+            "this activity has no seats: use /api/seckill/buy",
+        )),
     }
 }
 

@@ -6,7 +6,7 @@
 //! committed yet, and re-deriving would hand their stock out twice. Re-deriving during a
 //! live sale is the control plane's job (deduction switch back to `redis`).
 
-use app::model::Role;
+use app::model::{ActivityKind, Role};
 use serde::Serialize;
 
 use crate::{
@@ -68,6 +68,11 @@ pub async fn prewarm(
         .redis
         .bloom_add(&shape.positions(&bloom::activity_key(activity_id)))
         .await?;
+    let seats = if activity.kind == ActivityKind::Seated {
+        orders::seat_holders(&state.db, activity_id).await?
+    } else {
+        Vec::new()
+    };
     let mut items = Vec::with_capacity(activity.lines.len());
     for line in &activity.lines {
         let holders = orders::holders(&state.db, activity_id, line.item_id).await?;
@@ -76,7 +81,7 @@ pub async fn prewarm(
         let redis_stock = (total_stock - held_in_db).max(0);
         state
             .redis
-            .load_item(activity_id, line.item_id, redis_stock, &holders)
+            .load_item(activity_id, line.item_id, redis_stock, &holders, &seats)
             .await?;
         bloom_bits_set += state
             .redis

@@ -23,6 +23,8 @@ pub struct PreOrder {
     pub quantity: i64,
     pub amount_cents: i64,
     pub request_id: String,
+    /// Seats of a seated activity (empty otherwise); `quantity` is their number.
+    pub seats: Vec<String>,
 }
 
 type Reply = oneshot::Sender<Result<(), Arc<sqlx::Error>>>;
@@ -155,7 +157,64 @@ async fn insert(pool: &PgPool, orders: &[PreOrder]) -> Result<(), sqlx::Error> {
     .bind(CREATE_ORDER_TOPIC)
     .execute(&mut *tx)
     .await?;
+    hold_seats(&mut tx, orders).await?;
     tx.commit().await
+}
+
+/// Marks the seats of seated pre-orders as held by them. Each seat must still be free in
+/// PostgreSQL too; otherwise the whole transaction fails and its stock goes back.
+async fn hold_seats(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    orders: &[PreOrder],
+) -> Result<(), sqlx::Error> {
+    let seated = orders
+        .iter()
+        .flat_map(|o| o.seats.iter().map(move |seat| (o, seat)));
+    let (mut order_ids, mut activities, mut codes) = (Vec::new(), Vec::new(), Vec::new());
+    for (order, seat) in seated {
+        order_ids.push(order.id);
+        activities.push(order.activity_id);
+        codes.push(seat.clone());
+    }
+    if codes.is_empty() {
+        return Ok(());
+    }
+    let held = sqlx::query(
+        "UPDATE seats s SET order_id = t.order_id
+         FROM UNNEST($1::UUID[], $2::BIGINT[], $3::TEXT[]) AS t (order_id, activity_id, seat_code)
+         WHERE s.activity_id = t.activity_id AND s.seat_code = t.seat_code AND s.order_id IS NULL",
+    )
+    .bind(&order_ids)
+    .bind(&activities)
+    .bind(&codes)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    if held == codes.len() as u64 {
+        Ok(())
+    } else {
+        Err(sqlx::Error::Protocol(format!(
+            "{} of {} seats were no longer free",
+            codes.len() as u64 - held,
+            codes.len()
+        )))
+    }
+}
+
+/// Every seat of an activity with the buyer of the order holding it, if that order still
+/// keeps stock; pre-warm loads this map into Redis.
+pub async fn seat_holders(
+    pool: &PgPool,
+    activity_id: i64,
+) -> Result<Vec<(String, Option<i64>)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT s.seat_code, o.user_id FROM seats s
+         LEFT JOIN orders o ON o.id = s.order_id AND o.status NOT IN ('CANCELLED', 'FAILED')
+         WHERE s.activity_id = $1 ORDER BY s.seat_code",
+    )
+    .bind(activity_id)
+    .fetch_all(pool)
+    .await
 }
 
 /// An order as its owner sees it.

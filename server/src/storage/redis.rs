@@ -20,6 +20,10 @@ static RATE_WINDOWS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/rate_windows.lua")));
 static CLAIM_REQUEST: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/claim_request.lua")));
+static TAKE_SEATS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/take_seats.lua")));
+static RELEASE_SEATS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/release_seats.lua")));
 static BLOOM: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/bloom.lua")));
 
@@ -69,6 +73,49 @@ impl RedisStore {
     /// Hash of buyer id → units that buyer holds of the item.
     pub fn bought_key(&self, activity_id: i64, item_id: i64) -> String {
         self.key(&format!("{{a{activity_id}.i{item_id}}}:bought"))
+    }
+
+    /// Hash of seat code → '' (free) or the buyer holding it, for seated activities.
+    pub fn seats_key(&self, activity_id: i64, item_id: i64) -> String {
+        self.key(&format!("{{a{activity_id}.i{item_id}}}:seats"))
+    }
+
+    /// All the seats or none, within the per-user limit (`lua/take_seats.lua`).
+    pub async fn take_seats(
+        &self,
+        activity_id: i64,
+        item_id: i64,
+        user_id: i64,
+        limit: i64,
+        seats: &[String],
+    ) -> redis::RedisResult<i64> {
+        TAKE_SEATS
+            .key(self.seats_key(activity_id, item_id))
+            .key(self.stock_key(activity_id, item_id))
+            .key(self.bought_key(activity_id, item_id))
+            .arg(user_id)
+            .arg(limit)
+            .arg(seats)
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// Frees seats the buyer holds (`lua/release_seats.lua`); returns how many.
+    pub async fn release_seats(
+        &self,
+        activity_id: i64,
+        item_id: i64,
+        user_id: i64,
+        seats: &[String],
+    ) -> redis::RedisResult<i64> {
+        RELEASE_SEATS
+            .key(self.seats_key(activity_id, item_id))
+            .key(self.stock_key(activity_id, item_id))
+            .key(self.bought_key(activity_id, item_id))
+            .arg(user_id)
+            .arg(seats)
+            .invoke_async(&mut self.connection())
+            .await
     }
 
     /// Where the first response to a buyer's request id is kept for replay.
@@ -197,23 +244,40 @@ impl RedisStore {
         Ok(answer == 1)
     }
 
-    /// Loads one item's stock and buyer records in one transaction, replacing what was there.
+    /// Loads one item's stock, buyer records and (seated activities) seat map in one
+    /// transaction, replacing what was there. `seats` maps each seat to its holder, if any.
     pub async fn load_item(
         &self,
         activity_id: i64,
         item_id: i64,
         stock: i64,
         holders: &[(i64, i64)],
+        seats: &[(String, Option<i64>)],
     ) -> redis::RedisResult<()> {
         let bought = self.bought_key(activity_id, item_id);
+        let seat_map = self.seats_key(activity_id, item_id);
         let mut pipe = redis::pipe();
         pipe.atomic()
             .set(self.stock_key(activity_id, item_id), stock)
             .ignore()
             .del(&bought)
+            .ignore()
+            .del(&seat_map)
             .ignore();
         if !holders.is_empty() {
             pipe.hset_multiple(&bought, holders).ignore();
+        }
+        if !seats.is_empty() {
+            let entries: Vec<(&str, String)> = seats
+                .iter()
+                .map(|(code, holder)| {
+                    (
+                        code.as_str(),
+                        holder.map(|h| h.to_string()).unwrap_or_default(),
+                    )
+                })
+                .collect();
+            pipe.hset_multiple(&seat_map, &entries).ignore();
         }
         pipe.query_async(&mut self.connection()).await
     }

@@ -1,0 +1,42 @@
+-- take_seats.lua: all of a buyer's chosen seats or none (seed 000 §9), within the buyer's
+-- per-user limit, deducting the ticket's stock by the number of seats.
+--
+-- KEYS[1]  {a<activity>.i<item>}:seats   hash: seat code -> '' (free) or holder's buyer id
+-- KEYS[2]  {a<activity>.i<item>}:stock
+-- KEYS[3]  {a<activity>.i<item>}:bought  hash: buyer id -> units held
+-- ARGV[1]  buyer id
+-- ARGV[2]  per-user limit
+-- ARGV[3..]  seat codes (distinct)
+--
+-- Returns: >= 0  taken; the stock left afterwards
+--          -1    a chosen seat is already taken (nothing changed)
+--          -2    already purchased (the buyer holds the limit)
+--          -3    limit exceeded (these seats would take the buyer over the limit)
+--          -4    not pre-warmed
+--          -6    a chosen seat does not exist
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  return -4
+end
+local count = #ARGV - 2
+local limit = tonumber(ARGV[2])
+local held = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')
+if held >= limit then
+  return -2
+end
+if held + count > limit then
+  return -3
+end
+for i = 3, #ARGV do
+  local holder = redis.call('HGET', KEYS[1], ARGV[i])
+  if not holder then
+    return -6
+  end
+  if holder ~= '' then
+    return -1
+  end
+end
+for i = 3, #ARGV do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[1])
+end
+redis.call('HINCRBY', KEYS[3], ARGV[1], count)
+return redis.call('DECRBY', KEYS[2], count)
