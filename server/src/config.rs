@@ -49,6 +49,16 @@ pub struct Settings {
     pub buy: BuySettings,
 }
 
+/// Where the buy path deducts stock (SPEC §5 `switches/deduction`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeductionMode {
+    /// Lua pre-deduction in Redis; PostgreSQL records it in the pre-order batch.
+    Redis,
+    /// Batches allocated against PostgreSQL's row directly: slower, never oversells.
+    Db,
+}
+
 /// Limits and cache lifetimes of the buy funnel, per instance unless said otherwise.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -67,6 +77,8 @@ pub struct BuySettings {
     pub per_item_per_window: u32,
     /// Ask for a human challenge before deducting (`SECKILL_CHALLENGE`, `on`/`off`).
     pub challenge_required: bool,
+    /// Where stock is deducted (`SECKILL_DEDUCTION`, `redis`/`db`).
+    pub deduction: DeductionMode,
     /// Largest buy body accepted, in bytes.
     pub max_body_bytes: usize,
     /// Activity items the Bloom filter is sized for, and its false-positive rate.
@@ -95,6 +107,7 @@ impl Default for BuySettings {
             per_ip_per_window: 2_000,
             per_item_per_window: 200_000,
             challenge_required: false,
+            deduction: DeductionMode::Redis,
             max_body_bytes: 4096,
             bloom_capacity: 1_000_000,
             bloom_false_positive_rate: 0.001,
@@ -251,6 +264,18 @@ impl Settings {
         }
         if let Some(v) = lookup("SECKILL_BUY_USER_RATE") {
             self.buy.per_user_per_window = parsed("SECKILL_BUY_USER_RATE", v)?;
+        }
+        if let Some(v) = lookup("SECKILL_DEDUCTION") {
+            self.buy.deduction = match v.trim() {
+                "redis" => DeductionMode::Redis,
+                "db" => DeductionMode::Db,
+                other => {
+                    return Err(SettingsError::Env {
+                        name: "SECKILL_DEDUCTION",
+                        reason: format!("`{other}` is neither redis nor db"),
+                    })
+                }
+            };
         }
         if let Some(v) = lookup("SECKILL_CHALLENGE") {
             self.buy.challenge_required = match v.trim() {

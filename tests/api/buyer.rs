@@ -6,7 +6,10 @@ use crate::helpers::{json, spawn_app_with, TestApp};
 use app::model::Role;
 use futures::{stream, StreamExt};
 use reqwest::StatusCode;
-use seckill::{config::Settings, identity::buyer_token};
+use seckill::{
+    config::{DeductionMode, Settings},
+    identity::buyer_token,
+};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -114,6 +117,17 @@ impl TestApp {
         stock[0].expect("pre-warmed")
     }
 
+    async fn allocated(&self, sale: &Sale) -> i64 {
+        sqlx::query_scalar(
+            "SELECT allocated::BIGINT FROM activity_items WHERE activity_id = $1 AND item_id = $2",
+        )
+        .bind(sale.activity_id)
+        .bind(sale.item_id)
+        .fetch_one(&self.db)
+        .await
+        .expect("allocated")
+    }
+
     async fn held_by_orders(&self, sale: &Sale) -> i64 {
         sqlx::query_scalar("SELECT COALESCE(SUM(quantity), 0)::BIGINT FROM orders WHERE activity_id = $1 AND item_id = $2")
             .bind(sale.activity_id)
@@ -160,7 +174,20 @@ fn count_codes(results: &[(i64, u16, Value)]) -> HashMap<String, usize> {
 
 #[tokio::test]
 async fn a_storm_of_2000_buyers_sells_exactly_the_stock() {
-    let app = spawn_app_with(storm_settings).await;
+    storm_of_2000_buyers(DeductionMode::Redis).await;
+}
+
+#[tokio::test]
+async fn a_storm_on_the_database_path_sells_exactly_the_stock() {
+    storm_of_2000_buyers(DeductionMode::Db).await;
+}
+
+async fn storm_of_2000_buyers(mode: DeductionMode) {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.buy.deduction = mode;
+    })
+    .await;
     let sale = open_sale(&app, 100, 1).await;
     let requests = (1..=2_000)
         .map(|user| (user, format!("r-{user}")))
@@ -170,7 +197,13 @@ async fn a_storm_of_2000_buyers_sells_exactly_the_stock() {
     assert_eq!(codes.get("OK"), Some(&100), "{codes:?}");
     assert_eq!(codes.get("SOLD_OUT"), Some(&1_900), "{codes:?}");
     assert_eq!(app.held_by_orders(&sale).await, 100);
-    assert_eq!(app.redis_stock(&sale).await, 0);
+    assert_eq!(app.allocated(&sale).await, 100);
+    let redis_stock = if mode == DeductionMode::Redis { 0 } else { 100 };
+    assert_eq!(
+        app.redis_stock(&sale).await,
+        redis_stock,
+        "the database path leaves Redis alone"
+    );
     let pre_created: i64 =
         sqlx::query_scalar("SELECT count(*) FROM orders WHERE status = 'PRE_CREATED'")
             .fetch_one(&app.db)
@@ -202,9 +235,19 @@ async fn a_storm_of_2000_buyers_sells_exactly_the_stock() {
 
 #[tokio::test]
 async fn retrying_buyers_never_exceed_their_limit() {
+    retrying_buyers(DeductionMode::Redis).await;
+}
+
+#[tokio::test]
+async fn retrying_buyers_never_exceed_their_limit_on_the_database_path() {
+    retrying_buyers(DeductionMode::Db).await;
+}
+
+async fn retrying_buyers(mode: DeductionMode) {
     let app = spawn_app_with(|settings| {
         storm_settings(settings);
         settings.buy.per_user_per_window = 100;
+        settings.buy.deduction = mode;
     })
     .await;
     let sale = open_sale(&app, 1_000, 2).await;
@@ -223,10 +266,13 @@ async fn retrying_buyers_never_exceed_their_limit() {
     .await
     .expect("count");
     assert_eq!(over_limit, 0);
-    assert_eq!(
-        app.redis_stock(&sale).await + app.held_by_orders(&sale).await,
-        1_000
-    );
+    assert_eq!(app.allocated(&sale).await, 600);
+    if mode == DeductionMode::Redis {
+        assert_eq!(
+            app.redis_stock(&sale).await + app.held_by_orders(&sale).await,
+            1_000
+        );
+    }
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::{
-    config::BuySettings,
+    config::{BuySettings, DeductionMode},
     domain::{
         catalog::{valid_seat_code, MAX_PER_USER_LIMIT},
         funnel::{phase, valid_quantity, Deduction, Outcome},
@@ -25,7 +25,7 @@ use crate::{
         challenge::Challenges,
     },
     storage::{
-        orders::{PreOrder, PreorderWriter},
+        orders::{PreOrder, PreorderWriter, Reservation, Verdict},
         redis::{RedisStore, IN_FLIGHT},
     },
 };
@@ -370,6 +370,7 @@ impl Funnel {
             amount_cents: price_cents.saturating_mul(purchase.quantity),
             request_id: request_id.to_owned(),
             seats: purchase.seats,
+            reservation: Reservation::Redis,
         };
         let answer = self
             .claimed(
@@ -447,6 +448,44 @@ impl Funnel {
             }
         }
 
+        let order = match self.settings.deduction {
+            DeductionMode::Redis => {
+                if let Err(refusal) = self.deduct_in_redis(order, limit).await {
+                    return refusal;
+                }
+                order.clone()
+            }
+            DeductionMode::Db => PreOrder {
+                reservation: Reservation::Database {
+                    per_user_limit: limit,
+                },
+                ..order.clone()
+            },
+        };
+        match self.preorders.write(order.clone()).await {
+            Ok(Verdict::Written) => {
+                if self.settings.deduction == DeductionMode::Db {
+                    self.pass("deduction");
+                }
+                self.pass("preorder");
+                Answer::json(
+                    200,
+                    serde_json::json!({ "order_id": order.id, "status": "PRE_CREATED" }),
+                )
+            }
+            Ok(Verdict::Refused(deduction)) => self.refuse_deduction(&order, deduction),
+            Err(error) => {
+                tracing::error!(error = %error, order = %order.id, "pre-order not written; giving the stock back");
+                if order.reservation == Reservation::Redis {
+                    self.give_back(&order).await;
+                }
+                self.stop("preorder", Outcome::Degraded)
+            }
+        }
+    }
+
+    /// Step 10 on the Redis path: the Lua deduction (units or seats).
+    async fn deduct_in_redis(&self, order: &PreOrder, limit: i64) -> Result<(), Answer> {
         let deducted = if order.seats.is_empty() {
             self.redis
                 .deduct_stock(
@@ -475,83 +514,77 @@ impl Funnel {
                         .mark_sold_out(order.activity_id, order.item_id);
                 }
                 self.pass("deduction");
+                Ok(())
             }
-            Ok(Deduction::SoldOut) if !order.seats.is_empty() => {
-                return self.stop_with(
-                    "deduction",
-                    Outcome::SoldOut,
-                    "a chosen seat is already taken",
-                );
+            Ok(refusal) => Err(self.refuse_deduction(order, refusal)),
+            Err(error) => {
+                tracing::warn!(error = %error, "deduction failed");
+                Err(self.stop("deduction", Outcome::Degraded))
             }
-            Ok(Deduction::SoldOut) => {
+        }
+    }
+
+    /// The answer to a deduction refused by Redis or by the database allocation.
+    fn refuse_deduction(&self, order: &PreOrder, refusal: Deduction) -> Answer {
+        match refusal {
+            Deduction::SoldOut if !order.seats.is_empty() => self.stop_with(
+                "deduction",
+                Outcome::SoldOut,
+                "a chosen seat is already taken",
+            ),
+            Deduction::SoldOut | Deduction::Deducted { .. } => {
                 self.catalogue
                     .mark_sold_out(order.activity_id, order.item_id);
-                return self.stop("deduction", Outcome::SoldOut);
+                self.stop("deduction", Outcome::SoldOut)
             }
-            Ok(Deduction::NotEnough) => {
-                return self.stop_with(
-                    "deduction",
-                    Outcome::SoldOut,
-                    "fewer units are left than asked for",
-                )
-            }
-            Ok(Deduction::UnknownSeat) => {
-                return self.stop_with(
-                    "deduction",
-                    Outcome::ItemNotFound,
-                    "a chosen seat does not exist",
-                )
-            }
-            Ok(Deduction::AlreadyPurchased) => {
-                return self.stop("deduction", Outcome::AlreadyPurchased)
-            }
-            Ok(Deduction::LimitExceeded) => return self.stop("deduction", Outcome::LimitExceeded),
-            Ok(Deduction::NotPrewarmed) => {
+            Deduction::NotEnough => self.stop_with(
+                "deduction",
+                Outcome::SoldOut,
+                "fewer units are left than asked for",
+            ),
+            Deduction::UnknownSeat => self.stop_with(
+                "deduction",
+                Outcome::ItemNotFound,
+                "a chosen seat does not exist",
+            ),
+            Deduction::AlreadyPurchased => self.stop("deduction", Outcome::AlreadyPurchased),
+            Deduction::LimitExceeded => self.stop("deduction", Outcome::LimitExceeded),
+            Deduction::NotPrewarmed => {
                 tracing::warn!(
                     activity = order.activity_id,
                     item = order.item_id,
                     "stock missing from Redis; pre-warm the activity"
                 );
-                return self.stop("deduction", Outcome::Degraded);
-            }
-            Err(error) => {
-                tracing::warn!(error = %error, "deduction failed");
-                return self.stop("deduction", Outcome::Degraded);
+                self.stop("deduction", Outcome::Degraded)
             }
         }
+    }
 
-        if let Err(error) = self.preorders.write(order.clone()).await {
-            tracing::error!(error = %error, order = %order.id, "pre-order not written; giving the stock back");
-            let given_back = if order.seats.is_empty() {
-                self.redis
-                    .restore_stock(
-                        order.activity_id,
-                        order.item_id,
-                        order.user_id,
-                        order.quantity,
-                    )
-                    .await
-            } else {
-                self.redis
-                    .release_seats(
-                        order.activity_id,
-                        order.item_id,
-                        order.user_id,
-                        &order.seats,
-                    )
-                    .await
-            };
-            if let Err(restore) = given_back {
-                // Reconciliation finds a Redis deduction without an order and gives it back.
-                tracing::error!(error = %restore, order = %order.id, "stock give-back failed; left to reconciliation");
-            }
-            return self.stop("preorder", Outcome::Degraded);
+    /// Returns a Redis deduction whose pre-order was not written.
+    async fn give_back(&self, order: &PreOrder) {
+        let given_back = if order.seats.is_empty() {
+            self.redis
+                .restore_stock(
+                    order.activity_id,
+                    order.item_id,
+                    order.user_id,
+                    order.quantity,
+                )
+                .await
+        } else {
+            self.redis
+                .release_seats(
+                    order.activity_id,
+                    order.item_id,
+                    order.user_id,
+                    &order.seats,
+                )
+                .await
+        };
+        if let Err(error) = given_back {
+            // Reconciliation finds a Redis deduction without an order and gives it back.
+            tracing::error!(error = %error, order = %order.id, "stock give-back failed; left to reconciliation");
         }
-        self.pass("preorder");
-        Answer::json(
-            200,
-            serde_json::json!({ "order_id": order.id, "status": "PRE_CREATED" }),
-        )
     }
 
     fn rate_limited(&self) -> Answer {

@@ -5,10 +5,16 @@
 //! its WAL a few thousand times a second at best, so one transaction per buyer would cap
 //! the whole sale there (issue #3, "group commit").
 
-use sqlx::PgPool;
-use std::{sync::Arc, time::Duration};
+use sqlx::{PgPool, Postgres, Transaction};
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+    time::Duration,
+};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use uuid::Uuid;
+
+use crate::domain::funnel::Deduction;
 
 /// Outbox topic of a pre-order waiting for the create-order consumer.
 pub const CREATE_ORDER_TOPIC: &str = "order.create";
@@ -25,9 +31,28 @@ pub struct PreOrder {
     pub request_id: String,
     /// Seats of a seated activity (empty otherwise); `quantity` is their number.
     pub seats: Vec<String>,
+    /// Where the stock was, or is to be, deducted.
+    pub reservation: Reservation,
 }
 
-type Reply = oneshot::Sender<Result<(), Arc<sqlx::Error>>>;
+/// Where a pre-order's stock comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reservation {
+    /// Redis deducted it already; the batch records it in `allocated`.
+    Redis,
+    /// The batch allocates it from `activity_items`, within the buyer's limit.
+    Database { per_user_limit: i64 },
+}
+
+/// What the batch decided for one pre-order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Written,
+    /// Database allocation refused it (never for `Reservation::Redis`).
+    Refused(Deduction),
+}
+
+type Reply = oneshot::Sender<Result<Verdict, Arc<sqlx::Error>>>;
 
 /// Hands pre-orders to a background task that writes them in batches.
 #[derive(Clone)]
@@ -79,8 +104,8 @@ impl PreorderWriter {
         Self { queue }
     }
 
-    /// Writes the pre-order with its outbox row; returns once it is committed (or not).
-    pub async fn write(&self, order: PreOrder) -> Result<(), WriteError> {
+    /// Writes the pre-order with its outbox row; returns once it is committed (or refused).
+    pub async fn write(&self, order: PreOrder) -> Result<Verdict, WriteError> {
         let (reply, answer) = oneshot::channel();
         self.queue
             .send((order, reply))
@@ -97,10 +122,10 @@ impl PreorderWriter {
 /// row (say, a reused request id) fails only its own buyer.
 async fn write_batch(pool: &PgPool, batch: Vec<(PreOrder, Reply)>) {
     let (orders, replies): (Vec<PreOrder>, Vec<Reply>) = batch.into_iter().unzip();
-    match insert(pool, &orders).await {
-        Ok(()) => {
-            for reply in replies {
-                let _ = reply.send(Ok(()));
+    match commit(pool, &orders).await {
+        Ok(verdicts) => {
+            for (reply, verdict) in replies.into_iter().zip(verdicts) {
+                let _ = reply.send(Ok(verdict));
             }
         }
         Err(error) if orders.len() == 1 => {
@@ -112,16 +137,111 @@ async fn write_batch(pool: &PgPool, batch: Vec<(PreOrder, Reply)>) {
         Err(error) => {
             tracing::warn!(error = %error, size = orders.len(), "pre-order batch failed; writing its members one by one");
             for (order, reply) in orders.into_iter().zip(replies) {
-                let result = insert(pool, std::slice::from_ref(&order))
-                    .await
-                    .map_err(Arc::new);
-                let _ = reply.send(result);
+                let result = commit(pool, std::slice::from_ref(&order)).await;
+                let _ = reply.send(result.map(|verdicts| verdicts[0]).map_err(Arc::new));
             }
         }
     }
 }
 
-async fn insert(pool: &PgPool, orders: &[PreOrder]) -> Result<(), sqlx::Error> {
+/// Allocates the database-reserved members, writes every granted pre-order with its outbox
+/// row and seats, and moves `allocated` once per item: all in one transaction.
+async fn commit(pool: &PgPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let verdicts = allocate(&mut tx, orders).await?;
+    let granted: Vec<PreOrder> = orders
+        .iter()
+        .zip(&verdicts)
+        .filter(|(_, verdict)| **verdict == Verdict::Written)
+        .map(|(order, _)| order.clone())
+        .collect();
+    if !granted.is_empty() {
+        insert(&mut tx, &granted).await?;
+    }
+    tx.commit().await?;
+    Ok(verdicts)
+}
+
+/// Decides the `Reservation::Database` members item by item, first come first served,
+/// under the item row's lock, so concurrent batches cannot both hand out the last units
+/// or both take a buyer past the limit.
+async fn allocate(
+    tx: &mut Transaction<'_, Postgres>,
+    orders: &[PreOrder],
+) -> Result<Vec<Verdict>, sqlx::Error> {
+    let mut verdicts = vec![Verdict::Written; orders.len()];
+    let mut by_item: BTreeMap<(i64, i64), Vec<usize>> = BTreeMap::new();
+    for (index, order) in orders.iter().enumerate() {
+        if matches!(order.reservation, Reservation::Database { .. }) {
+            by_item
+                .entry((order.activity_id, order.item_id))
+                .or_default()
+                .push(index);
+        }
+    }
+    // BTreeMap order: rows are locked in one global order, so batches cannot deadlock.
+    for ((activity_id, item_id), members) in by_item {
+        let (allocated, total): (i32, i32) = sqlx::query_as(
+            "SELECT allocated, total_stock FROM activity_items WHERE activity_id = $1 AND item_id = $2 FOR UPDATE",
+        )
+        .bind(activity_id)
+        .bind(item_id)
+        .fetch_one(&mut **tx)
+        .await?;
+        let buyers: Vec<i64> = members.iter().map(|&i| orders[i].user_id).collect();
+        let mut held: HashMap<i64, i64> = sqlx::query_as(
+            "SELECT user_id, SUM(quantity)::BIGINT FROM orders
+             WHERE activity_id = $1 AND item_id = $2 AND user_id = ANY($3) AND status NOT IN ('CANCELLED', 'FAILED')
+             GROUP BY user_id",
+        )
+        .bind(activity_id)
+        .bind(item_id)
+        .bind(&buyers)
+        .fetch_all(&mut **tx)
+        .await?
+        .into_iter()
+        .collect();
+        let mut left = i64::from(total - allocated);
+        for index in members {
+            let order = &orders[index];
+            let Reservation::Database { per_user_limit } = order.reservation else {
+                continue;
+            };
+            let holding = held.entry(order.user_id).or_default();
+            verdicts[index] = match allocation(left, *holding, order.quantity, per_user_limit) {
+                Deduction::Deducted { stock_left } => {
+                    left = stock_left;
+                    *holding += order.quantity;
+                    Verdict::Written
+                }
+                refusal => Verdict::Refused(refusal),
+            };
+        }
+    }
+    Ok(verdicts)
+}
+
+/// The same rule as `lua/deduct_stock.lua`, for the database path.
+fn allocation(left: i64, held: i64, quantity: i64, limit: i64) -> Deduction {
+    if held >= limit {
+        Deduction::AlreadyPurchased
+    } else if held + quantity > limit {
+        Deduction::LimitExceeded
+    } else if left <= 0 {
+        Deduction::SoldOut
+    } else if left < quantity {
+        Deduction::NotEnough
+    } else {
+        Deduction::Deducted {
+            stock_left: left - quantity,
+        }
+    }
+}
+
+async fn insert(
+    tx: &mut Transaction<'_, Postgres>,
+    orders: &[PreOrder],
+) -> Result<(), sqlx::Error> {
     let ids: Vec<Uuid> = orders.iter().map(|o| o.id).collect();
     let activities: Vec<i64> = orders.iter().map(|o| o.activity_id).collect();
     let items: Vec<i64> = orders.iter().map(|o| o.item_id).collect();
@@ -129,7 +249,6 @@ async fn insert(pool: &PgPool, orders: &[PreOrder]) -> Result<(), sqlx::Error> {
     let quantities: Vec<i64> = orders.iter().map(|o| o.quantity).collect();
     let amounts: Vec<i64> = orders.iter().map(|o| o.amount_cents).collect();
     let request_ids: Vec<String> = orders.iter().map(|o| o.request_id.clone()).collect();
-    let mut tx = pool.begin().await?;
     sqlx::query(
         "INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status, request_id)
          SELECT id, activity_id, item_id, user_id, quantity::INTEGER, amount_cents, 'PRE_CREATED', request_id
@@ -143,7 +262,7 @@ async fn insert(pool: &PgPool, orders: &[PreOrder]) -> Result<(), sqlx::Error> {
     .bind(&quantities)
     .bind(&amounts)
     .bind(&request_ids)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
     // The event id is the order id: a consumer that records it cannot apply one order twice.
     sqlx::query(
@@ -155,10 +274,22 @@ async fn insert(pool: &PgPool, orders: &[PreOrder]) -> Result<(), sqlx::Error> {
     )
     .bind(&ids)
     .bind(CREATE_ORDER_TOPIC)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
-    hold_seats(&mut tx, orders).await?;
-    tx.commit().await
+    // One UPDATE per item row for the whole batch; its CHECK refuses an oversell.
+    sqlx::query(
+        "UPDATE activity_items ai SET allocated = ai.allocated + batch.units
+         FROM (SELECT activity_id, item_id, SUM(quantity)::INTEGER AS units
+               FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[]) AS o (activity_id, item_id, quantity)
+               GROUP BY activity_id, item_id ORDER BY activity_id, item_id) AS batch
+         WHERE ai.activity_id = batch.activity_id AND ai.item_id = batch.item_id",
+    )
+    .bind(&activities)
+    .bind(&items)
+    .bind(&quantities)
+    .execute(&mut **tx)
+    .await?;
+    hold_seats(tx, orders).await
 }
 
 /// Marks the seats of seated pre-orders as held by them. Each seat must still be free in
@@ -262,4 +393,21 @@ pub async fn holders(
     .bind(item_id)
     .fetch_all(pool)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_allocation_follows_the_lua_rule() {
+        assert_eq!(
+            allocation(5, 0, 2, 2),
+            Deduction::Deducted { stock_left: 3 }
+        );
+        assert_eq!(allocation(0, 0, 1, 2), Deduction::SoldOut);
+        assert_eq!(allocation(1, 0, 2, 2), Deduction::NotEnough);
+        assert_eq!(allocation(5, 2, 1, 2), Deduction::AlreadyPurchased);
+        assert_eq!(allocation(5, 1, 2, 2), Deduction::LimitExceeded);
+    }
 }

@@ -1,0 +1,136 @@
+//! Who sends what: the buyers with their pre-minted bearer tokens, the items under load,
+//! and the deterministic mapping from a request's sequence number to a buyer and an item.
+//!
+//! Request `k` goes to buyer `k mod users`, so buyers take turns; buyer `b` always wants
+//! item `b mod items`. The plan's limit caps the run at `users x retries-per-user` requests.
+
+use secrecy::SecretString;
+
+/// One simulated buyer.
+pub struct Buyer {
+    /// The whole `Authorization` header value, `Bearer <JWT>`.
+    pub authorization: String,
+}
+
+/// The fixed shape of a run, shared by every worker.
+pub struct Plan {
+    pub activity_id: i64,
+    pub items: Vec<i64>,
+    pub quantity: u32,
+    buyers: Vec<Buyer>,
+    limit: u64,
+}
+
+/// What request `k` of the run is.
+pub struct Slot<'a> {
+    pub buyer: &'a Buyer,
+    pub item_id: i64,
+}
+
+/// Everything [`Plan::new`] needs besides the tokens' secret.
+pub struct Shape {
+    pub activity_id: i64,
+    pub items: Vec<i64>,
+    pub quantity: u32,
+    pub first_user: i64,
+    pub users: u64,
+    pub retries_per_user: u64,
+    pub request_cap: u64,
+}
+
+impl Plan {
+    /// Mints one token per buyer up front, so the timed phase does no signing.
+    pub fn new(shape: Shape, secret: &SecretString, ttl: chrono::Duration) -> anyhow::Result<Self> {
+        anyhow::ensure!(!shape.items.is_empty(), "no items to buy");
+        anyhow::ensure!(shape.users > 0, "no buyers");
+        let buyers = (0..shape.users)
+            .map(|offset| {
+                let user_id = shape.first_user + i64::try_from(offset)?;
+                let token = seckill::identity::buyer_token::mint(secret, user_id, ttl)?;
+                Ok(Buyer {
+                    authorization: format!("Bearer {token}"),
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let limit = shape
+            .request_cap
+            .min(shape.users.saturating_mul(shape.retries_per_user));
+        Ok(Self {
+            activity_id: shape.activity_id,
+            items: shape.items,
+            quantity: shape.quantity,
+            buyers,
+            limit,
+        })
+    }
+
+    /// Most requests this run sends.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    pub fn users(&self) -> usize {
+        self.buyers.len()
+    }
+
+    /// Request `k`, or `None` once the run has sent all it may.
+    pub fn slot(&self, k: u64) -> Option<Slot<'_>> {
+        if k >= self.limit {
+            return None;
+        }
+        let buyer_index = usize::try_from(k % self.buyers.len() as u64).ok()?;
+        Some(Slot {
+            buyer: &self.buyers[buyer_index],
+            item_id: self.items[buyer_index % self.items.len()],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seckill::identity::buyer_token::BuyerClaims;
+
+    fn plan(users: u64, retries_per_user: u64, request_cap: u64) -> Plan {
+        let shape = Shape {
+            activity_id: 1,
+            items: vec![10, 20],
+            quantity: 1,
+            first_user: 100,
+            users,
+            retries_per_user,
+            request_cap,
+        };
+        Plan::new(shape, &"s".into(), chrono::Duration::hours(1)).expect("plan")
+    }
+
+    /// The user id a buyer's token speaks for.
+    fn user_of(buyer: &Buyer) -> i64 {
+        let token = buyer.authorization.strip_prefix("Bearer ").expect("bearer");
+        let claims = jsonwebtoken::decode::<BuyerClaims>(
+            token,
+            &jsonwebtoken::DecodingKey::from_secret(b"s"),
+            &jsonwebtoken::Validation::default(),
+        )
+        .expect("valid token")
+        .claims;
+        claims.sub.parse().expect("numeric sub")
+    }
+
+    #[test]
+    fn buyers_take_turns_and_keep_their_item() {
+        let plan = plan(3, 2, 100);
+        let slots: Vec<(i64, i64)> = (0..)
+            .map_while(|k| plan.slot(k))
+            .map(|slot| (user_of(slot.buyer), slot.item_id))
+            .collect();
+        let turns = [(100, 10), (101, 20), (102, 10)];
+        assert_eq!(slots, [turns, turns].concat());
+    }
+
+    #[test]
+    fn the_request_cap_can_end_the_run_before_the_budget() {
+        assert_eq!(plan(3, 2, 4).limit(), 4);
+        assert_eq!(plan(3, 2, u64::MAX).limit(), 6);
+    }
+}
