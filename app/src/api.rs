@@ -2,7 +2,9 @@
 //! the session cookie and call the [`ConsoleBackend`](crate::backend::ConsoleBackend)
 //! the server provided as context. Authorisation happens behind that trait, per call.
 
-use crate::model::{ActivityDetail, ActivityInput, ActivitySummary, CurrentUser, Item, ItemInput};
+use crate::model::{
+    ActivityDetail, ActivityInput, ActivitySummary, CurrentUser, Item, PrewarmReport,
+};
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
 
@@ -126,7 +128,7 @@ pub async fn save_item(
     merchant_id: Option<i64>,
 ) -> Result<i64, ServerFnError> {
     let price_cents = crate::model::parse_cents(&price).map_err(ServerFnError::new)?;
-    let input = ItemInput {
+    let input = crate::model::ItemInput {
         name,
         description,
         price_cents,
@@ -174,4 +176,14 @@ pub async fn save_activity(id: Option<i64>, input: ActivityInput) -> Result<i64,
         None => backend.create_activity(&token, input).await,
     }
     .map_err(session::refuse)
+}
+
+/// Pre-warms an activity (SPEC §8): its stock, buyer records and Bloom filter keys into Redis.
+#[server(prefix = "/console/fn")]
+pub async fn prewarm_activity(id: i64) -> Result<PrewarmReport, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .prewarm(&token, id)
+        .await
+        .map_err(session::refuse)
 }

@@ -5,7 +5,9 @@
 //! Every call carries the caller's session token; the implementation authenticates it
 //! and checks the role on each call, because server functions are public endpoints.
 
-use crate::model::{ActivityDetail, ActivityInput, ActivitySummary, CurrentUser, Item, ItemInput};
+use crate::model::{
+    ActivityDetail, ActivityInput, ActivitySummary, CurrentUser, Item, ItemInput, PrewarmReport,
+};
 use std::sync::Arc;
 
 /// Why a console call was refused; rendered to the user as its message.
@@ -81,6 +83,10 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         id: i64,
         input: ActivityInput,
     ) -> Result<(), ConsoleError>;
+    /// Loads the activity's stock, buyer records and Bloom filter keys into Redis (ops and
+    /// admin only; refused once the sale is open).
+    async fn prewarm(&self, session: &str, activity_id: i64)
+        -> Result<PrewarmReport, ConsoleError>;
 }
 
 /// How the server hands its implementation to the console.

@@ -13,7 +13,7 @@ use leptos_router::{
     components::{ParentRoute, Route, Router, Routes},
     path, SsrMode,
 };
-use pages::{activities, items, layout, login, unbuilt};
+use pages::{activities, items, layout, login, prewarm, unbuilt};
 
 /// Name of the wasm bundle and stylesheet under `/pkg`, shared with the build scripts.
 pub const BUNDLE_NAME: &str = "seckill_console";
@@ -62,7 +62,7 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/items") view=items::ItemList/>
                         <Route path=path!("/items/new") view=items::ItemCreate/>
                         <Route path=path!("/items/:id") view=items::ItemEdit/>
-                        <Route path=path!("/prewarm") view=unbuilt::Prewarm/>
+                        <Route path=path!("/prewarm") view=prewarm::PrewarmList/>
                         <Route path=path!("/switches") view=unbuilt::Switches/>
                         <Route path=path!("/dashboard") view=unbuilt::Dashboard/>
                         <Route path=path!("/hotkeys") view=unbuilt::HotKeys/>

@@ -4,7 +4,10 @@
 
 use app::{
     backend::{ConsoleBackend, ConsoleError, NewSession, SharedBackend},
-    model::{ActivityDetail, ActivityInput, ActivitySummary, CurrentUser, Item, ItemInput},
+    model::{
+        ActivityDetail, ActivityInput, ActivitySummary, CurrentUser, Item, ItemInput,
+        PrewarmReport, PrewarmedItem,
+    },
 };
 use axum::{body::Body, extract::Request, routing::post, Router};
 use leptos::prelude::provide_context;
@@ -12,7 +15,10 @@ use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRou
 use std::{net::IpAddr, sync::Arc};
 
 use crate::{
-    domain::access::Actor, error::ApiError, identity::authenticate::LoginError, services::catalog,
+    domain::access::Actor,
+    error::ApiError,
+    identity::authenticate::LoginError,
+    services::{catalog, prewarm},
     state::AppState,
 };
 
@@ -144,6 +150,30 @@ impl ConsoleBackend for ConsoleService {
     ) -> Result<(), ConsoleError> {
         let actor = self.actor(session).await?;
         Ok(catalog::update_activity(&self.state, &actor, id, input).await?)
+    }
+
+    async fn prewarm(
+        &self,
+        session: &str,
+        activity_id: i64,
+    ) -> Result<PrewarmReport, ConsoleError> {
+        let actor = self.actor(session).await?;
+        let report = prewarm::prewarm(&self.state, &actor, activity_id).await?;
+        Ok(PrewarmReport {
+            activity_id: report.activity_id,
+            items: report
+                .items
+                .into_iter()
+                .map(|item| PrewarmedItem {
+                    item_id: item.item_id,
+                    total_stock: item.total_stock,
+                    held_in_db: item.held_in_db,
+                    redis_stock: item.redis_stock,
+                    buyers: item.buyers as u64,
+                })
+                .collect(),
+            bloom_bits_set: report.bloom_bits_set,
+        })
     }
 }
 

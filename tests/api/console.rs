@@ -96,7 +96,11 @@ async fn a_wrong_password_gets_a_4xx_from_the_login_server_function() {
     };
     let refused = attempt("wrong-password").await.expect("sent");
     assert_eq!(refused.status(), 400);
-    assert!(refused.text().await.expect("body").contains("wrong username or password"));
+    assert!(refused
+        .text()
+        .await
+        .expect("body")
+        .contains("wrong username or password"));
     assert_eq!(app.count("admin_sessions").await, 0);
 
     let accepted = attempt(&ops.password).await.expect("sent");
@@ -107,5 +111,108 @@ async fn a_wrong_password_gets_a_4xx_from_the_login_server_function() {
         .and_then(|v| v.to_str().ok())
         .expect("a session cookie");
     assert!(cookie.starts_with("seckill_session="));
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+}
+
+#[tokio::test]
+async fn ops_pre_warms_an_activity_from_the_console_and_sre_is_refused() {
+    use leptos::server_fn::ServerFn;
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let (status, item) = crate::helpers::json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&merchant),
+            &serde_json::json!({ "name": "Cup", "price_cents": 100 }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{item}");
+    let item_id = item["id"].as_i64().expect("item id");
+    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
+    let (status, activity) = crate::helpers::json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(&merchant),
+            &serde_json::json!({
+                "title": "Later", "kind": "standard", "pay_timeout_s": 900,
+                "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
+                "items": [{ "item_id": item_id, "stock": 40, "per_user_limit": 1, "price_cents": 100 }]
+            }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{activity}");
+    let activity_id = activity["id"].as_i64().expect("activity id");
+    let stock_key = app.state.redis.stock_key(activity_id, item_id);
+    let redis_stock = || {
+        app.state
+            .redis
+            .get_integers(std::slice::from_ref(&stock_key))
+    };
+    let prewarm_as = |token: String| {
+        app.client
+            .post(format!(
+                "{}{}",
+                app.address,
+                app::api::PrewarmActivity::PATH
+            ))
+            .header("Cookie", format!("seckill_session={token}"))
+            .form(&[("id", activity_id.to_string())])
+            .send()
+    };
+    let mut sessions = Vec::new();
+    for role in [Role::Sre, Role::Ops] {
+        let caller = app.caller(role, None).await;
+        let session = app
+            .state
+            .auth
+            .login(&caller.username, &caller.password, None);
+        sessions.push(session.await.expect("login").token);
+    }
+    let [sre, ops] = <[String; 2]>::try_from(sessions).expect("two sessions");
+
+    let refused = prewarm_as(sre).await.expect("sent");
+    assert_eq!(refused.status(), 403);
+    assert!(refused
+        .text()
+        .await
+        .expect("body")
+        .contains("your role may not do this"));
+    assert_eq!(redis_stock().await.expect("redis"), vec![None]);
+
+    let response = prewarm_as(ops.clone()).await.expect("sent");
+    assert_eq!(response.status(), 200);
+    let report: app::model::PrewarmReport = response.json().await.expect("report");
+    assert_eq!(report.activity_id, activity_id);
+    assert_eq!(report.items.len(), 1);
+    assert_eq!(
+        (report.items[0].total_stock, report.items[0].redis_stock),
+        (40, 40)
+    );
+    assert_eq!(redis_stock().await.expect("redis"), vec![Some(40)]);
+
+    // The pages render the button and, now, the pre-warmed state.
+    for (path, expected) in [
+        (format!("/activities/{activity_id}"), r#"id="prewarm-form""#),
+        (format!("/activities/{activity_id}"), ">pre-warmed<"),
+        ("/prewarm".to_owned(), "Later"),
+    ] {
+        let html = app
+            .client
+            .get(format!("{}{path}", app.address))
+            .header("Cookie", format!("seckill_session={ops}"))
+            .send()
+            .await
+            .expect("sent")
+            .text()
+            .await
+            .expect("html");
+        assert!(html.contains(expected), "{path} lacks {expected}: {html}");
+    }
 }

@@ -1,9 +1,11 @@
-//! Activities: list, create, and the activity page (live figures and the edit form).
-//! The form builds an [`ActivityInput`] in the browser, so it needs hydration.
+//! Activities: list, create, and the activity page (live figures, pre-warm and the edit
+//! form). The form builds an [`ActivityInput`] in the browser, so it needs hydration.
 
 use super::error_box;
-use crate::api::{get_activity, list_activities, list_items, SaveActivity};
-use crate::model::{format_cents, ActivityDetail, ActivityInput, ActivityItemInput, ActivityKind};
+use crate::api::{get_activity, list_activities, list_items, PrewarmActivity, SaveActivity};
+use crate::model::{
+    format_cents, ActivityDetail, ActivityInput, ActivityItemInput, ActivityKind, PrewarmReport,
+};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use leptos::prelude::*;
 use leptos_router::{
@@ -74,14 +76,17 @@ pub fn ActivityCreate() -> impl IntoView {
 #[component]
 pub fn ActivityPage() -> impl IntoView {
     let params = use_params_map();
+    // Lives here, not in the panel, so its report survives the refetch it triggers.
+    let prewarm = ServerAction::<PrewarmActivity>::new();
     let activity = Resource::new(
         move || {
-            params
+            let id = params
                 .read()
                 .get("id")
-                .and_then(|id| id.parse::<i64>().ok())
+                .and_then(|id| id.parse::<i64>().ok());
+            (id, prewarm.version().get())
         },
-        |id| async move {
+        |(id, _)| async move {
             match id {
                 Some(id) => get_activity(id).await,
                 None => Err(ServerFnError::new("not found")),
@@ -89,19 +94,21 @@ pub fn ActivityPage() -> impl IntoView {
         },
     );
     view! {
-        <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+        // A transition, so the page stays up while a pre-warm refetches the figures.
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match activity.await {
                     Ok(activity) => view! {
                         <h1>{activity.title.clone()}</h1>
                         <Figures activity=activity.clone()/>
+                        <Prewarm id=activity.id action=prewarm/>
                         <h2>"Edit"</h2>
                         <ActivityForm id=Some(activity.id) initial=Some(activity.to_input())/>
                     }.into_any(),
                     Err(error) => error_box(error),
                 }
             })}
-        </Suspense>
+        </Transition>
     }
 }
 
@@ -138,6 +145,51 @@ fn Figures(activity: ActivityDetail) -> impl IntoView {
         {(!activity.seats.is_empty()).then(|| view! {
             <p class="meta">"Seats: " {activity.seats.join(" ")}</p>
         })}
+    }
+}
+
+/// The pre-warm button (the server refuses roles other than ops and admin, and any open
+/// sale) and, once it ran, what it loaded into Redis.
+#[component]
+fn Prewarm(id: i64, action: ServerAction<PrewarmActivity>) -> impl IntoView {
+    let pending = action.pending();
+    view! {
+        <ActionForm action attr:class="row" attr:id="prewarm-form">
+            <input type="hidden" name="id" value=id/>
+            <button type="submit" disabled=move || pending.get()>
+                {move || if pending.get() { "Pre-warming…" } else { "Pre-warm" }}
+            </button>
+            <span class="meta">"Ops and admin only: loads stock, buyer records and Bloom filter keys into Redis; refused once the sale is open."</span>
+        </ActionForm>
+        {move || action.value().get().map(|result| match result {
+            Ok(report) => view! { <PrewarmLoaded report/> }.into_any(),
+            Err(error) => error_box(error),
+        })}
+    }
+}
+
+/// What one pre-warm run loaded, next to the database figures it was derived from.
+#[component]
+fn PrewarmLoaded(report: PrewarmReport) -> impl IntoView {
+    view! {
+        <h2>"Loaded into Redis"</h2>
+        <table class="grid" id="prewarm-report">
+            <thead><tr>
+                <th>"Item"</th><th>"Total stock"</th><th>"Held by orders (DB)"</th><th>"Redis stock"</th><th>"Buyers"</th>
+            </tr></thead>
+            <tbody>
+                {report.items.into_iter().map(|item| view! {
+                    <tr>
+                        <td>"#" {item.item_id}</td>
+                        <td class="num">{item.total_stock}</td>
+                        <td class="num">{item.held_in_db}</td>
+                        <td class="num">{item.redis_stock}</td>
+                        <td class="num">{item.buyers}</td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <p class="meta">"Bloom filter bits newly set: " {report.bloom_bits_set}</p>
     }
 }
 

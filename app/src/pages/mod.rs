@@ -4,6 +4,7 @@ pub mod activities;
 pub mod items;
 pub mod layout;
 pub mod login;
+pub mod prewarm;
 pub mod unbuilt;
 
 use leptos::prelude::*;

@@ -11,11 +11,6 @@ fn not_built(title: &'static str, arrives_with: &'static str) -> impl IntoView {
 }
 
 #[component]
-pub fn Prewarm() -> impl IntoView {
-    not_built("Pre-warm", "the buyer-funnel issue (#3)")
-}
-
-#[component]
 pub fn Switches() -> impl IntoView {
     not_built("Switch board", "the control-plane issue (#5)")
 }

@@ -1,0 +1,42 @@
+//! Pre-warm: the activities to load into Redis before their sale opens. The button and
+//! the Redis-vs-DB figures are on each activity's page; this page points there.
+
+use super::error_box;
+use crate::api::list_activities;
+use leptos::prelude::*;
+use leptos_router::components::A;
+
+#[component]
+pub fn PrewarmList() -> impl IntoView {
+    let activities = Resource::new(|| (), |_| list_activities());
+    view! {
+        <h1>"Pre-warm"</h1>
+        <p class="meta">
+            "Pre-warm loads an activity's stock, buyer records and Bloom filter keys into Redis. "
+            "It is refused once the sale is open, so run it before the start time."
+        </p>
+        <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match activities.await {
+                    Ok(list) if list.is_empty() => view! { <p class="empty">"No activities yet."</p> }.into_any(),
+                    Ok(list) => view! {
+                        <table class="grid" id="prewarm-list">
+                            <thead><tr><th>"ID"</th><th>"Title"</th><th>"Starts (UTC)"</th><th>"Stock"</th></tr></thead>
+                            <tbody>
+                                {list.into_iter().map(|activity| view! {
+                                    <tr>
+                                        <td>{activity.id}</td>
+                                        <td><A href=format!("/activities/{}", activity.id)>{activity.title}</A></td>
+                                        <td>{activity.starts_at.format("%Y-%m-%d %H:%M").to_string()}</td>
+                                        <td class="num">{activity.total_stock}</td>
+                                    </tr>
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any(),
+                    Err(error) => error_box(error),
+                }
+            })}
+        </Suspense>
+    }
+}
