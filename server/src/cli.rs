@@ -31,7 +31,7 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
-    /// Seed the demo: an ops and a merchant user (passwords printed), one item, one activity.
+    /// Seed the demo: an ops and a merchant user (passwords printed), one item, one pre-warmed activity.
     Demo,
     /// Load an activity's stock, buyer records and Bloom filter keys into Redis.
     Prewarm { activity: i64 },
@@ -170,7 +170,8 @@ pub async fn create_user(
 const DEMO_ACTIVITY: &str = "Demo flash sale";
 
 /// Demo users get fresh random passwords on every run (printed, never stored in clear);
-/// a demo activity opening in five minutes is added unless an upcoming one exists.
+/// a demo activity opening in five minutes is added unless an upcoming one exists, and
+/// pre-warmed.
 async fn seed_demo(settings: Settings) -> anyhow::Result<()> {
     let state = startup::connect(settings).await?;
     db::migrate(&state.db).await?;
@@ -228,7 +229,9 @@ async fn seed_demo(settings: Settings) -> anyhow::Result<()> {
             .await?
         }
     };
-    println!("demo ready: activity {activity_id} ({DEMO_ACTIVITY})");
+    let report = prewarm::prewarm(&state, &cli_actor(), activity_id).await?;
+    let stock: i64 = report.items.iter().map(|item| item.redis_stock).sum();
+    println!("demo ready: activity {activity_id} ({DEMO_ACTIVITY}), pre-warmed with {stock} units");
     println!("  ops user:      ops / {ops_password}");
     println!("  merchant user: merchant / {merchant_password}");
     Ok(())
