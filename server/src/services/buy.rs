@@ -532,6 +532,8 @@ impl Funnel {
                 Outcome::SoldOut,
                 "a chosen seat is already taken",
             ),
+            // Callers pass refusals only; should a success ever arrive here, refusing it is
+            // the answer that cannot oversell.
             Deduction::SoldOut | Deduction::Deducted { .. } => {
                 self.catalogue
                     .mark_sold_out(order.activity_id, order.item_id);
