@@ -13,7 +13,7 @@ use crate::{
     metrics::Metrics,
     routes,
     services::{buy::Funnel, catalogue::Catalogue},
-    state::AppState,
+    state::{AppState, Shared},
     storage::{amqp::AmqpLink, db, etcd::EtcdLink, orders::PreorderWriter, redis::RedisStore},
 };
 
@@ -94,7 +94,7 @@ pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         .site_pkg_dir("pkg")
         .site_addr(settings.bind)
         .build();
-    Ok(AppState {
+    Ok(AppState::new(Shared {
         amqp: AmqpLink::new(settings.amqp_url.clone()),
         etcd: EtcdLink::new(settings.etcd_endpoints.clone()),
         settings: Arc::new(settings),
@@ -104,7 +104,7 @@ pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         auth,
         leptos,
         funnel,
-    })
+    }))
 }
 
 pub fn router(state: AppState) -> Router {
