@@ -2,7 +2,7 @@
 //! item never oversell nor break per-user limits, replays return the first answer, bad
 //! input changes nothing, and a pre-order that cannot be written gives its stock back.
 
-use crate::helpers::{json, spawn_app_with, TestApp};
+use crate::helpers::{json, spawn_app_with, Caller, TestApp};
 use app::model::Role;
 use futures::{stream, StreamExt};
 use reqwest::StatusCode;
@@ -31,38 +31,10 @@ async fn open_sale(app: &TestApp, stock: i64, per_user_limit: i64) -> Sale {
 
 /// The same, seated when `seats` is not empty (stock must then equal the seat count).
 async fn open_activity(app: &TestApp, stock: i64, per_user_limit: i64, seats: &[String]) -> Sale {
-    let kind = if seats.is_empty() {
-        "standard"
-    } else {
-        "seated"
-    };
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
-    let (_, item) = json(
-        app.post_json(
-            "/admin/api/items",
-            Some(&merchant),
-            &json!({ "name": "Phone", "price_cents": 100 }),
-        )
-        .await,
-    )
-    .await;
-    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
-    let (status, activity) = json(
-        app.post_json(
-            "/admin/api/activities",
-            Some(&merchant),
-            &json!({
-                "title": "Storm", "kind": kind, "pay_timeout_s": 900, "seats": seats,
-                "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
-                "items": [{ "item_id": item["id"], "stock": stock, "per_user_limit": per_user_limit, "price_cents": 4990 }]
-            }),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 201, "{activity}");
-    let activity_id = activity["id"].as_i64().expect("id");
+    let sale = upcoming_activity(app, &merchant, stock, per_user_limit, seats).await;
+    let activity_id = sale.activity_id;
     let (status, report) = json(
         app.post_json(
             &format!("/admin/api/activities/{activity_id}/prewarm"),
@@ -78,8 +50,48 @@ async fn open_activity(app: &TestApp, stock: i64, per_user_limit: i64, seats: &[
         .execute(&app.db)
         .await
         .expect("open the sale");
+    sale
+}
+
+/// A merchant's item in an activity starting in an hour, not pre-warmed.
+async fn upcoming_activity(
+    app: &TestApp,
+    merchant: &Caller,
+    stock: i64,
+    per_user_limit: i64,
+    seats: &[String],
+) -> Sale {
+    let kind = if seats.is_empty() {
+        "standard"
+    } else {
+        "seated"
+    };
+    let (_, item) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(merchant),
+            &json!({ "name": "Phone", "price_cents": 100 }),
+        )
+        .await,
+    )
+    .await;
+    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
+    let (status, activity) = json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(merchant),
+            &json!({
+                "title": "Storm", "kind": kind, "pay_timeout_s": 900, "seats": seats,
+                "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
+                "items": [{ "item_id": item["id"], "stock": stock, "per_user_limit": per_user_limit, "price_cents": 4990 }]
+            }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{activity}");
     Sale {
-        activity_id,
+        activity_id: activity["id"].as_i64().expect("id"),
         item_id: item["id"].as_i64().expect("item id"),
     }
 }
@@ -336,6 +348,8 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
         }
         request
     };
+    let authed =
+        |body: String, request_id: &str| raw(body, Some(request_id), Some(good_token.clone()));
     let body = |quantity: Value, item: i64| {
         json!({ "activity_id": sale.activity_id, "item_id": item, "quantity": quantity })
             .to_string()
@@ -351,7 +365,7 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
     let cases: Vec<(&str, reqwest::RequestBuilder, u16, &str)> = vec![
         (
             "malformed json",
-            raw("{oops".into(), Some("a1"), Some(good_token.clone())),
+            authed("{oops".into(), "a1"),
             400,
             "BAD_REQUEST",
         ),
@@ -373,61 +387,37 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
         ),
         (
             "quantity 0",
-            raw(
-                body(json!(0), sale.item_id),
-                Some("a2"),
-                Some(good_token.clone()),
-            ),
+            authed(body(json!(0), sale.item_id), "a2"),
             400,
             "BAD_REQUEST",
         ),
         (
             "negative quantity",
-            raw(
-                body(json!(-3), sale.item_id),
-                Some("a3"),
-                Some(good_token.clone()),
-            ),
+            authed(body(json!(-3), sale.item_id), "a3"),
             400,
             "BAD_REQUEST",
         ),
         (
             "above the limit",
-            raw(
-                body(json!(3), sale.item_id),
-                Some("a4"),
-                Some(good_token.clone()),
-            ),
+            authed(body(json!(3), sale.item_id), "a4"),
             400,
             "BAD_REQUEST",
         ),
         (
             "huge quantity",
-            raw(
-                body(json!(1e30), sale.item_id),
-                Some("a5"),
-                Some(good_token.clone()),
-            ),
+            authed(body(json!(1e30), sale.item_id), "a5"),
             400,
             "BAD_REQUEST",
         ),
         (
             "unknown item",
-            raw(
-                body(json!(1), 987_654),
-                Some("a6"),
-                Some(good_token.clone()),
-            ),
+            authed(body(json!(1), 987_654), "a6"),
             404,
             "ITEM_NOT_FOUND",
         ),
         (
             "another activity's item",
-            raw(
-                body(json!(1), other.item_id),
-                Some("a7"),
-                Some(good_token.clone()),
-            ),
+            authed(body(json!(1), other.item_id), "a7"),
             404,
             "ITEM_NOT_FOUND",
         ),
@@ -451,11 +441,7 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
         ),
         (
             "oversized body",
-            raw(
-                format!("{{\"pad\": \"{}\"}}", "x".repeat(100_000)),
-                Some("a11"),
-                Some(good_token.clone()),
-            ),
+            authed(format!("{{\"pad\": \"{}\"}}", "x".repeat(100_000)), "a11"),
             400,
             "BAD_REQUEST",
         ),
@@ -470,10 +456,9 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
     }
     // Unknown activity ids are stopped by the Bloom filter, whatever the item.
     let (status, body) = json(
-        raw(
+        authed(
             json!({ "activity_id": 999_999, "item_id": 1, "quantity": 1 }).to_string(),
-            Some("a12"),
-            Some(good_token.clone()),
+            "a12",
         )
         .send()
         .await
@@ -712,37 +697,15 @@ async fn prewarm_is_for_ops_idempotent_and_refused_during_the_sale() {
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
     let sre = app.caller(Role::Sre, None).await;
-    let (_, item) = json(
-        app.post_json(
-            "/admin/api/items",
-            Some(&merchant),
-            &json!({ "name": "Cup", "price_cents": 1 }),
-        )
-        .await,
-    )
-    .await;
-    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
-    let (_, activity) = json(
-        app.post_json(
-            "/admin/api/activities",
-            Some(&merchant),
-            &json!({
-                "title": "Later", "kind": "standard", "pay_timeout_s": 900,
-                "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
-                "items": [{ "item_id": item["id"], "stock": 50, "per_user_limit": 1, "price_cents": 1 }]
-            }),
-        )
-        .await,
-    )
-    .await;
-    let path = format!("/admin/api/activities/{}/prewarm", activity["id"]);
+    let sale = upcoming_activity(&app, &merchant, 50, 1, &[]).await;
+    let path = format!("/admin/api/activities/{}/prewarm", sale.activity_id);
     for forbidden in [&sre, &merchant] {
         let (status, _) = json(app.post_json(&path, Some(forbidden), &json!({})).await).await;
         assert_eq!(status, 403);
     }
     let (_, detail) = json(
         app.get(
-            &format!("/admin/api/activities/{}", activity["id"]),
+            &format!("/admin/api/activities/{}", sale.activity_id),
             Some(&ops),
         )
         .await,
@@ -762,7 +725,7 @@ async fn prewarm_is_for_ops_idempotent_and_refused_during_the_sale() {
     assert_eq!(second["bloom_bits_set"], 0);
     let (_, detail) = json(
         app.get(
-            &format!("/admin/api/activities/{}", activity["id"]),
+            &format!("/admin/api/activities/{}", sale.activity_id),
             Some(&ops),
         )
         .await,
@@ -772,7 +735,7 @@ async fn prewarm_is_for_ops_idempotent_and_refused_during_the_sale() {
     assert_eq!(detail["items"][0]["redis_stock"], 50);
 
     sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute' WHERE id = $1")
-        .bind(activity["id"].as_i64())
+        .bind(sale.activity_id)
         .execute(&app.db)
         .await
         .expect("open");

@@ -1,7 +1,7 @@
 //! Activities: list, create, and the activity page (live figures, pre-warm and the edit
 //! form). The form builds an [`ActivityInput`] in the browser, so it needs hydration.
 
-use super::error_box;
+use super::{error_box, listing};
 use crate::api::{get_activity, list_activities, list_items, PrewarmActivity, SaveActivity};
 use crate::model::{
     format_cents, ActivityDetail, ActivityInput, ActivityItemInput, ActivityKind, PrewarmReport,
@@ -35,31 +35,27 @@ pub fn ActivityList() -> impl IntoView {
         </div>
         <Suspense fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
-                match activities.await {
-                    Ok(list) if list.is_empty() => view! { <p class="empty">"No activities yet."</p> }.into_any(),
-                    Ok(list) => view! {
-                        <table class="grid" id="activity-list">
-                            <thead><tr>
-                                <th>"ID"</th><th>"Title"</th><th>"Kind"</th><th>"Starts (UTC)"</th>
-                                <th>"Ends (UTC)"</th><th>"Items"</th><th>"Stock"</th>
-                            </tr></thead>
-                            <tbody>
-                                {list.into_iter().map(|activity| view! {
-                                    <tr>
-                                        <td>{activity.id}</td>
-                                        <td><A href=format!("/activities/{}", activity.id)>{activity.title}</A></td>
-                                        <td>{activity.kind.as_str()}</td>
-                                        <td>{activity.starts_at.format("%Y-%m-%d %H:%M").to_string()}</td>
-                                        <td>{activity.ends_at.format("%Y-%m-%d %H:%M").to_string()}</td>
-                                        <td class="num">{activity.item_count}</td>
-                                        <td class="num">{activity.total_stock}</td>
-                                    </tr>
-                                }).collect_view()}
-                            </tbody>
-                        </table>
-                    }.into_any(),
-                    Err(error) => error_box(error),
-                }
+                listing(activities.await, "No activities yet.", |list| view! {
+                    <table class="grid" id="activity-list">
+                        <thead><tr>
+                            <th>"ID"</th><th>"Title"</th><th>"Kind"</th><th>"Starts (UTC)"</th>
+                            <th>"Ends (UTC)"</th><th>"Items"</th><th>"Stock"</th>
+                        </tr></thead>
+                        <tbody>
+                            {list.into_iter().map(|activity| view! {
+                                <tr>
+                                    <td>{activity.id}</td>
+                                    <td><A href=format!("/activities/{}", activity.id)>{activity.title}</A></td>
+                                    <td>{activity.kind.as_str()}</td>
+                                    <td>{activity.starts_at.format("%Y-%m-%d %H:%M").to_string()}</td>
+                                    <td>{activity.ends_at.format("%Y-%m-%d %H:%M").to_string()}</td>
+                                    <td class="num">{activity.item_count}</td>
+                                    <td class="num">{activity.total_stock}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }.into_any())
             })}
         </Suspense>
     }

@@ -1,6 +1,6 @@
 //! Items: the merchant's catalogue (merchants see only their own; the backend filters).
 
-use super::error_box;
+use super::{error_box, listing};
 use crate::api::{get_item, list_items, SaveItem};
 use crate::model::{format_cents, Item};
 use leptos::prelude::*;
@@ -16,25 +16,21 @@ pub fn ItemList() -> impl IntoView {
         </div>
         <Suspense fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
-                match items.await {
-                    Ok(items) if items.is_empty() => view! { <p class="empty">"No items yet."</p> }.into_any(),
-                    Ok(items) => view! {
-                        <table class="grid" id="item-list">
-                            <thead><tr><th>"ID"</th><th>"Name"</th><th>"Price"</th><th>"Merchant"</th></tr></thead>
-                            <tbody>
-                                {items.into_iter().map(|item| view! {
-                                    <tr>
-                                        <td>{item.id}</td>
-                                        <td><A href=format!("/items/{}", item.id)>{item.name}</A></td>
-                                        <td class="num">{format_cents(item.price_cents)}</td>
-                                        <td>{item.merchant_id}</td>
-                                    </tr>
-                                }).collect_view()}
-                            </tbody>
-                        </table>
-                    }.into_any(),
-                    Err(error) => error_box(error),
-                }
+                listing(items.await, "No items yet.", |items| view! {
+                    <table class="grid" id="item-list">
+                        <thead><tr><th>"ID"</th><th>"Name"</th><th>"Price"</th><th>"Merchant"</th></tr></thead>
+                        <tbody>
+                            {items.into_iter().map(|item| view! {
+                                <tr>
+                                    <td>{item.id}</td>
+                                    <td><A href=format!("/items/{}", item.id)>{item.name}</A></td>
+                                    <td class="num">{format_cents(item.price_cents)}</td>
+                                    <td>{item.merchant_id}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }.into_any())
             })}
         </Suspense>
     }

@@ -1,7 +1,7 @@
 //! Pre-warm: the activities to load into Redis before their sale opens. The button and
 //! the Redis-vs-DB figures are on each activity's page; this page points there.
 
-use super::error_box;
+use super::listing;
 use crate::api::list_activities;
 use leptos::prelude::*;
 use leptos_router::components::A;
@@ -17,25 +17,21 @@ pub fn PrewarmList() -> impl IntoView {
         </p>
         <Suspense fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
-                match activities.await {
-                    Ok(list) if list.is_empty() => view! { <p class="empty">"No activities yet."</p> }.into_any(),
-                    Ok(list) => view! {
-                        <table class="grid" id="prewarm-list">
-                            <thead><tr><th>"ID"</th><th>"Title"</th><th>"Starts (UTC)"</th><th>"Stock"</th></tr></thead>
-                            <tbody>
-                                {list.into_iter().map(|activity| view! {
-                                    <tr>
-                                        <td>{activity.id}</td>
-                                        <td><A href=format!("/activities/{}", activity.id)>{activity.title}</A></td>
-                                        <td>{activity.starts_at.format("%Y-%m-%d %H:%M").to_string()}</td>
-                                        <td class="num">{activity.total_stock}</td>
-                                    </tr>
-                                }).collect_view()}
-                            </tbody>
-                        </table>
-                    }.into_any(),
-                    Err(error) => error_box(error),
-                }
+                listing(activities.await, "No activities yet.", |list| view! {
+                    <table class="grid" id="prewarm-list">
+                        <thead><tr><th>"ID"</th><th>"Title"</th><th>"Starts (UTC)"</th><th>"Stock"</th></tr></thead>
+                        <tbody>
+                            {list.into_iter().map(|activity| view! {
+                                <tr>
+                                    <td>{activity.id}</td>
+                                    <td><A href=format!("/activities/{}", activity.id)>{activity.title}</A></td>
+                                    <td>{activity.starts_at.format("%Y-%m-%d %H:%M").to_string()}</td>
+                                    <td class="num">{activity.total_stock}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }.into_any())
             })}
         </Suspense>
     }
