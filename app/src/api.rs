@@ -3,7 +3,9 @@
 //! the server provided as context. Authorisation happens behind that trait, per call.
 
 use crate::model::{
-    ActivityDetail, ActivityInput, ActivitySummary, CurrentUser, Item, PrewarmReport,
+    ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
+    DeadLetterView, Item, OrderDetail, OrderPage, OutboxSummary, PrewarmReport, ReplayReport,
+    RequeueReport, SwitchBoard, SwitchChange,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
@@ -37,6 +39,8 @@ mod session {
             ConsoleError::Forbidden => http::StatusCode::FORBIDDEN,
             ConsoleError::NotFound => http::StatusCode::NOT_FOUND,
             ConsoleError::Invalid(_) => http::StatusCode::BAD_REQUEST,
+            ConsoleError::Conflict(_) => http::StatusCode::CONFLICT,
+            ConsoleError::Unavailable(_) => http::StatusCode::SERVICE_UNAVAILABLE,
             ConsoleError::RateLimited => http::StatusCode::TOO_MANY_REQUESTS,
             ConsoleError::Internal => http::StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -184,6 +188,117 @@ pub async fn prewarm_activity(id: i64) -> Result<PrewarmReport, ServerFnError> {
     let token = session::token().await?;
     session::backend()?
         .prewarm(&token, id)
+        .await
+        .map_err(session::refuse)
+}
+
+/// A page of orders, newest first; absent filters mean "any".
+#[server(prefix = "/console/fn")]
+pub async fn list_orders(
+    activity_id: Option<i64>,
+    status: Option<String>,
+    page: Option<i64>,
+) -> Result<OrderPage, ServerFnError> {
+    let query = crate::model::OrderQuery {
+        activity_id,
+        status,
+        page,
+    };
+    let token = session::token().await?;
+    session::backend()?
+        .list_orders(&token, query)
+        .await
+        .map_err(session::refuse)
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn get_order(id: String) -> Result<OrderDetail, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .get_order(&token, &id)
+        .await
+        .map_err(session::refuse)
+}
+
+/// The switch board (SPEC §5): every switch and limit, etcd's state, and each live
+/// instance's applied revision.
+#[server(prefix = "/console/fn")]
+pub async fn get_switch_board() -> Result<SwitchBoard, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .switch_board(&token)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Flips a switch or sets a limit; the reason is required and audited.
+#[server(prefix = "/console/fn")]
+pub async fn flip_switch(
+    path: String,
+    value: String,
+    reason: String,
+) -> Result<SwitchChange, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .flip_switch(&token, &path, &value, &reason)
+        .await
+        .map_err(session::refuse)
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn audit_log(page: Option<i64>) -> Result<AuditPage, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .audit_log(&token, page.unwrap_or(1))
+        .await
+        .map_err(session::refuse)
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn list_dead_letters(page: Option<i64>) -> Result<DeadLetterPage, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .dead_letters(&token, page.unwrap_or(1))
+        .await
+        .map_err(session::refuse)
+}
+
+/// Sends one dead letter back to its queue; the reason is required and audited.
+#[server(prefix = "/console/fn")]
+pub async fn requeue_dead_letter(id: i64, reason: String) -> Result<DeadLetterView, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .requeue_dead_letter(&token, id, &reason)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Sends every waiting dead letter back; the reason is required and audited.
+#[server(prefix = "/console/fn")]
+pub async fn requeue_all_dead_letters(reason: String) -> Result<RequeueReport, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .requeue_all_dead_letters(&token, &reason)
+        .await
+        .map_err(session::refuse)
+}
+
+/// The outbox: pending, failed and recorded rows, and the failed ones in detail.
+#[server(prefix = "/console/fn")]
+pub async fn get_outbox_summary() -> Result<OutboxSummary, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .outbox_summary(&token)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Replays the pre-orders recorded while the async switch was on `record`; audited.
+#[server(prefix = "/console/fn")]
+pub async fn replay_recorded_orders(reason: String) -> Result<ReplayReport, ServerFnError> {
+    let token = session::token().await?;
+    session::backend()?
+        .replay_recorded(&token, &reason)
         .await
         .map_err(session::refuse)
 }

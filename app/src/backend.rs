@@ -6,7 +6,9 @@
 //! and checks the role on each call, because server functions are public endpoints.
 
 use crate::model::{
-    ActivityDetail, ActivityInput, ActivitySummary, CurrentUser, Item, ItemInput, PrewarmReport,
+    ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
+    DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary,
+    PrewarmReport, ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
 };
 use std::sync::Arc;
 
@@ -21,6 +23,10 @@ pub enum ConsoleError {
     NotFound,
     /// The input breaks a rule; the message says which.
     Invalid(String),
+    /// The thing is not in a state that allows this (e.g. already requeued); the message says why.
+    Conflict(String),
+    /// A store the call needs (etcd, RabbitMQ, Redis) did not answer; the detail names it.
+    Unavailable(String),
     /// Too many attempts; try again later.
     RateLimited,
     /// Something broke on the server; details are in the server log only.
@@ -33,7 +39,10 @@ impl std::fmt::Display for ConsoleError {
             ConsoleError::Unauthenticated => f.write_str("please sign in"),
             ConsoleError::Forbidden => f.write_str("your role may not do this"),
             ConsoleError::NotFound => f.write_str("not found"),
-            ConsoleError::Invalid(message) => f.write_str(message),
+            ConsoleError::Invalid(message) | ConsoleError::Conflict(message) => {
+                f.write_str(message)
+            }
+            ConsoleError::Unavailable(detail) => write!(f, "unavailable ({detail}), try again"),
             ConsoleError::RateLimited => f.write_str("too many attempts, wait a minute"),
             ConsoleError::Internal => f.write_str("internal error, see the server log"),
         }
@@ -87,6 +96,54 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     /// admin only; refused once the sale is open).
     async fn prewarm(&self, session: &str, activity_id: i64)
         -> Result<PrewarmReport, ConsoleError>;
+
+    /// A page of orders, newest first (merchants: only their activities' orders).
+    async fn list_orders(
+        &self,
+        session: &str,
+        query: OrderQuery,
+    ) -> Result<OrderPage, ConsoleError>;
+    /// One order with its history, payment trades and restore-journal row.
+    async fn get_order(&self, session: &str, id: &str) -> Result<OrderDetail, ConsoleError>;
+
+    /// Every switch and limit with its etcd revision and per-instance applied state
+    /// (ops, SRE and admin).
+    async fn switch_board(&self, session: &str) -> Result<SwitchBoard, ConsoleError>;
+    /// Writes a switch or limit into etcd, audited with the reason (ops and admin only);
+    /// answers once etcd has it, without waiting for the instances.
+    async fn flip_switch(
+        &self,
+        session: &str,
+        path: &str,
+        value: &str,
+        reason: &str,
+    ) -> Result<SwitchChange, ConsoleError>;
+    /// A page of the audit log: switch flips and operator actions, newest first.
+    async fn audit_log(&self, session: &str, page: i64) -> Result<AuditPage, ConsoleError>;
+
+    /// A page of dead letters, the waiting ones first.
+    async fn dead_letters(&self, session: &str, page: i64) -> Result<DeadLetterPage, ConsoleError>;
+    /// Sends one dead letter back to its queue, audited with the reason (ops and admin only).
+    async fn requeue_dead_letter(
+        &self,
+        session: &str,
+        id: i64,
+        reason: &str,
+    ) -> Result<DeadLetterView, ConsoleError>;
+    /// Sends every waiting dead letter back, audited with the reason (ops and admin only).
+    async fn requeue_all_dead_letters(
+        &self,
+        session: &str,
+        reason: &str,
+    ) -> Result<RequeueReport, ConsoleError>;
+    /// The outbox: rows waiting for the relay, given up on, and recorded for a replay.
+    async fn outbox_summary(&self, session: &str) -> Result<OutboxSummary, ConsoleError>;
+    /// Hands every recorded pre-order to the pipeline, audited with the reason (ops and admin).
+    async fn replay_recorded(
+        &self,
+        session: &str,
+        reason: &str,
+    ) -> Result<ReplayReport, ConsoleError>;
 }
 
 /// How the server hands its implementation to the console.

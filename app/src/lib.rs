@@ -13,7 +13,9 @@ use leptos_router::{
     components::{ParentRoute, Route, Router, Routes},
     path, SsrMode,
 };
-use pages::{activities, items, layout, login, prewarm, unbuilt};
+use pages::{
+    activities, audit, dead_letters, items, layout, login, orders, prewarm, switches, unbuilt,
+};
 
 /// Name of the wasm bundle and stylesheet under `/pkg`, shared with the build scripts.
 pub const BUNDLE_NAME: &str = "seckill_console";
@@ -63,14 +65,15 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/items/new") view=items::ItemCreate/>
                         <Route path=path!("/items/:id") view=items::ItemEdit/>
                         <Route path=path!("/prewarm") view=prewarm::PrewarmList/>
-                        <Route path=path!("/switches") view=unbuilt::Switches/>
+                        <Route path=path!("/switches") view=switches::SwitchBoardPage/>
                         <Route path=path!("/dashboard") view=unbuilt::Dashboard/>
                         <Route path=path!("/hotkeys") view=unbuilt::HotKeys/>
                         <Route path=path!("/baselines") view=unbuilt::Baselines/>
                         <Route path=path!("/reconciliations") view=unbuilt::Reconciliations/>
-                        <Route path=path!("/dead-letters") view=unbuilt::DeadLetters/>
-                        <Route path=path!("/orders") view=unbuilt::Orders/>
-                        <Route path=path!("/audit") view=unbuilt::Audit/>
+                        <Route path=path!("/dead-letters") view=dead_letters::DeadLetters/>
+                        <Route path=path!("/orders") view=orders::OrderList/>
+                        <Route path=path!("/orders/:id") view=orders::OrderDetailPage/>
+                        <Route path=path!("/audit") view=audit::AuditLog/>
                     </ParentRoute>
                 </Routes>
             </div>

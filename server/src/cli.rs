@@ -27,8 +27,20 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the buyer API, admin API, console and /metrics.
-    Serve,
+    /// Serve the buyer API, admin API, console and /metrics, with the background workers.
+    Serve {
+        /// Leave the workers (order consumers, outbox relay, DLQ sink) to `seckill worker` processes.
+        #[arg(long)]
+        no_workers: bool,
+    },
+    /// Run the background workers only: order consumers, outbox relay, DLQ sink.
+    Worker,
+    /// Hand the pre-orders recorded while the async switch was on `record` to the order
+    /// pipeline (audited with the reason); prints how many.
+    ReplayRecorded {
+        #[arg(long)]
+        reason: String,
+    },
     /// Apply database migrations and exit.
     Migrate,
     /// Seed the demo: an ops and a merchant user (passwords printed), one item, one pre-warmed activity.
@@ -45,6 +57,28 @@ enum Command {
     /// Manage console users and admin API tokens.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Read or flip switches and limits in etcd (needs PostgreSQL and etcd only).
+    #[command(subcommand)]
+    Switch(SwitchCommand),
+}
+
+#[derive(Subcommand)]
+enum SwitchCommand {
+    /// Every switch and limit with its etcd revision and who applied it; one as JSON with PATH.
+    Get {
+        /// e.g. `switches/entry`, `switches/entry/42`, `limits/max_in_flight`.
+        path: Option<String>,
+    },
+    /// Write a value (audited with source `cli` and the OS user), then wait until every
+    /// live instance applied it; exits non-zero if some did not within the wait.
+    Set {
+        path: String,
+        value: String,
+        #[arg(long)]
+        reason: String,
+        #[arg(long, default_value_t = 3000)]
+        wait_ms: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -71,11 +105,27 @@ enum AdminCommand {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::load()?;
     match cli.command {
-        Command::Serve => {
-            Application::build(settings)
-                .await?
-                .run_until_stopped()
-                .await?
+        Command::Serve { no_workers } => {
+            let workers = settings.workers && !no_workers;
+            Application::build(Settings {
+                workers,
+                ..settings
+            })
+            .await?
+            .run_until_stopped()
+            .await?
+        }
+        Command::Worker => startup::run_workers(settings).await?,
+        Command::ReplayRecorded { reason } => {
+            let state = startup::connect(settings).await?;
+            let report = crate::pipeline::recordings::replay(
+                &state,
+                &cli_actor(),
+                crate::storage::ops_audit::OpsSource::Cli,
+                &reason,
+            )
+            .await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
         }
         Command::Migrate => {
             db::migrate(&db::connect(&settings).await?).await?;
@@ -113,6 +163,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{token}");
         }
         Command::Demo => seed_demo(settings).await?,
+        Command::Switch(command) => switch(settings, command).await?,
         Command::Prewarm { activity } => {
             let state = startup::connect(settings).await?;
             let report = prewarm::prewarm(&state, &cli_actor(), activity).await?;
@@ -130,6 +181,115 @@ fn cli_actor() -> Actor {
         role: Role::Admin,
         merchant_id: None,
     }
+}
+
+/// `seckill switch get|set`: the switch board over PostgreSQL and etcd only, so ops can
+/// flip a switch while Redis or RabbitMQ is the thing that is down.
+async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()> {
+    use crate::{
+        control::board::{Board, Flip},
+        storage::{audit::FlipSource, etcd::EtcdLink},
+    };
+    let db = db::connect(&settings).await?;
+    let etcd = EtcdLink::new(settings.etcd_endpoints.clone());
+    let board = Board {
+        db: &db,
+        etcd: &etcd,
+        settings: &settings,
+        instance: None,
+    };
+    // The audit names the person at the keyboard, as the OS knows them.
+    let actor = Actor {
+        username: std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .unwrap_or_else(|_| cli_actor().username),
+        ..cli_actor()
+    };
+    match command {
+        SwitchCommand::Get { path: None } => print!("{}", switch_table(&board.read(&actor).await?)),
+        SwitchCommand::Get { path: Some(path) } => {
+            let wanted = path.trim_matches('/');
+            let read = board.read(&actor).await?;
+            let row = read
+                .switches
+                .iter()
+                .find(|row| row.path == wanted)
+                .ok_or_else(|| anyhow::anyhow!("no switch or limit at `{wanted}`"))?;
+            println!("{}", serde_json::to_string_pretty(row)?);
+        }
+        SwitchCommand::Set {
+            path,
+            value,
+            reason,
+            wait_ms,
+        } => {
+            let change = board
+                .flip(Flip {
+                    actor: &actor,
+                    source: FlipSource::Cli,
+                    path: &path,
+                    value: &value,
+                    reason: &reason,
+                    wait: Some(std::time::Duration::from_millis(wait_ms)),
+                })
+                .await?;
+            println!("{}", serde_json::to_string_pretty(&change)?);
+            if let Some(propagation) = &change.propagation {
+                anyhow::ensure!(
+                    propagation.complete,
+                    "not every live instance applied revision {} within {wait_ms} ms",
+                    change.revision
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The board as a terminal table: one line per switch, with how many live instances
+/// applied its revision and the slowest of them.
+fn switch_table(board: &app::model::SwitchBoard) -> String {
+    let etcd = match (&board.etcd.revision, &board.etcd.error) {
+        (Some(revision), _) => format!("etcd revision {revision}"),
+        (None, error) => format!(
+            "etcd UNREACHABLE ({}); last known values",
+            error.as_deref().unwrap_or("?")
+        ),
+    };
+    let mut table = format!(
+        "{} ({etcd}, {} live instances)\n{:<30} {:<10} {:<10} {:>9}  applied\n",
+        board.prefix,
+        board.nodes.len(),
+        "path",
+        "etcd",
+        "default",
+        "revision"
+    );
+    for row in &board.switches {
+        let applied = row.applied.iter().filter(|node| node.applied).count();
+        let slowest = row
+            .applied
+            .iter()
+            .filter_map(|node| node.took_ms)
+            .reduce(f64::max)
+            .map(|ms| format!(", slowest {ms:.1} ms"))
+            .unwrap_or_default();
+        let etcd_value = match (&row.etcd_value, row.valid) {
+            (Some(value), true) => value.clone(),
+            (Some(value), false) => format!("{value}(!)"),
+            (None, _) => "-".into(),
+        };
+        let revision = row.mod_revision.map_or("-".into(), |r| r.to_string());
+        table.push_str(&format!(
+            "{:<30} {:<10} {:<10} {:>9}  {applied}/{}{slowest}\n",
+            row.path,
+            etcd_value,
+            row.default_value,
+            revision,
+            row.applied.len()
+        ));
+    }
+    table
 }
 
 fn read_password() -> anyhow::Result<String> {

@@ -45,8 +45,114 @@ pub struct Settings {
     pub login_window_s: u32,
     /// How long a readiness probe waits for each dependency, in milliseconds.
     pub probe_timeout_ms: u64,
-    /// Thresholds of the buy funnel (SPEC §3.1); the control plane later moves them to etcd.
+    /// Thresholds of the buy funnel (SPEC §3.1); etcd's switches and limits override them live.
     pub buy: BuySettings,
+    /// The RabbitMQ order pipeline and its workers (SPEC §4).
+    pub pipeline: PipelineSettings,
+    /// The payment center the orders are paid through (SPEC §4 "Payment").
+    pub payment: PaymentSettings,
+    /// The etcd control plane: node identity, leases, the local snapshot (SPEC §5).
+    pub control: ControlSettings,
+    /// Run the background workers (consumers, relay, DLQ sink) in this process; `serve
+    /// --no-workers` turns them off, `worker` runs them without the HTTP server.
+    pub workers: bool,
+}
+
+/// The order pipeline's queues and workers.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PipelineSettings {
+    /// Unacknowledged create-order messages one consumer holds at most (bounded prefetch).
+    pub prefetch: u16,
+    /// Messages completed in one DB transaction at most, and how long the first waits for company.
+    pub batch_max: usize,
+    pub batch_wait_ms: u64,
+    /// How long a publish waits for the broker's confirm before it counts as failed.
+    pub confirm_timeout_ms: u64,
+    /// Deliveries of one message before the quorum queue dead-letters it.
+    pub delivery_limit: u32,
+    /// An outbox row still pending this long after it was written is resent by the relay.
+    pub relay_grace_ms: u64,
+    /// How often the relay looks, and how many attempts it makes before marking a row failed.
+    pub relay_interval_ms: u64,
+    pub relay_max_attempts: i32,
+    /// How often the leader scans PostgreSQL for unpaid orders past their deadline whose
+    /// timeout message never came (a lost message must not keep stock forever).
+    pub timeout_scan_interval_ms: u64,
+    /// Attempts at giving a cancelled order's stock back to Redis before leaving it to reconciliation.
+    pub redis_giveback_attempts: u32,
+    /// Queues unused this long are deleted by the broker (`x-expires`). Unset in
+    /// production; tests set it so their per-test queues go away.
+    pub idle_queue_expiry_ms: Option<u64>,
+}
+
+impl Default for PipelineSettings {
+    fn default() -> Self {
+        Self {
+            prefetch: 512,
+            batch_max: 256,
+            batch_wait_ms: 5,
+            confirm_timeout_ms: 5_000,
+            delivery_limit: 5,
+            relay_grace_ms: 5_000,
+            relay_interval_ms: 1_000,
+            relay_max_attempts: 10,
+            timeout_scan_interval_ms: 5_000,
+            redis_giveback_attempts: 3,
+            idle_queue_expiry_ms: None,
+        }
+    }
+}
+
+/// The built-in simulated payment center.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PaymentSettings {
+    /// Where the center posts its callbacks; unset: this instance's own `/api/pay/notify`.
+    pub notify_url: Option<String>,
+    /// How long after a trade starts the center "receives the money" (or fails the trade).
+    pub delay_ms: u64,
+    /// How long after that the first callback goes out: a late callback, as when the
+    /// money arrives just before the pay deadline and the notice is still on its way.
+    pub notify_delay_ms: u64,
+    /// Share of trades the center fails (0.0 to 1.0), for tests and drills.
+    pub failure_rate: f64,
+}
+
+impl Default for PaymentSettings {
+    fn default() -> Self {
+        Self {
+            notify_url: None,
+            delay_ms: 200,
+            notify_delay_ms: 0,
+            failure_rate: 0.0,
+        }
+    }
+}
+
+/// This instance in the control plane.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ControlSettings {
+    /// Name under `/seckill/nodes/`; unset: host name, process id and a random suffix (`SECKILL_NODE_ID`).
+    pub node_id: Option<String>,
+    /// TTL of the node and election leases, in seconds: a dead leader is replaced within it.
+    pub lease_ttl_s: i64,
+    /// How often the heartbeat rewrites the node key.
+    pub heartbeat_ms: u64,
+    /// Where the last switch snapshot is kept on disk, for a start-up with etcd down.
+    pub snapshot_path: PathBuf,
+}
+
+impl Default for ControlSettings {
+    fn default() -> Self {
+        Self {
+            node_id: None,
+            lease_ttl_s: 5,
+            heartbeat_ms: 1_000,
+            snapshot_path: PathBuf::from(".local/control-snapshot.json"),
+        }
+    }
 }
 
 /// Where the buy path deducts stock (SPEC §5 `switches/deduction`).
@@ -57,6 +163,16 @@ pub enum DeductionMode {
     Redis,
     /// Batches allocated against PostgreSQL's row directly: slower, never oversells.
     Db,
+}
+
+/// What the buy path does after the pre-order is written (SPEC §5 `switches/async`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AsyncMode {
+    /// Publish the create-order message to RabbitMQ (the outbox relay backs it up).
+    Mq,
+    /// Record the pre-order only; an ops replay feeds it to the pipeline later.
+    Record,
 }
 
 /// Limits and cache lifetimes of the buy funnel, per instance unless said otherwise.
@@ -79,6 +195,8 @@ pub struct BuySettings {
     pub challenge_required: bool,
     /// Where stock is deducted (`SECKILL_DEDUCTION`, `redis`/`db`).
     pub deduction: DeductionMode,
+    /// Whether buys publish to RabbitMQ or only record (`SECKILL_ASYNC`, `mq`/`record`).
+    pub async_mode: AsyncMode,
     /// Largest buy body accepted, in bytes.
     pub max_body_bytes: usize,
     /// Activity items the Bloom filter is sized for, and its false-positive rate.
@@ -108,6 +226,7 @@ impl Default for BuySettings {
             per_item_per_window: 200_000,
             challenge_required: false,
             deduction: DeductionMode::Redis,
+            async_mode: AsyncMode::Mq,
             max_body_bytes: 4096,
             bloom_capacity: 1_000_000,
             bloom_false_positive_rate: 0.001,
@@ -144,6 +263,10 @@ impl Default for Settings {
             login_window_s: 300,
             probe_timeout_ms: 1500,
             buy: BuySettings::default(),
+            pipeline: PipelineSettings::default(),
+            payment: PaymentSettings::default(),
+            control: ControlSettings::default(),
+            workers: true,
         }
     }
 }
@@ -273,6 +396,21 @@ impl Settings {
                     return Err(SettingsError::Env {
                         name: "SECKILL_DEDUCTION",
                         reason: format!("`{other}` is neither redis nor db"),
+                    })
+                }
+            };
+        }
+        if let Some(v) = lookup("SECKILL_NODE_ID") {
+            self.control.node_id = Some(v);
+        }
+        if let Some(v) = lookup("SECKILL_ASYNC") {
+            self.buy.async_mode = match v.trim() {
+                "mq" => AsyncMode::Mq,
+                "record" => AsyncMode::Record,
+                other => {
+                    return Err(SettingsError::Env {
+                        name: "SECKILL_ASYNC",
+                        reason: format!("`{other}` is neither mq nor record"),
                     })
                 }
             };

@@ -5,8 +5,9 @@
 use app::{
     backend::{ConsoleBackend, ConsoleError, NewSession, SharedBackend},
     model::{
-        ActivityDetail, ActivityInput, ActivitySummary, CurrentUser, Item, ItemInput,
-        PrewarmReport, PrewarmedItem,
+        ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
+        DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary,
+        PrewarmReport, PrewarmedItem, ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
     },
 };
 use axum::{body::Body, extract::Request, routing::post, Router};
@@ -15,11 +16,14 @@ use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRou
 use std::{net::IpAddr, sync::Arc};
 
 use crate::{
+    control::board::{self, Board, Flip},
     domain::access::Actor,
     error::ApiError,
     identity::authenticate::LoginError,
-    services::{catalog, prewarm},
+    pipeline::{dead_letters, recordings, relay},
+    services::{catalog, order_admin, prewarm},
     state::AppState,
+    storage::{audit::FlipSource, ops_audit::OpsSource},
 };
 
 /// The console's view of the platform.
@@ -30,14 +34,25 @@ pub struct ConsoleService {
 impl From<ApiError> for ConsoleError {
     fn from(error: ApiError) -> Self {
         match error {
-            ApiError::BadRequest(message) => ConsoleError::Invalid(message),
+            ApiError::BadRequest(message) | ApiError::Invalid { message, .. } => {
+                ConsoleError::Invalid(message)
+            }
             ApiError::PayloadTooLarge => ConsoleError::Invalid("the request is too large".into()),
-            ApiError::Conflict { message, .. } => ConsoleError::Invalid(message),
+            ApiError::Conflict { message, .. } => ConsoleError::Conflict(message),
             ApiError::Unauthenticated => ConsoleError::Unauthenticated,
+            ApiError::BadSignature => ConsoleError::Invalid(ApiError::BadSignature.to_string()),
             ApiError::Forbidden => ConsoleError::Forbidden,
             ApiError::NotFound(_) => ConsoleError::NotFound,
             ApiError::RateLimited { .. } => ConsoleError::RateLimited,
-            ApiError::Unavailable(cause) | ApiError::Internal(cause) => {
+            ApiError::Unavailable(cause) => {
+                tracing::warn!(
+                    error = format!("{cause:#}"),
+                    "console call found a store away"
+                );
+                // The outermost context names the store ("etcd", "RabbitMQ did not take ...").
+                ConsoleError::Unavailable(cause.to_string())
+            }
+            ApiError::Internal(cause) => {
                 tracing::error!(error = format!("{cause:#}"), "console call failed");
                 ConsoleError::Internal
             }
@@ -174,6 +189,88 @@ impl ConsoleBackend for ConsoleService {
                 .collect(),
             bloom_bits_set: report.bloom_bits_set,
         })
+    }
+
+    async fn list_orders(
+        &self,
+        session: &str,
+        query: OrderQuery,
+    ) -> Result<OrderPage, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(order_admin::list(&self.state, &actor, &query).await?)
+    }
+
+    async fn get_order(&self, session: &str, id: &str) -> Result<OrderDetail, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(order_admin::get(&self.state, &actor, id).await?)
+    }
+
+    async fn switch_board(&self, session: &str) -> Result<SwitchBoard, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(Board::of(&self.state).read(&actor).await?)
+    }
+
+    async fn flip_switch(
+        &self,
+        session: &str,
+        path: &str,
+        value: &str,
+        reason: &str,
+    ) -> Result<SwitchChange, ConsoleError> {
+        let actor = self.actor(session).await?;
+        let flip = Flip {
+            actor: &actor,
+            source: FlipSource::Console,
+            path,
+            value,
+            reason,
+            // The switch board polls the instances' applied revisions itself.
+            wait: None,
+        };
+        Ok(Board::of(&self.state).flip(flip).await?)
+    }
+
+    async fn audit_log(&self, session: &str, page: i64) -> Result<AuditPage, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(board::audit(&self.state, &actor, Some(page)).await?)
+    }
+
+    async fn dead_letters(&self, session: &str, page: i64) -> Result<DeadLetterPage, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(dead_letters::list(&self.state, &actor, page).await?)
+    }
+
+    async fn requeue_dead_letter(
+        &self,
+        session: &str,
+        id: i64,
+        reason: &str,
+    ) -> Result<DeadLetterView, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(dead_letters::requeue(&self.state, &actor, OpsSource::Console, id, reason).await?)
+    }
+
+    async fn requeue_all_dead_letters(
+        &self,
+        session: &str,
+        reason: &str,
+    ) -> Result<RequeueReport, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(dead_letters::requeue_all(&self.state, &actor, OpsSource::Console, reason).await?)
+    }
+
+    async fn outbox_summary(&self, session: &str) -> Result<OutboxSummary, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(relay::summary(&self.state, &actor).await?)
+    }
+
+    async fn replay_recorded(
+        &self,
+        session: &str,
+        reason: &str,
+    ) -> Result<ReplayReport, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(recordings::replay(&self.state, &actor, OpsSource::Console, reason).await?)
     }
 }
 

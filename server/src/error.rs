@@ -17,12 +17,17 @@ pub enum ApiError {
     PayloadTooLarge,
     #[error("authentication required")]
     Unauthenticated,
+    #[error("the payment signature does not match the body")]
+    BadSignature,
     #[error("your role may not do this")]
     Forbidden,
     #[error("{0} not found")]
     NotFound(&'static str),
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// Bad input with a code of its own (400), e.g. `INVALID_SWITCH_VALUE`.
+    #[error("{message}")]
+    Invalid { code: &'static str, message: String },
     #[error("too many attempts")]
     RateLimited { retry_after_s: u64 },
     #[error("a dependency is unavailable")]
@@ -42,10 +47,11 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthenticated | ApiError::BadSignature => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::Invalid { .. } => StatusCode::BAD_REQUEST,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -57,9 +63,11 @@ impl ApiError {
             ApiError::BadRequest(_) => "BAD_REQUEST",
             ApiError::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ApiError::Unauthenticated => "UNAUTHENTICATED",
+            ApiError::BadSignature => "BAD_SIGNATURE",
             ApiError::Forbidden => "FORBIDDEN",
             ApiError::NotFound(_) => "NOT_FOUND",
             ApiError::Conflict { code, .. } => code,
+            ApiError::Invalid { code, .. } => code,
             ApiError::RateLimited { .. } => "RATE_LIMITED",
             ApiError::Unavailable(_) => "UNAVAILABLE",
             ApiError::Internal(_) => "INTERNAL",

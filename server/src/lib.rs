@@ -4,10 +4,13 @@
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod control;
 pub mod domain;
 pub mod error;
 pub mod identity;
 pub mod metrics;
+pub mod payment;
+pub mod pipeline;
 pub mod routes;
 pub mod services;
 pub mod startup;

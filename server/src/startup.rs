@@ -9,10 +9,23 @@ use tower_http::{limit::RequestBodyLimitLayer, trace::TraceLayer};
 use crate::{
     config::Settings,
     console,
+    control::{
+        self,
+        leader::Leadership,
+        status::ControlStatus,
+        switches::{SwitchValues, Switches},
+        ControlPlane,
+    },
     identity::{authenticate::Authenticator, buyer_token::BuyerTokens},
     metrics::Metrics,
+    payment::simulated::SimulatedCenter,
+    pipeline::{self, Pipeline},
     routes,
-    services::{buy::Funnel, catalogue::Catalogue},
+    services::{
+        buy::{Funnel, FunnelParts},
+        catalogue::Catalogue,
+        deduction,
+    },
     state::{AppState, Shared},
     storage::{amqp::AmqpLink, db, etcd::EtcdLink, orders::PreorderWriter, redis::RedisStore},
 };
@@ -27,6 +40,7 @@ pub struct Application {
     listener: tokio::net::TcpListener,
     router: Router,
     state: AppState,
+    control: ControlPlane,
 }
 
 impl Application {
@@ -35,12 +49,19 @@ impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let state = connect(settings).await?;
         db::migrate(&state.db).await?;
+        deduction::spawn_handover(state.clone());
         let listener = tokio::net::TcpListener::bind(state.settings.bind).await?;
+        state.payment.listening_on(listener.local_addr()?);
         let router = router(state.clone());
+        let control = control::start(&state, listener.local_addr()?).await;
+        if state.settings.workers {
+            pipeline::spawn_workers(&state);
+        }
         Ok(Self {
             listener,
             router,
             state,
+            control,
         })
     }
 
@@ -55,6 +76,11 @@ impl Application {
         &self.state
     }
 
+    /// The control plane's tasks (tests stop one instance's with it).
+    pub fn control(&self) -> &ControlPlane {
+        &self.control
+    }
+
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         tracing::info!(address = %self.listener.local_addr()?, "serving");
         axum::serve(
@@ -63,7 +89,10 @@ impl Application {
                 .into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(shutdown_signal())
-        .await
+        .await?;
+        // Hand the election and the node key back at once rather than after a lease TTL.
+        self.control.shutdown().await;
+        Ok(())
     }
 }
 
@@ -80,22 +109,36 @@ pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         std::time::Duration::from_micros(buy.preorder_batch_wait_us),
         metrics.preorder_batch_size.clone(),
     );
-    let funnel = Arc::new(Funnel::new(
-        buy.clone(),
-        Catalogue::new(db.clone(), redis.clone(), buy),
-        BuyerTokens::new(&settings.jwt_secret),
+    let switches = Switches::new(SwitchValues::from_settings(buy));
+    let (election, leadership) = Leadership::channel();
+    let control = ControlStatus::new(&settings.control);
+    let amqp = AmqpLink::new(settings.amqp_url.clone());
+    let pipeline = Pipeline::new(&amqp, &settings, &db, &metrics);
+    let funnel = Arc::new(Funnel::new(FunnelParts {
+        settings: buy.clone(),
+        switches: switches.clone(),
+        catalogue: Catalogue::new(db.clone(), redis.clone(), buy),
+        tokens: BuyerTokens::new(&settings.jwt_secret),
         preorders,
-        redis.clone(),
-        metrics.clone(),
-    ));
+        publisher: pipeline.publisher.clone(),
+        redis: redis.clone(),
+        metrics: metrics.clone(),
+    }));
     let leptos = LeptosOptions::builder()
         .output_name(app::BUNDLE_NAME)
         .site_root(settings.site_root.to_string_lossy().into_owned())
         .site_pkg_dir("pkg")
         .site_addr(settings.bind)
         .build();
+    let payment = Arc::new(SimulatedCenter::new(
+        db.clone(),
+        settings.pay_secret.clone(),
+        settings.payment.clone(),
+        metrics.clone(),
+    ));
     Ok(AppState::new(Shared {
-        amqp: AmqpLink::new(settings.amqp_url.clone()),
+        amqp,
+        pipeline,
         etcd: EtcdLink::new(settings.etcd_endpoints.clone()),
         settings: Arc::new(settings),
         db,
@@ -104,7 +147,28 @@ pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         auth,
         leptos,
         funnel,
+        switches,
+        leadership,
+        election,
+        payment,
+        control,
     }))
+}
+
+/// `seckill worker`: the pipeline's workers and the control plane (which elects the leader
+/// of the singleton jobs), without the HTTP server, until SIGINT or SIGTERM.
+pub async fn run_workers(settings: Settings) -> anyhow::Result<()> {
+    let state = connect(settings).await?;
+    db::migrate(&state.db).await?;
+    let control = control::start(&state, state.settings.bind).await;
+    let workers = pipeline::spawn_workers(&state);
+    tracing::info!("workers running");
+    shutdown_signal().await;
+    control.shutdown().await;
+    for worker in workers {
+        worker.abort();
+    }
+    Ok(())
 }
 
 pub fn router(state: AppState) -> Router {

@@ -8,8 +8,15 @@ use std::sync::Arc;
 
 use crate::{
     config::Settings,
+    control::{
+        leader::{Leadership, LeadershipSignal},
+        status::ControlStatus,
+        switches::Switches,
+    },
     identity::authenticate::Authenticator,
     metrics::Metrics,
+    payment::PaymentGateway,
+    pipeline::Pipeline,
     services::buy::Funnel,
     storage::{amqp::AmqpLink, etcd::EtcdLink, redis::RedisStore},
 };
@@ -56,4 +63,16 @@ pub struct Shared {
     pub leptos: LeptosOptions,
     /// The buy funnel with its in-memory catalogue, limits and pre-order writer.
     pub funnel: Arc<Funnel>,
+    /// Switches and limits as this instance applies them (watched from etcd).
+    pub switches: Switches,
+    /// Whether this instance runs the singleton jobs now (driven by the etcd election).
+    pub leadership: Leadership,
+    /// The election's end of `leadership`: only the control plane's election sets it.
+    pub election: LeadershipSignal,
+    /// This instance in the control plane: node id, how current its switches are.
+    pub control: ControlStatus,
+    /// The payment center orders are paid through (the built-in simulated one for now).
+    pub payment: Arc<dyn PaymentGateway>,
+    /// The RabbitMQ order pipeline: topology and publishers (its workers run apart).
+    pub pipeline: Pipeline,
 }

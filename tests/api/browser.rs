@@ -1,38 +1,50 @@
 //! The hydrated console in a real browser: Debian's headless Chromium, driven by
-//! playwright-core (`tests/browser/`), logs in and creates an item.
+//! playwright-core (`tests/browser/`), logs in and creates an item; an operator flips a
+//! switch on the switch board and watches it applied.
 
 use crate::helpers::spawn_app;
 use app::model::Role;
 use std::{path::Path, process::Command};
 
-#[tokio::test]
-async fn a_merchant_logs_in_and_creates_an_item_in_the_hydrated_console() {
-    let app = spawn_app().await;
-    let merchant = app.caller(Role::Merchant, Some("acme")).await;
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("browser/console_login_create_item.mjs");
-    let item_name = format!("Browser item {}", &merchant.username[9..]);
-    let (address, username, password, name) = (
-        app.address.clone(),
-        merchant.username.clone(),
-        merchant.password.clone(),
-        item_name.clone(),
-    );
+/// Runs `tests/browser/{script}` with `args` under node; fails the test with its output.
+async fn run_scenario(script: &str, args: Vec<String>) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("browser")
+        .join(script);
     let output = tokio::task::spawn_blocking(move || {
         Command::new("node")
             .arg(script)
-            .args([&address, &username, &password, &name])
+            .args(args)
             .output()
             .expect("node runs (scripts/setup.sh installs it)")
     })
     .await
     .expect("browser task");
+    // The scenario's own summary, for `--nocapture` runs.
+    print!("{}", String::from_utf8_lossy(&output.stdout));
     assert!(
         output.status.success(),
         "browser test failed\nstdout:\n{}\nstderr:\n{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[tokio::test]
+async fn a_merchant_logs_in_and_creates_an_item_in_the_hydrated_console() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let item_name = format!("Browser item {}", &merchant.username[9..]);
+    run_scenario(
+        "console_login_create_item.mjs",
+        vec![
+            app.address.clone(),
+            merchant.username.clone(),
+            merchant.password.clone(),
+            item_name.clone(),
+        ],
+    )
+    .await;
     let (price, merchant_name): (i64, String) = sqlx::query_as(
         "SELECT i.price_cents, m.name FROM items i JOIN merchants m ON m.id = i.merchant_id WHERE i.name = $1",
     )
@@ -42,4 +54,39 @@ async fn a_merchant_logs_in_and_creates_an_item_in_the_hydrated_console() {
     .expect("the item the browser created");
     assert_eq!(price, 1250);
     assert_eq!(merchant_name, "acme");
+}
+
+#[tokio::test]
+async fn ops_flips_a_switch_with_a_reason_and_sees_it_applied_in_the_hydrated_console() {
+    let app = spawn_app().await;
+    let ops = app.caller(Role::Ops, None).await;
+    let reason = format!("browser drill {}", &ops.username[4..]);
+    run_scenario(
+        "console_flip_switch.mjs",
+        vec![
+            app.address.clone(),
+            ops.username.clone(),
+            ops.password.clone(),
+            reason.clone(),
+        ],
+    )
+    .await;
+    // One flip only (the unconfirmed submit never reached the server), audited as the console's.
+    let flips: Vec<(String, String, Option<String>, String, String)> = sqlx::query_as(
+        "SELECT actor, source, old_value, new_value, reason FROM switch_audit ORDER BY id",
+    )
+    .fetch_all(&app.db)
+    .await
+    .expect("switch audit");
+    assert_eq!(
+        flips,
+        [(
+            ops.username.clone(),
+            "console".into(),
+            None,
+            "closed".into(),
+            reason
+        )]
+    );
+    assert!(!app.state.switches.current().entry_open);
 }

@@ -3,8 +3,8 @@
 use app::model::Role;
 use reqwest::{header::AUTHORIZATION, Client, Response};
 use seckill::{
-    cli::create_user, config::Settings, identity::secret_token, startup::Application,
-    state::AppState, storage::users,
+    cli::create_user, config::Settings, control::ControlPlane, identity::secret_token,
+    startup::Application, state::AppState, storage::users,
 };
 use secrecy::ExposeSecret;
 use serde_json::Value;
@@ -17,6 +17,10 @@ pub struct TestApp {
     pub db: PgPool,
     pub state: AppState,
     pub client: Client,
+    /// The instance's control plane (watcher, heartbeat, election).
+    pub control: ControlPlane,
+    /// The HTTP server task; aborting it and the control plane is a crash of the instance.
+    pub server: tokio::task::AbortHandle,
 }
 
 /// An admin API caller: a user with a bearer token.
@@ -66,14 +70,28 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
     settings.etcd_prefix = format!("/seckill-test/{id}");
     settings.bind = "127.0.0.1:0".parse().expect("address");
     settings.db_max_connections = 8;
+    settings.control.snapshot_path = snapshot_path();
+    // Each test declares its own queues; the broker drops them once the test is gone.
+    settings.pipeline.idle_queue_expiry_ms = Some(10 * 60 * 1000);
     adjust(&mut settings);
+    serve(settings).await
+}
 
+/// A switch snapshot file of its own, so no test starts from another's switches.
+fn snapshot_path() -> std::path::PathBuf {
+    std::env::temp_dir()
+        .join("seckill-test-snapshots")
+        .join(format!("{}.json", Uuid::new_v4().simple()))
+}
+
+async fn serve(settings: Settings) -> TestApp {
     let application = Application::build(settings)
         .await
         .expect("application builds");
     let address = format!("http://127.0.0.1:{}", application.port());
     let state = application.state().clone();
-    tokio::spawn(application.run_until_stopped());
+    let control = application.control().clone();
+    let server = tokio::spawn(application.run_until_stopped()).abort_handle();
     TestApp {
         address,
         db: state.db.clone(),
@@ -82,6 +100,27 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("client"),
+        control,
+        server,
+    }
+}
+
+impl TestApp {
+    /// Another instance of the same deployment: same database, Redis, AMQP and etcd
+    /// prefixes; its own port, node id and switch snapshot.
+    pub async fn spawn_sibling(&self, adjust: impl FnOnce(&mut Settings)) -> TestApp {
+        let mut settings = Settings::clone(&self.state.settings);
+        settings.bind = "127.0.0.1:0".parse().expect("address");
+        settings.control.node_id = None;
+        settings.control.snapshot_path = snapshot_path();
+        adjust(&mut settings);
+        serve(settings).await
+    }
+
+    /// Stops the instance as a crash would: no graceful shutdown, its leases left to expire.
+    pub fn kill(&self) {
+        self.server.abort();
+        self.control.abort();
     }
 }
 
@@ -176,4 +215,20 @@ pub async fn json(response: Response) -> (u16, Value) {
     let status = response.status().as_u16();
     let body = response.json::<Value>().await.unwrap_or(Value::Null);
     (status, body)
+}
+
+/// Waits until `check` holds, polling every 100 ms; panics naming `what` after `patience`.
+pub async fn eventually<F, Fut>(what: &str, patience: std::time::Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + patience;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {patience:?} waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

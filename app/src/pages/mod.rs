@@ -1,10 +1,15 @@
-//! One module per console page; `layout` holds the navigation shared by all but login.
+//! One module per console page; `layout` holds the navigation shared by all but login, and
+//! this module the pieces the pages share (errors, lists, pagers, times, a live ticker).
 
 pub mod activities;
+pub mod audit;
+pub mod dead_letters;
 pub mod items;
 pub mod layout;
 pub mod login;
+pub mod orders;
 pub mod prewarm;
+pub mod switches;
 pub mod unbuilt;
 
 use leptos::prelude::*;
@@ -30,4 +35,44 @@ pub fn listing<T>(
         Ok(rows) => table(rows),
         Err(error) => error_box(error),
     }
+}
+
+/// A counter that goes up about every `period` once the page is live in the browser (it
+/// stays 0 on the server): a resource keyed on it refetches on that beat.
+pub fn ticker(period: std::time::Duration) -> ReadSignal<u64> {
+    let (beat, set_beat) = signal(0_u64);
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(move || set_beat.update(|n| *n += 1), period) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    beat
+}
+
+/// A page-number pager under a list: links to the newer and older pages of `href(page)`;
+/// nothing when everything fits on the first page.
+pub fn pager(page: i64, has_more: bool, href: impl Fn(i64) -> String) -> AnyView {
+    if page <= 1 && !has_more {
+        return ().into_any();
+    }
+    let newer = (page > 1).then(|| href(page - 1));
+    let older = has_more.then(|| href(page + 1));
+    view! {
+        <nav class="row pager">
+            {newer.map(|href| view! { <leptos_router::components::A href=href attr:rel="prev">"← Newer"</leptos_router::components::A> })}
+            <span class="meta">"Page " {page}</span>
+            {older.map(|href| view! { <leptos_router::components::A href=href attr:rel="next">"Older →"</leptos_router::components::A> })}
+        </nav>
+    }
+    .into_any()
+}
+
+/// A time as the console shows it (UTC, to the second).
+pub fn when(time: chrono::DateTime<chrono::Utc>) -> String {
+    time.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// [`when`], or a dash for "not yet".
+pub fn maybe_when(time: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    time.map(when).unwrap_or_else(|| "—".into())
 }

@@ -11,11 +11,6 @@ fn not_built(title: &'static str, arrives_with: &'static str) -> impl IntoView {
 }
 
 #[component]
-pub fn Switches() -> impl IntoView {
-    not_built("Switch board", "the control-plane issue (#5)")
-}
-
-#[component]
 pub fn Dashboard() -> impl IntoView {
     not_built(
         "Live dashboard",
@@ -36,19 +31,4 @@ pub fn Baselines() -> impl IntoView {
 #[component]
 pub fn Reconciliations() -> impl IntoView {
     not_built("Reconciliation", "the reconciliation work")
-}
-
-#[component]
-pub fn DeadLetters() -> impl IntoView {
-    not_built("Dead letters", "the order-pipeline issue (#4)")
-}
-
-#[component]
-pub fn Orders() -> impl IntoView {
-    not_built("Orders", "the order-pipeline issue (#4)")
-}
-
-#[component]
-pub fn Audit() -> impl IntoView {
-    not_built("Audit log", "the control-plane issue (#5)")
 }

@@ -5,3 +5,6 @@ pub mod access;
 pub mod bloom;
 pub mod catalog;
 pub mod funnel;
+pub mod order;
+pub mod paging;
+pub mod pipeline;

@@ -33,6 +33,7 @@ pub fn router() -> Router<AppState> {
         .route("/seckill/buy", post(buy))
         .route("/seckill/seats", post(seats))
         .route("/orders/{id}", get(order))
+        .merge(super::payment::router())
 }
 
 impl IntoResponse for Answer {
@@ -172,19 +173,25 @@ async fn status(
             sold_out: stock.is_some_and(|left| left <= 0),
         })
         .collect();
+    let switches = state.switches.current();
     let body = Status {
         server_time_ms: now.timestamp_millis(),
         starts_at_ms: activity.starts_at.timestamp_millis(),
         ends_at_ms: activity.ends_at.timestamp_millis(),
-        phase: phase(activity.starts_at, activity.ends_at, now, true),
+        phase: phase(
+            activity.starts_at,
+            activity.ends_at,
+            now,
+            switches.entry_open_for(id),
+        ),
         items,
-        challenge_required: state.funnel.challenge_required(),
+        challenge_required: switches.challenge_required,
     };
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
 
 /// The buyer named by the request's bearer token, or 401.
-fn buyer(state: &AppState, headers: &HeaderMap) -> ApiResult<i64> {
+pub(super) fn buyer(state: &AppState, headers: &HeaderMap) -> ApiResult<i64> {
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());

@@ -5,3 +5,4 @@ pub mod admin;
 pub mod buyer;
 pub mod health;
 pub mod metrics;
+pub mod payment;

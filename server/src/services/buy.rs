@@ -8,21 +8,30 @@ use app::model::ActivityKind;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use serde::Deserialize;
-use std::{net::IpAddr, sync::Mutex, time::Duration, time::Instant};
-use tokio::sync::Semaphore;
+use std::{
+    net::IpAddr,
+    sync::atomic::{AtomicU64, Ordering},
+    sync::Arc,
+    sync::Mutex,
+    time::Duration,
+    time::Instant,
+};
 use uuid::Uuid;
 
 use crate::{
-    config::{BuySettings, DeductionMode},
+    config::{AsyncMode, BuySettings, DeductionMode},
+    control::switches::{SwitchValues, Switches},
     domain::{
         catalog::{valid_seat_code, MAX_PER_USER_LIMIT},
         funnel::{phase, valid_quantity, Deduction, Outcome},
     },
     identity::buyer_token::BuyerTokens,
     metrics::Metrics,
+    pipeline::{message::OrderCreated, publisher::Publisher},
     services::{
         catalogue::{CachedActivity, CachedItem, Catalogue, LookupError},
         challenge::Challenges,
+        deduction::DeductionGate,
     },
     storage::{
         orders::{PreOrder, PreorderWriter, Reservation, Verdict},
@@ -173,29 +182,27 @@ pub fn valid_request_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// The per-instance token bucket in front of Redis (step 8).
+/// The per-instance token bucket in front of Redis (step 8). Its rate is passed on every
+/// take, so a limit changed in etcd applies to the next request.
 struct TokenBucket {
-    rate_per_s: f64,
     state: Mutex<(f64, Instant)>,
 }
 
 impl TokenBucket {
-    fn new(rate_per_s: u32) -> Self {
-        let rate = f64::from(rate_per_s.max(1));
+    fn new() -> Self {
         Self {
-            rate_per_s: rate,
-            state: Mutex::new((rate, Instant::now())),
+            state: Mutex::new((f64::INFINITY, Instant::now())),
         }
     }
 
-    fn try_take(&self) -> bool {
+    fn try_take(&self, rate_per_s: u64) -> bool {
+        let rate = rate_per_s.max(1) as f64;
         let Ok(mut state) = self.state.lock() else {
             return false;
         };
         let (tokens, last) = &mut *state;
         let now = Instant::now();
-        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.rate_per_s)
-            .min(self.rate_per_s);
+        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * rate).min(rate);
         *last = now;
         if *tokens >= 1.0 {
             *tokens -= 1.0;
@@ -206,35 +213,81 @@ impl TokenBucket {
     }
 }
 
+/// Step 1: requests in flight on this instance, against a limit that can change live.
+struct Admission {
+    in_flight: AtomicU64,
+}
+
+/// A request's place in flight; leaving frees it.
+struct Admitted<'a>(&'a AtomicU64);
+
+impl Admission {
+    fn enter(&self, limit: u64) -> Option<Admitted<'_>> {
+        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let admitted = Admitted(&self.in_flight);
+        (before < limit).then_some(admitted)
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 pub struct Funnel {
     settings: BuySettings,
-    admission: Semaphore,
+    switches: Switches,
+    admission: Admission,
     bucket: TokenBucket,
     pub catalogue: Catalogue,
     pub challenges: Challenges,
+    /// Which layer deducts now, and the db → redis hand-over's state.
+    pub deduction: DeductionGate,
     tokens: BuyerTokens,
     preorders: PreorderWriter,
+    publisher: Publisher,
     redis: RedisStore,
     metrics: Metrics,
 }
 
+/// What a funnel is made of; named, because most of these are handles of one type family.
+pub struct FunnelParts {
+    pub settings: BuySettings,
+    pub switches: Switches,
+    pub catalogue: Catalogue,
+    pub tokens: BuyerTokens,
+    pub preorders: PreorderWriter,
+    pub publisher: Publisher,
+    pub redis: RedisStore,
+    pub metrics: Metrics,
+}
+
 impl Funnel {
-    pub fn new(
-        settings: BuySettings,
-        catalogue: Catalogue,
-        tokens: BuyerTokens,
-        preorders: PreorderWriter,
-        redis: RedisStore,
-        metrics: Metrics,
-    ) -> Self {
-        Self {
-            admission: Semaphore::new(settings.max_in_flight),
-            bucket: TokenBucket::new(settings.local_rate_per_s),
-            challenges: Challenges::new(redis.clone()),
+    pub fn new(parts: FunnelParts) -> Self {
+        let FunnelParts {
             settings,
+            switches,
             catalogue,
             tokens,
             preorders,
+            publisher,
+            redis,
+            metrics,
+        } = parts;
+        Self {
+            admission: Admission {
+                in_flight: AtomicU64::new(0),
+            },
+            bucket: TokenBucket::new(),
+            deduction: DeductionGate::new(switches.current().deduction),
+            challenges: Challenges::new(redis.clone()),
+            settings,
+            switches,
+            catalogue,
+            tokens,
+            preorders,
+            publisher,
             redis,
             metrics,
         }
@@ -244,8 +297,9 @@ impl Funnel {
         &self.tokens
     }
 
-    pub fn challenge_required(&self) -> bool {
-        self.settings.challenge_required
+    /// The switches and limits in force now.
+    pub fn switches(&self) -> Arc<SwitchValues> {
+        self.switches.current()
     }
 
     fn pass(&self, stage: &str) {
@@ -269,7 +323,9 @@ impl Funnel {
 
     /// Runs a buy (`Ask::Units`) or seats (`Ask::Seats`) request through the whole funnel.
     pub async fn buy(&self, ask: Ask, headers: &HeaderMap, client: IpAddr, body: &[u8]) -> Answer {
-        let Ok(_in_flight) = self.admission.try_acquire() else {
+        // One snapshot for the whole request: a flip applies from the next request on.
+        let switches = self.switches.current();
+        let Some(_in_flight) = self.admission.enter(switches.limits.max_in_flight) else {
             return self.stop("admission", Outcome::Overloaded);
         };
         self.pass("admission");
@@ -327,7 +383,7 @@ impl Funnel {
             activity.starts_at,
             activity.ends_at,
             chrono::Utc::now(),
-            true,
+            switches.entry_open_for(activity.id),
         )) {
             return self.stop("phase", refusal);
         }
@@ -370,10 +426,12 @@ impl Funnel {
             amount_cents: price_cents.saturating_mul(purchase.quantity),
             request_id: request_id.to_owned(),
             seats: purchase.seats,
-            reservation: Reservation::Redis,
+            reservation: Reservation::Redis { per_user_limit },
+            recorded: switches.async_mode == AsyncMode::Record,
         };
         let answer = self
             .claimed(
+                &switches,
                 &order,
                 per_user_limit,
                 client,
@@ -399,19 +457,21 @@ impl Funnel {
     /// Steps 8–11, once the request id is this request's own.
     async fn claimed(
         &self,
+        switches: &SwitchValues,
         order: &PreOrder,
         limit: i64,
         client: IpAddr,
         challenge_id: Option<&str>,
         answer: Option<i64>,
     ) -> Answer {
-        if !self.bucket.try_take() {
-            return self.rate_limited();
+        let limits = &switches.limits;
+        if !self.bucket.try_take(limits.local_rate_per_s) {
+            return self.rate_limited(limits.rate_window_s);
         }
         let windows = [
-            self.settings.per_user_per_window,
-            self.settings.per_ip_per_window,
-            self.settings.per_item_per_window,
+            limits.per_user_per_window,
+            limits.per_ip_per_window,
+            limits.per_item_per_window,
         ];
         match self
             .redis
@@ -420,20 +480,20 @@ impl Funnel {
                 order.item_id,
                 order.user_id,
                 &client.to_string(),
-                self.settings.rate_window_s,
+                limits.rate_window_s,
                 windows,
             )
             .await
         {
             Ok(0) => self.pass("rate_limit"),
-            Ok(_) => return self.rate_limited(),
+            Ok(_) => return self.rate_limited(limits.rate_window_s),
             Err(error) => {
                 tracing::warn!(error = %error, "rate windows failed");
                 return self.stop("rate_limit", Outcome::Degraded);
             }
         }
 
-        if self.settings.challenge_required {
+        if switches.challenge_required {
             let passed = match (challenge_id, answer) {
                 (Some(id), Some(answer)) => self.challenges.check(id, order.user_id, answer).await,
                 _ => Ok(false),
@@ -448,7 +508,10 @@ impl Funnel {
             }
         }
 
-        let order = match self.settings.deduction {
+        let mode = self.deduction.mode(switches.deduction);
+        let _database_deduction =
+            (mode == DeductionMode::Db).then(|| self.deduction.enter_database());
+        let order = match mode {
             DeductionMode::Redis => {
                 if let Err(refusal) = self.deduct_in_redis(order, limit).await {
                     return refusal;
@@ -464,19 +527,35 @@ impl Funnel {
         };
         match self.preorders.write(order.clone()).await {
             Ok(Verdict::Written) => {
-                if self.settings.deduction == DeductionMode::Db {
+                if mode == DeductionMode::Db {
                     self.pass("deduction");
                 }
                 self.pass("preorder");
+                // Step 12; in `record` mode the outbox row waits for an ops replay instead.
+                if !order.recorded {
+                    self.publisher.offer(OrderCreated {
+                        order_id: order.id,
+                        activity_id: order.activity_id,
+                        item_id: order.item_id,
+                        user_id: order.user_id,
+                        quantity: order.quantity,
+                        amount_cents: order.amount_cents,
+                    });
+                }
                 Answer::json(
                     200,
                     serde_json::json!({ "order_id": order.id, "status": "PRE_CREATED" }),
                 )
             }
-            Ok(Verdict::Refused(deduction)) => self.refuse_deduction(&order, deduction),
+            Ok(Verdict::Refused(deduction)) => {
+                if matches!(order.reservation, Reservation::Redis { .. }) {
+                    self.overruled(&order, deduction).await;
+                }
+                self.refuse_deduction(&order, deduction)
+            }
             Err(error) => {
                 tracing::error!(error = %error, order = %order.id, "pre-order not written; giving the stock back");
-                if order.reservation == Reservation::Redis {
+                if matches!(order.reservation, Reservation::Redis { .. }) {
                     self.give_back(&order).await;
                 }
                 self.stop("preorder", Outcome::Degraded)
@@ -562,6 +641,24 @@ impl Funnel {
         }
     }
 
+    /// PostgreSQL refused a pre-order that Redis had granted: Redis was off the truth (a
+    /// deduction flip or a re-derivation raced an in-flight deduction). When the database
+    /// has no stock left, the unit Redis just spent brings it closer to the truth, so it
+    /// stays spent; a refusal on the buyer's limit gives the unit back for others.
+    async fn overruled(&self, order: &PreOrder, refusal: Deduction) {
+        tracing::warn!(order = %order.id, activity = order.activity_id, item = order.item_id, ?refusal, "PostgreSQL overruled a Redis deduction");
+        self.metrics
+            .funnel
+            .with_label_values(&["preorder", "OVERRULED"])
+            .inc();
+        if matches!(
+            refusal,
+            Deduction::AlreadyPurchased | Deduction::LimitExceeded
+        ) {
+            self.give_back(order).await;
+        }
+    }
+
     /// Returns a Redis deduction whose pre-order was not written.
     async fn give_back(&self, order: &PreOrder) {
         let given_back = if order.seats.is_empty() {
@@ -589,9 +686,9 @@ impl Funnel {
         }
     }
 
-    fn rate_limited(&self) -> Answer {
+    fn rate_limited(&self, window_s: u64) -> Answer {
         let mut answer = self.stop("rate_limit", Outcome::RateLimited);
-        answer.retry_after_s = Some(self.settings.rate_window_s.max(1));
+        answer.retry_after_s = Some(u32::try_from(window_s.max(1)).unwrap_or(u32::MAX));
         answer
     }
 
@@ -672,8 +769,8 @@ mod tests {
 
     #[test]
     fn the_token_bucket_admits_its_rate_then_refuses() {
-        let bucket = TokenBucket::new(3);
-        assert!((0..3).all(|_| bucket.try_take()));
-        assert!(!bucket.try_take());
+        let bucket = TokenBucket::new();
+        assert!((0..3).all(|_| bucket.try_take(3)));
+        assert!(!bucket.try_take(3));
     }
 }

@@ -7,4 +7,6 @@ pub mod buy;
 pub mod catalog;
 pub mod catalogue;
 pub mod challenge;
+pub mod deduction;
+pub mod order_admin;
 pub mod prewarm;

@@ -4,7 +4,7 @@
 //!
 //! Refused while the sale is open: then Redis holds deductions whose pre-orders may not be
 //! committed yet, and re-deriving would hand their stock out twice. Re-deriving during a
-//! live sale is the control plane's job (deduction switch back to `redis`).
+//! live sale is the deduction hand-over's job (`services::deduction`), which uses [`load`].
 
 use app::model::{ActivityKind, Role};
 use serde::Serialize;
@@ -17,7 +17,10 @@ use crate::{
     },
     error::{ApiError, ApiResult},
     state::AppState,
-    storage::{catalog, orders},
+    storage::{
+        catalog::{self, StoredActivity},
+        orders,
+    },
 };
 
 #[derive(Debug, Serialize)]
@@ -63,6 +66,23 @@ pub async fn prewarm(
             message: "the sale is open; pre-warm before it starts".into(),
         });
     }
+    let (items, bloom_bits_set) = load(state, &activity).await?;
+    tracing::info!(activity_id, by = %actor.username, "pre-warmed");
+    Ok(PrewarmReport {
+        activity_id,
+        items,
+        bloom_bits_set,
+    })
+}
+
+/// Derives the activity's Redis state from PostgreSQL (stock = total minus units held by
+/// orders, buyer records, seat map) and adds its keys to the Bloom filter. Returns what was
+/// loaded per item and the Bloom bits newly set.
+pub async fn load(
+    state: &AppState,
+    activity: &StoredActivity,
+) -> ApiResult<(Vec<PrewarmedItem>, i64)> {
+    let activity_id = activity.id;
     let shape = state.funnel.catalogue.bloom();
     let mut bloom_bits_set = state
         .redis
@@ -96,10 +116,5 @@ pub async fn prewarm(
         });
     }
     state.funnel.catalogue.forget(activity_id);
-    tracing::info!(activity_id, by = %actor.username, "pre-warmed");
-    Ok(PrewarmReport {
-        activity_id,
-        items,
-        bloom_bits_set,
-    })
+    Ok((items, bloom_bits_set))
 }

@@ -4,6 +4,12 @@
 //! Concurrent buys are gathered into one multi-row insert and one commit: the box flushes
 //! its WAL a few thousand times a second at best, so one transaction per buyer would cap
 //! the whole sale there (issue #3, "group commit").
+//!
+//! PostgreSQL is the arbiter of every pre-order, whichever layer deducted it: the batch
+//! allocates each member against `activity_items.allocated` and the buyer's row in
+//! `buyer_holdings` under the item row's lock, and both tables' CHECKs back that up. Redis
+//! is the fast filter in front; when it is wrong (a deduction switch flip, a re-derivation
+//! racing an in-flight deduction) the database refuses instead of overselling.
 
 use sqlx::{PgPool, Postgres, Transaction};
 use std::{
@@ -33,22 +39,34 @@ pub struct PreOrder {
     pub seats: Vec<String>,
     /// Where the stock was, or is to be, deducted.
     pub reservation: Reservation,
+    /// Written while the async switch is on `record`: the outbox row waits for an ops
+    /// replay instead of the relay.
+    pub recorded: bool,
 }
 
-/// Where a pre-order's stock comes from.
+/// Where a pre-order's stock comes from. Either way the batch allocates it in PostgreSQL
+/// within `per_user_limit`; the difference is whether Redis has to be given back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reservation {
-    /// Redis deducted it already; the batch records it in `allocated`.
-    Redis,
-    /// The batch allocates it from `activity_items`, within the buyer's limit.
+    /// Redis deducted it already.
+    Redis { per_user_limit: i64 },
+    /// Only the database allocates it (deduction switch on `db`).
     Database { per_user_limit: i64 },
+}
+
+impl Reservation {
+    fn per_user_limit(self) -> i64 {
+        match self {
+            Self::Redis { per_user_limit } | Self::Database { per_user_limit } => per_user_limit,
+        }
+    }
 }
 
 /// What the batch decided for one pre-order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Written,
-    /// Database allocation refused it (never for `Reservation::Redis`).
+    /// The database allocation refused it: no stock left there, or the buyer's limit.
     Refused(Deduction),
 }
 
@@ -162,9 +180,9 @@ async fn commit(pool: &PgPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx
     Ok(verdicts)
 }
 
-/// Decides the `Reservation::Database` members item by item, first come first served,
-/// under the item row's lock, so concurrent batches cannot both hand out the last units
-/// or both take a buyer past the limit.
+/// Decides every member item by item, first come first served, under the item row's
+/// lock, so concurrent batches cannot both hand out the last units or both take a buyer
+/// past the limit.
 async fn allocate(
     tx: &mut Transaction<'_, Postgres>,
     orders: &[PreOrder],
@@ -172,12 +190,10 @@ async fn allocate(
     let mut verdicts = vec![Verdict::Written; orders.len()];
     let mut by_item: BTreeMap<(i64, i64), Vec<usize>> = BTreeMap::new();
     for (index, order) in orders.iter().enumerate() {
-        if matches!(order.reservation, Reservation::Database { .. }) {
-            by_item
-                .entry((order.activity_id, order.item_id))
-                .or_default()
-                .push(index);
-        }
+        by_item
+            .entry((order.activity_id, order.item_id))
+            .or_default()
+            .push(index);
     }
     // BTreeMap order: rows are locked in one global order, so batches cannot deadlock.
     for ((activity_id, item_id), members) in by_item {
@@ -190,9 +206,8 @@ async fn allocate(
         .await?;
         let buyers: Vec<i64> = members.iter().map(|&i| orders[i].user_id).collect();
         let mut held: HashMap<i64, i64> = sqlx::query_as(
-            "SELECT user_id, SUM(quantity)::BIGINT FROM orders
-             WHERE activity_id = $1 AND item_id = $2 AND user_id = ANY($3) AND status NOT IN ('CANCELLED', 'FAILED')
-             GROUP BY user_id",
+            "SELECT user_id, units::BIGINT FROM buyer_holdings
+             WHERE activity_id = $1 AND item_id = $2 AND user_id = ANY($3)",
         )
         .bind(activity_id)
         .bind(item_id)
@@ -204,11 +219,9 @@ async fn allocate(
         let mut left = i64::from(total - allocated);
         for index in members {
             let order = &orders[index];
-            let Reservation::Database { per_user_limit } = order.reservation else {
-                continue;
-            };
+            let limit = order.reservation.per_user_limit();
             let holding = held.entry(order.user_id).or_default();
-            verdicts[index] = match allocation(left, *holding, order.quantity, per_user_limit) {
+            verdicts[index] = match allocation(left, *holding, order.quantity, limit) {
                 Deduction::Deducted { stock_left } => {
                     left = stock_left;
                     *holding += order.quantity;
@@ -249,6 +262,14 @@ async fn insert(
     let quantities: Vec<i64> = orders.iter().map(|o| o.quantity).collect();
     let amounts: Vec<i64> = orders.iter().map(|o| o.amount_cents).collect();
     let request_ids: Vec<String> = orders.iter().map(|o| o.request_id.clone()).collect();
+    let outbox_states: Vec<&str> = orders
+        .iter()
+        .map(|o| if o.recorded { "recorded" } else { "pending" })
+        .collect();
+    let limits: Vec<i64> = orders
+        .iter()
+        .map(|o| o.reservation.per_user_limit())
+        .collect();
     sqlx::query(
         "INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status, request_id)
          SELECT id, activity_id, item_id, user_id, quantity::INTEGER, amount_cents, 'PRE_CREATED', request_id
@@ -266,14 +287,34 @@ async fn insert(
     .await?;
     // The event id is the order id: a consumer that records it cannot apply one order twice.
     sqlx::query(
-        "INSERT INTO outbox (event_id, topic, payload)
-         SELECT o.id, $2, jsonb_build_object('order_id', o.id, 'activity_id', o.activity_id,
-                'item_id', o.item_id, 'user_id', o.user_id, 'quantity', o.quantity,
-                'amount_cents', o.amount_cents)
-         FROM orders o WHERE o.id = ANY($1)",
+        "INSERT INTO outbox (event_id, topic, status, payload)
+         SELECT o.id, $2, w.outbox_state, jsonb_build_object('order_id', o.id,
+                'activity_id', o.activity_id, 'item_id', o.item_id, 'user_id', o.user_id,
+                'quantity', o.quantity, 'amount_cents', o.amount_cents)
+         FROM UNNEST($1::UUID[], $3::TEXT[]) AS w (id, outbox_state)
+         JOIN orders o ON o.id = w.id",
     )
     .bind(&ids)
     .bind(CREATE_ORDER_TOPIC)
+    .bind(&outbox_states)
+    .execute(&mut **tx)
+    .await?;
+    // Sorted like the item rows, so two batches lock a buyer's rows in one order.
+    sqlx::query(
+        "INSERT INTO buyer_holdings (activity_id, item_id, user_id, units, per_user_limit)
+         SELECT activity_id, item_id, user_id, SUM(quantity)::INTEGER, MAX(per_user_limit)::INTEGER
+         FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[], $4::BIGINT[], $5::BIGINT[])
+              AS o (activity_id, item_id, user_id, quantity, per_user_limit)
+         GROUP BY activity_id, item_id, user_id ORDER BY activity_id, item_id, user_id
+         ON CONFLICT (activity_id, item_id, user_id)
+         DO UPDATE SET units = buyer_holdings.units + EXCLUDED.units,
+                       per_user_limit = EXCLUDED.per_user_limit",
+    )
+    .bind(&activities)
+    .bind(&items)
+    .bind(&users)
+    .bind(&quantities)
+    .bind(&limits)
     .execute(&mut **tx)
     .await?;
     // One UPDATE per item row for the whole batch; its CHECK refuses an oversell.
@@ -340,7 +381,7 @@ pub async fn seat_holders(
 ) -> Result<Vec<(String, Option<i64>)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT s.seat_code, o.user_id FROM seats s
-         LEFT JOIN orders o ON o.id = s.order_id AND o.status NOT IN ('CANCELLED', 'FAILED')
+         LEFT JOIN orders o ON o.id = s.order_id AND o.status IN ('PRE_CREATED', 'UNPAID', 'PAID')
          WHERE s.activity_id = $1 ORDER BY s.seat_code",
     )
     .bind(activity_id)
@@ -377,8 +418,9 @@ pub async fn owned_order(
     .await
 }
 
-/// Units each buyer holds of an item in orders that keep stock (every state but
-/// `CANCELLED` and `FAILED`); pre-warm loads these into Redis.
+/// Units each buyer holds of an item in orders that keep stock (see
+/// [`OrderStatus::holds_stock`](crate::domain::order::OrderStatus::holds_stock)); pre-warm
+/// loads these into Redis.
 pub async fn holders(
     pool: &PgPool,
     activity_id: i64,
@@ -386,7 +428,7 @@ pub async fn holders(
 ) -> Result<Vec<(i64, i64)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT user_id, SUM(quantity)::BIGINT FROM orders
-         WHERE activity_id = $1 AND item_id = $2 AND status NOT IN ('CANCELLED', 'FAILED')
+         WHERE activity_id = $1 AND item_id = $2 AND status IN ('PRE_CREATED', 'UNPAID', 'PAID')
          GROUP BY user_id",
     )
     .bind(activity_id)

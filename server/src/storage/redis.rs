@@ -26,6 +26,8 @@ static RELEASE_SEATS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/release_seats.lua")));
 static BLOOM: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/bloom.lua")));
+static RESTORE_ORDER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/restore_order.lua")));
 
 /// The value `claim_request.lua` stores while the first request with an id is in flight.
 pub const IN_FLIGHT: &[u8] = b"\0in-flight";
@@ -78,6 +80,35 @@ impl RedisStore {
     /// Hash of seat code → '' (free) or the buyer holding it, for seated activities.
     pub fn seats_key(&self, activity_id: i64, item_id: i64) -> String {
         self.key(&format!("{{a{activity_id}.i{item_id}}}:seats"))
+    }
+
+    /// Set of cancelled orders whose units Redis has taken back (`lua/restore_order.lua`).
+    pub fn restored_key(&self, activity_id: i64, item_id: i64) -> String {
+        self.key(&format!("{{a{activity_id}.i{item_id}}}:restored"))
+    }
+
+    /// Gives a cancelled order's units (or seats) back once per order id
+    /// (`lua/restore_order.lua`): the stock afterwards, or -4 / -7 as the script documents.
+    pub async fn restore_order(
+        &self,
+        activity_id: i64,
+        item_id: i64,
+        order_id: &str,
+        user_id: i64,
+        quantity: i64,
+        seats: &[String],
+    ) -> redis::RedisResult<i64> {
+        RESTORE_ORDER
+            .key(self.stock_key(activity_id, item_id))
+            .key(self.bought_key(activity_id, item_id))
+            .key(self.seats_key(activity_id, item_id))
+            .key(self.restored_key(activity_id, item_id))
+            .arg(order_id)
+            .arg(user_id)
+            .arg(quantity)
+            .arg(seats)
+            .invoke_async(&mut self.connection())
+            .await
     }
 
     /// All the seats or none, within the per-user limit (`lua/take_seats.lua`).
@@ -176,8 +207,8 @@ impl RedisStore {
         item_id: i64,
         user_id: i64,
         client: &str,
-        window_s: u32,
-        limits: [u32; 3],
+        window_s: u64,
+        limits: [u64; 3],
     ) -> redis::RedisResult<i64> {
         let tag = format!("{{a{activity_id}.i{item_id}}}");
         RATE_WINDOWS

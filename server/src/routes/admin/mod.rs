@@ -9,8 +9,14 @@ use axum::{
 use crate::state::AppState;
 
 mod activities;
+mod audit;
+mod dead_letters;
 mod items;
+mod orders;
+mod outbox;
 mod prewarm;
+mod recordings;
+mod switches;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -25,4 +31,14 @@ pub fn router() -> Router<AppState> {
             get(activities::read).put(activities::update),
         )
         .route("/activities/{id}/prewarm", post(prewarm::prewarm))
+        .route("/switches", get(switches::list))
+        .route("/switches/{*path}", put(switches::set))
+        .route("/audit", get(audit::list))
+        .route("/orders", get(orders::list))
+        .route("/orders/{id}", get(orders::read))
+        .route("/dead-letters", get(dead_letters::list))
+        .route("/dead-letters/requeue-all", post(dead_letters::requeue_all))
+        .route("/dead-letters/{id}/requeue", post(dead_letters::requeue))
+        .route("/outbox", get(outbox::summary))
+        .route("/recordings/replay", post(recordings::replay))
 }

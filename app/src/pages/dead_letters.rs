@@ -1,0 +1,232 @@
+//! Dead letters (SPEC §4, §8): messages the order pipeline gave up on, with their payload,
+//! why and how often they died, and whether they were sent back. Ops and admins requeue one
+//! or all of them; every requeue needs a reason and is audited by the server.
+//!
+//! Below them, the outbox (SPEC §4, §5): rows the relay still has to send, rows it gave up
+//! on, and pre-orders recorded while the async switch was on `record`, which ops replay
+//! from here once the pipeline is back.
+
+use super::{error_box, listing, pager, when};
+use crate::api::{
+    get_outbox_summary, list_dead_letters, whoami, ReplayRecordedOrders, RequeueAllDeadLetters,
+    RequeueDeadLetter,
+};
+use crate::model::{DeadLetterPage, DeadLetterView, OutboxSummary};
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+
+/// Payload characters shown in the table; the rest is one click away.
+const PAYLOAD_PREVIEW_CHARS: usize = 120;
+
+#[component]
+pub fn DeadLetters() -> impl IntoView {
+    let params = use_query_map();
+    let page = Memo::new(move |_| {
+        params
+            .read()
+            .get("page")
+            .and_then(|page| page.parse::<i64>().ok())
+    });
+    let user = Resource::new(|| (), |_| whoami());
+    let requeue = ServerAction::<RequeueDeadLetter>::new();
+    let requeue_all = ServerAction::<RequeueAllDeadLetters>::new();
+    let letters = Resource::new(
+        move || {
+            (
+                page.get(),
+                requeue.version().get(),
+                requeue_all.version().get(),
+            )
+        },
+        |(page, _, _)| list_dead_letters(page),
+    );
+    let replay = ServerAction::<ReplayRecordedOrders>::new();
+    let outbox = Resource::new(move || replay.version().get(), |_| get_outbox_summary());
+    view! {
+        <h1>"Dead letters"</h1>
+        {move || requeue.value().get().map(|result| match result {
+            Ok(letter) => view! {
+                <p class="notice" id="requeue-result">"Dead letter #" {letter.id} " sent back to " <span class="mono">{letter.routing_key}</span> "."</p>
+            }.into_any(),
+            Err(error) => error_box(error),
+        })}
+        {move || requeue_all.value().get().map(|result| match result {
+            Ok(report) => view! {
+                <p class="notice" id="requeue-all-result">{report.requeued} " dead letter(s) sent back."</p>
+            }.into_any(),
+            Err(error) => error_box(error),
+        })}
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let may_requeue = user.await.is_ok_and(|user| user.role.may_operate());
+                match letters.await {
+                    Ok(page) => view! { <Letters page may_requeue requeue requeue_all/> }.into_any(),
+                    Err(error) => error_box(error),
+                }
+            })}
+        </Transition>
+        <h2>"Outbox"</h2>
+        {move || replay.value().get().map(|result| match result {
+            Ok(report) => view! {
+                <p class="notice" id="replay-result">
+                    {report.replayed} " recorded pre-order(s) replayed; RabbitMQ confirmed "
+                    {report.published} " at once (the relay resends the rest)."
+                </p>
+            }.into_any(),
+            Err(error) => error_box(error),
+        })}
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let may_replay = user.await.is_ok_and(|user| user.role.may_operate());
+                match outbox.await {
+                    Ok(summary) => view! { <Outbox summary may_replay replay/> }.into_any(),
+                    Err(error) => error_box(error),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn Outbox(
+    summary: OutboxSummary,
+    may_replay: bool,
+    replay: ServerAction<ReplayRecordedOrders>,
+) -> AnyView {
+    let recorded = summary.recorded;
+    view! {
+        <p class="meta" id="outbox-counts">
+            {summary.pending} " waiting for the relay · " {summary.failed} " given up on · "
+            {recorded} " recorded for a replay"
+        </p>
+        {(may_replay && recorded > 0).then(|| view! {
+            <details class="change" id="replay-recorded">
+                <summary>"Replay " {recorded} " recorded pre-order(s)…"</summary>
+                <ActionForm action=replay attr:class="card change-form">
+                    <label>"Reason (audited)"
+                        <textarea name="reason" rows="2" required maxlength="500"></textarea>
+                    </label>
+                    <label class="confirm"><input type="checkbox" required/> "Hand every recorded pre-order to the order pipeline"</label>
+                    <button type="submit" disabled=move || replay.pending().get()>"Replay"</button>
+                </ActionForm>
+            </details>
+        })}
+        {(!summary.failed_rows.is_empty()).then(|| view! {
+            <table class="grid" id="outbox-failed">
+                <thead><tr>
+                    <th>"ID"</th><th>"Created (UTC)"</th><th>"Event"</th><th>"Topic"</th>
+                    <th>"Attempts"</th><th>"Last error"</th>
+                </tr></thead>
+                <tbody>
+                    {summary.failed_rows.into_iter().map(|row| view! {
+                        <tr>
+                            <td class="num">{row.id}</td>
+                            <td>{when(row.created_at)}</td>
+                            <td class="mono">{row.event_id}</td>
+                            <td>{row.topic}</td>
+                            <td class="num">{row.attempts}</td>
+                            <td>{row.last_error.unwrap_or_default()}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+        })}
+    }
+    .into_any()
+}
+
+#[component]
+fn Letters(
+    page: DeadLetterPage,
+    may_requeue: bool,
+    requeue: ServerAction<RequeueDeadLetter>,
+    requeue_all: ServerAction<RequeueAllDeadLetters>,
+) -> AnyView {
+    let waiting = page.waiting;
+    let pages = pager(page.page, page.has_more, |n| {
+        format!("/dead-letters?page={n}")
+    });
+    view! {
+        <p class="meta" id="dead-letter-count">{waiting} " waiting to be requeued."</p>
+        {(may_requeue && waiting > 0).then(|| view! {
+            <details class="change" id="requeue-all">
+                <summary>"Requeue all " {waiting} " waiting…"</summary>
+                <ActionForm action=requeue_all attr:class="card change-form">
+                    <label>"Reason (audited)"
+                        <textarea name="reason" rows="2" required maxlength="500"></textarea>
+                    </label>
+                    <label class="confirm"><input type="checkbox" required/> "Send every waiting dead letter back to its queue"</label>
+                    <button type="submit" disabled=move || requeue_all.pending().get()>"Requeue all"</button>
+                </ActionForm>
+            </details>
+        })}
+        {listing(Ok(page.dead_letters), "No dead letters.", move |letters| view! {
+            <table class="grid" id="dead-letter-list">
+                <thead><tr>
+                    <th>"ID"</th><th>"Received (UTC)"</th><th>"Queue / routing key"</th><th>"Reason"</th>
+                    <th>"Deaths"</th><th>"Payload"</th><th>"Requeued"</th>
+                    {may_requeue.then(|| view! { <th></th> })}
+                </tr></thead>
+                <tbody>
+                    {letters.into_iter().map(|letter| view! { <Letter letter may_requeue requeue/> }).collect_view()}
+                </tbody>
+            </table>
+        }.into_any())}
+        {pages}
+    }
+    .into_any()
+}
+
+#[component]
+fn Letter(
+    letter: DeadLetterView,
+    may_requeue: bool,
+    requeue: ServerAction<RequeueDeadLetter>,
+) -> AnyView {
+    let preview: String = letter.payload.chars().take(PAYLOAD_PREVIEW_CHARS).collect();
+    let truncated = preview.len() < letter.payload.len();
+    let requeued = letter.requeued_at.map(|at| {
+        format!(
+            "{} by {}",
+            when(at),
+            letter.requeued_by.as_deref().unwrap_or("?")
+        )
+    });
+    let waiting = requeued.is_none();
+    view! {
+        <tr data-id=letter.id.to_string()>
+            <td class="num">{letter.id}</td>
+            <td>{when(letter.received_at)}</td>
+            <td class="mono">{letter.source_queue}<br/>{letter.routing_key}</td>
+            <td>{letter.reason}</td>
+            <td class="num">{letter.death_count}</td>
+            <td class="mono payload">
+                {if truncated {
+                    view! {
+                        <details><summary>{preview}"…"</summary><pre>{letter.payload}</pre></details>
+                    }.into_any()
+                } else {
+                    view! { <pre>{letter.payload}</pre> }.into_any()
+                }}
+            </td>
+            <td>{requeued.unwrap_or_else(|| "—".into())}</td>
+            {may_requeue.then(|| view! {
+                <td>
+                    {waiting.then(|| view! {
+                        <details class="change">
+                            <summary>"Requeue…"</summary>
+                            <ActionForm action=requeue attr:class="card change-form">
+                                <input type="hidden" name="id" value=letter.id/>
+                                <label>"Reason (audited)"
+                                    <textarea name="reason" rows="2" required maxlength="500"></textarea>
+                                </label>
+                                <button type="submit" disabled=move || requeue.pending().get()>"Requeue"</button>
+                            </ActionForm>
+                        </details>
+                    })}
+                </td>
+            })}
+        </tr>
+    }
+    .into_any()
+}

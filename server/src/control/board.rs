@@ -1,0 +1,435 @@
+//! The switch board's services (SPEC §5, §8.1), one set for the admin API, the console and
+//! the CLI: read every switch with its propagation, flip one (validated, audited, with an
+//! optional bounded wait for every live instance), this instance's staleness, and the
+//! audit log.
+//!
+//! Defaults shown are this process's settings: a key absent from etcd means "the setting's
+//! value", and every instance of a deployment is expected to run with the same settings.
+
+use app::model::Role;
+use app::model::{
+    AuditPage, EtcdReach, InstanceSync, NodeApplied, NodeState, SwitchBoard, SwitchChange,
+    SwitchRow, SwitchWrite,
+};
+use etcd_client::{GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    time::Duration,
+};
+
+use super::{
+    keys::{KeyError, SwitchKey},
+    layout::{now_us, Layout, WriteNote},
+    nodes::{self, NodeReport},
+    switches::SwitchValues,
+};
+use crate::{
+    config::Settings,
+    domain::access::Actor,
+    error::{ApiError, ApiResult},
+    state::AppState,
+    storage::{
+        audit::{self, FlipSource, PendingFlip},
+        etcd::EtcdLink,
+    },
+};
+
+/// Longest wait a flip may ask for.
+pub const MAX_WAIT: Duration = Duration::from_secs(10);
+/// Longest reason kept in the audit.
+pub const MAX_REASON_CHARS: usize = 500;
+/// Audit rows per page.
+pub const AUDIT_PER_PAGE: i64 = 50;
+/// How long the board waits for etcd before showing the last known values.
+const READ_WAIT: Duration = Duration::from_secs(2);
+
+/// Ops and admins flip switches.
+pub fn may_flip(role: Role) -> bool {
+    matches!(role, Role::Ops | Role::Admin)
+}
+
+/// Ops, SRE and admins see the board and the audit.
+pub fn may_read(role: Role) -> bool {
+    matches!(role, Role::Ops | Role::Sre | Role::Admin)
+}
+
+/// A flip as asked for.
+pub struct Flip<'a> {
+    /// Whose flip it is; the audit names `actor.username`.
+    pub actor: &'a Actor,
+    pub source: FlipSource,
+    /// Relative to the prefix; surrounding slashes are ignored.
+    pub path: &'a str,
+    pub value: &'a str,
+    pub reason: &'a str,
+    /// Wait until every live instance has applied it, at most this long.
+    pub wait: Option<Duration>,
+}
+
+impl From<KeyError> for ApiError {
+    fn from(error: KeyError) -> Self {
+        ApiError::Invalid {
+            code: error.code(),
+            message: error.to_string(),
+        }
+    }
+}
+
+fn etcd_unavailable(error: impl Into<anyhow::Error>) -> ApiError {
+    ApiError::Unavailable(error.into().context("etcd"))
+}
+
+/// What the board needs: PostgreSQL and etcd only, so the CLI can flip a switch while
+/// Redis or RabbitMQ is the very thing that is down.
+pub struct Board<'a> {
+    pub db: &'a sqlx::PgPool,
+    pub etcd: &'a EtcdLink,
+    pub settings: &'a Settings,
+    /// The serving instance answering, for its own view; absent in the CLI.
+    pub instance: Option<&'a AppState>,
+}
+
+impl<'a> Board<'a> {
+    /// The board as a serving instance sees it.
+    pub fn of(state: &'a AppState) -> Self {
+        Self {
+            db: &state.db,
+            etcd: &state.etcd,
+            settings: &state.settings,
+            instance: Some(state),
+        }
+    }
+
+    /// Validates a flip, writes it to etcd with its note in one transaction, audits it, and
+    /// waits for the live instances if asked. Nothing is written when anything is refused.
+    pub async fn flip(&self, flip: Flip<'_>) -> ApiResult<SwitchChange> {
+        if !may_flip(flip.actor.role) {
+            return Err(ApiError::Forbidden);
+        }
+        let reason = flip.reason.trim();
+        if reason.is_empty() {
+            return Err(ApiError::Invalid {
+                code: "REASON_REQUIRED",
+                message: "say why: a flip needs a reason".into(),
+            });
+        }
+        if reason.chars().count() > MAX_REASON_CHARS {
+            return Err(ApiError::Invalid {
+                code: "REASON_TOO_LONG",
+                message: format!("the reason is limited to {MAX_REASON_CHARS} characters"),
+            });
+        }
+        let key = SwitchKey::parse(flip.path.trim_matches('/'))?;
+        let value = key.parse_value(flip.value)?.to_string();
+        if flip.wait.is_some_and(|wait| wait > MAX_WAIT) {
+            return Err(ApiError::Invalid {
+                code: "INVALID_WAIT",
+                message: format!("wait at most {} ms", MAX_WAIT.as_millis()),
+            });
+        }
+        let path = key.path();
+        let layout = Layout::new(&self.settings.etcd_prefix);
+        let note = WriteNote {
+            actor: flip.actor.username.clone(),
+            source: flip.source.as_str().to_owned(),
+            reason: reason.to_owned(),
+            written_at_us: now_us(),
+        };
+        let note_json = serde_json::to_vec(&note).map_err(anyhow::Error::from)?;
+
+        // The row first, in a transaction: no flip lands in etcd unaudited because the
+        // database was away; the transaction commits once etcd has answered.
+        let mut tx = self.db.begin().await?;
+        let audit_id = audit::begin_flip(
+            &mut tx,
+            &PendingFlip {
+                actor: &note.actor,
+                source: flip.source,
+                path: &path,
+                new_value: &value,
+                reason,
+            },
+        )
+        .await?;
+        let mut client = self.etcd.client().await.map_err(etcd_unavailable)?;
+        let txn = Txn::new().and_then(vec![
+            TxnOp::put(
+                layout.key(&path),
+                value.clone(),
+                Some(PutOptions::new().with_prev_key()),
+            ),
+            TxnOp::put(layout.note_key(&path), note_json, None),
+        ]);
+        let response = client.txn(txn).await.map_err(|error| {
+            // A timeout may still have landed: the board shows the note if it did.
+            tracing::warn!(path, value, error = %error, "etcd did not confirm a flip; not audited");
+            etcd_unavailable(error)
+        })?;
+        let revision = response
+            .header()
+            .map(|header| header.revision())
+            .ok_or_else(|| etcd_unavailable(anyhow::anyhow!("etcd answered without a header")))?;
+        let old_value = response.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Put(put) => put
+                .prev_key()
+                .and_then(|kv| kv.value_str().ok())
+                .map(str::to_owned),
+            _ => None,
+        });
+        let audited = async {
+            audit::complete_flip(&mut tx, audit_id, old_value.as_deref(), revision).await?;
+            tx.commit().await
+        };
+        if let Err(error) = audited.await {
+            tracing::error!(
+                path, value, revision, actor = %note.actor, source = %note.source, reason,
+                error = %error, "a flip is in force in etcd but its audit row was lost"
+            );
+            return Err(error.into());
+        }
+        let propagation = match flip.wait {
+            Some(wait) => Some(
+                nodes::await_applied(
+                    &mut client,
+                    &layout,
+                    &path,
+                    revision,
+                    note.written_at_us,
+                    wait,
+                )
+                .await
+                .map_err(etcd_unavailable)?,
+            ),
+            None => None,
+        };
+        Ok(SwitchChange {
+            path,
+            old_value,
+            new_value: value,
+            revision,
+            audit_id,
+            propagation,
+        })
+    }
+
+    /// Every switch and limit with its etcd value and revision, and per live instance whether
+    /// it applied it and how long that took. With etcd unreachable: this instance's last
+    /// accepted values, marked so.
+    pub async fn read(&self, actor: &Actor) -> ApiResult<SwitchBoard> {
+        if !may_read(actor.role) {
+            return Err(ApiError::Forbidden);
+        }
+        let layout = Layout::new(&self.settings.etcd_prefix);
+        let read = tokio::time::timeout(READ_WAIT, read_etcd(self.etcd, &layout))
+            .await
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("etcd did not answer within {READ_WAIT:?}")));
+        let defaults = SwitchValues::from_settings(&self.settings.buy);
+        let instance = self.instance.filter(|state| state.control.running());
+        let in_force = instance.map(|state| state.switches.current());
+        let accepted = instance
+            .map(|state| state.control.sync().accepted.clone())
+            .unwrap_or_default();
+        let (etcd, view) = match read {
+            Ok(view) => (
+                EtcdReach {
+                    reachable: true,
+                    revision: Some(view.revision),
+                    error: None,
+                },
+                view,
+            ),
+            Err(error) => {
+                // The last values this instance accepted stand in for etcd's.
+                let values = accepted
+                    .keys()
+                    .filter_map(|key| {
+                        accepted
+                            .entry(key)
+                            .map(|entry| (key.path(), (entry.value.clone(), entry.mod_revision)))
+                    })
+                    .collect();
+                (
+                    EtcdReach {
+                        reachable: false,
+                        revision: None,
+                        error: Some(format!("{error:#}")),
+                    },
+                    EtcdView {
+                        revision: 0,
+                        values,
+                        notes: HashMap::new(),
+                        nodes: BTreeMap::new(),
+                    },
+                )
+            }
+        };
+        let activities: BTreeSet<SwitchKey> = view
+            .values
+            .keys()
+            .filter_map(|path| SwitchKey::parse(path).ok())
+            .chain(accepted.keys().copied())
+            .filter(|key| matches!(key, SwitchKey::ActivityEntry(_)))
+            .collect();
+        let switches = SwitchKey::fixed()
+            .chain(activities)
+            .map(|key| {
+                let path = key.path();
+                let stored = view.values.get(&path);
+                let mod_revision = stored.map(|(_, revision)| *revision);
+                let note = view
+                    .notes
+                    .get(&path)
+                    .filter(|(noted_at, _)| Some(*noted_at) == mod_revision)
+                    .map(|(_, note)| note);
+                let applied: Vec<NodeApplied> = match mod_revision {
+                    Some(revision) => view
+                        .nodes
+                        .values()
+                        .map(|node| node.applied(&path, revision, note.map(|n| n.written_at_us)))
+                        .collect(),
+                    None => Vec::new(),
+                };
+                SwitchRow {
+                    accepts: key.accepts(),
+                    default_value: key.value_in(&defaults),
+                    etcd_value: stored.map(|(value, _)| value.clone()),
+                    valid: stored.is_none_or(|(value, _)| key.parse_value(value).is_ok()),
+                    in_force: in_force.as_ref().map(|values| key.value_in(values)),
+                    mod_revision,
+                    written: note.map(|note| SwitchWrite {
+                        actor: note.actor.clone(),
+                        source: note.source.clone(),
+                        reason: note.reason.clone(),
+                        at: from_micros(note.written_at_us),
+                    }),
+                    applied,
+                    path,
+                }
+            })
+            .collect();
+        Ok(SwitchBoard {
+            prefix: layout.prefix().to_owned(),
+            etcd,
+            instance: instance.and_then(instance_sync),
+            switches,
+            nodes: view.nodes.into_values().map(node_state).collect(),
+        })
+    }
+}
+
+/// What etcd holds under the prefix, read once.
+struct EtcdView {
+    revision: i64,
+    values: BTreeMap<String, (String, i64)>,
+    notes: HashMap<String, (i64, WriteNote)>,
+    nodes: BTreeMap<String, NodeReport>,
+}
+
+async fn read_etcd(etcd: &EtcdLink, layout: &Layout) -> anyhow::Result<EtcdView> {
+    let mut client = etcd.client().await?;
+    let response = client
+        .get(layout.root(), Some(GetOptions::new().with_prefix()))
+        .await?;
+    let mut view = EtcdView {
+        revision: response.header().map_or(0, |header| header.revision()),
+        values: BTreeMap::new(),
+        notes: HashMap::new(),
+        nodes: BTreeMap::new(),
+    };
+    for kv in response.kvs() {
+        let Some(path) = kv.key_str().ok().and_then(|key| layout.relative(key)) else {
+            continue;
+        };
+        if let Some(noted) = Layout::noted_path(path) {
+            if let Ok(note) = serde_json::from_slice::<WriteNote>(kv.value()) {
+                view.notes
+                    .insert(noted.to_owned(), (kv.mod_revision(), note));
+            }
+        } else if Layout::is_node_path(path) {
+            if let Ok(report) = serde_json::from_slice::<NodeReport>(kv.value()) {
+                view.nodes.insert(report.node_id.clone(), report);
+            }
+        } else if super::accepted::is_switch_path(path) {
+            let value = kv.value_str().unwrap_or("<not UTF-8>").to_owned();
+            view.values
+                .insert(path.to_owned(), (value, kv.mod_revision()));
+        }
+    }
+    Ok(view)
+}
+
+/// How current this instance's switches are; `None` where no control plane runs.
+pub fn instance_sync(state: &AppState) -> Option<InstanceSync> {
+    if !state.control.running() {
+        return None;
+    }
+    let sync = state.control.sync();
+    Some(InstanceSync {
+        node_id: state.control.node_id().to_owned(),
+        connected: sync.connected,
+        applied_revision: sync.applied_revision,
+        synced_ago_ms: sync.synced_ago().map(|ago| ago.as_millis() as u64),
+        values_from: sync.values_from.as_str().to_owned(),
+        leader: state.leadership.is_leader(),
+    })
+}
+
+fn node_state(report: NodeReport) -> NodeState {
+    NodeState {
+        heartbeat_at: from_micros(report.heartbeat_at_us),
+        node_id: report.node_id,
+        address: report.address,
+        applied_revision: report.applied_revision,
+        connected: report.connected,
+        leader: report.leader,
+        synced_ago_ms: report.synced_ago_ms,
+    }
+}
+
+fn from_micros(us: i64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp_micros(us).unwrap_or_default()
+}
+
+/// One page (1-based) of the audit log: switch flips and operator actions, newest first.
+pub async fn audit(state: &AppState, actor: &Actor, page: Option<i64>) -> ApiResult<AuditPage> {
+    if !may_read(actor.role) {
+        return Err(ApiError::Forbidden);
+    }
+    let page = page.unwrap_or(1);
+    let offset = page
+        .checked_sub(1)
+        .filter(|skipped| *skipped >= 0)
+        .and_then(|skipped| skipped.checked_mul(AUDIT_PER_PAGE))
+        .ok_or_else(|| ApiError::BadRequest(format!("page must be 1 or more, not {page}")))?;
+    let mut entries = audit::page(&state.db, AUDIT_PER_PAGE + 1, offset).await?;
+    let has_more = entries.len() as i64 > AUDIT_PER_PAGE;
+    entries.truncate(AUDIT_PER_PAGE as usize);
+    Ok(AuditPage {
+        entries,
+        page,
+        per_page: AUDIT_PER_PAGE,
+        has_more,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ops_and_admins_flip_and_merchants_see_nothing() {
+        assert!(may_flip(Role::Ops) && may_flip(Role::Admin));
+        assert!(!may_flip(Role::Sre) && !may_flip(Role::Merchant));
+        assert!(may_read(Role::Sre) && may_read(Role::Ops) && may_read(Role::Admin));
+        assert!(!may_read(Role::Merchant));
+    }
+
+    #[test]
+    fn key_errors_answer_400_with_their_code() {
+        let error = ApiError::from(SwitchKey::parse("switches/nope").expect_err("unknown"));
+        assert_eq!(error.status(), http::StatusCode::BAD_REQUEST);
+        assert_eq!(error.code(), "UNKNOWN_SWITCH");
+        let error = ApiError::from(SwitchKey::Entry.parse_value("ajar").expect_err("invalid"));
+        assert_eq!(error.code(), "INVALID_SWITCH_VALUE");
+    }
+}

@@ -1,0 +1,127 @@
+//! Where things live under the etcd prefix (SPEC §5), and the note the control plane
+//! writes beside every value it sets.
+//!
+//! Values stay plain (`closed`, `42`) as the SPEC's public contract says. The write's
+//! time and author go into a side key `{prefix}/meta/writes/{path}`, written in the same
+//! transaction as the value, so the note and the value share one revision. That gives
+//! the propagation time of a flip (node apply time minus the note's time; both clocks are
+//! wall clocks, so across hosts the figure includes their skew, NTP keeps it to about a
+//! millisecond), and it tells the watchers which changes came through the control plane:
+//! a value whose revision has no note beside it was written straight into etcd.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// The prefix with one trailing slash: `/seckill/`. Watching `/seckill` without the
+    /// slash would also match `/seckill-blue/...` of another deployment.
+    root: String,
+}
+
+const NOTES: &str = "meta/writes/";
+const NODES: &str = "nodes/";
+
+impl Layout {
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            root: format!("{}/", prefix.trim_end_matches('/')),
+        }
+    }
+
+    /// Everything this deployment owns in etcd.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    pub fn prefix(&self) -> &str {
+        self.root.trim_end_matches('/')
+    }
+
+    /// A full key from a path relative to the prefix.
+    pub fn key(&self, path: &str) -> String {
+        format!("{}{path}", self.root)
+    }
+
+    /// The path relative to the prefix, if the key is under it.
+    pub fn relative<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(self.root.as_str())
+    }
+
+    pub fn note_key(&self, path: &str) -> String {
+        self.key(&format!("{NOTES}{path}"))
+    }
+
+    /// The switch path a note path belongs to (`meta/writes/switches/entry` → `switches/entry`).
+    pub fn noted_path(path: &str) -> Option<&str> {
+        path.strip_prefix(NOTES)
+    }
+
+    pub fn nodes(&self) -> String {
+        self.key(NODES)
+    }
+
+    pub fn node_key(&self, node_id: &str) -> String {
+        self.key(&format!("{NODES}{node_id}"))
+    }
+
+    pub fn is_node_path(path: &str) -> bool {
+        path.starts_with(NODES)
+    }
+
+    /// The etcd election's name; candidates' keys are created beneath it.
+    pub fn election(&self) -> String {
+        self.key("election/leader")
+    }
+}
+
+/// Written beside a value set through the control plane (API, console, CLI).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteNote {
+    pub actor: String,
+    pub source: String,
+    pub reason: String,
+    /// Wall-clock microseconds since the epoch, just before the write was sent.
+    pub written_at_us: i64,
+}
+
+/// Wall-clock microseconds since the epoch.
+pub fn now_us() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sit_under_the_prefix_with_one_slash() {
+        for prefix in ["/seckill", "/seckill/"] {
+            let layout = Layout::new(prefix);
+            assert_eq!(layout.root(), "/seckill/");
+            assert_eq!(layout.prefix(), "/seckill");
+            assert_eq!(layout.key("switches/entry"), "/seckill/switches/entry");
+            assert_eq!(
+                layout.note_key("switches/entry"),
+                "/seckill/meta/writes/switches/entry"
+            );
+            assert_eq!(layout.node_key("n1"), "/seckill/nodes/n1");
+            assert_eq!(layout.election(), "/seckill/election/leader");
+        }
+    }
+
+    #[test]
+    fn only_keys_under_the_prefix_are_ours() {
+        let layout = Layout::new("/seckill");
+        assert_eq!(
+            layout.relative("/seckill/limits/rate_window_s"),
+            Some("limits/rate_window_s")
+        );
+        assert_eq!(layout.relative("/seckill-blue/switches/entry"), None);
+        assert_eq!(
+            Layout::noted_path("meta/writes/switches/entry/4"),
+            Some("switches/entry/4")
+        );
+        assert!(Layout::is_node_path("nodes/a"));
+        assert!(!Layout::is_node_path("switches/entry"));
+    }
+}

@@ -1,0 +1,39 @@
+//! Who runs the singleton jobs (outbox relay, timeout scanner, later the hot-key aggregator
+//! and baseline recorder). The etcd election drives a [`Leadership`]; jobs only read it.
+
+use tokio::sync::watch;
+
+/// A job's view of whether this instance is the leader now.
+#[derive(Clone)]
+pub struct Leadership(watch::Receiver<bool>);
+
+/// The election's side: says when this instance gains or loses leadership.
+pub struct LeadershipSignal(watch::Sender<bool>);
+
+impl Leadership {
+    /// A pair starting as not leader.
+    pub fn channel() -> (LeadershipSignal, Leadership) {
+        let (sender, receiver) = watch::channel(false);
+        (LeadershipSignal(sender), Leadership(receiver))
+    }
+
+    pub fn is_leader(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits until this instance leads (at once if it does).
+    pub async fn until_leader(&mut self) {
+        let _ = self.0.wait_for(|leading| *leading).await;
+    }
+
+    /// Waits until this instance stops leading (at once if it does not lead).
+    pub async fn until_follower(&mut self) {
+        let _ = self.0.wait_for(|leading| !*leading).await;
+    }
+}
+
+impl LeadershipSignal {
+    pub fn set(&self, leading: bool) {
+        self.0.send_replace(leading);
+    }
+}

@@ -1,0 +1,254 @@
+//! This instance's standing in the control plane: how current its switches are, what it
+//! has applied lately, and whether it leads. The watcher writes it; the node heartbeat,
+//! the switch board and the metrics read it. Nothing on the request path touches it.
+
+use serde::{Deserialize, Serialize};
+use std::{
+    collections::VecDeque,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex, MutexGuard,
+    },
+    time::{Duration, Instant},
+};
+use tokio::sync::Notify;
+
+use super::accepted::Accepted;
+use crate::config::ControlSettings;
+
+/// Recent applies kept for the node report: enough for a burst of flips, small enough
+/// for a heartbeat.
+const RECENT_APPLIES: usize = 32;
+
+/// Where the values in force came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValuesFrom {
+    /// Nothing read yet: the process settings.
+    Settings,
+    /// The local snapshot, etcd unreachable at start-up.
+    Disk,
+    Etcd,
+}
+
+impl ValuesFrom {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValuesFrom::Settings => "settings",
+            ValuesFrom::Disk => "disk",
+            ValuesFrom::Etcd => "etcd",
+        }
+    }
+}
+
+/// One key this instance applied from a watch event (or a resync).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecentApply {
+    pub path: String,
+    pub mod_revision: i64,
+    /// Wall-clock microseconds since the epoch.
+    pub applied_at_us: i64,
+}
+
+#[derive(Debug)]
+pub struct SyncState {
+    /// The watch stream is open and etcd answers.
+    pub connected: bool,
+    /// When etcd last confirmed this instance had every change (event or progress report).
+    pub last_sync: Option<Instant>,
+    /// Every change up to this revision has been applied.
+    pub applied_revision: i64,
+    pub values_from: ValuesFrom,
+    pub accepted: Accepted,
+    pub recent: VecDeque<RecentApply>,
+}
+
+impl SyncState {
+    pub fn synced_ago(&self) -> Option<Duration> {
+        self.last_sync.map(|at| at.elapsed())
+    }
+}
+
+/// Cheap to clone; all clones share one state.
+#[derive(Clone)]
+pub struct ControlStatus(Arc<Inner>);
+
+struct Inner {
+    node_id: String,
+    /// True while this process runs the control plane (not in the CLI).
+    running: AtomicBool,
+    sync: Mutex<SyncState>,
+    /// Wakes the node heartbeat to report a fresh apply at once.
+    report_now: Notify,
+}
+
+impl ControlStatus {
+    pub fn new(settings: &ControlSettings) -> Self {
+        Self(Arc::new(Inner {
+            node_id: settings.node_id.clone().unwrap_or_else(generated_node_id),
+            running: AtomicBool::new(false),
+            sync: Mutex::new(SyncState {
+                connected: false,
+                last_sync: None,
+                applied_revision: 0,
+                values_from: ValuesFrom::Settings,
+                accepted: Accepted::default(),
+                recent: VecDeque::new(),
+            }),
+            report_now: Notify::new(),
+        }))
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.0.node_id
+    }
+
+    pub fn running(&self) -> bool {
+        self.0.running.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set_running(&self, running: bool) {
+        self.0.running.store(running, Ordering::Release);
+    }
+
+    /// The sync state; held only for copies, never across an await.
+    pub fn sync(&self) -> MutexGuard<'_, SyncState> {
+        // A panic while holding it cannot leave the state half-written in a way that
+        // matters more than losing the control plane's view: keep going with it.
+        self.0
+            .sync
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(super) fn record_applies(&self, applies: impl IntoIterator<Item = RecentApply>) {
+        let mut sync = self.sync();
+        for apply in applies {
+            if sync.recent.len() == RECENT_APPLIES {
+                sync.recent.pop_front();
+            }
+            sync.recent.push_back(apply);
+        }
+        drop(sync);
+        self.0.report_now.notify_one();
+    }
+
+    pub(super) async fn report_requested(&self) {
+        self.0.report_now.notified().await;
+    }
+}
+
+/// Host name, process id and a random suffix: unique per process, readable in the console.
+fn generated_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "host".into());
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
+    format!("{host}-{}-{suffix}", std::process::id())
+}
+
+/// Logs a recurring failure as a warning the first time and then at most every
+/// `every`, so an etcd outage does not fill the disk (SPEC §10); the rest go to debug.
+pub struct Complaint {
+    every: Duration,
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl Complaint {
+    pub fn new(every: Duration) -> Self {
+        Self {
+            every,
+            last: None,
+            suppressed: 0,
+        }
+    }
+
+    pub fn complain(&mut self, what: &str, error: &dyn std::fmt::Display) {
+        if self.last.is_none_or(|at| at.elapsed() >= self.every) {
+            tracing::warn!(error = %error, suppressed = self.suppressed, "{what}");
+            self.last = Some(Instant::now());
+            self.suppressed = 0;
+        } else {
+            tracing::debug!(error = %error, "{what}");
+            self.suppressed += 1;
+        }
+    }
+
+    /// The failure is over: the next one warns again at once.
+    pub fn recovered(&mut self, what: &str) {
+        if self.last.take().is_some() {
+            tracing::info!("{what}");
+        }
+        self.suppressed = 0;
+    }
+}
+
+/// Doubling retry delays between a floor and a ceiling.
+pub struct Backoff {
+    next: Duration,
+    floor: Duration,
+    ceiling: Duration,
+}
+
+impl Backoff {
+    pub fn new(floor: Duration, ceiling: Duration) -> Self {
+        Self {
+            next: floor,
+            floor,
+            ceiling,
+        }
+    }
+
+    pub fn next_delay(&mut self) -> Duration {
+        let delay = self.next;
+        self.next = (self.next * 2).min(self.ceiling);
+        delay
+    }
+
+    pub fn reset(&mut self) {
+        self.next = self.floor;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recent_applies_are_bounded_and_newest_last() {
+        let status = ControlStatus::new(&ControlSettings::default());
+        status.record_applies((0..40).map(|i| RecentApply {
+            path: "switches/entry".into(),
+            mod_revision: i,
+            applied_at_us: i,
+        }));
+        let sync = status.sync();
+        assert_eq!(sync.recent.len(), RECENT_APPLIES);
+        assert_eq!(sync.recent.back().map(|a| a.mod_revision), Some(39));
+        assert_eq!(sync.recent.front().map(|a| a.mod_revision), Some(8));
+    }
+
+    #[test]
+    fn node_ids_are_unique_unless_configured() {
+        let a = ControlStatus::new(&ControlSettings::default());
+        let b = ControlStatus::new(&ControlSettings::default());
+        assert_ne!(a.node_id(), b.node_id());
+        let named = ControlStatus::new(&ControlSettings {
+            node_id: Some("blue-1".into()),
+            ..ControlSettings::default()
+        });
+        assert_eq!(named.node_id(), "blue-1");
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_ceiling() {
+        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(350));
+        let delays: Vec<u128> = (0..4).map(|_| backoff.next_delay().as_millis()).collect();
+        assert_eq!(delays, [100, 200, 350, 350]);
+        backoff.reset();
+        assert_eq!(backoff.next_delay().as_millis(), 100);
+    }
+}

@@ -1,0 +1,160 @@
+//! Payment (SPEC §4 "Payment"): the [`PaymentGateway`] the order system pays through, the
+//! built-in simulated payment center behind it, the signature of the center's callbacks,
+//! and the handling of a callback (`POST /api/pay/notify`).
+//!
+//! The pay-timeout consumer asks the gateway before it cancels (seed 001 §5.1): an order
+//! whose money reached the center is paid, never cancelled, even if the callback is late.
+
+pub mod notice;
+pub mod signature;
+pub mod simulated;
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use std::net::SocketAddr;
+use uuid::Uuid;
+
+use crate::{
+    domain::order::PaymentEffect,
+    metrics::Metrics,
+    storage::payments::{self, Recorded},
+};
+
+/// An order about to be paid.
+#[derive(Clone, Copy, Debug)]
+pub struct Payable {
+    pub order_id: Uuid,
+    pub amount_cents: i64,
+}
+
+/// What the payment center knows of an order's money.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PaymentState {
+    Paid { trade_no: String, amount_cents: i64 },
+    Unpaid,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the payment center failed: {0}")]
+pub struct GatewayError(#[source] pub anyhow::Error);
+
+/// A payment center as the order system sees it.
+#[async_trait::async_trait]
+pub trait PaymentGateway: Send + Sync {
+    /// Starts paying `order`; returns its trade number. An order with an open trade gets
+    /// that trade again, so a repeated pay never charges twice.
+    async fn start_trade(&self, order: Payable) -> Result<String, GatewayError>;
+
+    /// The order's payment state, final: unless it is paid, its open trades are closed
+    /// first so no money can arrive for it afterwards (the "close trade" call real centers
+    /// offer for exactly this, before an unpaid order is cancelled).
+    async fn close_unless_paid(&self, order_id: Uuid) -> Result<PaymentState, GatewayError>;
+
+    /// Told once the HTTP listener is bound: a center that calls this instance back learns
+    /// its real address here (tests bind port 0).
+    fn listening_on(&self, _address: SocketAddr) {}
+}
+
+/// State of a trade at the payment center.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TradeStatus {
+    /// Started; the buyer's money has not arrived.
+    Pending,
+    Paid,
+    /// Refused by the center, or closed unpaid before the order was cancelled.
+    Failed,
+}
+
+impl TradeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Paid => "paid",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Pending, Self::Paid, Self::Failed]
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
+/// The body of a payment-center callback (SPEC §3 `POST /api/pay/notify`). Fields a
+/// center adds later are ignored: the signature covers the raw body anyway.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PayNotice {
+    pub trade_no: String,
+    pub order_id: Uuid,
+    pub amount_cents: i64,
+    /// `paid` or `failed`; a callback never reports a pending trade.
+    pub status: TradeStatus,
+    /// When the money arrived; absent for a failed trade.
+    pub paid_at_ms: Option<i64>,
+}
+
+/// What money that reached the center did to its order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// `UNPAID → PAID`.
+    Paid,
+    /// `CANCELLED → REFUND_PENDING`: it came after the order was cancelled.
+    RefundPending,
+    /// Recorded before (a repeated callback, or the pay-timeout check came first).
+    AlreadyApplied,
+}
+
+impl Settled {
+    /// `None` for an order that cannot take a payment.
+    pub fn of(effect: PaymentEffect) -> Option<Self> {
+        match effect {
+            PaymentEffect::MarkPaid => Some(Self::Paid),
+            PaymentEffect::FlagRefund => Some(Self::RefundPending),
+            PaymentEffect::AlreadyApplied => Some(Self::AlreadyApplied),
+            PaymentEffect::Refuse => None,
+        }
+    }
+}
+
+/// Records money the center received for the order (from a callback, or found by the
+/// pay-timeout check when the callback is late), counted by `via` and outcome.
+pub async fn record_payment(
+    db: &PgPool,
+    metrics: &Metrics,
+    order_id: Uuid,
+    amount_cents: i64,
+    via: &'static str,
+) -> Result<Recorded, sqlx::Error> {
+    let recorded = payments::record_payment(db, order_id, amount_cents).await?;
+    let outcome = match recorded {
+        Recorded::Applied { effect, .. } => match effect {
+            PaymentEffect::MarkPaid => "paid",
+            PaymentEffect::FlagRefund => "refund_pending",
+            PaymentEffect::AlreadyApplied => "repeated",
+            PaymentEffect::Refuse => "refused",
+        },
+        Recorded::AmountMismatch { .. } => "amount_mismatch",
+        Recorded::NoOrder => "no_order",
+    };
+    metrics.payments.with_label_values(&[via, outcome]).inc();
+    Ok(recorded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trade_status_names_round_trip() {
+        for status in [TradeStatus::Pending, TradeStatus::Paid, TradeStatus::Failed] {
+            assert_eq!(TradeStatus::parse(status.as_str()), Some(status));
+            assert_eq!(
+                serde_json::to_string(&status).expect("json"),
+                format!("\"{}\"", status.as_str())
+            );
+        }
+        assert_eq!(TradeStatus::parse("PAID"), None);
+    }
+}

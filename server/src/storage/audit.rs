@@ -1,0 +1,153 @@
+//! The audit log in PostgreSQL: every switch flip (`switch_audit`) and, for reading, the
+//! other operator actions (`ops_audit`, written by their own features).
+
+use app::model::AuditEntry;
+use chrono::{DateTime, Utc};
+use sqlx::{PgPool, Postgres, Transaction};
+
+/// Where a flip came from (`switch_audit.source`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlipSource {
+    Console,
+    Api,
+    Cli,
+    /// Written straight into etcd, noticed by the watchers.
+    External,
+}
+
+impl FlipSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlipSource::Console => "console",
+            FlipSource::Api => "api",
+            FlipSource::Cli => "cli",
+            FlipSource::External => "external",
+        }
+    }
+}
+
+/// A flip about to be written to etcd.
+pub struct PendingFlip<'a> {
+    pub actor: &'a str,
+    pub source: FlipSource,
+    pub path: &'a str,
+    pub new_value: &'a str,
+    pub reason: &'a str,
+}
+
+/// Records a flip inside the caller's transaction, before etcd is written: if the
+/// transaction cannot even start, nothing is flipped unaudited. Returns the row's id.
+pub async fn begin_flip(
+    tx: &mut Transaction<'_, Postgres>,
+    flip: &PendingFlip<'_>,
+) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "INSERT INTO switch_audit (actor, source, path, new_value, reason)
+         VALUES ($1, $2, $3, $4, $5) RETURNING id",
+    )
+    .bind(flip.actor)
+    .bind(flip.source.as_str())
+    .bind(flip.path)
+    .bind(flip.new_value)
+    .bind(flip.reason)
+    .fetch_one(&mut **tx)
+    .await
+}
+
+/// Completes the row once etcd answered: the value it replaced and the new revision.
+pub async fn complete_flip(
+    tx: &mut Transaction<'_, Postgres>,
+    id: i64,
+    old_value: Option<&str>,
+    etcd_revision: i64,
+) -> sqlx::Result<()> {
+    sqlx::query("UPDATE switch_audit SET old_value = $2, etcd_revision = $3 WHERE id = $1")
+        .bind(id)
+        .bind(old_value)
+        .bind(etcd_revision)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// A change written straight into etcd. Every instance's watcher offers it; the unique
+/// index `switch_audit_external_once` keeps the first. Returns whether this call stored it.
+pub async fn record_external(
+    db: &PgPool,
+    path: &str,
+    old_value: Option<&str>,
+    new_value: &str,
+    reason: &str,
+    etcd_revision: i64,
+) -> sqlx::Result<bool> {
+    let stored = sqlx::query(
+        "INSERT INTO switch_audit (actor, source, path, old_value, new_value, reason, etcd_revision)
+         VALUES ('etcd', 'external', $1, $2, $3, $4, $5)
+         ON CONFLICT (path, etcd_revision, new_value) WHERE source = 'external' DO NOTHING",
+    )
+    .bind(path)
+    .bind(old_value)
+    .bind(new_value)
+    .bind(reason)
+    .bind(etcd_revision)
+    .execute(db)
+    .await?;
+    Ok(stored.rows_affected() == 1)
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    kind: String,
+    id: i64,
+    at: DateTime<Utc>,
+    actor: String,
+    source: String,
+    action: String,
+    target: String,
+    old_value: Option<String>,
+    new_value: Option<String>,
+    reason: Option<String>,
+    etcd_revision: Option<i64>,
+    detail: Option<String>,
+}
+
+/// Switch flips and operator actions merged, newest first; `limit` rows after skipping
+/// `offset`. Each table is cut at `offset + limit` by its own time index before merging.
+pub async fn page(db: &PgPool, limit: i64, offset: i64) -> sqlx::Result<Vec<AuditEntry>> {
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT * FROM (
+             (SELECT 'switch' AS kind, id, created_at AS at, actor, source, 'set' AS action,
+                     path AS target, old_value, new_value, reason, etcd_revision,
+                     NULL::TEXT AS detail
+                FROM switch_audit ORDER BY created_at DESC, id DESC LIMIT $3)
+             UNION ALL
+             (SELECT 'ops', id, created_at, actor, source, action, target, NULL, NULL, NULL,
+                     NULL, detail::TEXT
+                FROM ops_audit ORDER BY created_at DESC, id DESC LIMIT $3)
+         ) merged
+         ORDER BY at DESC, kind, id DESC
+         LIMIT $1 OFFSET $2",
+    )
+    .bind(limit)
+    .bind(offset)
+    .bind(offset.saturating_add(limit))
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| AuditEntry {
+            kind: row.kind,
+            id: row.id,
+            at: row.at,
+            actor: row.actor,
+            source: row.source,
+            action: row.action,
+            target: row.target,
+            old_value: row.old_value,
+            new_value: row.new_value,
+            reason: row.reason,
+            etcd_revision: row.etcd_revision,
+            detail: row.detail,
+        })
+        .collect())
+}

@@ -1,0 +1,166 @@
+//! The transactional outbox in PostgreSQL (rows written by `storage::orders` with each
+//! pre-order): marking rows sent, the relay's claims and failures, the recorded-order
+//! replay's claim, and the figures the console and the gauges show.
+//!
+//! Rows are claimed with `FOR UPDATE SKIP LOCKED` and a lease on `next_attempt_at`, so two
+//! relays (or a relay and a replay) never publish the same row at the same moment.
+
+use sqlx::PgPool;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// An outbox row taken for publishing.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct Claimed {
+    pub id: i64,
+    pub event_id: Uuid,
+    pub topic: String,
+    pub payload: serde_json::Value,
+    /// Attempts so far, this one included.
+    pub attempts: i32,
+}
+
+/// A row whose publish failed, with its next wait.
+pub struct Failure {
+    pub id: i64,
+    pub retry_in: Duration,
+    pub error: String,
+}
+
+/// Rows per status that the console and the gauges watch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub pending: i64,
+    pub failed: i64,
+    pub recorded: i64,
+}
+
+/// A row the relay gave up on.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct FailedRow {
+    pub id: i64,
+    pub event_id: Uuid,
+    pub topic: String,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Marks the rows of these events `sent` (those still pending; a row already sent or
+/// given up on stays as it is).
+pub async fn mark_sent(pool: &PgPool, event_ids: &[Uuid]) -> Result<u64, sqlx::Error> {
+    if event_ids.is_empty() {
+        return Ok(0);
+    }
+    Ok(sqlx::query(
+        "UPDATE outbox SET status = 'sent', sent_at = now()
+         WHERE event_id = ANY($1) AND status = 'pending'",
+    )
+    .bind(event_ids)
+    .execute(pool)
+    .await?
+    .rows_affected())
+}
+
+/// Claims up to `limit` pending rows written more than `grace` ago and due for an attempt:
+/// counts the attempt and leases the row for `lease`, so no other relay takes it meanwhile.
+pub async fn claim_due(
+    pool: &PgPool,
+    grace: Duration,
+    lease: Duration,
+    limit: i64,
+) -> Result<Vec<Claimed>, sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE outbox o SET attempts = o.attempts + 1,
+                next_attempt_at = now() + make_interval(secs => $2)
+         FROM (SELECT id FROM outbox
+               WHERE status = 'pending' AND next_attempt_at <= now()
+                 AND created_at <= now() - make_interval(secs => $1)
+               ORDER BY next_attempt_at LIMIT $3
+               FOR UPDATE SKIP LOCKED) due
+         WHERE o.id = due.id
+         RETURNING o.id, o.event_id, o.topic, o.payload, o.attempts",
+    )
+    .bind(grace.as_secs_f64())
+    .bind(lease.as_secs_f64())
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// Records failed attempts: the error and the next attempt's time, or `failed` for rows
+/// that used up `max_attempts`.
+pub async fn record_failures(
+    pool: &PgPool,
+    failures: &[Failure],
+    max_attempts: i32,
+) -> Result<(), sqlx::Error> {
+    if failures.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = failures.iter().map(|f| f.id).collect();
+    let waits: Vec<f64> = failures.iter().map(|f| f.retry_in.as_secs_f64()).collect();
+    let errors: Vec<&str> = failures.iter().map(|f| f.error.as_str()).collect();
+    sqlx::query(
+        "UPDATE outbox o SET last_error = f.error,
+                next_attempt_at = now() + make_interval(secs => f.wait),
+                status = CASE WHEN o.attempts >= $4 THEN 'failed' ELSE o.status END
+         FROM UNNEST($1::BIGINT[], $2::FLOAT8[], $3::TEXT[]) AS f (id, wait, error)
+         WHERE o.id = f.id AND o.status = 'pending'",
+    )
+    .bind(&ids)
+    .bind(&waits)
+    .bind(&errors)
+    .bind(max_attempts)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Turns up to `limit` recorded rows (oldest first) into pending ones leased for `lease`,
+/// and returns them: each recorded row is taken by exactly one replay.
+pub async fn claim_recorded(
+    pool: &PgPool,
+    lease: Duration,
+    limit: i64,
+) -> Result<Vec<Claimed>, sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE outbox o SET status = 'pending', attempts = o.attempts + 1,
+                next_attempt_at = now() + make_interval(secs => $1)
+         FROM (SELECT id FROM outbox WHERE status = 'recorded'
+               ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED) taken
+         WHERE o.id = taken.id
+         RETURNING o.id, o.event_id, o.topic, o.payload, o.attempts",
+    )
+    .bind(lease.as_secs_f64())
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// One count per status, each answered from its partial index (sent rows are never read).
+pub async fn counts(pool: &PgPool) -> Result<Counts, sqlx::Error> {
+    let (pending, failed, recorded) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM outbox WHERE status = 'pending'),
+                (SELECT count(*) FROM outbox WHERE status = 'failed'),
+                (SELECT count(*) FROM outbox WHERE status = 'recorded')",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(Counts {
+        pending,
+        failed,
+        recorded,
+    })
+}
+
+/// The newest rows the relay gave up on.
+pub async fn failed_rows(pool: &PgPool, limit: i64) -> Result<Vec<FailedRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, event_id, topic, attempts, last_error, created_at FROM outbox
+         WHERE status = 'failed' ORDER BY id DESC LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,464 @@
+//! The console's operator pages through their server functions and server-rendered HTML:
+//! the switch board (only ops and admins flip, with a reason; refusals change nothing; a flip
+//! shows up as applied by the instance, in the audit log and on the pages; an unreachable
+//! etcd gets a banner), the dead letters (requeue one or all, with a reason, audited) and the
+//! replay of pre-orders recorded while the pipeline was switched to `record`.
+
+use crate::helpers::{eventually, json, spawn_app, spawn_app_with, Caller, TestApp};
+use app::model::{
+    AuditPage, DeadLetterPage, OutboxSummary, ReplayReport, RequeueReport, Role, SwitchBoard,
+    SwitchChange,
+};
+use leptos::server_fn::ServerFn;
+use seckill::pipeline::message::OrderCreated;
+use std::time::Duration;
+use uuid::Uuid;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A console session for `caller`, as the login page would set it.
+async fn session(app: &TestApp, caller: &Caller) -> String {
+    app.state
+        .auth
+        .login(&caller.username, &caller.password, None)
+        .await
+        .expect("login")
+        .token
+}
+
+async fn call(
+    app: &TestApp,
+    path: &str,
+    session: &str,
+    form: &[(&str, &str)],
+) -> reqwest::Response {
+    app.client
+        .post(format!("{}{path}", app.address))
+        .header("Cookie", format!("seckill_session={session}"))
+        .form(form)
+        .send()
+        .await
+        .expect("sent")
+}
+
+async fn page_html(app: &TestApp, path: &str, session: &str) -> String {
+    app.client
+        .get(format!("{}{path}", app.address))
+        .header("Cookie", format!("seckill_session={session}"))
+        .send()
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("html")
+}
+
+async fn board(app: &TestApp, session: &str) -> SwitchBoard {
+    let response = call(app, app::api::GetSwitchBoard::PATH, session, &[]).await;
+    assert_eq!(response.status(), 200);
+    response.json().await.expect("board")
+}
+
+fn etcd_value(board: &SwitchBoard, path: &str) -> Option<String> {
+    board
+        .switches
+        .iter()
+        .find(|row| row.path == path)
+        .unwrap_or_else(|| panic!("{path} on the board"))
+        .etcd_value
+        .clone()
+}
+
+async fn flips_audited(app: &TestApp) -> i64 {
+    app.count("switch_audit").await
+}
+
+#[tokio::test]
+async fn only_ops_and_admins_flip_from_the_console_and_refusals_change_nothing() {
+    let app = spawn_app().await;
+    let ops = session(&app, &app.caller(Role::Ops, None).await).await;
+    let sre = session(&app, &app.caller(Role::Sre, None).await).await;
+    let merchant = session(&app, &app.caller(Role::Merchant, Some("acme")).await).await;
+    let flip = |session: String, value: &'static str, reason: &'static str| {
+        let app = &app;
+        async move {
+            call(
+                app,
+                app::api::FlipSwitch::PATH,
+                &session,
+                &[
+                    ("path", "switches/entry"),
+                    ("value", value),
+                    ("reason", reason),
+                ],
+            )
+            .await
+        }
+    };
+
+    for (who, refused) in [("sre", sre.clone()), ("merchant", merchant.clone())] {
+        let response = flip(refused, "closed", "not mine to flip").await;
+        assert_eq!(response.status(), 403, "{who}");
+        assert!(response
+            .text()
+            .await
+            .expect("body")
+            .contains("your role may not do this"));
+    }
+    for (value, reason) in [("closed", "  "), ("ajar", "typo")] {
+        let response = flip(ops.clone(), value, reason).await;
+        assert_eq!(response.status(), 400, "{value:?} / {reason:?}");
+    }
+    assert_eq!(flips_audited(&app).await, 0);
+    assert_eq!(etcd_value(&board(&app, &ops).await, "switches/entry"), None);
+    assert!(app.state.switches.current().entry_open);
+
+    let response = flip(ops.clone(), "closed", "drill: close the entry").await;
+    assert_eq!(response.status(), 200);
+    let change: SwitchChange = response.json().await.expect("change");
+    assert_eq!(
+        (
+            change.path.as_str(),
+            change.old_value.as_deref(),
+            change.new_value.as_str()
+        ),
+        ("switches/entry", None, "closed")
+    );
+    let (actor_source, reason): (String, String) =
+        sqlx::query_as("SELECT actor || '/' || source, reason FROM switch_audit WHERE id = $1")
+            .bind(change.audit_id)
+            .fetch_one(&app.db)
+            .await
+            .expect("audit row");
+    assert!(actor_source.ends_with("/console"), "{actor_source}");
+    assert_eq!(reason, "drill: close the entry");
+
+    // The instance applies it, and the board (what the page polls) says so with its time.
+    eventually("the instance applied the flip", PATIENCE, || async {
+        let board = board(&app, &sre).await;
+        let row = board
+            .switches
+            .iter()
+            .find(|row| row.path == "switches/entry");
+        row.is_some_and(|row| {
+            row.mod_revision == Some(change.revision)
+                && !row.applied.is_empty()
+                && row.applied.iter().all(|node| node.applied)
+        })
+    })
+    .await;
+    assert!(!app.state.switches.current().entry_open);
+    assert_eq!(
+        etcd_value(&board(&app, &sre).await, "switches/entry").as_deref(),
+        Some("closed")
+    );
+
+    // The pages: ops gets the change forms, SRE reads only, a merchant is refused.
+    let html = page_html(&app, "/switches", &ops).await;
+    assert!(
+        html.contains(r#"id="switch-list""#) && html.contains("Change…"),
+        "{html}"
+    );
+    assert!(
+        html.contains("drill: close the entry"),
+        "the last write's reason: {html}"
+    );
+    let html = page_html(&app, "/switches", &sre).await;
+    assert!(
+        html.contains(r#"id="switch-list""#) && !html.contains("Change…"),
+        "{html}"
+    );
+    assert!(html.contains("Read-only"), "{html}");
+    let html = page_html(&app, "/switches", &merchant).await;
+    assert!(
+        html.contains("your role may not do this") && !html.contains(r#"id="switch-list""#),
+        "{html}"
+    );
+
+    // The audit log shows the flip to readers, not to merchants.
+    let response = call(&app, app::api::AuditLog::PATH, &sre, &[]).await;
+    assert_eq!(response.status(), 200);
+    let audit: AuditPage = response.json().await.expect("audit");
+    let entry = &audit.entries[0];
+    assert_eq!(
+        (entry.target.as_str(), entry.new_value.as_deref()),
+        ("switches/entry", Some("closed"))
+    );
+    assert_eq!(
+        call(&app, app::api::AuditLog::PATH, &merchant, &[])
+            .await
+            .status(),
+        403
+    );
+    let html = page_html(&app, "/audit", &sre).await;
+    assert!(
+        html.contains(r#"id="audit-list""#) && html.contains("drill: close the entry"),
+        "{html}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_etcd_gets_a_banner_and_flips_are_refused() {
+    // Nothing listens on port 9 of the loopback: etcd is away from the start.
+    let app = spawn_app_with(|settings| {
+        settings.etcd_endpoints = vec!["http://127.0.0.1:9".into()];
+    })
+    .await;
+    let ops = session(&app, &app.caller(Role::Ops, None).await).await;
+    let board = board(&app, &ops).await;
+    assert!(!board.etcd.reachable);
+    let html = page_html(&app, "/switches", &ops).await;
+    assert!(html.contains(r#"id="etcd-banner""#), "{html}");
+    let response = call(
+        &app,
+        app::api::FlipSwitch::PATH,
+        &ops,
+        &[
+            ("path", "switches/entry"),
+            ("value", "closed"),
+            ("reason", "etcd is away"),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(
+        flips_audited(&app).await,
+        0,
+        "a flip that did not land is not audited"
+    );
+}
+
+/// A dead letter as the DLQ sink stores it: an order event that died in the create queue.
+async fn dead_letter(app: &TestApp) -> i64 {
+    let message = app.state.pipeline.topology.order_created(&OrderCreated {
+        order_id: Uuid::new_v4(),
+        activity_id: 1,
+        item_id: 1,
+        user_id: 1,
+        quantity: 1,
+        amount_cents: 1,
+    });
+    sqlx::query_scalar(
+        "INSERT INTO dead_letters (source_queue, routing_key, message_id, payload, reason, death_count)
+         VALUES ($1, $2, $3, $4, 'delivery_limit', 3) RETURNING id",
+    )
+    .bind(&app.state.pipeline.topology.create_queue)
+    .bind(&message.routing_key)
+    .bind(&message.message_id)
+    .bind(&message.payload)
+    .fetch_one(&app.db)
+    .await
+    .expect("dead letter")
+}
+
+async fn requeued(app: &TestApp, id: i64) -> bool {
+    sqlx::query_scalar("SELECT requeued_at IS NOT NULL FROM dead_letters WHERE id = $1")
+        .bind(id)
+        .fetch_one(&app.db)
+        .await
+        .expect("dead letter")
+}
+
+#[tokio::test]
+async fn dead_letters_are_requeued_from_the_console_by_ops_with_a_reason() {
+    let app = spawn_app().await;
+    let ops_caller = app.caller(Role::Ops, None).await;
+    let ops = session(&app, &ops_caller).await;
+    let sre = session(&app, &app.caller(Role::Sre, None).await).await;
+    let merchant = session(&app, &app.caller(Role::Merchant, Some("acme")).await).await;
+    let first = dead_letter(&app).await;
+    let others = [dead_letter(&app).await, dead_letter(&app).await];
+
+    let response = call(&app, app::api::ListDeadLetters::PATH, &sre, &[]).await;
+    assert_eq!(response.status(), 200);
+    let page: DeadLetterPage = response.json().await.expect("page");
+    assert_eq!((page.waiting, page.dead_letters.len()), (3, 3));
+    assert!(page.dead_letters[0].payload.contains("order_id"));
+    assert_eq!(
+        call(&app, app::api::ListDeadLetters::PATH, &merchant, &[])
+            .await
+            .status(),
+        403
+    );
+
+    let id = first.to_string();
+    for (who, refused) in [("sre", &sre), ("merchant", &merchant)] {
+        let response = call(
+            &app,
+            app::api::RequeueDeadLetter::PATH,
+            refused,
+            &[("id", &id), ("reason", "drain")],
+        )
+        .await;
+        assert_eq!(response.status(), 403, "{who}");
+        let response = call(
+            &app,
+            app::api::RequeueAllDeadLetters::PATH,
+            refused,
+            &[("reason", "drain")],
+        )
+        .await;
+        assert_eq!(response.status(), 403, "{who}");
+    }
+    let response = call(
+        &app,
+        app::api::RequeueDeadLetter::PATH,
+        &ops,
+        &[("id", &id), ("reason", " ")],
+    )
+    .await;
+    assert_eq!(response.status(), 400);
+    assert!(!requeued(&app, first).await);
+    assert_eq!(app.count("ops_audit").await, 0);
+
+    let response = call(
+        &app,
+        app::api::RequeueDeadLetter::PATH,
+        &ops,
+        &[("id", &id), ("reason", "consumer fixed")],
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert!(requeued(&app, first).await);
+    let again = call(
+        &app,
+        app::api::RequeueDeadLetter::PATH,
+        &ops,
+        &[("id", &id), ("reason", "twice")],
+    )
+    .await;
+    assert_eq!(again.status(), 409, "a dead letter is requeued once");
+
+    let response = call(
+        &app,
+        app::api::RequeueAllDeadLetters::PATH,
+        &ops,
+        &[("reason", "drain after the fix")],
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let report: RequeueReport = response.json().await.expect("report");
+    // The first one went back into the pipeline and may have died again meanwhile.
+    assert!(report.requeued >= 2, "{report:?}");
+    for id in others {
+        assert!(requeued(&app, id).await, "dead letter {id}");
+    }
+    let audited: Vec<(String, String, String)> =
+        sqlx::query_as("SELECT actor, source, action FROM ops_audit ORDER BY id")
+            .fetch_all(&app.db)
+            .await
+            .expect("ops audit");
+    assert_eq!(
+        audited,
+        [
+            (
+                ops_caller.username.clone(),
+                "console".into(),
+                "dead_letter.requeue".into()
+            ),
+            (
+                ops_caller.username.clone(),
+                "console".into(),
+                "dead_letter.requeue_all".into()
+            ),
+        ]
+    );
+
+    // The page: requeue controls for ops only, the requeued state for everyone.
+    let html = page_html(&app, "/dead-letters", &ops).await;
+    assert!(html.contains(r#"id="dead-letter-list""#), "{html}");
+    assert!(
+        html.contains(&format!(" by {}", ops_caller.username)),
+        "{html}"
+    );
+    let html = page_html(&app, "/dead-letters", &sre).await;
+    assert!(
+        html.contains(r#"id="dead-letter-list""#) && !html.contains("Requeue…"),
+        "{html}"
+    );
+    let (status, _) = json(app.get("/admin/api/dead-letters", None).await).await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn recorded_pre_orders_are_replayed_from_the_console_by_ops_only() {
+    use crate::console_orders::{buy, open_for_sale, shop};
+    use seckill::config::AsyncMode;
+    let app = spawn_app().await;
+    let ops_caller = app.caller(Role::Ops, None).await;
+    let ops = session(&app, &ops_caller).await;
+    let sre = session(&app, &app.caller(Role::Sre, None).await).await;
+    let acme = shop(&app, "acme", "Recorded sale").await;
+    open_for_sale(&app, &acme, &ops_caller).await;
+
+    // MQ "down": ops switch the pipeline to recording; a buy is recorded, not sent.
+    let response = call(
+        &app,
+        app::api::FlipSwitch::PATH,
+        &ops,
+        &[
+            ("path", "switches/async"),
+            ("value", "record"),
+            ("reason", "broker maintenance"),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    eventually("the instance records pre-orders", PATIENCE, || async {
+        app.state.switches.current().async_mode == AsyncMode::Record
+    })
+    .await;
+    let order_id = buy(&app, &acme, 501, "recorded-1", 1).await;
+    let outbox = |session: String| {
+        let app = &app;
+        async move {
+            let response = call(app, app::api::GetOutboxSummary::PATH, &session, &[]).await;
+            assert_eq!(response.status(), 200);
+            response.json::<OutboxSummary>().await.expect("outbox")
+        }
+    };
+    assert_eq!(outbox(sre.clone()).await.recorded, 1);
+    let html = page_html(&app, "/dead-letters", &ops).await;
+    assert!(html.contains(r#"id="replay-recorded""#), "{html}");
+
+    let refused = call(
+        &app,
+        app::api::ReplayRecordedOrders::PATH,
+        &sre,
+        &[("reason", "mine?")],
+    )
+    .await;
+    assert_eq!(refused.status(), 403);
+    let refused = call(
+        &app,
+        app::api::ReplayRecordedOrders::PATH,
+        &ops,
+        &[("reason", "")],
+    )
+    .await;
+    assert_eq!(refused.status(), 400);
+    assert_eq!(outbox(ops.clone()).await.recorded, 1);
+
+    let response = call(
+        &app,
+        app::api::ReplayRecordedOrders::PATH,
+        &ops,
+        &[("reason", "broker is back")],
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let report: ReplayReport = response.json().await.expect("report");
+    assert_eq!(report.replayed, 1);
+    assert_eq!(outbox(ops.clone()).await.recorded, 0);
+    // The pipeline completes the replayed pre-order.
+    let id: Uuid = order_id.parse().expect("uuid");
+    eventually("the replayed order completed", PATIENCE, || async {
+        let status: String = sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+            .bind(id)
+            .fetch_one(&app.db)
+            .await
+            .expect("order");
+        status == "UNPAID"
+    })
+    .await;
+}

@@ -1,0 +1,538 @@
+//! Orders in the admin API and the console (SPEC §8, §8.1): filters by activity and status,
+//! newest first in pages, merchants see only their own activities' orders (404 otherwise),
+//! bad filters answer 400 with a code, and one order shows its whole history.
+//!
+//! Orders in known states are written straight into PostgreSQL (then moved with guarded
+//! updates, so the `order_events` trigger records their history as the pipeline would);
+//! one order goes through the real buyer API to prove the listing reads what the buy path writes.
+
+use crate::helpers::{json, spawn_app, Caller, TestApp};
+use app::model::{OrderDetail, OrderPage, Role};
+use leptos::server_fn::ServerFn;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// One merchant's activity with one item.
+pub struct Shop {
+    pub merchant: Caller,
+    pub activity_id: i64,
+    pub item_id: i64,
+}
+
+pub async fn shop(app: &TestApp, merchant_name: &str, title: &str) -> Shop {
+    let merchant = app.caller(Role::Merchant, Some(merchant_name)).await;
+    let (status, item) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&merchant),
+            &json!({ "name": format!("{title} item"), "price_cents": 990 }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{item}");
+    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
+    let (status, activity) = json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(&merchant),
+            &json!({
+                "title": title, "kind": "standard", "pay_timeout_s": 900,
+                "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
+                "items": [{ "item_id": item["id"], "stock": 500, "per_user_limit": 5, "price_cents": 990 }]
+            }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{activity}");
+    Shop {
+        merchant,
+        activity_id: activity["id"].as_i64().expect("activity id"),
+        item_id: item["id"].as_i64().expect("item id"),
+    }
+}
+
+/// Writes a pre-order created `minutes_ago`, then moves it along `path` one guarded step at
+/// a time (the trigger records each step).
+async fn order(app: &TestApp, shop: &Shop, user_id: i64, minutes_ago: i64, path: &[&str]) -> Uuid {
+    let id = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status, request_id, created_at)
+         VALUES ($1, $2, $3, $4, 1, 990, 'PRE_CREATED', $5, now() - make_interval(mins => $6::INTEGER))",
+    )
+    .bind(id)
+    .bind(shop.activity_id)
+    .bind(shop.item_id)
+    .bind(user_id)
+    .bind(format!("req-{id}"))
+    .bind(minutes_ago)
+    .execute(&app.db)
+    .await
+    .expect("pre-order");
+    let mut from = "PRE_CREATED";
+    for to in path {
+        let moved = sqlx::query("UPDATE orders SET status = $3 WHERE id = $1 AND status = $2")
+            .bind(id)
+            .bind(from)
+            .bind(to)
+            .execute(&app.db)
+            .await
+            .expect("move order");
+        assert_eq!(moved.rows_affected(), 1, "{from} → {to}");
+        from = to;
+    }
+    id
+}
+
+/// Acme has a paid, a cancelled and a fresh order; Globex one unpaid order.
+struct World {
+    acme: Shop,
+    globex: Shop,
+    paid: Uuid,
+    cancelled: Uuid,
+    fresh: Uuid,
+    rival_unpaid: Uuid,
+}
+
+async fn world(app: &TestApp) -> World {
+    let acme = shop(app, "acme", "Acme sale").await;
+    let globex = shop(app, "globex", "Globex sale").await;
+    let paid = order(app, &acme, 1, 40, &["UNPAID", "PAID"]).await;
+    let cancelled = order(app, &acme, 2, 30, &["UNPAID", "CANCELLED"]).await;
+    let rival_unpaid = order(app, &globex, 3, 20, &["UNPAID"]).await;
+    let fresh = order(app, &acme, 4, 10, &[]).await;
+    sqlx::query(
+        "INSERT INTO payment_trades (trade_no, order_id, amount_cents, status, paid_at, notified_at, notify_attempts)
+         VALUES ('T-PAID-1', $1, 990, 'paid', now(), now(), 1)",
+    )
+    .bind(paid)
+    .execute(&app.db)
+    .await
+    .expect("trade");
+    sqlx::query(
+        "INSERT INTO stock_restore_journal (order_id, activity_id, item_id, quantity) VALUES ($1, $2, $3, 1)",
+    )
+    .bind(cancelled)
+    .bind(acme.activity_id)
+    .bind(acme.item_id)
+    .execute(&app.db)
+    .await
+    .expect("restore journal");
+    World {
+        acme,
+        globex,
+        paid,
+        cancelled,
+        fresh,
+        rival_unpaid,
+    }
+}
+
+async fn page(app: &TestApp, caller: &Caller, query: &str) -> OrderPage {
+    let response = app
+        .get(&format!("/admin/api/orders{query}"), Some(caller))
+        .await;
+    assert_eq!(response.status(), 200, "{query}");
+    response.json().await.expect("order page")
+}
+
+fn ids(page: &OrderPage) -> Vec<String> {
+    page.orders.iter().map(|order| order.id.clone()).collect()
+}
+
+#[tokio::test]
+async fn orders_are_filtered_newest_first_and_merchants_see_only_their_own() {
+    let app = spawn_app().await;
+    let w = world(&app).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+
+    let all = page(&app, &ops, "").await;
+    let newest_first = [w.fresh, w.rival_unpaid, w.cancelled, w.paid].map(|id| id.to_string());
+    assert_eq!(ids(&all), newest_first);
+    assert_eq!((all.page, all.has_more), (1, false));
+    assert_eq!(all.statuses[0], "PRE_CREATED");
+    assert_eq!(all.statuses.len(), 6);
+    assert_eq!(ids(&page(&app, &sre, "").await), newest_first);
+
+    let acme_only = page(&app, &ops, &format!("?activity_id={}", w.acme.activity_id)).await;
+    assert_eq!(
+        ids(&acme_only),
+        [w.fresh, w.cancelled, w.paid].map(|id| id.to_string())
+    );
+    let paid = page(&app, &ops, "?status=PAID").await;
+    assert_eq!(ids(&paid), [w.paid.to_string()]);
+    assert_eq!(paid.orders[0].activity_title, "Acme sale");
+    assert_eq!(paid.orders[0].amount_cents, 990);
+    let none = page(
+        &app,
+        &ops,
+        &format!("?activity_id={}&status=PAID", w.globex.activity_id),
+    )
+    .await;
+    assert!(none.orders.is_empty());
+    // Empty parameters, as an HTML form sends them, mean "any".
+    assert_eq!(
+        ids(&page(&app, &ops, "?activity_id=&status=&page=").await),
+        newest_first
+    );
+
+    // A merchant sees its own orders only; the rival's activity and order are "not found".
+    let mine = page(&app, &w.acme.merchant, "").await;
+    assert_eq!(
+        ids(&mine),
+        [w.fresh, w.cancelled, w.paid].map(|id| id.to_string())
+    );
+    let rival_activity = format!("/admin/api/orders?activity_id={}", w.globex.activity_id);
+    let (status, body) = json(app.get(&rival_activity, Some(&w.acme.merchant)).await).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("NOT_FOUND")),
+        "{body}"
+    );
+    let rival_order = format!("/admin/api/orders/{}", w.rival_unpaid);
+    let (status, body) = json(app.get(&rival_order, Some(&w.acme.merchant)).await).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("NOT_FOUND")),
+        "{body}"
+    );
+    let (status, _) = json(app.get(&rival_order, Some(&w.globex.merchant)).await).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn orders_come_in_pages_of_fifty() {
+    let app = spawn_app().await;
+    let acme = shop(&app, "acme", "Big sale").await;
+    let ops = app.caller(Role::Ops, None).await;
+    // 51 orders, one a minute apart: the oldest is the only one on page 2.
+    sqlx::query(
+        "INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status, request_id, created_at)
+         SELECT gen_random_uuid(), $1, $2, n, 1, 990, 'PRE_CREATED', 'bulk-' || n, now() - make_interval(mins => n)
+         FROM generate_series(1, 51) AS n",
+    )
+    .bind(acme.activity_id)
+    .bind(acme.item_id)
+    .execute(&app.db)
+    .await
+    .expect("bulk orders");
+
+    let first = page(&app, &ops, "").await;
+    assert_eq!(
+        (first.orders.len(), first.per_page, first.has_more),
+        (50, 50, true)
+    );
+    assert_eq!(first.orders[0].user_id, 1);
+    let second = page(&app, &ops, "?page=2").await;
+    assert_eq!(
+        (second.orders.len(), second.page, second.has_more),
+        (1, 2, false)
+    );
+    assert_eq!(second.orders[0].user_id, 51);
+    assert!(page(&app, &ops, "?page=3").await.orders.is_empty());
+}
+
+#[tokio::test]
+async fn bad_order_queries_get_a_400_with_a_code_and_strangers_a_401() {
+    let app = spawn_app().await;
+    let ops = app.caller(Role::Ops, None).await;
+    for query in [
+        "?status=SHIPPED",
+        "?status=paid",
+        "?activity_id=abc",
+        "?page=0",
+        "?page=-3",
+        "?page=9223372036854775807",
+        "?colour=red",
+    ] {
+        let (status, body) = json(
+            app.get(&format!("/admin/api/orders{query}"), Some(&ops))
+                .await,
+        )
+        .await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert_eq!(body["code"], "BAD_REQUEST", "{query}");
+        assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    let (status, body) = json(
+        app.get("/admin/api/orders?status=SHIPPED", Some(&ops))
+            .await,
+    )
+    .await;
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("REFUND_PENDING"),
+        "the message lists the known statuses: {body}"
+    );
+    assert_eq!(status, 400);
+    let (status, body) = json(app.get("/admin/api/orders/not-an-order", Some(&ops)).await).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("BAD_REQUEST")));
+    let missing = format!("/admin/api/orders/{}", Uuid::new_v4());
+    assert_eq!(json(app.get(&missing, Some(&ops)).await).await.0, 404);
+    assert_eq!(
+        json(
+            app.get("/admin/api/orders?activity_id=999999", Some(&ops))
+                .await
+        )
+        .await
+        .0,
+        404
+    );
+    assert_eq!(json(app.get("/admin/api/orders", None).await).await.0, 401);
+    assert_eq!(json(app.get(&missing, None).await).await.0, 401);
+}
+
+#[tokio::test]
+async fn an_order_shows_its_history_trades_and_stock_restore() {
+    let app = spawn_app().await;
+    let w = world(&app).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let detail = |id: Uuid| {
+        let app = &app;
+        let ops = &ops;
+        async move {
+            let response = app.get(&format!("/admin/api/orders/{id}"), Some(ops)).await;
+            assert_eq!(response.status(), 200);
+            response.json::<OrderDetail>().await.expect("order detail")
+        }
+    };
+    let steps = |detail: &OrderDetail| -> Vec<(Option<String>, String)> {
+        detail
+            .history
+            .iter()
+            .map(|step| (step.from.clone(), step.to.clone()))
+            .collect()
+    };
+    let pair = |from: Option<&str>, to: &str| (from.map(str::to_owned), to.to_owned());
+
+    let paid = detail(w.paid).await;
+    assert_eq!(paid.order.status, "PAID");
+    assert_eq!(
+        steps(&paid),
+        [
+            pair(None, "PRE_CREATED"),
+            pair(Some("PRE_CREATED"), "UNPAID"),
+            pair(Some("UNPAID"), "PAID")
+        ]
+    );
+    assert_eq!(paid.history[0].at, paid.order.created_at);
+    assert!(paid.history.windows(2).all(|w| w[0].at <= w[1].at));
+    assert_eq!(paid.trades.len(), 1);
+    assert_eq!(
+        (
+            paid.trades[0].trade_no.as_str(),
+            paid.trades[0].status.as_str()
+        ),
+        ("T-PAID-1", "paid")
+    );
+    assert_eq!(paid.restore, None);
+    assert_eq!(paid.request_id, format!("req-{}", w.paid));
+
+    let cancelled = detail(w.cancelled).await;
+    assert_eq!(
+        steps(&cancelled).last(),
+        Some(&pair(Some("UNPAID"), "CANCELLED"))
+    );
+    let restore = cancelled.restore.expect("restore journal row");
+    assert_eq!(restore.quantity, 1);
+    assert_eq!(restore.redis_restored_at, None);
+    assert!(cancelled.trades.is_empty());
+
+    let fresh = detail(w.fresh).await;
+    assert_eq!(steps(&fresh), [pair(None, "PRE_CREATED")]);
+}
+
+/// Pre-warms the shop's activity (as `ops`) and moves its start into the past.
+pub async fn open_for_sale(app: &TestApp, shop: &Shop, ops: &Caller) {
+    let (status, report) = json(
+        app.post_json(
+            &format!("/admin/api/activities/{}/prewarm", shop.activity_id),
+            Some(ops),
+            &json!({}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute' WHERE id = $1")
+        .bind(shop.activity_id)
+        .execute(&app.db)
+        .await
+        .expect("open the sale");
+}
+
+/// Buys `quantity` of the shop's item as buyer `user_id` through the buyer API; the order id.
+pub async fn buy(
+    app: &TestApp,
+    shop: &Shop,
+    user_id: i64,
+    request_id: &str,
+    quantity: i64,
+) -> String {
+    let buyer = seckill::identity::buyer_token::mint(
+        &app.state.settings.jwt_secret,
+        user_id,
+        chrono::Duration::hours(1),
+    )
+    .expect("buyer token");
+    let (status, bought) = json(
+        app.client
+            .post(format!("{}/api/seckill/buy", app.address))
+            .bearer_auth(buyer)
+            .header("X-Request-ID", request_id)
+            .json(&json!({ "activity_id": shop.activity_id, "item_id": shop.item_id, "quantity": quantity }))
+            .send()
+            .await
+            .expect("buy"),
+    )
+    .await;
+    assert_eq!(status, 200, "{bought}");
+    bought["order_id"].as_str().expect("order id").to_owned()
+}
+
+#[tokio::test]
+async fn an_order_bought_through_the_buyer_api_is_listed_from_its_creation() {
+    let app = spawn_app().await;
+    let acme = shop(&app, "acme", "Live sale").await;
+    let ops = app.caller(Role::Ops, None).await;
+    open_for_sale(&app, &acme, &ops).await;
+    let order_id = buy(&app, &acme, 77, "console-orders-1", 2).await;
+
+    let listed = page(
+        &app,
+        &acme.merchant,
+        &format!("?activity_id={}", acme.activity_id),
+    )
+    .await;
+    assert_eq!(ids(&listed), std::slice::from_ref(&order_id));
+    assert_eq!(
+        (listed.orders[0].user_id, listed.orders[0].quantity),
+        (77, 2)
+    );
+    let (status, detail) = json(
+        app.get(&format!("/admin/api/orders/{order_id}"), Some(&ops))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["request_id"], "console-orders-1");
+    let history = detail["history"].as_array().expect("history");
+    assert_eq!(history[0]["to"], "PRE_CREATED");
+    assert_eq!(history[0]["from"], Value::Null);
+    // The pipeline may have moved it on already; the history always ends where the order is.
+    assert_eq!(
+        history.last().expect("a step")["to"],
+        detail["order"]["status"]
+    );
+}
+
+/// A console session for `caller`, as the login page would set it.
+async fn session(app: &TestApp, caller: &Caller) -> String {
+    app.state
+        .auth
+        .login(&caller.username, &caller.password, None)
+        .await
+        .expect("login")
+        .token
+}
+
+async fn server_fn(
+    app: &TestApp,
+    path: &str,
+    session: &str,
+    form: &[(&str, String)],
+) -> reqwest::Response {
+    app.client
+        .post(format!("{}{path}", app.address))
+        .header("Cookie", format!("seckill_session={session}"))
+        .form(form)
+        .send()
+        .await
+        .expect("sent")
+}
+
+async fn page_html(app: &TestApp, path: &str, session: &str) -> String {
+    app.client
+        .get(format!("{}{path}", app.address))
+        .header("Cookie", format!("seckill_session={session}"))
+        .send()
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("html")
+}
+
+#[tokio::test]
+async fn the_console_lists_and_shows_orders_within_the_merchant_scope() {
+    let app = spawn_app().await;
+    let w = world(&app).await;
+    let acme = session(&app, &w.acme.merchant).await;
+
+    let response = server_fn(
+        &app,
+        app::api::ListOrders::PATH,
+        &acme,
+        &[("status", "PAID".into())],
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let paid: OrderPage = response.json().await.expect("page");
+    assert_eq!(ids(&paid), [w.paid.to_string()]);
+    let response = server_fn(&app, app::api::ListOrders::PATH, &acme, &[]).await;
+    let mine: OrderPage = response.json().await.expect("page");
+    assert!(!ids(&mine).contains(&w.rival_unpaid.to_string()));
+
+    let refused = server_fn(
+        &app,
+        app::api::ListOrders::PATH,
+        &acme,
+        &[("status", "SHIPPED".into())],
+    )
+    .await;
+    assert_eq!(refused.status(), 400);
+    let hidden = server_fn(
+        &app,
+        app::api::GetOrder::PATH,
+        &acme,
+        &[("id", w.rival_unpaid.to_string())],
+    )
+    .await;
+    assert_eq!(hidden.status(), 404);
+    let shown = server_fn(
+        &app,
+        app::api::GetOrder::PATH,
+        &acme,
+        &[("id", w.cancelled.to_string())],
+    )
+    .await;
+    assert_eq!(shown.status(), 200);
+    let unauthenticated = server_fn(&app, app::api::ListOrders::PATH, "expired", &[]).await;
+    assert_eq!(unauthenticated.status(), 401);
+
+    // The pages render on the server: the filtered list, and the detail with its history.
+    let html = page_html(&app, "/orders?status=CANCELLED", &acme).await;
+    assert!(html.contains(r#"id="order-list""#), "{html}");
+    assert!(html.contains(&w.cancelled.to_string()[..8]), "{html}");
+    assert!(
+        !html.contains(&w.paid.to_string()[..8]),
+        "PAID order under a CANCELLED filter: {html}"
+    );
+    assert!(
+        html.contains(r#"<option value="CANCELLED" selected"#),
+        "{html}"
+    );
+    let html = page_html(&app, &format!("/orders/{}", w.cancelled), &acme).await;
+    assert!(html.contains(r#"id="order-history""#), "{html}");
+    assert!(html.contains("status-cancelled"), "{html}");
+    assert!(html.contains("not given back yet"), "{html}");
+    let html = page_html(&app, &format!("/orders/{}", w.rival_unpaid), &acme).await;
+    assert!(
+        html.contains("not found") && !html.contains(r#"id="order-history""#),
+        "{html}"
+    );
+}

@@ -1,0 +1,111 @@
+//! A private etcd for tests that need etcd to go away: the Debian `etcd` binary on spare
+//! loopback ports with a data folder of its own, stoppable and restartable with its data
+//! (never the shared one at `ETCD_ENDPOINTS`). Killed and removed when dropped.
+
+use std::{net::TcpListener, path::PathBuf, process::Stdio, time::Duration};
+use tokio::process::{Child, Command};
+
+pub struct EtcdInstance {
+    data_dir: PathBuf,
+    client_port: u16,
+    peer_port: u16,
+    child: Option<Child>,
+}
+
+/// A loopback port nobody listens on right now.
+fn spare_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a spare loopback port")
+}
+
+fn binary() -> String {
+    std::env::var("ETCD_BIN").unwrap_or_else(|_| "/usr/bin/etcd".into())
+}
+
+impl EtcdInstance {
+    pub async fn start() -> Self {
+        let data_dir = std::env::temp_dir().join(format!(
+            "seckill-test-etcd-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        let mut instance = Self {
+            data_dir,
+            client_port: spare_port(),
+            peer_port: spare_port(),
+            child: None,
+        };
+        instance.launch(instance.client_port).await;
+        instance
+    }
+
+    /// What the servers under test are configured with.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    /// Kills the process (as a crash would), keeping its data.
+    pub async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill().await;
+        }
+    }
+
+    /// Starts it again on its own port with the data it had.
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        self.launch(self.client_port).await;
+    }
+
+    /// Starts it on another port with its data, unseen by the servers under test: a way to
+    /// change the store while they are cut off from it. Returns that endpoint.
+    pub async fn start_hidden(&mut self) -> String {
+        self.stop().await;
+        let port = spare_port();
+        self.launch(port).await;
+        format!("http://127.0.0.1:{port}")
+    }
+
+    async fn launch(&mut self, client_port: u16) {
+        let client = format!("http://127.0.0.1:{client_port}");
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let child = Command::new(binary())
+            .arg("--name=test")
+            .arg(format!("--data-dir={}", self.data_dir.display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=test={peer}"))
+            .arg("--log-level=error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the etcd binary runs (set ETCD_BIN if it is not /usr/bin/etcd)");
+        self.child = Some(child);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut client) = etcd_client::Client::connect([client.as_str()], None).await {
+                if client.status().await.is_ok() {
+                    return;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "private etcd did not start on {client}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for EtcdInstance {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.start_kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}

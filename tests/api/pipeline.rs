@@ -1,0 +1,530 @@
+//! The RabbitMQ order pipeline against real RabbitMQ and PostgreSQL (SPEC §4, §11): every
+//! pre-order becomes `UNPAID` exactly once whatever is duplicated, redelivered or lost on
+//! the way; buyers keep getting order ids while RabbitMQ is unreachable and the relay
+//! delivers later; poison messages end in the dead letters and are requeued once; recorded
+//! orders are replayed exactly once. Each test has its own AMQP prefix.
+
+use crate::{
+    buyer::{count_codes, open_sale, storm, storm_settings, Sale},
+    helpers::{eventually, json, spawn_app_with, TestApp},
+    proxy::{self, Proxy},
+};
+use app::model::Role;
+use seckill::{
+    config::{AsyncMode, Settings},
+    pipeline::{broker::queue_depths, create_order, message::OrderCreated, topology::Outgoing},
+};
+use secrecy::ExposeSecret;
+use serde_json::{json, Value};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Longest any test waits for the pipeline to do its part.
+const PATIENCE: Duration = Duration::from_secs(40);
+
+/// Storm limits, and a relay that resends after a fifth of a second.
+fn quick_relay(settings: &mut Settings) {
+    storm_settings(settings);
+    settings.pipeline.relay_grace_ms = 200;
+    settings.pipeline.relay_interval_ms = 100;
+}
+
+/// Buys one unit for each of `buyers`; every buy must succeed. Returns the order ids.
+async fn buy_each(app: &TestApp, sale: &Sale, buyers: std::ops::Range<i64>) -> Vec<Uuid> {
+    let requests = buyers.map(|user| (user, format!("rq-{user}"))).collect();
+    let results = storm(app, sale, requests, 16).await;
+    assert!(
+        results.iter().all(|(_, status, _)| *status == 200),
+        "{:?}",
+        count_codes(&results)
+    );
+    results
+        .iter()
+        .map(|(_, _, body)| {
+            Uuid::parse_str(body["order_id"].as_str().expect("order id")).expect("uuid")
+        })
+        .collect()
+}
+
+impl TestApp {
+    async fn orders_in(&self, sale: &Sale, status: &str) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM orders WHERE activity_id = $1 AND status = $2")
+            .bind(sale.activity_id)
+            .bind(status)
+            .fetch_one(&self.db)
+            .await
+            .expect("count orders")
+    }
+
+    async fn sold(&self, sale: &Sale) -> i64 {
+        sqlx::query_scalar(
+            "SELECT sold::BIGINT FROM activity_items WHERE activity_id = $1 AND item_id = $2",
+        )
+        .bind(sale.activity_id)
+        .bind(sale.item_id)
+        .fetch_one(&self.db)
+        .await
+        .expect("sold")
+    }
+
+    /// `PRE_CREATED → UNPAID` transitions recorded for the sale's orders.
+    async fn completions(&self, sale: &Sale) -> i64 {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM order_events e JOIN orders o ON o.id = e.order_id
+             WHERE o.activity_id = $1 AND e.from_status = 'PRE_CREATED' AND e.to_status = 'UNPAID'",
+        )
+        .bind(sale.activity_id)
+        .fetch_one(&self.db)
+        .await
+        .expect("count completions")
+    }
+
+    /// The create-order messages of these orders, built from their outbox rows.
+    async fn create_messages(&self, orders: &[Uuid]) -> Vec<Outgoing> {
+        let payloads: Vec<Value> =
+            sqlx::query_scalar("SELECT payload FROM outbox WHERE event_id = ANY($1) ORDER BY id")
+                .bind(orders)
+                .fetch_all(&self.db)
+                .await
+                .expect("outbox payloads");
+        assert_eq!(payloads.len(), orders.len());
+        payloads
+            .into_iter()
+            .map(|payload| {
+                let event: OrderCreated = serde_json::from_value(payload).expect("payload");
+                self.state.pipeline.topology.order_created(&event)
+            })
+            .collect()
+    }
+
+    async fn publish(&self, messages: &[Outgoing]) {
+        let confirmed = self
+            .state
+            .pipeline
+            .control
+            .publish(messages)
+            .await
+            .expect("RabbitMQ reachable");
+        assert!(confirmed.iter().all(|ok| *ok), "every publish confirmed");
+    }
+
+    /// Messages waiting in the delay queue of the sale's pay timeout (900 s).
+    async fn scheduled_timeouts(&self) -> u32 {
+        let topology = &self.state.pipeline.topology;
+        let queue = topology.delay_queue(900);
+        // Not declared yet: nothing scheduled yet.
+        queue_depths(
+            &self.state.amqp,
+            topology,
+            &[&queue],
+            Duration::from_secs(5),
+        )
+        .await
+        .map_or(0, |depths| depths[0])
+    }
+
+    /// Create-order events the consumer found processed before (or repeated in a batch).
+    fn duplicates_skipped(&self) -> u64 {
+        self.state
+            .metrics
+            .pipeline
+            .orders_completed
+            .with_label_values(&["duplicate"])
+            .get()
+    }
+}
+
+#[tokio::test]
+async fn a_message_delivered_twice_completes_its_order_once() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        // Only this test's two publishes reach the consumer (unless the buy path publishes).
+        settings.pipeline.relay_grace_ms = 600_000;
+    })
+    .await;
+    let sale = open_sale(&app, 10, 2).await;
+    let (status, body) = app
+        .buy(
+            7,
+            "twice",
+            &json!({ "activity_id": sale.activity_id, "item_id": sale.item_id, "quantity": 2 }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let order_id = Uuid::parse_str(body["order_id"].as_str().expect("id")).expect("uuid");
+    let message = app.create_messages(&[order_id]).await.remove(0);
+    app.publish(&[message.clone(), message]).await;
+
+    eventually(
+        "the order completed and the duplicate skipped",
+        PATIENCE,
+        || async { app.orders_in(&sale, "UNPAID").await == 1 && app.duplicates_skipped() >= 1 },
+    )
+    .await;
+    let (status, amount, due_in_s): (String, i64, f64) = sqlx::query_as(
+        "SELECT status, amount_cents, EXTRACT(EPOCH FROM pay_deadline - now())::FLOAT8 FROM orders WHERE id = $1",
+    )
+    .bind(order_id)
+    .fetch_one(&app.db)
+    .await
+    .expect("order");
+    assert_eq!(status, "UNPAID");
+    assert_eq!(amount, 2 * 4990, "price snapshot from the activity item");
+    assert!(
+        (880.0..=900.0).contains(&due_in_s),
+        "deadline {due_in_s}s away"
+    );
+    assert_eq!(app.completions(&sale).await, 1);
+    assert_eq!(app.sold(&sale).await, 2);
+    assert_eq!(app.count("processed_events").await, 1);
+    eventually("its pay timeout scheduled once", PATIENCE, || async {
+        app.scheduled_timeouts().await == 1
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_consumer_that_dies_holding_messages_leaves_them_to_the_next_one() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.workers = false;
+    })
+    .await;
+    let sale = open_sale(&app, 20, 1).await;
+    let orders = buy_each(&app, &sale, 1..21).await;
+    app.publish(&app.create_messages(&orders).await).await;
+
+    // Hold the item row: the consumer takes its batch, then blocks inside its transaction.
+    let mut blocker = app.db.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM activity_items WHERE activity_id = $1 FOR UPDATE")
+        .bind(sale.activity_id)
+        .execute(&mut *blocker)
+        .await
+        .expect("lock the item row");
+    let doomed = create_order::spawn(&app.state);
+    eventually("the consumer blocked mid-batch", PATIENCE, || async {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&app.db)
+        .await
+        .expect("pg_stat_activity");
+        waiting > 0
+    })
+    .await;
+    doomed.abort();
+    assert!(doomed.await.expect_err("aborted").is_cancelled());
+    blocker.rollback().await.expect("release the row");
+
+    let _survivor = create_order::spawn(&app.state);
+    eventually("every order completed", PATIENCE, || async {
+        app.orders_in(&sale, "UNPAID").await == 20
+    })
+    .await;
+    assert_eq!(app.completions(&sale).await, 20);
+    assert_eq!(app.sold(&sale).await, 20);
+    assert_eq!(app.count("processed_events").await, 20);
+    eventually("one pay timeout per order", PATIENCE, || async {
+        app.scheduled_timeouts().await == 20
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn buyers_get_their_orders_while_rabbitmq_is_unreachable_and_the_relay_delivers_later() {
+    let amqp_url = Settings::load().expect("settings").amqp_url;
+    let mut rabbit = Proxy::start(&proxy::target_of(amqp_url.expose_secret())).await;
+    let through = proxy::through(amqp_url.expose_secret(), &rabbit);
+    rabbit.stop().await;
+    let app = spawn_app_with(|settings| {
+        quick_relay(settings);
+        settings.amqp_url = through.into();
+        settings.pipeline.confirm_timeout_ms = 1_000;
+    })
+    .await;
+    let sale = open_sale(&app, 30, 1).await;
+    buy_each(&app, &sale, 1..31).await;
+    eventually(
+        "the relay tried while RabbitMQ was away",
+        PATIENCE,
+        || async {
+            let tried: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM outbox WHERE status = 'pending' AND attempts > 0",
+            )
+            .fetch_one(&app.db)
+            .await
+            .expect("outbox");
+            tried == 30
+        },
+    )
+    .await;
+    assert_eq!(app.orders_in(&sale, "PRE_CREATED").await, 30);
+
+    rabbit.resume().await;
+    eventually("every order completed", PATIENCE, || async {
+        app.orders_in(&sale, "UNPAID").await == 30
+    })
+    .await;
+    assert_eq!(app.completions(&sale).await, 30);
+    assert_eq!(app.sold(&sale).await, 30);
+    eventually("every outbox row sent", PATIENCE, || async {
+        let sent: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'sent'")
+            .fetch_one(&app.db)
+            .await
+            .expect("outbox");
+        sent == 30
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn every_pre_order_of_a_storm_becomes_unpaid_exactly_once() {
+    let app = spawn_app_with(quick_relay).await;
+    let sale = open_sale(&app, 150, 1).await;
+    let requests = (1..=400)
+        .map(|user| (user, format!("storm-{user}")))
+        .collect();
+    let results = storm(&app, &sale, requests, 32).await;
+    assert_eq!(count_codes(&results).get("OK"), Some(&150));
+    eventually("every order completed", PATIENCE, || async {
+        app.orders_in(&sale, "UNPAID").await == 150
+    })
+    .await;
+    assert_eq!(app.completions(&sale).await, 150);
+    assert_eq!(app.sold(&sale).await, 150);
+    assert_eq!(app.allocated(&sale).await, 150);
+    eventually("one pay timeout per order", PATIENCE, || async {
+        app.scheduled_timeouts().await == 150
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_relay_gives_up_after_its_attempts_and_shows_the_failed_rows() {
+    let amqp_url = Settings::load().expect("settings").amqp_url;
+    let mut rabbit = Proxy::start(&proxy::target_of(amqp_url.expose_secret())).await;
+    let through = proxy::through(amqp_url.expose_secret(), &rabbit);
+    rabbit.stop().await;
+    let app = spawn_app_with(|settings| {
+        quick_relay(settings);
+        settings.amqp_url = through.into();
+        settings.pipeline.relay_interval_ms = 20;
+        settings.pipeline.relay_max_attempts = 2;
+    })
+    .await;
+    let sale = open_sale(&app, 5, 1).await;
+    buy_each(&app, &sale, 1..6).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    eventually("the relay gave up", PATIENCE, || async {
+        let (_, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
+        summary["failed"] == 5
+    })
+    .await;
+    let (status, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
+    assert_eq!(status, 200);
+    assert_eq!(summary["pending"], 0);
+    let rows = summary["failed_rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 5);
+    assert!(rows
+        .iter()
+        .all(|row| row["attempts"] == 2 && row["last_error"].is_string()));
+    let (status, _) = json(app.get("/admin/api/outbox", Some(&merchant)).await).await;
+    assert_eq!(status, 403);
+    assert_eq!(app.orders_in(&sale, "PRE_CREATED").await, 5);
+}
+
+#[tokio::test]
+async fn a_poison_message_is_dead_lettered_and_requeued_only_once() {
+    let app = spawn_app_with(|settings| settings.pipeline.delivery_limit = 2).await;
+    let topology = &app.state.pipeline.topology;
+    let poison = Outgoing {
+        message_id: "poison-1".into(),
+        payload: b"{not an order".to_vec(),
+        ..topology.order_created(&OrderCreated {
+            order_id: Uuid::new_v4(),
+            activity_id: 1,
+            item_id: 1,
+            user_id: 1,
+            quantity: 1,
+            amount_cents: 1,
+        })
+    };
+    app.publish(&[poison]).await;
+    eventually(
+        "the poison message in the dead letters",
+        PATIENCE,
+        || async { app.count("dead_letters").await == 1 },
+    )
+    .await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+
+    let (status, page) = json(app.get("/admin/api/dead-letters", Some(&sre)).await).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["waiting"], 1);
+    let letter = &page["dead_letters"][0];
+    assert_eq!(letter["source_queue"], topology.create_queue.as_str());
+    assert_eq!(letter["reason"], "delivery_limit");
+    assert_eq!(letter["routing_key"], "create");
+    assert_eq!(letter["message_id"], "poison-1");
+    assert_eq!(letter["payload"], "{not an order");
+    let id = letter["id"].as_i64().expect("id");
+    let requeue = format!("/admin/api/dead-letters/{id}/requeue");
+
+    // Refusals change nothing.
+    for (caller, body, expected) in [
+        (&sre, json!({ "reason": "try again" }), 403),
+        (&merchant, json!({ "reason": "try again" }), 403),
+        (&ops, json!({ "reason": "   " }), 400),
+        (&ops, json!({}), 400),
+    ] {
+        let (status, error) = json(app.post_json(&requeue, Some(caller), &body).await).await;
+        assert_eq!(status, expected, "{error}");
+        assert!(error["code"].is_string());
+    }
+    let (status, _) = json(app.get("/admin/api/dead-letters", Some(&merchant)).await).await;
+    assert_eq!(status, 403);
+    let (status, _) = json(app.get("/admin/api/dead-letters?page=0", Some(&sre)).await).await;
+    assert_eq!(status, 400);
+    let (status, _) = json(app.get("/admin/api/dead-letters?page=x", Some(&sre)).await).await;
+    assert_eq!(status, 400);
+    let (status, _) = json(
+        app.post_json(
+            "/admin/api/dead-letters/999999/requeue",
+            Some(&ops),
+            &json!({ "reason": "r" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert_eq!(app.count("ops_audit").await, 0);
+
+    let (status, requeued) = json(
+        app.post_json(&requeue, Some(&ops), &json!({ "reason": "drill" }))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{requeued}");
+    assert_eq!(requeued["requeued_by"], ops.username.as_str());
+    let (status, again) = json(
+        app.post_json(&requeue, Some(&ops), &json!({ "reason": "drill" }))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 409, "{again}");
+    assert_eq!(again["code"], "ALREADY_REQUEUED");
+    let (action, source, detail): (String, String, Value) =
+        sqlx::query_as("SELECT action, source, detail FROM ops_audit")
+            .fetch_one(&app.db)
+            .await
+            .expect("one audit row");
+    assert_eq!(
+        (action.as_str(), source.as_str()),
+        ("dead_letter.requeue", "api")
+    );
+    assert_eq!(detail["reason"], "drill");
+
+    // It really went back: still poison, it dies again and is requeued by requeue-all.
+    eventually("the requeued message dead again", PATIENCE, || async {
+        app.count("dead_letters").await == 2
+    })
+    .await;
+    let (status, report) = json(
+        app.post_json(
+            "/admin/api/dead-letters/requeue-all",
+            Some(&ops),
+            &json!({ "reason": "drain" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["requeued"], 1);
+}
+
+#[tokio::test]
+async fn recorded_orders_are_replayed_exactly_once() {
+    let app = spawn_app_with(|settings| {
+        quick_relay(settings);
+        settings.buy.async_mode = AsyncMode::Record;
+    })
+    .await;
+    let sale = open_sale(&app, 40, 1).await;
+    buy_each(&app, &sale, 1..41).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    // Well past the relay's grace: recorded rows are not the relay's.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (status, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
+    assert_eq!(status, 200);
+    assert_eq!(summary["recorded"], 40);
+    assert_eq!(app.orders_in(&sale, "PRE_CREATED").await, 40);
+
+    let (status, _) = json(
+        app.post_json(
+            "/admin/api/recordings/replay",
+            Some(&sre),
+            &json!({ "reason": "r" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _) = json(
+        app.post_json(
+            "/admin/api/recordings/replay",
+            Some(&ops),
+            &json!({ "reason": "" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400);
+    let recorded: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'recorded'")
+        .fetch_one(&app.db)
+        .await
+        .expect("outbox");
+    assert_eq!(recorded, 40, "refusals replay nothing");
+
+    let replay = || async {
+        json(
+            app.post_json(
+                "/admin/api/recordings/replay",
+                Some(&ops),
+                &json!({ "reason": "MQ is back" }),
+            )
+            .await,
+        )
+        .await
+    };
+    let ((first_status, first), (second_status, second)) = tokio::join!(replay(), replay());
+    assert_eq!(
+        (first_status, second_status),
+        (200, 200),
+        "{first} {second}"
+    );
+    assert_eq!(
+        first["replayed"].as_i64().unwrap_or(0) + second["replayed"].as_i64().unwrap_or(0),
+        40,
+        "{first} {second}"
+    );
+    eventually("every recorded order completed", PATIENCE, || async {
+        app.orders_in(&sale, "UNPAID").await == 40
+    })
+    .await;
+    let (_, third) = replay().await;
+    assert_eq!(third["replayed"], 0);
+    assert_eq!(app.completions(&sale).await, 40);
+    assert_eq!(app.sold(&sale).await, 40);
+    assert_eq!(app.count("processed_events").await, 40);
+    let audited: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM ops_audit WHERE action = 'recordings.replay'")
+            .fetch_one(&app.db)
+            .await
+            .expect("audit");
+    assert_eq!(audited, 3);
+}

@@ -1,0 +1,155 @@
+//! A TCP proxy on a spare loopback port that a test can stop and resume, to make a shared
+//! service (RabbitMQ, say) unreachable for one app without touching the service itself.
+//! Stopping closes the listening socket (new connections are refused) and cuts every
+//! connection in flight; resuming listens on the same port again.
+
+use std::net::SocketAddr;
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::watch,
+};
+
+pub struct Proxy {
+    port: u16,
+    /// `true` while the proxy should accept and forward.
+    open: watch::Sender<bool>,
+    /// `true` while the listening socket is bound.
+    listening: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Starts forwarding a fresh loopback port to `target` (`host:port`).
+    pub async fn start(target: &str) -> Proxy {
+        let target: SocketAddr = tokio::net::lookup_host(target)
+            .await
+            .expect("resolve the proxy target")
+            .next()
+            .expect("the proxy target has an address");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
+        let port = listener.local_addr().expect("address").port();
+        let (open, opened) = watch::channel(true);
+        let (listened, listening) = watch::channel(false);
+        let task = tokio::spawn(serve(listener, port, target, opened, listened));
+        let mut proxy = Proxy {
+            port,
+            open,
+            listening,
+            task,
+        };
+        proxy.wait_listening(true).await;
+        proxy
+    }
+
+    /// Refuses new connections and cuts the open ones; returns once the port is closed.
+    pub async fn stop(&mut self) {
+        self.open.send_replace(false);
+        self.wait_listening(false).await;
+    }
+
+    /// Listens and forwards again on the same port.
+    pub async fn resume(&mut self) {
+        self.open.send_replace(true);
+        self.wait_listening(true).await;
+    }
+
+    async fn wait_listening(&mut self, wanted: bool) {
+        self.listening
+            .wait_for(|listening| *listening == wanted)
+            .await
+            .expect("the proxy task is running");
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `url` (`scheme://user:pass@host:port/rest`) with its host and port replaced by the proxy's.
+pub fn through(url: &str, proxy: &Proxy) -> String {
+    with_port(url, proxy.port)
+}
+
+fn with_port(url: &str, port: u16) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
+    let (credentials, location) = match rest.rsplit_once('@') {
+        Some((credentials, location)) => (format!("{credentials}@"), location),
+        None => (String::new(), rest),
+    };
+    let path = location.find('/').map_or("", |at| &location[at..]);
+    format!("{scheme}://{credentials}127.0.0.1:{port}{path}")
+}
+
+/// `host:port` of a URL like the one [`through`] rewrites.
+pub fn target_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let location = rest.rsplit_once('@').map_or(rest, |(_, location)| location);
+    location.split('/').next().unwrap_or(location).to_owned()
+}
+
+async fn serve(
+    first: TcpListener,
+    port: u16,
+    target: SocketAddr,
+    mut open: watch::Receiver<bool>,
+    listening: watch::Sender<bool>,
+) {
+    let mut listener = Some(first);
+    loop {
+        let Some(bound) = listener.take() else {
+            // Closed: wait to be resumed, then listen on the same port again.
+            if open.wait_for(|open| *open).await.is_err() {
+                return;
+            }
+            listener = Some(
+                TcpListener::bind(("127.0.0.1", port))
+                    .await
+                    .expect("re-bind the proxy's port"),
+            );
+            continue;
+        };
+        listening.send_replace(true);
+        loop {
+            tokio::select! {
+                accepted = bound.accept() => {
+                    if let Ok((inbound, _)) = accepted {
+                        tokio::spawn(forward(inbound, target, open.clone()));
+                    }
+                }
+                changed = open.changed() => {
+                    if changed.is_err() || !*open.borrow() {
+                        break;
+                    }
+                }
+            }
+        }
+        drop(bound);
+        listening.send_replace(false);
+    }
+}
+
+/// Copies both ways until either side closes or the proxy stops.
+async fn forward(mut inbound: TcpStream, target: SocketAddr, mut open: watch::Receiver<bool>) {
+    let Ok(mut outbound) = TcpStream::connect(target).await else {
+        return;
+    };
+    tokio::select! {
+        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+        _ = open.wait_for(|open| !*open) => {}
+    }
+}
+
+#[test]
+fn urls_are_rewritten_to_the_proxy_port() {
+    assert_eq!(
+        target_of("amqp://guest:guest@127.0.0.1:5672/%2f"),
+        "127.0.0.1:5672"
+    );
+    assert_eq!(target_of("redis://localhost:6379"), "localhost:6379");
+    assert_eq!(
+        with_port("amqp://guest:guest@127.0.0.1:5672/%2f", 40001),
+        "amqp://guest:guest@127.0.0.1:40001/%2f"
+    );
+}

@@ -1,0 +1,178 @@
+// tests/browser/harness.mjs: what every browser scenario of the admin console shares.
+//
+// Launches Debian's chromium through playwright-core (no browser download is possible here;
+// `CHROMIUM_PATH` overrides the binary), collects the page's console messages, errors and failed
+// requests to print when a step fails, waits for the wasm bundle to hydrate the page
+// (#console[data-hydrated="true"]) and signs in through /login. `runScenario` bounds the whole run,
+// always closes the browser and exits 0 on success, 1 with a readable message on failure.
+
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chromium } from 'playwright-core';
+
+export const HYDRATION_TIMEOUT_MS = 30_000;
+export const STEP_TIMEOUT_MS = 15_000;
+
+/** A failure with a message fit for the test log (no stack needed). */
+export class StepError extends Error {}
+
+/** The scenario's arguments, or exit 2 with the usage line when some are missing. */
+export function scenarioArgs(usage, count) {
+  const args = process.argv.slice(2);
+  if (args.length < count || args.slice(0, count).some((arg) => !arg)) {
+    console.error(`usage: ${usage}`);
+    process.exit(2);
+  }
+  return args;
+}
+
+function chromiumPath() {
+  if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
+  try {
+    const found = execFileSync('sh', ['-c', 'command -v chromium'], { encoding: 'utf8' }).trim();
+    if (found) return found;
+  } catch {
+    // not on PATH: fall through
+  }
+  if (existsSync('/usr/bin/chromium')) return '/usr/bin/chromium';
+  throw new StepError('chromium not found (install the Debian package `chromium` or set CHROMIUM_PATH)');
+}
+
+export const pathOf = (url) => new URL(url).pathname.replace(/\/+$/, '') || '/';
+
+/** Runs one step; a playwright timeout becomes a readable message naming the step. */
+export async function step(what, fn) {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof StepError) throw err;
+    throw new StepError(`${what}: ${err.message.split('\n')[0]}`);
+  }
+}
+
+/** Waits for the wasm bundle to hydrate #console. */
+export async function waitForHydration(page, where) {
+  try {
+    await page.waitForSelector('#console[data-hydrated="true"]', {
+      state: 'attached',
+      timeout: HYDRATION_TIMEOUT_MS,
+    });
+  } catch {
+    const attr = await page
+      .$eval('#console', (el) => el.getAttribute('data-hydrated'))
+      .catch(() => '(no #console element)');
+    throw new StepError(
+      `${where}: the console did not hydrate within ${HYDRATION_TIMEOUT_MS / 1000} s ` +
+        `(#console data-hydrated = ${JSON.stringify(attr)}); is the wasm bundle under /pkg/ served and loading?`,
+    );
+  }
+}
+
+/** Visible text of the first matching element, for error messages. */
+export async function textOf(page, selector) {
+  return page
+    .locator(selector)
+    .first()
+    .innerText({ timeout: 1_000 })
+    .then((t) => t.replace(/\s+/g, ' ').trim().slice(0, 500))
+    .catch(() => '');
+}
+
+/** Opens `path` and waits for hydration; fails clearly when the session was lost. */
+export async function openHydrated(page, base, path) {
+  await step(`open ${base}${path}`, () => page.goto(`${base}${path}`, { waitUntil: 'load' }));
+  if (pathOf(page.url()).endsWith('/login')) throw new StepError(`${path} redirected to /login: the session was not kept`);
+  await waitForHydration(page, path);
+}
+
+/** Signs in through the login form and waits until the console leaves /login. */
+export async function login(page, base, username, password) {
+  await step(`open ${base}/login`, () => page.goto(`${base}/login`, { waitUntil: 'load' }));
+  if ((await page.locator('#console').count()) > 0) await waitForHydration(page, '/login');
+  await step('fill the login form', async () => {
+    await page.fill('input[name=username]', username);
+    await page.fill('input[name=password]', password);
+  });
+  await step('submit the login form', () =>
+    page.locator('form:has(input[name=username]) [type=submit]').first().click(),
+  );
+  try {
+    await page.waitForURL((url) => !pathOf(url.href).endsWith('/login'), { timeout: STEP_TIMEOUT_MS });
+  } catch {
+    const shown = await textOf(page, '[role=alert], .error, .errors');
+    throw new StepError(`login as ${username} did not leave /login${shown ? ` (page says: ${shown})` : ''}`);
+  }
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Launches chromium, gives `scenario(page)` a fresh page that records what went wrong, and
+ * exits: 0 when the scenario resolves, 1 (with the page's messages) when it throws or takes
+ * longer than `overallMs`.
+ */
+export async function runScenario(scenario, overallMs = 60_000) {
+  const events = [];
+  let browser = null;
+  let launching = null;
+  let timer;
+  let failure = null;
+  const work = (async () => {
+    const executablePath = chromiumPath();
+    launching = chromium.launch({
+      executablePath,
+      headless: true,
+      timeout: 30_000,
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+      ],
+    });
+    browser = await step(`launch ${executablePath}`, () => launching);
+    const context = await browser.newContext();
+    context.setDefaultTimeout(STEP_TIMEOUT_MS);
+    const page = await context.newPage();
+    page.on('console', (msg) => {
+      if (!['verbose', 'debug'].includes(msg.type())) events.push(`[console.${msg.type()}] ${msg.text()}`);
+    });
+    page.on('pageerror', (err) => events.push(`[pageerror] ${err.message}`));
+    page.on('requestfailed', (req) =>
+      events.push(`[requestfailed] ${req.method()} ${req.url()}: ${req.failure()?.errorText ?? '?'}`),
+    );
+    page.on('response', (res) => {
+      if (res.status() >= 400) events.push(`[http ${res.status()}] ${res.request().method()} ${res.url()}`);
+    });
+    await scenario(page);
+  })();
+  const overall = new Promise((_, reject) => {
+    timer = setTimeout(
+      () => reject(new StepError(`overall timeout: the check took longer than ${overallMs / 1000} s`)),
+      overallMs,
+    );
+  });
+  try {
+    await Promise.race([work, overall]);
+  } catch (err) {
+    failure = err;
+  } finally {
+    clearTimeout(timer);
+    work.catch(() => {}); // the loser of the race must not become an unhandled rejection
+    // Still launching when the time ran out: wait briefly for the browser so it can be closed too.
+    if (!browser && launching) browser = await Promise.race([launching.catch(() => null), sleep(5_000)]);
+    if (browser) await Promise.race([browser.close().catch(() => {}), sleep(5_000)]);
+  }
+  if (failure) {
+    console.error(`FAIL: ${failure instanceof StepError ? failure.message : (failure.stack ?? failure)}`);
+    if (events.length) {
+      console.error(`browser messages (${events.length}, last 50):`);
+      for (const line of events.slice(-50)) console.error(`  ${line}`);
+    }
+    process.exit(1);
+  }
+  process.exit(0);
+}
