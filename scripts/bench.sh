@@ -23,7 +23,8 @@
 # stops after this many seconds), BENCH_REDIS_N (200000), BENCH_PGBENCH_S (10), BENCH_BUILD
 # (1: cargo build first), BENCH_PERF (1: `perf record` the server process during the healthz,
 # storm, success and DB runs, when perf works), BENCH_UPDATE_DOC (1: rewrite the result block
-# of BENCHMARKS.md).
+# of BENCHMARKS.md), BENCH_EXTRAS (1: also run scripts/bench-pipeline.sh and
+# scripts/bench-control.sh afterwards).
 #
 # Besides throughput and latency, each measurement records the CPU time of the server, Redis,
 # PostgreSQL and the load tool (/proc and /usr/bin/time), Redis INFO commandstats deltas, the
@@ -679,6 +680,16 @@ if update_doc:
         current = current.rstrip("\n") + "\n\n" + block + "\n"
     open(doc, "w").write(current)
 PY
+
+# The pipeline drain (issue #4) and the switch propagation (issue #5) have scripts of their
+# own, each with its own database and prefixes; they run after the buy benchmarks so the
+# machine is not shared between them.
+for extra in bench-pipeline bench-control; do
+  if [[ "${BENCH_EXTRAS:-1}" == 1 ]]; then
+    log "running scripts/$extra.sh"
+    bash "$SECKILL_ROOT/scripts/$extra.sh" || FAILURES+=("scripts/$extra.sh failed")
+  fi
+done
 
 if ((${#FAILURES[@]})); then
   log "finished with ${#FAILURES[@]} failure(s):"

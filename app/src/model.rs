@@ -44,6 +44,12 @@ impl Role {
     pub fn may_operate(self) -> bool {
         matches!(self, Role::Ops | Role::Admin)
     }
+
+    /// Watching the operations side (dead letters, the outbox, the audit log): everyone
+    /// but merchants, whose view stops at their own catalogue and orders.
+    pub fn may_watch_operations(self) -> bool {
+        matches!(self, Role::Ops | Role::Sre | Role::Admin)
+    }
 }
 
 impl fmt::Display for Role {
@@ -608,5 +614,6 @@ mod tests {
         assert!(!Role::Ops.may_write_catalog());
         assert!(Role::Ops.may_operate() && Role::Admin.may_operate());
         assert!(!Role::Sre.may_operate() && !Role::Merchant.may_operate());
+        assert!(Role::Sre.may_watch_operations() && !Role::Merchant.may_watch_operations());
     }
 }

@@ -206,10 +206,10 @@ async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()
         ..cli_actor()
     };
     match command {
-        SwitchCommand::Get { path: None } => print!("{}", switch_table(&board.read(&actor).await?)),
+        SwitchCommand::Get { path: None } => print!("{}", switch_table(&board.read().await?)),
         SwitchCommand::Get { path: Some(path) } => {
             let wanted = path.trim_matches('/');
-            let read = board.read(&actor).await?;
+            let read = board.read().await?;
             let row = read
                 .switches
                 .iter()

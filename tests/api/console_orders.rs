@@ -12,6 +12,10 @@ use leptos::server_fn::ServerFn;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+/// How long one request of these tests may take: a hung server call fails the test with
+/// its step instead of stalling the run.
+pub const REQUEST_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// One merchant's activity with one item.
 pub struct Shop {
     pub merchant: Caller,
@@ -385,7 +389,8 @@ pub async fn buy(
             .bearer_auth(buyer)
             .header("X-Request-ID", request_id)
             .json(&json!({ "activity_id": shop.activity_id, "item_id": shop.item_id, "quantity": quantity }))
-            .send()
+            .timeout(REQUEST_PATIENCE)
+        .send()
             .await
             .expect("buy"),
     )
@@ -450,18 +455,20 @@ async fn server_fn(
         .post(format!("{}{path}", app.address))
         .header("Cookie", format!("seckill_session={session}"))
         .form(form)
+        .timeout(REQUEST_PATIENCE)
         .send()
         .await
-        .expect("sent")
+        .unwrap_or_else(|error| panic!("{path}: {error}"))
 }
 
 async fn page_html(app: &TestApp, path: &str, session: &str) -> String {
     app.client
         .get(format!("{}{path}", app.address))
         .header("Cookie", format!("seckill_session={session}"))
+        .timeout(REQUEST_PATIENCE)
         .send()
         .await
-        .expect("sent")
+        .unwrap_or_else(|error| panic!("{path}: {error}"))
         .text()
         .await
         .expect("html")

@@ -560,7 +560,8 @@ async fn only_ops_flip_and_bad_input_writes_nothing() {
         app.get("/admin/api/switches", Some(&merchant))
             .await
             .status(),
-        403
+        200,
+        "every signed-in role reads the board (issue #5: others read-only)"
     );
     assert_eq!(
         app.get("/admin/api/audit", Some(&merchant)).await.status(),
@@ -754,7 +755,7 @@ async fn flips_are_audited_and_outside_writes_are_recorded_once_as_external() {
         .await
         .expect("cli flip");
     assert!(change.propagation.expect("waited").complete);
-    assert!(board.read(&cli).await.expect("board").instance.is_none());
+    assert!(board.read().await.expect("board").instance.is_none());
 
     // The audit page merges switch flips and other operator actions, newest first.
     sqlx::query("INSERT INTO ops_audit (actor, source, action, target) VALUES ('ops', 'api', 'requeue', 'dead_letter:1')")
@@ -807,7 +808,11 @@ async fn switch_propagation_benchmark() {
     watch.message().await.expect("created");
     let mut bare = Vec::new();
     let mut switch = Vec::new();
+    // Each measurement starts on a quiet etcd: a flip's follow-up writes (three node
+    // reports, the audit commit, three snapshot files) would otherwise land on the next one.
+    let settle = Duration::from_millis(25);
     for round in 0..rounds {
+        tokio::time::sleep(settle).await;
         let sent = Instant::now();
         client
             .put(bare_key.as_str(), round.to_string(), None)
@@ -821,6 +826,7 @@ async fn switch_propagation_benchmark() {
         }
         bare.push(sent.elapsed().as_secs_f64() * 1000.0);
 
+        tokio::time::sleep(settle).await;
         let target = (round % 1000 + 1) as u64;
         let waiters: Vec<_> = apps
             .iter()

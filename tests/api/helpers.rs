@@ -71,8 +71,9 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
     settings.bind = "127.0.0.1:0".parse().expect("address");
     settings.db_max_connections = 8;
     settings.control.snapshot_path = snapshot_path();
-    // Each test declares its own queues; the broker drops them once the test is gone.
-    settings.pipeline.idle_queue_expiry_ms = Some(10 * 60 * 1000);
+    // Each test declares its own quorum queues (a few file descriptors each in the broker);
+    // the broker drops them 30 s after the test's consumers are gone.
+    settings.pipeline.idle_queue_expiry_ms = Some(30_000);
     adjust(&mut settings);
     serve(settings).await
 }
@@ -96,8 +97,10 @@ async fn serve(settings: Settings) -> TestApp {
         address,
         db: state.db.clone(),
         state,
+        // A hung request fails its test instead of stalling the whole run.
         client: Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            .timeout(std::time::Duration::from_secs(60))
             .build()
             .expect("client"),
         control,

@@ -184,6 +184,57 @@ async fn a_message_delivered_twice_completes_its_order_once() {
 }
 
 #[tokio::test]
+async fn orders_the_database_stock_no_longer_covers_fail_and_give_their_stock_back() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.workers = false;
+    })
+    .await;
+    let sale = open_sale(&app, 10, 1).await;
+    let orders = buy_each(&app, &sale, 1..4).await;
+    assert_eq!(app.redis_stock(&sale).await, 7);
+    // Drift: the database says 9 of 10 are sold, so only the oldest of the three fits.
+    sqlx::query("UPDATE activity_items SET sold = 9 WHERE activity_id = $1")
+        .bind(sale.activity_id)
+        .execute(&app.db)
+        .await
+        .expect("drift");
+    app.publish(&app.create_messages(&orders).await).await;
+    let _consumer = create_order::spawn(&app.state);
+    eventually("one completed, two failed", PATIENCE, || async {
+        app.orders_in(&sale, "UNPAID").await == 1 && app.orders_in(&sale, "FAILED").await == 2
+    })
+    .await;
+    let oldest: String = sqlx::query_scalar(
+        "SELECT status FROM orders WHERE activity_id = $1 ORDER BY created_at, id LIMIT 1",
+    )
+    .bind(sale.activity_id)
+    .fetch_one(&app.db)
+    .await
+    .expect("oldest");
+    assert_eq!(oldest, "UNPAID");
+    assert_eq!(app.sold(&sale).await, 10, "never past the total");
+    assert_eq!(
+        app.allocated(&sale).await,
+        1,
+        "failed orders released their units"
+    );
+    let given_back: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM stock_restore_journal WHERE redis_restored_at IS NOT NULL",
+    )
+    .fetch_one(&app.db)
+    .await
+    .expect("journal");
+    assert_eq!(given_back, 2);
+    assert_eq!(
+        app.redis_stock(&sale).await,
+        9,
+        "Redis got the two units back"
+    );
+    assert_eq!(app.count("processed_events").await, 3);
+}
+
+#[tokio::test]
 async fn a_consumer_that_dies_holding_messages_leaves_them_to_the_next_one() {
     let app = spawn_app_with(|settings| {
         storm_settings(settings);

@@ -1,17 +1,43 @@
 //! Numbered pages of the admin listings (orders, dead letters, audit): page 1 is the newest,
-//! and a page number that cannot be a page is refused before any query runs.
+//! a page number that cannot be a page is refused before any query runs, and a listing
+//! fetches one row more than a page to know whether another page exists without counting.
 
-/// Rows skipped before `page` (1-based) when pages hold `per_page` rows; `None` for a page
-/// below 1 or one so far out that the offset would overflow.
-pub fn offset(page: i64, per_page: i64) -> Option<i64> {
-    page.checked_sub(1)
-        .filter(|skipped| *skipped >= 0)
-        .and_then(|skipped| skipped.checked_mul(per_page))
+/// A checked page request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageWindow {
+    pub page: i64,
+    pub per_page: i64,
+    /// Rows skipped before this page.
+    pub offset: i64,
 }
 
-/// What a refused page number is told.
-pub fn refusal(page: i64) -> String {
-    format!("page must be 1 or more, not {page}")
+impl PageWindow {
+    /// Page `page` (1-based) of `per_page` rows; refused (with what to tell the caller) for a
+    /// page below 1 or one so far out that the offset would overflow.
+    pub fn new(page: i64, per_page: i64) -> Result<Self, String> {
+        page.checked_sub(1)
+            .filter(|skipped| *skipped >= 0)
+            .and_then(|skipped| skipped.checked_mul(per_page))
+            .map(|offset| Self {
+                page,
+                per_page,
+                offset,
+            })
+            .ok_or_else(|| format!("page must be 1 or more, not {page}"))
+    }
+
+    /// Rows to fetch: one more than a page.
+    pub fn fetch_limit(&self) -> i64 {
+        self.per_page + 1
+    }
+
+    /// The page's rows out of what was fetched, and whether another page follows.
+    pub fn split<T>(&self, mut fetched: Vec<T>) -> (Vec<T>, bool) {
+        let per_page = usize::try_from(self.per_page).unwrap_or(usize::MAX);
+        let has_more = fetched.len() > per_page;
+        fetched.truncate(per_page);
+        (fetched, has_more)
+    }
 }
 
 #[cfg(test)]
@@ -20,10 +46,18 @@ mod tests {
 
     #[test]
     fn pages_start_at_one_and_never_overflow() {
-        assert_eq!(offset(1, 50), Some(0));
-        assert_eq!(offset(3, 50), Some(100));
+        assert_eq!(PageWindow::new(1, 50).map(|w| w.offset), Ok(0));
+        assert_eq!(PageWindow::new(3, 50).map(|w| w.offset), Ok(100));
         for bad in [0, -1, i64::MIN, i64::MAX] {
-            assert_eq!(offset(bad, 50), None, "page {bad}");
+            assert!(PageWindow::new(bad, 50).is_err(), "page {bad}");
         }
+    }
+
+    #[test]
+    fn one_row_more_than_a_page_means_another_page() {
+        let window = PageWindow::new(1, 2).expect("page");
+        assert_eq!(window.fetch_limit(), 3);
+        assert_eq!(window.split(vec![1, 2, 3]), (vec![1, 2], true));
+        assert_eq!(window.split(vec![1, 2]), (vec![1, 2], false));
     }
 }

@@ -1,7 +1,8 @@
 //! The create-order consumer (SPEC §4): per batch of deliveries, ONE database transaction
 //! completes the new orders (`storage::completions`), then the pay timeouts of the
 //! completed orders are published with confirms, then the batch is acked with one
-//! multiple-ack.
+//! multiple-ack. A few batches are worked on at once (one's transaction while another
+//! waits for its confirms); they are settled in arrival order.
 //!
 //! Failure handling:
 //! * an unparsable message, or one whose own transaction fails again and again, is
@@ -13,13 +14,12 @@
 //!   are processed already, so the redelivery only schedules their timeouts again.
 
 use lapin::message::Delivery;
-use std::{collections::HashSet, time::Duration};
+use std::{future::Future, time::Duration};
 use uuid::Uuid;
 
 use crate::{
     pipeline::{
-        batch::{ack_all, requeue, requeue_all},
-        consume::{consume_forever, BatchHandler, ConsumerSpec, QuietWarnings},
+        consume::{consume_pipelined, ConsumerSpec, PipelinedHandler, QuietWarnings, Verdict},
         message::OrderCreated,
         pay_timeout::give_back_to_redis,
     },
@@ -29,6 +29,10 @@ use crate::{
 
 /// The consumer's name in `processed_events`.
 pub const CONSUMER: &str = "create-order";
+
+/// Batches worked on at once: enough to overlap a transaction with the previous batch's
+/// confirms; more would only queue on the item row and the WAL flush.
+const BATCHES_IN_FLIGHT: usize = 2;
 
 /// Starts a create-order consumer; it runs until the task is aborted.
 pub fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
@@ -41,7 +45,7 @@ pub fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
         batch_wait: Duration::from_millis(settings.batch_wait_ms),
         open_timeout: Duration::from_millis(settings.confirm_timeout_ms),
     };
-    tokio::spawn(consume_forever(
+    tokio::spawn(consume_pipelined(
         state.amqp.clone(),
         state.pipeline.topology.clone(),
         spec,
@@ -55,122 +59,132 @@ struct CreateOrders {
     state: AppState,
 }
 
-impl BatchHandler for CreateOrders {
-    async fn handle(&self, batch: Vec<Delivery>) {
-        let metrics = &self.state.metrics;
-        metrics
+/// A delivery's event: its order id and whether the broker delivered it before.
+#[derive(Clone, Copy)]
+struct Event {
+    order_id: Uuid,
+    redelivered: bool,
+}
+
+impl PipelinedHandler for CreateOrders {
+    fn in_flight(&self) -> usize {
+        BATCHES_IN_FLIGHT
+    }
+
+    fn work(&self, batch: &[Delivery]) -> impl Future<Output = Verdict> + Send + 'static {
+        self.state
+            .metrics
             .pipeline
             .order_batch_size
             .observe(batch.len() as f64);
-        let mut events: Vec<(Uuid, &Delivery)> = Vec::with_capacity(batch.len());
-        for delivery in &batch {
-            match serde_json::from_slice::<OrderCreated>(&delivery.data) {
-                Ok(event) => events.push((event.order_id, delivery)),
+        let events: Vec<Option<Event>> = batch
+            .iter()
+            .map(|delivery| match serde_json::from_slice::<OrderCreated>(&delivery.data) {
+                Ok(event) => Some(Event {
+                    order_id: event.order_id,
+                    redelivered: delivery.redelivered,
+                }),
                 Err(error) => {
                     tracing::debug!(error = %error, "unparsable create-order message; returned towards the dead-letter queue");
-                    requeue(delivery).await;
+                    None
                 }
-            }
-        }
-        if events.is_empty() {
-            return;
-        }
-        // Sorted: concurrent batches claim their processed_events rows in one order.
-        let mut ids: Vec<Uuid> = events.iter().map(|(id, _)| *id).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let (outcome, poisoned) = complete_resiliently(&self.state, &ids).await;
-        let mut settled = Vec::with_capacity(events.len());
-        for (id, delivery) in &events {
-            if poisoned.contains(id) {
-                requeue(delivery).await;
-            } else {
-                settled.push(*delivery);
-            }
-        }
-        for owed in &outcome.failed {
-            give_back_to_redis(&self.state, owed).await;
-        }
-        for completed in &outcome.completed {
-            metrics
-                .pipeline
-                .consumer_lag_seconds
-                .observe(completed.lag_s);
-        }
-        metrics
-            .pipeline
-            .orders_completed
-            .with_label_values(&["unpaid"])
-            .inc_by(outcome.completed.len() as u64);
-        metrics
-            .pipeline
-            .orders_completed
-            .with_label_values(&["failed"])
-            .inc_by(outcome.failed.len() as u64);
-        // Repeated within the batch, or processed before: the idempotency at work.
-        let duplicates = events.len() - ids.len() + outcome.skipped.len();
-        metrics
-            .pipeline
-            .orders_completed
-            .with_label_values(&["duplicate"])
-            .inc_by(duplicates as u64);
-        if settled.is_empty() {
-            return;
-        }
-        if self.schedule_timeouts(&outcome, &events).await {
-            ack_all(&settled).await;
-        } else {
-            requeue_all(&settled).await;
-        }
+            })
+            .collect();
+        let state = self.state.clone();
+        async move { work(&state, &events).await }
     }
 }
 
-impl CreateOrders {
-    /// Publishes the pay timeouts of the completed orders, and again those of redelivered
-    /// events that were processed before and are still unpaid. Whether all were confirmed.
-    async fn schedule_timeouts(
-        &self,
-        outcome: &BatchOutcome,
-        events: &[(Uuid, &Delivery)],
-    ) -> bool {
-        let mut due: Vec<(Uuid, u32)> = outcome
-            .completed
-            .iter()
-            .map(|c| (c.order_id, seconds(c.pay_timeout_s)))
-            .collect();
-        let redelivered: HashSet<Uuid> = events
-            .iter()
-            .filter(|(_, delivery)| delivery.redelivered)
-            .map(|(id, _)| *id)
-            .collect();
-        let rescheduled: Vec<Uuid> = outcome
-            .skipped
-            .iter()
-            .filter(|id| redelivered.contains(id))
-            .copied()
-            .collect();
-        match completions::unpaid_timeouts(&self.state.db, &rescheduled).await {
-            Ok(unpaid) => due.extend(unpaid.into_iter().map(|(id, s)| (id, seconds(s)))),
-            Err(error) => {
-                tracing::warn!(error = %error, "could not look up redelivered orders; returning the batch");
-                return false;
-            }
+/// One batch: its transaction, the Redis give-backs of failed orders, the metrics, and the
+/// pay timeouts; the verdict acks what is done and returns the rest.
+async fn work(state: &AppState, events: &[Option<Event>]) -> Verdict {
+    let mut returned: Vec<usize> = indexes(events, |event| event.is_none());
+    // Sorted: concurrent batches claim their processed_events rows in one order.
+    let mut ids: Vec<Uuid> = events.iter().flatten().map(|e| e.order_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return Verdict {
+            returned,
+            ack_rest: true,
+        };
+    }
+    let (outcome, poisoned) = complete_resiliently(state, &ids).await;
+    returned.extend(indexes(events, |event| {
+        event.is_some_and(|e| poisoned.contains(&e.order_id))
+    }));
+    for owed in &outcome.failed {
+        give_back_to_redis(state, owed).await;
+    }
+    let metrics = &state.metrics.pipeline;
+    for completed in &outcome.completed {
+        metrics.consumer_lag_seconds.observe(completed.lag_s);
+    }
+    // Repeated within the batch, or processed before: the idempotency at work.
+    let parsed = events.iter().flatten().count();
+    let duplicates = parsed - ids.len() + outcome.skipped.len();
+    for (label, count) in [
+        ("unpaid", outcome.completed.len()),
+        ("failed", outcome.failed.len()),
+        ("duplicate", duplicates),
+    ] {
+        metrics
+            .orders_completed
+            .with_label_values(&[label])
+            .inc_by(count as u64);
+    }
+    let ack_rest = schedule_timeouts(state, &outcome, events).await;
+    Verdict { returned, ack_rest }
+}
+
+fn indexes(events: &[Option<Event>], wanted: impl Fn(Option<Event>) -> bool) -> Vec<usize> {
+    events
+        .iter()
+        .enumerate()
+        .filter(|(_, event)| wanted(**event))
+        .map(|(index, _)| index)
+        .collect()
+}
+
+/// Publishes the pay timeouts of the completed orders, and again those of redelivered
+/// events that were processed before and are still unpaid (the first delivery may have
+/// died between its commit and its schedule). Whether all were confirmed.
+async fn schedule_timeouts(
+    state: &AppState,
+    outcome: &BatchOutcome,
+    events: &[Option<Event>],
+) -> bool {
+    let mut due: Vec<(Uuid, u32)> = outcome
+        .completed
+        .iter()
+        .map(|c| (c.order_id, seconds(c.pay_timeout_s)))
+        .collect();
+    let rescheduled: Vec<Uuid> = outcome
+        .skipped
+        .iter()
+        .filter(|id| {
+            events
+                .iter()
+                .flatten()
+                .any(|e| e.order_id == **id && e.redelivered)
+        })
+        .copied()
+        .collect();
+    match completions::unpaid_timeouts(&state.db, &rescheduled).await {
+        Ok(unpaid) => due.extend(unpaid.into_iter().map(|(id, s)| (id, seconds(s)))),
+        Err(error) => {
+            tracing::warn!(error = %error, "could not look up redelivered orders; returning the batch");
+            return false;
         }
-        if due.is_empty() {
-            return true;
-        }
-        match self
-            .state
-            .pipeline
-            .scheduler
-            .schedule_pay_timeouts(&due)
-            .await
-        {
-            Ok(confirmed) => confirmed.iter().all(|ok| *ok),
-            Err(error) => {
-                tracing::warn!(error = %error, "pay timeouts not scheduled; returning the batch");
-                false
-            }
+    }
+    if due.is_empty() {
+        return true;
+    }
+    match state.pipeline.scheduler.schedule_pay_timeouts(&due).await {
+        Ok(confirmed) => confirmed.iter().all(|ok| *ok),
+        Err(error) => {
+            tracing::warn!(error = %error, "pay timeouts not scheduled; returning the batch");
+            false
         }
     }
 }

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::{
-    domain::{access::Actor, order::OrderStatus, paging},
+    domain::{access::Actor, order::OrderStatus, paging::PageWindow},
     error::{ApiError, ApiResult},
     state::AppState,
     storage::order_admin::{self as store, OrderFilter},
@@ -20,8 +20,7 @@ pub const PER_PAGE: i64 = 50;
 pub async fn list(state: &AppState, actor: &Actor, query: &OrderQuery) -> ApiResult<OrderPage> {
     let status = query.status.as_deref().map(parse_status).transpose()?;
     let page = query.page.unwrap_or(1);
-    let offset = paging::offset(page, PER_PAGE)
-        .ok_or_else(|| ApiError::BadRequest(paging::refusal(page)))?;
+    let window = PageWindow::new(page, PER_PAGE).map_err(ApiError::BadRequest)?;
     let merchant = actor.visible_merchant();
     if let Some(activity_id) = query.activity_id {
         if !store::activity_visible(&state.db, activity_id, merchant).await? {
@@ -33,10 +32,9 @@ pub async fn list(state: &AppState, actor: &Actor, query: &OrderQuery) -> ApiRes
         activity_id: query.activity_id,
         status: status.map(OrderStatus::as_str),
     };
-    // One more than a page tells whether an older page exists without counting them all.
-    let mut orders = store::list(&state.db, &filter, PER_PAGE + 1, offset).await?;
-    let has_more = orders.len() as i64 > PER_PAGE;
-    orders.truncate(PER_PAGE as usize);
+    let (orders, has_more) = window.split(
+        store::list(&state.db, &filter, window.fetch_limit(), window.offset).await?,
+    );
     Ok(OrderPage {
         orders,
         page,

@@ -4,10 +4,11 @@
 //! `total_stock`, fail what the stock no longer covers (its stock goes back through
 //! `stock::release` and the restore journal), and record the events as processed.
 //!
-//! Locks are taken in one global order (order rows by id, then item rows by key) so
-//! concurrent batches, the pre-order writer and cancellations cannot deadlock.
+//! Item rows are the hot rows of a sale (the pre-order writer moves `allocated` on them):
+//! the common case locks them only for its last statement and the commit; the rare case
+//! (stock no longer covers every order) locks them in key order, after the order rows.
 
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::{Connection, PgPool, Postgres, Transaction};
 use std::collections::{BTreeMap, HashSet};
 use uuid::Uuid;
 
@@ -87,41 +88,131 @@ pub async fn complete(
         tx.commit().await?;
         return Ok(outcome);
     }
-    // Events of orders that are not PRE_CREATED (or do not exist) are recorded and left alone.
-    let candidates: Vec<Candidate> = sqlx::query_as(
-        "SELECT id, activity_id, item_id, quantity FROM orders
-         WHERE id = ANY($1) AND status = 'PRE_CREATED'
-         ORDER BY created_at, id FOR UPDATE",
-    )
-    .bind(&fresh)
-    .fetch_all(&mut *tx)
-    .await?;
-    let (accepted, refused) = take_stock(&mut tx, &candidates).await?;
-    if !accepted.is_empty() {
-        debug_assert!(OrderStatus::PreCreated.may_become(OrderStatus::Unpaid));
-        outcome.completed = sqlx::query_as(
-            "UPDATE orders o SET status = 'UNPAID', amount_cents = ai.price_cents * o.quantity,
-                    pay_deadline = now() + make_interval(secs => a.pay_timeout_s), updated_at = now()
-             FROM activity_items ai, activities a
-             WHERE o.id = ANY($1) AND o.status = 'PRE_CREATED'
-               AND ai.activity_id = o.activity_id AND ai.item_id = o.item_id AND a.id = o.activity_id
-             RETURNING o.id AS order_id, a.pay_timeout_s,
-                       EXTRACT(EPOCH FROM clock_timestamp() - o.created_at)::FLOAT8 AS lag_s",
-        )
-        .bind(&accepted)
-        .fetch_all(&mut *tx)
-        .await?;
-    }
-    if !refused.is_empty() {
-        outcome.failed = fail(&mut tx, &refused).await?;
+    // The common case: every order fits. Completing the orders first and moving `sold`
+    // last keeps the hot item rows locked only for that statement and the commit (the
+    // pre-order writer moves `allocated` on the same rows during a sale).
+    let mut attempt = Connection::begin(&mut *tx).await?;
+    let completed = complete_pre_created(&mut attempt, &fresh).await?;
+    if move_sold(&mut attempt, &completed).await? {
+        attempt.commit().await?;
+        outcome.completed = completed.into_iter().map(Completed::from).collect();
+    } else {
+        attempt.rollback().await?;
+        let (completed, failed) = complete_within_stock(&mut tx, &fresh).await?;
+        outcome.completed = completed;
+        outcome.failed = failed;
     }
     tx.commit().await?;
     Ok(outcome)
 }
 
-/// Moves `sold` for the candidates the stock covers; returns (accepted, refused) order ids.
-/// The common case is one guarded UPDATE per batch; only an item whose guard fails is
-/// decided order by order under its row lock.
+/// An order just moved to `UNPAID`, with what moving its stock needs.
+#[derive(sqlx::FromRow)]
+struct CompletedRow {
+    order_id: Uuid,
+    activity_id: i64,
+    item_id: i64,
+    quantity: i32,
+    pay_timeout_s: i32,
+    lag_s: f64,
+}
+
+impl From<CompletedRow> for Completed {
+    fn from(row: CompletedRow) -> Self {
+        Self {
+            order_id: row.order_id,
+            pay_timeout_s: row.pay_timeout_s,
+            lag_s: row.lag_s,
+        }
+    }
+}
+
+/// `PRE_CREATED → UNPAID` with the price snapshot and the pay deadline, for those of
+/// `order_ids` still `PRE_CREATED` (events of other orders are recorded and left alone).
+async fn complete_pre_created(
+    tx: &mut Transaction<'_, Postgres>,
+    order_ids: &[Uuid],
+) -> Result<Vec<CompletedRow>, sqlx::Error> {
+    debug_assert!(OrderStatus::PreCreated.may_become(OrderStatus::Unpaid));
+    sqlx::query_as(
+        "UPDATE orders o SET status = 'UNPAID', amount_cents = ai.price_cents * o.quantity,
+                pay_deadline = now() + make_interval(secs => a.pay_timeout_s), updated_at = now()
+         FROM activity_items ai, activities a
+         WHERE o.id = ANY($1) AND o.status = 'PRE_CREATED'
+           AND ai.activity_id = o.activity_id AND ai.item_id = o.item_id AND a.id = o.activity_id
+         RETURNING o.id AS order_id, o.activity_id, o.item_id, o.quantity, a.pay_timeout_s,
+                   EXTRACT(EPOCH FROM clock_timestamp() - o.created_at)::FLOAT8 AS lag_s",
+    )
+    .bind(order_ids)
+    .fetch_all(&mut **tx)
+    .await
+}
+
+/// `sold = sold + units` per item, each guarded by `sold + units <= total_stock`; whether
+/// every item's guard held.
+async fn move_sold(
+    tx: &mut Transaction<'_, Postgres>,
+    completed: &[CompletedRow],
+) -> Result<bool, sqlx::Error> {
+    let mut units: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+    for order in completed {
+        *units.entry((order.activity_id, order.item_id)).or_default() += i64::from(order.quantity);
+    }
+    if units.is_empty() {
+        return Ok(true);
+    }
+    let activities: Vec<i64> = units.keys().map(|(activity, _)| *activity).collect();
+    let items: Vec<i64> = units.keys().map(|(_, item)| *item).collect();
+    let amounts: Vec<i64> = units.values().copied().collect();
+    let moved = sqlx::query(
+        "UPDATE activity_items ai SET sold = ai.sold + b.units
+         FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[]) AS b (activity_id, item_id, units)
+         WHERE ai.activity_id = b.activity_id AND ai.item_id = b.item_id
+           AND ai.sold + b.units <= ai.total_stock",
+    )
+    .bind(&activities)
+    .bind(&items)
+    .bind(&amounts)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(moved == units.len() as u64)
+}
+
+/// The rare case, when the stock no longer covers every order of the batch: decides order
+/// by order (oldest first) under the item rows' locks; what does not fit fails.
+async fn complete_within_stock(
+    tx: &mut Transaction<'_, Postgres>,
+    fresh: &[Uuid],
+) -> Result<(Vec<Completed>, Vec<GiveBack>), sqlx::Error> {
+    let candidates: Vec<Candidate> = sqlx::query_as(
+        "SELECT id, activity_id, item_id, quantity FROM orders
+         WHERE id = ANY($1) AND status = 'PRE_CREATED'
+         ORDER BY created_at, id FOR UPDATE",
+    )
+    .bind(fresh)
+    .fetch_all(&mut **tx)
+    .await?;
+    let (accepted, refused) = take_stock(tx, &candidates).await?;
+    let completed = if accepted.is_empty() {
+        Vec::new()
+    } else {
+        complete_pre_created(tx, &accepted)
+            .await?
+            .into_iter()
+            .map(Completed::from)
+            .collect()
+    };
+    let failed = if refused.is_empty() {
+        Vec::new()
+    } else {
+        fail(tx, &refused).await?
+    };
+    Ok((completed, failed))
+}
+
+/// Moves `sold` item by item (in key order) under the item row's lock for the candidates
+/// (oldest first) that the stock covers; returns (accepted, refused) order ids.
 async fn take_stock(
     tx: &mut Transaction<'_, Postgres>,
     candidates: &[Candidate],
@@ -133,33 +224,8 @@ async fn take_stock(
             .or_default()
             .push(candidate);
     }
-    let (mut activities, mut items, mut units) = (Vec::new(), Vec::new(), Vec::new());
-    for ((activity_id, item_id), members) in &by_item {
-        activities.push(*activity_id);
-        items.push(*item_id);
-        units.push(members.iter().map(|c| i64::from(c.quantity)).sum::<i64>());
-    }
-    // Sorted keys: item rows are locked in one global order.
-    let moved: HashSet<(i64, i64)> = sqlx::query_as(
-        "UPDATE activity_items ai SET sold = ai.sold + b.units
-         FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[]) AS b (activity_id, item_id, units)
-         WHERE ai.activity_id = b.activity_id AND ai.item_id = b.item_id
-           AND ai.sold + b.units <= ai.total_stock
-         RETURNING ai.activity_id, ai.item_id",
-    )
-    .bind(&activities)
-    .bind(&items)
-    .bind(&units)
-    .fetch_all(&mut **tx)
-    .await?
-    .into_iter()
-    .collect();
     let (mut accepted, mut refused) = (Vec::new(), Vec::new());
     for ((activity_id, item_id), members) in by_item {
-        if moved.contains(&(activity_id, item_id)) {
-            accepted.extend(members.iter().map(|c| c.id));
-            continue;
-        }
         let left: Option<i64> = sqlx::query_scalar(
             "SELECT (total_stock - sold)::BIGINT FROM activity_items
              WHERE activity_id = $1 AND item_id = $2 FOR UPDATE",
