@@ -173,6 +173,9 @@ start_rabbitmq() {
     [[ -d "$home" ]] || home="$base"
     own_by rabbitmq "$base"
   fi
+  # Every quorum queue holds a few file descriptors and the test suite declares a few hundred
+  # queues over a run: lift the soft limit (1024 by default) as far as the hard one allows.
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
   (cd "$base" && run_as rabbitmq env HOME="$home" \
     RABBITMQ_NODENAME="$node" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$port" \
     RABBITMQ_DIST_PORT="$((port + 20000))" ERL_EPMD_ADDRESS=127.0.0.1 \

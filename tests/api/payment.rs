@@ -6,7 +6,7 @@
 
 use crate::{
     buyer::{buy_body, count_codes, open_sale, storm, storm_settings, token, Sale},
-    helpers::{json, spawn_app_with, TestApp},
+    helpers::{eventually, json, spawn_app_with, TestApp},
 };
 use futures::{stream, StreamExt};
 use seckill::{
@@ -20,7 +20,7 @@ use seckill::{
     },
 };
 use serde_json::{json, Value};
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 use uuid::Uuid;
 
 /// Longest any test waits for the pipeline, the center or a timeout to do its part.
@@ -31,22 +31,6 @@ fn pay_settings(delay_ms: u64) -> impl FnOnce(&mut Settings) {
     move |settings| {
         storm_settings(settings);
         settings.payment.delay_ms = delay_ms;
-    }
-}
-
-/// Waits until `check` holds, polling; panics naming `what` after [`PATIENCE`].
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -260,9 +244,11 @@ async fn paying_an_order_marks_it_paid_once() {
     );
 
     app.all_reach(&[order], "PAID").await;
-    eventually("the callback to be counted as delivered", || async {
-        app.trade(&trade_no).await.2
-    })
+    eventually(
+        "the callback to be counted as delivered",
+        PATIENCE,
+        || async { app.trade(&trade_no).await.2 },
+    )
     .await;
     let (trade_status, attempts, _) = app.trade(&trade_no).await;
     assert_eq!(trade_status, "paid");
@@ -508,7 +494,7 @@ async fn an_order_paid_at_the_last_moment_is_paid_not_cancelled() {
     let (status, body) = app.pay(1, paid).await;
     assert_eq!(status, 200, "{body}");
     let trade_no = body["trade_no"].as_str().expect("trade_no").to_owned();
-    eventually("the center to receive the money", || async {
+    eventually("the center to receive the money", PATIENCE, || async {
         app.trade(&trade_no).await.0 == "paid"
     })
     .await;
@@ -633,7 +619,7 @@ async fn the_leader_scanner_cancels_orders_whose_timeout_was_lost_and_retries_gi
     );
     app.state.election.set(true);
     app.all_reach(&[lost], "CANCELLED").await;
-    eventually("the owed give-back to be retried", || async {
+    eventually("the owed give-back to be retried", PATIENCE, || async {
         app.count_where(
             "SELECT count(*) FROM stock_restore_journal WHERE order_id = ANY($1) AND redis_restored_at IS NULL",
             &orders,
@@ -701,7 +687,7 @@ async fn a_storm_then_half_paid_gives_the_unpaid_half_back_everywhere() {
     let idler_ids: Vec<Uuid> = idlers.iter().map(|(_, id)| *id).collect();
     app.all_reach(&payer_ids, "PAID").await;
     app.all_reach(&idler_ids, "CANCELLED").await;
-    eventually("every give-back to reach Redis", || async {
+    eventually("every give-back to reach Redis", PATIENCE, || async {
         app.count_where(
             "SELECT count(*) FROM stock_restore_journal WHERE order_id = ANY($1) AND redis_restored_at IS NOT NULL",
             &idler_ids,
@@ -786,10 +772,14 @@ async fn a_failed_trade_leaves_the_order_payable_again() {
     let order = app.unpaid_orders(&sale, 1..=1).await[0];
     let (_, body) = app.pay(1, order).await;
     let first = body["trade_no"].as_str().expect("trade_no").to_owned();
-    eventually("the failed trade's callback to be delivered", || async {
-        let (status, attempts, notified) = app.trade(&first).await;
-        status == "failed" && attempts >= 1 && notified
-    })
+    eventually(
+        "the failed trade's callback to be delivered",
+        PATIENCE,
+        || async {
+            let (status, attempts, notified) = app.trade(&first).await;
+            status == "failed" && attempts >= 1 && notified
+        },
+    )
     .await;
     assert_eq!(app.order_status(order).await, "UNPAID");
     let (status, body) = app.pay(1, order).await;

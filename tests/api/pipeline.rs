@@ -123,6 +123,16 @@ impl TestApp {
         .map_or(0, |depths| depths[0])
     }
 
+    /// The buy path's offers with this outcome (`confirmed`, `dropped`, ...).
+    fn offers(&self, outcome: &str) -> u64 {
+        self.state
+            .metrics
+            .pipeline
+            .published
+            .with_label_values(&["offer", outcome])
+            .get()
+    }
+
     /// Create-order events the consumer found processed before (or repeated in a batch).
     fn duplicates_skipped(&self) -> u64 {
         self.state
@@ -181,6 +191,34 @@ async fn a_message_delivered_twice_completes_its_order_once() {
         app.scheduled_timeouts().await == 1
     })
     .await;
+}
+
+#[tokio::test]
+async fn the_buy_path_publishes_at_once_and_marks_its_outbox_rows_sent() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        // The relay stays out of it: only the buy path's offers publish.
+        settings.pipeline.relay_grace_ms = 600_000;
+    })
+    .await;
+    let sale = open_sale(&app, 50, 1).await;
+    buy_each(&app, &sale, 1..51).await;
+    eventually("every order completed", PATIENCE, || async {
+        app.orders_in(&sale, "UNPAID").await == 50
+    })
+    .await;
+    eventually("every outbox row marked sent", PATIENCE, || async {
+        let sent: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM outbox WHERE status = 'sent' AND attempts = 0",
+        )
+        .fetch_one(&app.db)
+        .await
+        .expect("outbox");
+        sent == 50
+    })
+    .await;
+    assert_eq!(app.offers("confirmed"), 50);
+    assert_eq!(app.completions(&sale).await, 50);
 }
 
 #[tokio::test]
@@ -311,6 +349,11 @@ async fn buyers_get_their_orders_while_rabbitmq_is_unreachable_and_the_relay_del
     )
     .await;
     assert_eq!(app.orders_in(&sale, "PRE_CREATED").await, 30);
+    assert_eq!(
+        app.offers("dropped"),
+        30,
+        "the buy path dropped its offers, never its buyers"
+    );
 
     rabbit.resume().await;
     eventually("every order completed", PATIENCE, || async {

@@ -137,6 +137,20 @@ async fn main() -> anyhow::Result<()> {
         "db pool peak in use during the drain: {peak_in_use} of {}",
         state.settings.db_max_connections
     );
+    // One line for scripts/bench-pipeline.sh to put in BENCHMARKS.md.
+    println!(
+        "BENCH pipeline_drain orders={n} prefetch={} batch_max={} drain_s={:.3} orders_per_s={drain_rate:.0} \
+         bare_batched_s={:.3} bare_batched_per_s={bare_rate:.0} bare_single_s={:.3} bare_single_per_s={one_by_one_rate:.0} \
+         ratio={:.3} ratio_single={:.3} pool_peak={peak_in_use} pool_max={}",
+        pipeline.prefetch,
+        pipeline.batch_max,
+        drain.as_secs_f64(),
+        bare.as_secs_f64(),
+        one_by_one.as_secs_f64(),
+        drain_rate / bare_rate,
+        drain_rate / one_by_one_rate,
+        state.settings.db_max_connections
+    );
     Ok(())
 }
 

@@ -1,19 +1,10 @@
 //! Rules of the order pipeline (SPEC §4) apart from I/O: which pre-orders of a batch the
 //! database stock still covers, how long the outbox relay waits before a row's next
-//! attempt, who may watch or act on the pipeline, and what an operator must say when they act.
+//! attempt, and what an operator must say when they act (who may watch or act is
+//! [`Role::may_watch_operations`](app::model::Role::may_watch_operations) and
+//! [`Role::may_operate`](app::model::Role::may_operate)).
 
-use app::model::Role;
 use std::time::Duration;
-
-/// Who may watch the pipeline (dead letters, the outbox): everyone but merchants.
-pub fn may_watch(role: Role) -> bool {
-    matches!(role, Role::Ops | Role::Sre | Role::Admin)
-}
-
-/// Who may act on it (requeue dead letters, replay recorded orders): ops and admins.
-pub fn may_operate(role: Role) -> bool {
-    matches!(role, Role::Ops | Role::Admin)
-}
 
 /// A pre-order the create-order consumer wants to complete, in arrival order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,14 +61,6 @@ mod tests {
             .iter()
             .map(|&quantity| Claim { quantity })
             .collect()
-    }
-
-    #[test]
-    fn sre_watches_the_pipeline_and_only_ops_and_admins_act_on_it() {
-        assert!(may_watch(Role::Sre) && !may_operate(Role::Sre));
-        assert!(may_watch(Role::Ops) && may_operate(Role::Ops));
-        assert!(may_watch(Role::Admin) && may_operate(Role::Admin));
-        assert!(!may_watch(Role::Merchant) && !may_operate(Role::Merchant));
     }
 
     #[test]

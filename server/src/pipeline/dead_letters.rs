@@ -11,7 +11,7 @@ use serde_json::json;
 use std::time::Duration;
 
 use crate::{
-    domain::access::Actor,
+    domain::{access::Actor, paging::PageWindow},
     error::{ApiError, ApiResult},
     pipeline::{
         audited_reason,
@@ -131,15 +131,9 @@ fn dead_letter(delivery: &Delivery) -> NewDeadLetter {
 /// One page (1-based) of dead letters, the waiting ones first.
 pub async fn list(state: &AppState, actor: &Actor, page: i64) -> ApiResult<DeadLetterPage> {
     ensure_watcher(actor)?;
-    let offset = page
-        .checked_sub(1)
-        .filter(|skipped| *skipped >= 0)
-        .and_then(|skipped| skipped.checked_mul(PER_PAGE))
-        .ok_or_else(|| ApiError::BadRequest(format!("page must be 1 or more, not {page}")))?;
-    // One more than a page tells whether another page exists without counting them all.
-    let mut dead_letters = store::list(&state.db, PER_PAGE + 1, offset).await?;
-    let has_more = dead_letters.len() as i64 > PER_PAGE;
-    dead_letters.truncate(PER_PAGE as usize);
+    let window = PageWindow::new(page, PER_PAGE).map_err(ApiError::BadRequest)?;
+    let (dead_letters, has_more) =
+        window.split(store::list(&state.db, window.fetch_limit(), window.offset).await?);
     Ok(DeadLetterPage {
         dead_letters,
         page,

@@ -30,10 +30,7 @@ use tokio::task::JoinHandle;
 
 use crate::{
     config::Settings,
-    domain::{
-        access::Actor,
-        pipeline::{may_operate, may_watch, ops_reason},
-    },
+    domain::{access::Actor, pipeline::ops_reason},
     error::{ApiError, ApiResult},
     metrics::Metrics,
     state::AppState,
@@ -106,14 +103,18 @@ pub fn spawn_workers(state: &AppState) -> Vec<JoinHandle<()>> {
 
 /// Refuses actors who may not watch the pipeline (merchants).
 pub fn ensure_watcher(actor: &Actor) -> ApiResult<()> {
-    may_watch(actor.role)
+    actor
+        .role
+        .may_watch_operations()
         .then_some(())
         .ok_or(ApiError::Forbidden)
 }
 
 /// Refuses actors who may not act on the pipeline (everyone but ops and admins).
 pub fn ensure_operator(actor: &Actor) -> ApiResult<()> {
-    may_operate(actor.role)
+    actor
+        .role
+        .may_operate()
         .then_some(())
         .ok_or(ApiError::Forbidden)
 }

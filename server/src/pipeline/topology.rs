@@ -140,6 +140,8 @@ impl Topology {
         let _one_at_a_time = self.declaring.lock().await;
         let durable = ExchangeDeclareOptions {
             durable: true,
+            // A deployment whose queues expire (tests) lets its exchanges go with them.
+            auto_delete: self.idle_expiry_ms.is_some(),
             ..ExchangeDeclareOptions::default()
         };
         channel

@@ -32,9 +32,8 @@ pub async fn list(state: &AppState, actor: &Actor, query: &OrderQuery) -> ApiRes
         activity_id: query.activity_id,
         status: status.map(OrderStatus::as_str),
     };
-    let (orders, has_more) = window.split(
-        store::list(&state.db, &filter, window.fetch_limit(), window.offset).await?,
-    );
+    let (orders, has_more) =
+        window.split(store::list(&state.db, &filter, window.fetch_limit(), window.offset).await?);
     Ok(OrderPage {
         orders,
         page,
