@@ -162,9 +162,26 @@ async fn write_batch(pool: &PgPool, batch: Vec<(PreOrder, Reply)>) {
     }
 }
 
-/// Allocates the database-reserved members, writes every granted pre-order with its outbox
-/// row and seats, and moves `allocated` once per item: all in one transaction.
+/// Decides the batch's members, writes every granted pre-order with its outbox row and
+/// seats, and moves `allocated` and the buyers' holdings once per row: one transaction.
 async fn commit(pool: &PgPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
+    // Redis already decided these; in the common case the database agrees, and writing
+    // first with the stock rows last holds the hot item row only for the last two
+    // statements. Should a CHECK refuse (Redis off the truth), decide member by member.
+    if orders
+        .iter()
+        .all(|order| matches!(order.reservation, Reservation::Redis { .. }))
+    {
+        let mut tx = pool.begin().await?;
+        match insert(&mut tx, orders).await {
+            Ok(()) => {
+                tx.commit().await?;
+                return Ok(vec![Verdict::Written; orders.len()]);
+            }
+            Err(error) if is_check_violation(&error) => tx.rollback().await?,
+            Err(error) => return Err(error),
+        }
+    }
     let mut tx = pool.begin().await?;
     let verdicts = allocate(&mut tx, orders).await?;
     let granted: Vec<PreOrder> = orders
@@ -178,6 +195,12 @@ async fn commit(pool: &PgPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx
     }
     tx.commit().await?;
     Ok(verdicts)
+}
+
+/// A CHECK constraint refused the statement (`allocated` past the stock, a holding past
+/// the per-user limit).
+fn is_check_violation(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(database) if database.code().as_deref() == Some("23514"))
 }
 
 /// Decides every member item by item, first come first served, under the item row's
@@ -299,7 +322,24 @@ async fn insert(
     .bind(&outbox_states)
     .execute(&mut **tx)
     .await?;
-    // Sorted like the item rows, so two batches lock a buyer's rows in one order.
+    hold_seats(tx, orders).await?;
+    // The stock rows last, item row before buyer rows as in every transaction that moves
+    // them (`storage::stock`), so the hot item row is held from here to the commit only.
+    // One UPDATE per item row for the whole batch; its CHECK refuses an oversell.
+    sqlx::query(
+        "UPDATE activity_items ai SET allocated = ai.allocated + batch.units
+         FROM (SELECT activity_id, item_id, SUM(quantity)::INTEGER AS units
+               FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[]) AS o (activity_id, item_id, quantity)
+               GROUP BY activity_id, item_id ORDER BY activity_id, item_id) AS batch
+         WHERE ai.activity_id = batch.activity_id AND ai.item_id = batch.item_id",
+    )
+    .bind(&activities)
+    .bind(&items)
+    .bind(&quantities)
+    .execute(&mut **tx)
+    .await?;
+    // Sorted, so two batches lock a buyer's rows in one order; its CHECK refuses a buyer
+    // past the per-user limit.
     sqlx::query(
         "INSERT INTO buyer_holdings (activity_id, item_id, user_id, units, per_user_limit)
          SELECT activity_id, item_id, user_id, SUM(quantity)::INTEGER, MAX(per_user_limit)::INTEGER
@@ -317,20 +357,7 @@ async fn insert(
     .bind(&limits)
     .execute(&mut **tx)
     .await?;
-    // One UPDATE per item row for the whole batch; its CHECK refuses an oversell.
-    sqlx::query(
-        "UPDATE activity_items ai SET allocated = ai.allocated + batch.units
-         FROM (SELECT activity_id, item_id, SUM(quantity)::INTEGER AS units
-               FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[]) AS o (activity_id, item_id, quantity)
-               GROUP BY activity_id, item_id ORDER BY activity_id, item_id) AS batch
-         WHERE ai.activity_id = batch.activity_id AND ai.item_id = batch.item_id",
-    )
-    .bind(&activities)
-    .bind(&items)
-    .bind(&quantities)
-    .execute(&mut **tx)
-    .await?;
-    hold_seats(tx, orders).await
+    Ok(())
 }
 
 /// Marks the seats of seated pre-orders as held by them. Each seat must still be free in
