@@ -56,31 +56,34 @@ pub fn DeadLetters() -> impl IntoView {
             }.into_any(),
             Err(error) => error_box(error),
         })}
+        // One boundary reads `user`: a resource read under two Suspense boundaries can
+        // leave an SSR response hanging (leptos-rs/leptos#4851).
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
-                let may_requeue = user.await.is_ok_and(|user| user.role.may_operate());
-                match letters.await {
-                    Ok(page) => view! { <Letters page may_requeue requeue requeue_all/> }.into_any(),
+                let may_operate = user.await.is_ok_and(|user| user.role.may_operate());
+                let letters = match letters.await {
+                    Ok(page) => view! {
+                        <Letters page may_requeue=may_operate requeue requeue_all/>
+                    }.into_any(),
                     Err(error) => error_box(error),
-                }
-            })}
-        </Transition>
-        <h2>"Outbox"</h2>
-        {move || replay.value().get().map(|result| match result {
-            Ok(report) => view! {
-                <p class="notice" id="replay-result">
-                    {report.replayed} " recorded pre-order(s) replayed; RabbitMQ confirmed "
-                    {report.published} " at once (the relay resends the rest)."
-                </p>
-            }.into_any(),
-            Err(error) => error_box(error),
-        })}
-        <Transition fallback=|| view! { <p>"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                let may_replay = user.await.is_ok_and(|user| user.role.may_operate());
-                match outbox.await {
-                    Ok(summary) => view! { <Outbox summary may_replay replay/> }.into_any(),
+                };
+                let outbox = match outbox.await {
+                    Ok(summary) => view! { <Outbox summary may_replay=may_operate replay/> }.into_any(),
                     Err(error) => error_box(error),
+                };
+                view! {
+                    {letters}
+                    <h2>"Outbox"</h2>
+                    {move || replay.value().get().map(|result| match result {
+                        Ok(report) => view! {
+                            <p class="notice" id="replay-result">
+                                {report.replayed} " recorded pre-order(s) replayed; RabbitMQ confirmed "
+                                {report.published} " at once (the relay resends the rest)."
+                            </p>
+                        }.into_any(),
+                        Err(error) => error_box(error),
+                    })}
+                    {outbox}
                 }
             })}
         </Transition>
