@@ -4,7 +4,7 @@
 //! etcd gets a banner), the dead letters (requeue one or all, with a reason, audited) and the
 //! replay of pre-orders recorded while the pipeline was switched to `record`.
 
-use crate::helpers::{eventually, json, spawn_app, spawn_app_with, Caller, TestApp};
+use crate::helpers::{eventually, json, spawn_app, spawn_app_with, TestApp};
 use app::model::{
     AuditPage, DeadLetterPage, OutboxSummary, ReplayReport, RequeueReport, Role, SwitchBoard,
     SwitchChange,
@@ -16,47 +16,10 @@ use uuid::Uuid;
 
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// A console session for `caller`, as the login page would set it.
-async fn session(app: &TestApp, caller: &Caller) -> String {
-    app.state
-        .auth
-        .login(&caller.username, &caller.password, None)
-        .await
-        .expect("login")
-        .token
-}
-
-async fn call(
-    app: &TestApp,
-    path: &str,
-    session: &str,
-    form: &[(&str, &str)],
-) -> reqwest::Response {
-    app.client
-        .post(format!("{}{path}", app.address))
-        .header("Cookie", format!("seckill_session={session}"))
-        .form(form)
-        .timeout(crate::console_orders::REQUEST_PATIENCE)
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("{path}: {error}"))
-}
-
-async fn page_html(app: &TestApp, path: &str, session: &str) -> String {
-    app.client
-        .get(format!("{}{path}", app.address))
-        .header("Cookie", format!("seckill_session={session}"))
-        .timeout(crate::console_orders::REQUEST_PATIENCE)
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("{path}: {error}"))
-        .text()
-        .await
-        .expect("html")
-}
-
 async fn board(app: &TestApp, session: &str) -> SwitchBoard {
-    let response = call(app, app::api::GetSwitchBoard::PATH, session, &[]).await;
+    let response = app
+        .console_call(app::api::GetSwitchBoard::PATH, session, &[])
+        .await;
     assert_eq!(response.status(), 200);
     response.json().await.expect("board")
 }
@@ -78,14 +41,19 @@ async fn flips_audited(app: &TestApp) -> i64 {
 #[tokio::test]
 async fn only_ops_and_admins_flip_from_the_console_and_refusals_change_nothing() {
     let app = spawn_app().await;
-    let ops = session(&app, &app.caller(Role::Ops, None).await).await;
-    let sre = session(&app, &app.caller(Role::Sre, None).await).await;
-    let merchant = session(&app, &app.caller(Role::Merchant, Some("acme")).await).await;
+    let ops = app
+        .console_session(&app.caller(Role::Ops, None).await)
+        .await;
+    let sre = app
+        .console_session(&app.caller(Role::Sre, None).await)
+        .await;
+    let merchant = app
+        .console_session(&app.caller(Role::Merchant, Some("acme")).await)
+        .await;
     let flip = |session: String, value: &'static str, reason: &'static str| {
         let app = &app;
         async move {
-            call(
-                app,
+            app.console_call(
                 app::api::FlipSwitch::PATH,
                 &session,
                 &[
@@ -156,7 +124,7 @@ async fn only_ops_and_admins_flip_from_the_console_and_refusals_change_nothing()
     );
 
     // The pages: ops gets the change forms, SRE reads only, a merchant is refused.
-    let html = page_html(&app, "/switches", &ops).await;
+    let html = app.console_page("/switches", &ops).await;
     assert!(
         html.contains(r#"id="switch-list""#) && html.contains("Change…"),
         "{html}"
@@ -165,20 +133,20 @@ async fn only_ops_and_admins_flip_from_the_console_and_refusals_change_nothing()
         html.contains("drill: close the entry"),
         "the last write's reason: {html}"
     );
-    let html = page_html(&app, "/switches", &sre).await;
+    let html = app.console_page("/switches", &sre).await;
     assert!(
         html.contains(r#"id="switch-list""#) && !html.contains("Change…"),
         "{html}"
     );
     assert!(html.contains("Read-only"), "{html}");
-    let html = page_html(&app, "/switches", &merchant).await;
+    let html = app.console_page("/switches", &merchant).await;
     assert!(
         html.contains(r#"id="switch-list""#) && !html.contains("Change…"),
         "merchants read the board too: {html}"
     );
 
     // The audit log shows the flip to readers, not to merchants.
-    let response = call(&app, app::api::AuditLog::PATH, &sre, &[]).await;
+    let response = app.console_call(app::api::AuditLog::PATH, &sre, &[]).await;
     assert_eq!(response.status(), 200);
     let audit: AuditPage = response.json().await.expect("audit");
     let entry = &audit.entries[0];
@@ -187,12 +155,12 @@ async fn only_ops_and_admins_flip_from_the_console_and_refusals_change_nothing()
         ("switches/entry", Some("closed"))
     );
     assert_eq!(
-        call(&app, app::api::AuditLog::PATH, &merchant, &[])
+        app.console_call(app::api::AuditLog::PATH, &merchant, &[])
             .await
             .status(),
         403
     );
-    let html = page_html(&app, "/audit", &sre).await;
+    let html = app.console_page("/audit", &sre).await;
     assert!(
         html.contains(r#"id="audit-list""#) && html.contains("drill: close the entry"),
         "{html}"
@@ -206,22 +174,24 @@ async fn an_unreachable_etcd_gets_a_banner_and_flips_are_refused() {
         settings.etcd_endpoints = vec!["http://127.0.0.1:9".into()];
     })
     .await;
-    let ops = session(&app, &app.caller(Role::Ops, None).await).await;
+    let ops = app
+        .console_session(&app.caller(Role::Ops, None).await)
+        .await;
     let board = board(&app, &ops).await;
     assert!(!board.etcd.reachable);
-    let html = page_html(&app, "/switches", &ops).await;
+    let html = app.console_page("/switches", &ops).await;
     assert!(html.contains(r#"id="etcd-banner""#), "{html}");
-    let response = call(
-        &app,
-        app::api::FlipSwitch::PATH,
-        &ops,
-        &[
-            ("path", "switches/entry"),
-            ("value", "closed"),
-            ("reason", "etcd is away"),
-        ],
-    )
-    .await;
+    let response = app
+        .console_call(
+            app::api::FlipSwitch::PATH,
+            &ops,
+            &[
+                ("path", "switches/entry"),
+                ("value", "closed"),
+                ("reason", "etcd is away"),
+            ],
+        )
+        .await;
     assert_eq!(response.status(), 503);
     assert_eq!(
         flips_audited(&app).await,
@@ -265,19 +235,25 @@ async fn requeued(app: &TestApp, id: i64) -> bool {
 async fn dead_letters_are_requeued_from_the_console_by_ops_with_a_reason() {
     let app = spawn_app().await;
     let ops_caller = app.caller(Role::Ops, None).await;
-    let ops = session(&app, &ops_caller).await;
-    let sre = session(&app, &app.caller(Role::Sre, None).await).await;
-    let merchant = session(&app, &app.caller(Role::Merchant, Some("acme")).await).await;
+    let ops = app.console_session(&ops_caller).await;
+    let sre = app
+        .console_session(&app.caller(Role::Sre, None).await)
+        .await;
+    let merchant = app
+        .console_session(&app.caller(Role::Merchant, Some("acme")).await)
+        .await;
     let first = dead_letter(&app).await;
     let others = [dead_letter(&app).await, dead_letter(&app).await];
 
-    let response = call(&app, app::api::ListDeadLetters::PATH, &sre, &[]).await;
+    let response = app
+        .console_call(app::api::ListDeadLetters::PATH, &sre, &[])
+        .await;
     assert_eq!(response.status(), 200);
     let page: DeadLetterPage = response.json().await.expect("page");
     assert_eq!((page.waiting, page.dead_letters.len()), (3, 3));
     assert!(page.dead_letters[0].payload.contains("order_id"));
     assert_eq!(
-        call(&app, app::api::ListDeadLetters::PATH, &merchant, &[])
+        app.console_call(app::api::ListDeadLetters::PATH, &merchant, &[])
             .await
             .status(),
         403
@@ -285,59 +261,59 @@ async fn dead_letters_are_requeued_from_the_console_by_ops_with_a_reason() {
 
     let id = first.to_string();
     for (who, refused) in [("sre", &sre), ("merchant", &merchant)] {
-        let response = call(
-            &app,
-            app::api::RequeueDeadLetter::PATH,
-            refused,
-            &[("id", &id), ("reason", "drain")],
-        )
-        .await;
+        let response = app
+            .console_call(
+                app::api::RequeueDeadLetter::PATH,
+                refused,
+                &[("id", &id), ("reason", "drain")],
+            )
+            .await;
         assert_eq!(response.status(), 403, "{who}");
-        let response = call(
-            &app,
-            app::api::RequeueAllDeadLetters::PATH,
-            refused,
-            &[("reason", "drain")],
-        )
-        .await;
+        let response = app
+            .console_call(
+                app::api::RequeueAllDeadLetters::PATH,
+                refused,
+                &[("reason", "drain")],
+            )
+            .await;
         assert_eq!(response.status(), 403, "{who}");
     }
-    let response = call(
-        &app,
-        app::api::RequeueDeadLetter::PATH,
-        &ops,
-        &[("id", &id), ("reason", " ")],
-    )
-    .await;
+    let response = app
+        .console_call(
+            app::api::RequeueDeadLetter::PATH,
+            &ops,
+            &[("id", &id), ("reason", " ")],
+        )
+        .await;
     assert_eq!(response.status(), 400);
     assert!(!requeued(&app, first).await);
     assert_eq!(app.count("ops_audit").await, 0);
 
-    let response = call(
-        &app,
-        app::api::RequeueDeadLetter::PATH,
-        &ops,
-        &[("id", &id), ("reason", "consumer fixed")],
-    )
-    .await;
+    let response = app
+        .console_call(
+            app::api::RequeueDeadLetter::PATH,
+            &ops,
+            &[("id", &id), ("reason", "consumer fixed")],
+        )
+        .await;
     assert_eq!(response.status(), 200);
     assert!(requeued(&app, first).await);
-    let again = call(
-        &app,
-        app::api::RequeueDeadLetter::PATH,
-        &ops,
-        &[("id", &id), ("reason", "twice")],
-    )
-    .await;
+    let again = app
+        .console_call(
+            app::api::RequeueDeadLetter::PATH,
+            &ops,
+            &[("id", &id), ("reason", "twice")],
+        )
+        .await;
     assert_eq!(again.status(), 409, "a dead letter is requeued once");
 
-    let response = call(
-        &app,
-        app::api::RequeueAllDeadLetters::PATH,
-        &ops,
-        &[("reason", "drain after the fix")],
-    )
-    .await;
+    let response = app
+        .console_call(
+            app::api::RequeueAllDeadLetters::PATH,
+            &ops,
+            &[("reason", "drain after the fix")],
+        )
+        .await;
     assert_eq!(response.status(), 200);
     let report: RequeueReport = response.json().await.expect("report");
     // The first one went back into the pipeline and may have died again meanwhile.
@@ -367,13 +343,13 @@ async fn dead_letters_are_requeued_from_the_console_by_ops_with_a_reason() {
     );
 
     // The page: requeue controls for ops only, the requeued state for everyone.
-    let html = page_html(&app, "/dead-letters", &ops).await;
+    let html = app.console_page("/dead-letters", &ops).await;
     assert!(html.contains(r#"id="dead-letter-list""#), "{html}");
     assert!(
         html.contains(&format!(" by {}", ops_caller.username)),
         "{html}"
     );
-    let html = page_html(&app, "/dead-letters", &sre).await;
+    let html = app.console_page("/dead-letters", &sre).await;
     assert!(
         html.contains(r#"id="dead-letter-list""#) && !html.contains("Requeue…"),
         "{html}"
@@ -388,23 +364,25 @@ async fn recorded_pre_orders_are_replayed_from_the_console_by_ops_only() {
     use seckill::config::AsyncMode;
     let app = spawn_app().await;
     let ops_caller = app.caller(Role::Ops, None).await;
-    let ops = session(&app, &ops_caller).await;
-    let sre = session(&app, &app.caller(Role::Sre, None).await).await;
+    let ops = app.console_session(&ops_caller).await;
+    let sre = app
+        .console_session(&app.caller(Role::Sre, None).await)
+        .await;
     let acme = shop(&app, "acme", "Recorded sale").await;
     open_for_sale(&app, &acme, &ops_caller).await;
 
     // MQ "down": ops switch the pipeline to recording; a buy is recorded, not sent.
-    let response = call(
-        &app,
-        app::api::FlipSwitch::PATH,
-        &ops,
-        &[
-            ("path", "switches/async"),
-            ("value", "record"),
-            ("reason", "broker maintenance"),
-        ],
-    )
-    .await;
+    let response = app
+        .console_call(
+            app::api::FlipSwitch::PATH,
+            &ops,
+            &[
+                ("path", "switches/async"),
+                ("value", "record"),
+                ("reason", "broker maintenance"),
+            ],
+        )
+        .await;
     assert_eq!(response.status(), 200);
     eventually("the instance records pre-orders", PATIENCE, || async {
         app.state.switches.current().async_mode == AsyncMode::Record
@@ -414,40 +392,42 @@ async fn recorded_pre_orders_are_replayed_from_the_console_by_ops_only() {
     let outbox = |session: String| {
         let app = &app;
         async move {
-            let response = call(app, app::api::GetOutboxSummary::PATH, &session, &[]).await;
+            let response = app
+                .console_call(app::api::GetOutboxSummary::PATH, &session, &[])
+                .await;
             assert_eq!(response.status(), 200);
             response.json::<OutboxSummary>().await.expect("outbox")
         }
     };
     assert_eq!(outbox(sre.clone()).await.recorded, 1);
-    let html = page_html(&app, "/dead-letters", &ops).await;
+    let html = app.console_page("/dead-letters", &ops).await;
     assert!(html.contains(r#"id="replay-recorded""#), "{html}");
 
-    let refused = call(
-        &app,
-        app::api::ReplayRecordedOrders::PATH,
-        &sre,
-        &[("reason", "mine?")],
-    )
-    .await;
+    let refused = app
+        .console_call(
+            app::api::ReplayRecordedOrders::PATH,
+            &sre,
+            &[("reason", "mine?")],
+        )
+        .await;
     assert_eq!(refused.status(), 403);
-    let refused = call(
-        &app,
-        app::api::ReplayRecordedOrders::PATH,
-        &ops,
-        &[("reason", "")],
-    )
-    .await;
+    let refused = app
+        .console_call(
+            app::api::ReplayRecordedOrders::PATH,
+            &ops,
+            &[("reason", "")],
+        )
+        .await;
     assert_eq!(refused.status(), 400);
     assert_eq!(outbox(ops.clone()).await.recorded, 1);
 
-    let response = call(
-        &app,
-        app::api::ReplayRecordedOrders::PATH,
-        &ops,
-        &[("reason", "broker is back")],
-    )
-    .await;
+    let response = app
+        .console_call(
+            app::api::ReplayRecordedOrders::PATH,
+            &ops,
+            &[("reason", "broker is back")],
+        )
+        .await;
     assert_eq!(response.status(), 200);
     let report: ReplayReport = response.json().await.expect("report");
     assert_eq!(report.replayed, 1);

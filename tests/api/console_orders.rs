@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 /// How long one request of these tests may take: a hung server call fails the test with
 /// its step instead of stalling the run.
-pub const REQUEST_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+const REQUEST_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One merchant's activity with one item.
 pub struct Shop {
@@ -435,94 +435,51 @@ async fn an_order_bought_through_the_buyer_api_is_listed_from_its_creation() {
     );
 }
 
-/// A console session for `caller`, as the login page would set it.
-async fn session(app: &TestApp, caller: &Caller) -> String {
-    app.state
-        .auth
-        .login(&caller.username, &caller.password, None)
-        .await
-        .expect("login")
-        .token
-}
-
-async fn server_fn(
-    app: &TestApp,
-    path: &str,
-    session: &str,
-    form: &[(&str, String)],
-) -> reqwest::Response {
-    app.client
-        .post(format!("{}{path}", app.address))
-        .header("Cookie", format!("seckill_session={session}"))
-        .form(form)
-        .timeout(REQUEST_PATIENCE)
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("{path}: {error}"))
-}
-
-async fn page_html(app: &TestApp, path: &str, session: &str) -> String {
-    app.client
-        .get(format!("{}{path}", app.address))
-        .header("Cookie", format!("seckill_session={session}"))
-        .timeout(REQUEST_PATIENCE)
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("{path}: {error}"))
-        .text()
-        .await
-        .expect("html")
-}
-
 #[tokio::test]
 async fn the_console_lists_and_shows_orders_within_the_merchant_scope() {
     let app = spawn_app().await;
     let w = world(&app).await;
-    let acme = session(&app, &w.acme.merchant).await;
+    let acme = app.console_session(&w.acme.merchant).await;
 
-    let response = server_fn(
-        &app,
-        app::api::ListOrders::PATH,
-        &acme,
-        &[("status", "PAID".into())],
-    )
-    .await;
+    let response = app
+        .console_call(app::api::ListOrders::PATH, &acme, &[("status", "PAID")])
+        .await;
     assert_eq!(response.status(), 200);
     let paid: OrderPage = response.json().await.expect("page");
     assert_eq!(ids(&paid), [w.paid.to_string()]);
-    let response = server_fn(&app, app::api::ListOrders::PATH, &acme, &[]).await;
+    let response = app
+        .console_call(app::api::ListOrders::PATH, &acme, &[])
+        .await;
     let mine: OrderPage = response.json().await.expect("page");
     assert!(!ids(&mine).contains(&w.rival_unpaid.to_string()));
 
-    let refused = server_fn(
-        &app,
-        app::api::ListOrders::PATH,
-        &acme,
-        &[("status", "SHIPPED".into())],
-    )
-    .await;
+    let refused = app
+        .console_call(app::api::ListOrders::PATH, &acme, &[("status", "SHIPPED")])
+        .await;
     assert_eq!(refused.status(), 400);
-    let hidden = server_fn(
-        &app,
-        app::api::GetOrder::PATH,
-        &acme,
-        &[("id", w.rival_unpaid.to_string())],
-    )
-    .await;
+    let hidden = app
+        .console_call(
+            app::api::GetOrder::PATH,
+            &acme,
+            &[("id", &w.rival_unpaid.to_string())],
+        )
+        .await;
     assert_eq!(hidden.status(), 404);
-    let shown = server_fn(
-        &app,
-        app::api::GetOrder::PATH,
-        &acme,
-        &[("id", w.cancelled.to_string())],
-    )
-    .await;
+    let shown = app
+        .console_call(
+            app::api::GetOrder::PATH,
+            &acme,
+            &[("id", &w.cancelled.to_string())],
+        )
+        .await;
     assert_eq!(shown.status(), 200);
-    let unauthenticated = server_fn(&app, app::api::ListOrders::PATH, "expired", &[]).await;
+    let unauthenticated = app
+        .console_call(app::api::ListOrders::PATH, "expired", &[])
+        .await;
     assert_eq!(unauthenticated.status(), 401);
 
     // The pages render on the server: the filtered list, and the detail with its history.
-    let html = page_html(&app, "/orders?status=CANCELLED", &acme).await;
+    let html = app.console_page("/orders?status=CANCELLED", &acme).await;
     assert!(html.contains(r#"id="order-list""#), "{html}");
     assert!(html.contains(&w.cancelled.to_string()[..8]), "{html}");
     assert!(
@@ -533,11 +490,15 @@ async fn the_console_lists_and_shows_orders_within_the_merchant_scope() {
         html.contains(r#"<option value="CANCELLED" selected"#),
         "{html}"
     );
-    let html = page_html(&app, &format!("/orders/{}", w.cancelled), &acme).await;
+    let html = app
+        .console_page(&format!("/orders/{}", w.cancelled), &acme)
+        .await;
     assert!(html.contains(r#"id="order-history""#), "{html}");
     assert!(html.contains("status-cancelled"), "{html}");
     assert!(html.contains("not given back yet"), "{html}");
-    let html = page_html(&app, &format!("/orders/{}", w.rival_unpaid), &acme).await;
+    let html = app
+        .console_page(&format!("/orders/{}", w.rival_unpaid), &acme)
+        .await;
     assert!(
         html.contains("not found") && !html.contains(r#"id="order-history""#),
         "{html}"

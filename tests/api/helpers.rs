@@ -120,6 +120,40 @@ impl TestApp {
         serve(settings).await
     }
 
+    /// A console session for `caller`, as the login page would set it.
+    pub async fn console_session(&self, caller: &Caller) -> String {
+        self.state
+            .auth
+            .login(&caller.username, &caller.password, None)
+            .await
+            .expect("login")
+            .token
+    }
+
+    /// Calls a console server function with `session`'s cookie and a form body.
+    pub async fn console_call(&self, path: &str, session: &str, form: &[(&str, &str)]) -> Response {
+        self.client
+            .post(format!("{}{path}", self.address))
+            .header("Cookie", format!("seckill_session={session}"))
+            .form(form)
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("{path}: {error}"))
+    }
+
+    /// A console page rendered on the server for `session`.
+    pub async fn console_page(&self, path: &str, session: &str) -> String {
+        self.client
+            .get(format!("{}{path}", self.address))
+            .header("Cookie", format!("seckill_session={session}"))
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("{path}: {error}"))
+            .text()
+            .await
+            .expect("html")
+    }
+
     /// Stops the instance as a crash would: no graceful shutdown, its leases left to expire.
     pub fn kill(&self) {
         self.server.abort();
