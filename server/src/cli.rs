@@ -6,12 +6,11 @@ use clap::{Parser, Subcommand};
 use std::io::BufRead;
 
 use crate::{
-    config::Settings,
-    domain::access::Actor,
-    identity::{buyer_token, password, secret_token},
-    services::{catalog, prewarm},
+    catalog::service as catalog,
+    identity::{actor::Actor, buyer_token, password, secret_token, users},
+    infra::{config::Settings, db},
+    prewarm,
     startup::{self, Application},
-    storage::{db, users},
 };
 
 #[derive(Parser)]
@@ -118,10 +117,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Worker => startup::run_workers(settings).await?,
         Command::ReplayRecorded { reason } => {
             let state = startup::connect(settings).await?;
-            let report = crate::pipeline::recordings::replay(
+            let report = crate::orders::recordings::replay(
                 &state,
                 &cli_actor(),
-                crate::storage::ops_audit::OpsSource::Cli,
+                crate::admin::ops_audit::OpsSource::Cli,
                 &reason,
             )
             .await?;
@@ -187,8 +186,9 @@ fn cli_actor() -> Actor {
 /// flip a switch while Redis or RabbitMQ is the thing that is down.
 async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()> {
     use crate::{
+        admin::audit::FlipSource,
         control::board::{Board, Flip},
-        storage::{audit::FlipSource, etcd::EtcdLink},
+        infra::etcd::EtcdLink,
     };
     let db = db::connect(&settings).await?;
     let etcd = EtcdLink::new(settings.etcd_endpoints.clone());

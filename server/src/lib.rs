@@ -1,19 +1,22 @@
 //! The `seckill` server: buyer API, admin API, admin console (Leptos SSR), `/metrics` and
 //! background workers in one binary. `main` only parses the command line and calls [`cli`].
+//!
+//! One folder per capability, each owning its routes, use cases and queries: `buy` (the buyer
+//! API and its funnel), `catalog`, `prewarm`, `orders` (the RabbitMQ pipeline, pay timeout,
+//! outbox relay, dead letters, order admin), `payment`, `control` (etcd switches, election),
+//! `identity`, `admin` (the admin router, permissions, console backend, audit). Generic
+//! plumbing is in `infra`; `startup` and `state` put the pieces together.
 
+pub mod admin;
+pub mod buy;
+pub mod catalog;
 pub mod cli;
-pub mod config;
-pub mod console;
 pub mod control;
-pub mod domain;
 pub mod error;
 pub mod identity;
-pub mod metrics;
+pub mod infra;
+pub mod orders;
 pub mod payment;
-pub mod pipeline;
-pub mod routes;
-pub mod services;
+pub mod prewarm;
 pub mod startup;
 pub mod state;
-pub mod storage;
-pub mod telemetry;

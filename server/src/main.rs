@@ -4,6 +4,6 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    seckill::telemetry::init();
+    seckill::infra::telemetry::init();
     seckill::cli::run(seckill::cli::Cli::parse()).await
 }

@@ -7,8 +7,13 @@ use std::{net::SocketAddr, sync::Arc};
 use tower_http::{limit::RequestBodyLimitLayer, trace::TraceLayer};
 
 use crate::{
-    config::Settings,
-    console,
+    admin, buy,
+    buy::{
+        activity_cache::Catalogue,
+        deduction,
+        funnel::{Funnel, FunnelParts},
+        preorders::PreorderWriter,
+    },
     control::{
         self,
         leader::Leadership,
@@ -17,17 +22,13 @@ use crate::{
         ControlPlane,
     },
     identity::{authenticate::Authenticator, buyer_token::BuyerTokens},
-    metrics::Metrics,
-    payment::simulated::SimulatedCenter,
-    pipeline::{self, Pipeline},
-    routes,
-    services::{
-        buy::{Funnel, FunnelParts},
-        catalogue::Catalogue,
-        deduction,
+    infra,
+    infra::{
+        amqp::AmqpLink, config::Settings, db, etcd::EtcdLink, metrics::Metrics, redis::RedisStore,
     },
+    orders::{self as pipeline, Pipeline},
+    payment::simulated::SimulatedCenter,
     state::{AppState, Shared},
-    storage::{amqp::AmqpLink, db, etcd::EtcdLink, orders::PreorderWriter, redis::RedisStore},
 };
 
 /// Largest body a JSON extractor reads (answered `413 PAYLOAD_TOO_LARGE` beyond); the buyer
@@ -173,13 +174,13 @@ pub async fn run_workers(settings: Settings) -> anyhow::Result<()> {
 
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(routes::health::healthz))
-        .route("/readyz", get(routes::health::readyz))
-        .route("/metrics", get(routes::metrics::render))
-        .nest("/api", routes::buyer::router())
-        .nest("/admin/api", routes::admin::router())
-        .merge(console::router(state.clone()))
-        .layer(middleware::from_fn_with_state(state.clone(), routes::metrics::track))
+        .route("/healthz", get(infra::health::healthz))
+        .route("/readyz", get(infra::health::readyz))
+        .route("/metrics", get(infra::http_metrics::render))
+        .nest("/api", buy::routes::router())
+        .nest("/admin/api", admin::routes::router())
+        .merge(admin::console::router(state.clone()))
+        .layer(middleware::from_fn_with_state(state.clone(), infra::http_metrics::track))
         .layer(DefaultBodyLimit::max(MAX_JSON_BYTES))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         // The span carries the client's X-Request-ID; none is invented here, because the

@@ -7,18 +7,18 @@ use sqlx::PgPool;
 use std::sync::Arc;
 
 use crate::{
-    config::Settings,
+    buy::funnel::Funnel,
     control::{
         leader::{Leadership, LeadershipSignal},
         status::ControlStatus,
         switches::Switches,
     },
     identity::authenticate::Authenticator,
-    metrics::Metrics,
+    infra::{
+        amqp::AmqpLink, config::Settings, etcd::EtcdLink, metrics::Metrics, redis::RedisStore,
+    },
+    orders::Pipeline,
     payment::PaymentGateway,
-    pipeline::Pipeline,
-    services::buy::Funnel,
-    storage::{amqp::AmqpLink, etcd::EtcdLink, redis::RedisStore},
 };
 
 #[derive(Clone)]

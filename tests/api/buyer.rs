@@ -7,8 +7,8 @@ use app::model::Role;
 use futures::{stream, StreamExt};
 use reqwest::StatusCode;
 use seckill::{
-    config::{DeductionMode, Settings},
     identity::buyer_token,
+    infra::config::{DeductionMode, Settings},
 };
 use serde_json::{json, Value};
 use std::collections::HashMap;

@@ -10,7 +10,7 @@ use app::model::{
     SwitchChange,
 };
 use leptos::server_fn::ServerFn;
-use seckill::pipeline::message::OrderCreated;
+use seckill::orders::mq::message::OrderCreated;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -361,7 +361,7 @@ async fn dead_letters_are_requeued_from_the_console_by_ops_with_a_reason() {
 #[tokio::test]
 async fn recorded_pre_orders_are_replayed_from_the_console_by_ops_only() {
     use crate::console_orders::{buy, open_for_sale, shop};
-    use seckill::config::AsyncMode;
+    use seckill::infra::config::AsyncMode;
     let app = spawn_app().await;
     let ops_caller = app.caller(Role::Ops, None).await;
     let ops = app.console_session(&ops_caller).await;

@@ -14,9 +14,9 @@ use crate::{
 use app::model::Role;
 use etcd_client::{Client, CompactionOptions, GetOptions};
 use seckill::{
-    config::Settings,
+    admin::audit::FlipSource,
     control::board::{Board, Flip},
-    storage::audit::FlipSource,
+    infra::config::Settings,
 };
 use serde_json::{json, Value};
 use std::{
@@ -731,7 +731,7 @@ async fn flips_are_audited_and_outside_writes_are_recorded_once_as_external() {
     assert_eq!(row(&board, "switches/challenge")["written"], Value::Null);
 
     // The CLI's path (no serving instance behind it) is audited with its own source.
-    let cli = seckill::domain::access::Actor {
+    let cli = seckill::identity::actor::Actor {
         user_id: 0,
         username: "oncall".into(),
         role: Role::Admin,
@@ -795,7 +795,7 @@ async fn switch_propagation_benchmark() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(300);
     let apps = cluster(|_| {}).await;
-    let admin = seckill::domain::access::Actor {
+    let admin = seckill::identity::actor::Actor {
         user_id: 0,
         username: "bench".into(),
         role: Role::Admin,

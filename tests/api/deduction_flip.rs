@@ -7,7 +7,7 @@ use crate::{
     buyer::{buy_body, count_codes, open_sale, storm, storm_settings},
     helpers::{eventually, spawn_app_with},
 };
-use seckill::config::DeductionMode;
+use seckill::infra::config::DeductionMode;
 use std::time::Duration;
 
 const STOCK: i64 = 300;

@@ -3,8 +3,12 @@
 use app::model::Role;
 use reqwest::{header::AUTHORIZATION, Client, Response};
 use seckill::{
-    cli::create_user, config::Settings, control::ControlPlane, identity::secret_token,
-    startup::Application, state::AppState, storage::users,
+    cli::create_user,
+    control::ControlPlane,
+    identity::{secret_token, users},
+    infra::config::Settings,
+    startup::Application,
+    state::AppState,
 };
 use secrecy::ExposeSecret;
 use serde_json::Value;
@@ -48,7 +52,7 @@ pub async fn spawn_app() -> TestApp {
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
     TRACING.call_once(|| {
         if std::env::var("TEST_LOG").is_ok() {
-            seckill::telemetry::init();
+            seckill::infra::telemetry::init();
         }
     });
     let id = Uuid::new_v4().simple().to_string();

@@ -10,14 +10,16 @@ use crate::{
 };
 use futures::{stream, StreamExt};
 use seckill::{
-    config::Settings,
-    payment::signature,
-    pipeline::{
-        broker::Broker,
-        message::PayTimeout,
+    infra::config::Settings,
+    orders::{
+        mq::{
+            broker::Broker,
+            message::PayTimeout,
+            topology::{Outgoing, Topology, PAY_TIMEOUT_KEY},
+        },
         pay_timeout::{settle_overdue, Trigger, Verdict},
-        topology::{Outgoing, Topology, PAY_TIMEOUT_KEY},
     },
+    payment::signature,
 };
 use serde_json::{json, Value};
 use std::{sync::Arc, time::Duration};

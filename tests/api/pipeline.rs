@@ -11,8 +11,11 @@ use crate::{
 };
 use app::model::Role;
 use seckill::{
-    config::{AsyncMode, Settings},
-    pipeline::{broker::queue_depths, create_order, message::OrderCreated, topology::Outgoing},
+    infra::config::{AsyncMode, Settings},
+    orders::{
+        create_order,
+        mq::{broker::queue_depths, message::OrderCreated, topology::Outgoing},
+    },
 };
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};

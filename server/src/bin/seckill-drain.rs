@@ -32,23 +32,22 @@ use std::{
 use uuid::Uuid;
 
 use seckill::{
-    config::Settings,
-    domain::access::Actor,
-    pipeline::{
-        batch::{ack_all, next_batch},
-        broker::open_channel,
+    buy::preorders::{PreOrder, PreorderWriter, Reservation, Verdict},
+    catalog::service as catalog,
+    identity::{actor::Actor, users},
+    infra::{config::Settings, db},
+    orders::{
         create_order,
-        message::OrderCreated,
-        topology::Outgoing,
+        mq::{
+            batch::{ack_all, next_batch},
+            broker::open_channel,
+            message::OrderCreated,
+            topology::Outgoing,
+        },
+        outbox,
     },
-    services::catalog,
     startup,
     state::AppState,
-    storage::{
-        db,
-        orders::{PreOrder, PreorderWriter, Reservation, Verdict},
-        outbox, users,
-    },
 };
 
 #[derive(Parser)]
@@ -75,7 +74,7 @@ const GIVE_UP: Duration = Duration::from_secs(600);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    seckill::telemetry::init();
+    seckill::infra::telemetry::init();
     let args = Args::parse();
     anyhow::ensure!(args.orders > 0, "--orders must be positive");
     let mut settings = Settings::load()?;

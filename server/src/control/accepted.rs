@@ -12,7 +12,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use super::{
+use crate::control::{
     keys::{self, KeyError, Setting, SwitchKey},
     switches::SwitchValues,
 };
@@ -212,8 +212,8 @@ impl DiskSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BuySettings, DeductionMode};
     use crate::control::keys::LimitName;
+    use crate::infra::config::{BuySettings, DeductionMode};
 
     fn put<'a>(path: &'a str, value: &'a str, mod_revision: i64) -> Observed<'a> {
         Observed {

@@ -16,21 +16,18 @@ use std::{
     time::Duration,
 };
 
-use super::{
+use crate::control::{
     keys::{KeyError, SwitchKey},
     layout::{now_us, Layout, WriteNote},
     nodes::{self, NodeReport},
     switches::SwitchValues,
 };
 use crate::{
-    config::Settings,
-    domain::{access::Actor, paging::PageWindow},
+    admin::audit::{self, FlipSource, PendingFlip},
     error::{ApiError, ApiResult},
+    identity::actor::Actor,
+    infra::{config::Settings, etcd::EtcdLink, paging::PageWindow},
     state::AppState,
-    storage::{
-        audit::{self, FlipSource, PendingFlip},
-        etcd::EtcdLink,
-    },
 };
 
 /// Longest wait a flip may ask for.

@@ -19,7 +19,7 @@ use etcd_client::{
 use std::time::Duration;
 use tokio::{sync::watch, time::Instant};
 
-use super::{
+use crate::control::{
     layout::Layout,
     status::{Backoff, Complaint},
 };

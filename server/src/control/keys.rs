@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use super::switches::{Limits, SwitchValues};
-use crate::config::{AsyncMode, DeductionMode};
+use crate::control::switches::{Limits, SwitchValues};
+use crate::infra::config::{AsyncMode, DeductionMode};
 
 /// A switch or limit key, relative to the prefix (`switches/entry`, `limits/max_in_flight`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -325,7 +325,7 @@ pub fn values_from<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::BuySettings;
+    use crate::infra::config::BuySettings;
 
     fn defaults() -> SwitchValues {
         SwitchValues::from_settings(&BuySettings::default())

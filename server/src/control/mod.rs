@@ -16,6 +16,7 @@ pub mod keys;
 pub mod layout;
 pub mod leader;
 pub mod nodes;
+pub mod routes;
 pub mod status;
 pub mod switches;
 mod watcher;

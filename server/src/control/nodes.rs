@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{
+use crate::control::{
     layout::{now_us, Layout},
     status::{Complaint, RecentApply},
 };

@@ -13,8 +13,8 @@ use std::{
 };
 use tokio::sync::Notify;
 
-use super::accepted::Accepted;
-use crate::config::ControlSettings;
+use crate::control::accepted::Accepted;
+use crate::infra::config::ControlSettings;
 
 /// Recent applies kept for the node report: enough for a burst of flips, small enough
 /// for a heartbeat.

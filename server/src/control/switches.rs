@@ -5,7 +5,7 @@ use arc_swap::ArcSwap;
 use std::{collections::HashSet, sync::Arc};
 use tokio::sync::watch;
 
-use crate::config::{AsyncMode, BuySettings, DeductionMode};
+use crate::infra::config::{AsyncMode, BuySettings, DeductionMode};
 
 /// Thresholds of the funnel that ops can change during a sale (`/seckill/limits/{name}`).
 #[derive(Clone, Debug, PartialEq, Eq)]

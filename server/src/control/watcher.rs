@@ -16,14 +16,14 @@ use std::{
 };
 use tokio::sync::watch;
 
-use super::{
+use crate::control::{
     accepted::{Accepted, DiskSnapshot, Observed, Outcome},
     keys::KeyError,
     layout::{now_us, Layout, WriteNote},
     status::{Backoff, Complaint, RecentApply, ValuesFrom},
     switches::SwitchValues,
 };
-use crate::{state::AppState, storage::audit};
+use crate::{admin::audit, state::AppState};
 
 /// How long start-up waits for the first read of etcd before serving with what it has.
 const FIRST_READ: Duration = Duration::from_secs(2);

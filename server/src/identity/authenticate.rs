@@ -7,13 +7,12 @@ use chrono::Utc;
 use sqlx::PgPool;
 use std::net::IpAddr;
 
-use super::{password, secret_token};
+use crate::identity::{password, secret_token};
 use crate::{
-    domain::access::Actor,
     error::ApiError,
-    metrics::Metrics,
+    identity::{actor::Actor, users},
+    infra::{metrics::Metrics, redis::RedisStore},
     state::AppState,
-    storage::{redis::RedisStore, users},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +46,7 @@ impl Authenticator {
         db: PgPool,
         redis: RedisStore,
         metrics: Metrics,
-        settings: &crate::config::Settings,
+        settings: &crate::infra::config::Settings,
     ) -> Self {
         Self {
             db,

@@ -1,9 +1,11 @@
 //! Admin identity: password hashing, console sessions, admin API tokens, login rate
 //! limiting, and the extractor that turns a request into an [`Actor`].
 //!
-//! [`Actor`]: crate::domain::access::Actor
+//! [`Actor`]: crate::identity::actor::Actor
 
+pub mod actor;
 pub mod authenticate;
 pub mod buyer_token;
 pub mod password;
 pub mod secret_token;
+pub mod users;

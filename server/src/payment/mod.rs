@@ -6,8 +6,10 @@
 //! whose money reached the center is paid, never cancelled, even if the callback is late.
 
 pub mod notice;
+pub mod routes;
 pub mod signature;
 pub mod simulated;
+pub mod store;
 
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
@@ -15,9 +17,9 @@ use std::net::SocketAddr;
 use uuid::Uuid;
 
 use crate::{
-    domain::order::PaymentEffect,
-    metrics::Metrics,
-    storage::payments::{self, Recorded},
+    infra::metrics::Metrics,
+    orders::status::PaymentEffect,
+    payment::store::{self as payments, Recorded},
 };
 
 /// An order about to be paid.

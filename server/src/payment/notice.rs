@@ -5,8 +5,8 @@
 use secrecy::SecretString;
 use sqlx::PgPool;
 
-use super::{record_payment, signature, PayNotice, Settled, TradeStatus};
-use crate::{domain::order::OrderStatus, metrics::Metrics, storage::payments};
+use crate::payment::{record_payment, signature, PayNotice, Settled, TradeStatus};
+use crate::{infra::metrics::Metrics, orders::status::OrderStatus, payment::store as payments};
 
 /// What an accepted callback did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,13 +15,12 @@ use std::{
 };
 use uuid::Uuid;
 
-use super::{
+use crate::payment::{
     signature, GatewayError, PayNotice, Payable, PaymentGateway, PaymentState, TradeStatus,
 };
 use crate::{
-    config::PaymentSettings,
-    metrics::Metrics,
-    storage::payments::{self, Trade},
+    infra::{config::PaymentSettings, metrics::Metrics},
+    payment::store::{self as payments, Trade},
 };
 
 /// First wait between callback attempts; it doubles up to [`MAX_RETRY_WAIT`].

@@ -2,7 +2,7 @@
 //! check the invariants of SPEC §11 afterwards.
 
 use clap::{ArgGroup, Parser, ValueEnum};
-use seckill::config::Settings;
+use seckill::infra::config::Settings;
 use serde::Serialize;
 use std::time::Duration;
 

@@ -4,10 +4,7 @@
 //! buyer got with a 200 is in `orders`. (4) only warns: orders may still be in flight.
 
 use anyhow::Context;
-use seckill::{
-    config::Settings,
-    storage::{db, redis::RedisStore},
-};
+use seckill::infra::{config::Settings, db, redis::RedisStore};
 use serde::Serialize;
 use sqlx::PgPool;
 use std::{

@@ -1,0 +1,25 @@
+//! `GET /admin/api/audit?page=N`: switch flips and operator actions, newest first.
+
+use app::model::AuditPage;
+use axum::{
+    extract::{rejection::QueryRejection, Query, State},
+    Json,
+};
+use serde::Deserialize;
+
+use crate::{control::board, error::ApiResult, identity::actor::Actor, state::AppState};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    page: Option<i64>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    actor: Actor,
+    query: Result<Query<AuditQuery>, QueryRejection>,
+) -> ApiResult<Json<AuditPage>> {
+    let Query(query) = query?;
+    Ok(Json(board::audit(&state, &actor, query.page).await?))
+}

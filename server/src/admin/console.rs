@@ -1,0 +1,299 @@
+//! The admin console inside the server: the [`ConsoleBackend`] implementation handed to
+//! the Leptos app as context, and the routes that render pages and answer server functions.
+//! The backend calls the same services as the admin API, so both enforce the same rules.
+
+use app::{
+    backend::{ConsoleBackend, ConsoleError, NewSession, SharedBackend},
+    model::{
+        ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
+        DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary,
+        PrewarmReport, PrewarmedItem, ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
+    },
+};
+use axum::{body::Body, extract::Request, routing::post, Router};
+use leptos::prelude::provide_context;
+use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
+use std::{net::IpAddr, sync::Arc};
+
+use crate::{
+    admin::{audit::FlipSource, ops_audit::OpsSource},
+    catalog::service as catalog,
+    control::board::{self, Board, Flip},
+    error::ApiError,
+    identity::{actor::Actor, authenticate::LoginError},
+    orders::{admin as order_admin, dead_letters, recordings, relay},
+    prewarm,
+    state::AppState,
+};
+
+/// The console's view of the platform.
+pub struct ConsoleService {
+    state: AppState,
+}
+
+impl From<ApiError> for ConsoleError {
+    fn from(error: ApiError) -> Self {
+        match error {
+            ApiError::BadRequest(message) | ApiError::Invalid { message, .. } => {
+                ConsoleError::Invalid(message)
+            }
+            ApiError::PayloadTooLarge => ConsoleError::Invalid("the request is too large".into()),
+            ApiError::Conflict { message, .. } => ConsoleError::Conflict(message),
+            ApiError::Unauthenticated => ConsoleError::Unauthenticated,
+            ApiError::BadSignature => ConsoleError::Invalid(ApiError::BadSignature.to_string()),
+            ApiError::Forbidden => ConsoleError::Forbidden,
+            ApiError::NotFound(_) => ConsoleError::NotFound,
+            ApiError::RateLimited { .. } => ConsoleError::RateLimited,
+            ApiError::Unavailable(cause) => {
+                tracing::warn!(
+                    error = format!("{cause:#}"),
+                    "console call found a store away"
+                );
+                // The outermost context names the store ("etcd", "RabbitMQ did not take ...").
+                ConsoleError::Unavailable(cause.to_string())
+            }
+            ApiError::Internal(cause) => {
+                tracing::error!(error = format!("{cause:#}"), "console call failed");
+                ConsoleError::Internal
+            }
+        }
+    }
+}
+
+impl ConsoleService {
+    async fn actor(&self, session: &str) -> Result<Actor, ConsoleError> {
+        self.state
+            .auth
+            .by_session(session)
+            .await
+            .map_err(|e| ConsoleError::from(ApiError::from(e)))?
+            .ok_or(ConsoleError::Unauthenticated)
+    }
+}
+
+#[async_trait::async_trait]
+impl ConsoleBackend for ConsoleService {
+    async fn login(
+        &self,
+        username: &str,
+        password: &str,
+        client: Option<IpAddr>,
+    ) -> Result<NewSession, ConsoleError> {
+        match self.state.auth.login(username, password, client).await {
+            Ok(session) => Ok(NewSession {
+                token: session.token,
+                max_age_s: session.max_age_s,
+            }),
+            Err(LoginError::BadCredentials) => {
+                Err(ConsoleError::Invalid("wrong username or password".into()))
+            }
+            Err(LoginError::RateLimited { .. }) => Err(ConsoleError::RateLimited),
+            Err(LoginError::Failed(cause)) => Err(ApiError::Internal(cause).into()),
+        }
+    }
+
+    async fn logout(&self, session: &str) -> Result<(), ConsoleError> {
+        self.state
+            .auth
+            .logout(session)
+            .await
+            .map_err(|e| ApiError::from(e).into())
+    }
+
+    async fn current_user(&self, session: &str) -> Result<CurrentUser, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(CurrentUser {
+            username: actor.username,
+            role: actor.role,
+            merchant_id: actor.merchant_id,
+        })
+    }
+
+    fn secure_cookies(&self) -> bool {
+        self.state.settings.secure_cookies
+    }
+
+    async fn list_items(&self, session: &str) -> Result<Vec<Item>, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(catalog::list_items(&self.state, &actor).await?)
+    }
+
+    async fn create_item(&self, session: &str, input: ItemInput) -> Result<i64, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(catalog::create_item(&self.state, &actor, input).await?)
+    }
+
+    async fn get_item(&self, session: &str, id: i64) -> Result<Item, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(catalog::get_item(&self.state, &actor, id).await?)
+    }
+
+    async fn update_item(
+        &self,
+        session: &str,
+        id: i64,
+        input: ItemInput,
+    ) -> Result<(), ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(catalog::update_item(&self.state, &actor, id, input).await?)
+    }
+
+    async fn list_activities(&self, session: &str) -> Result<Vec<ActivitySummary>, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(catalog::list_activities(&self.state, &actor).await?)
+    }
+
+    async fn get_activity(&self, session: &str, id: i64) -> Result<ActivityDetail, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(catalog::get_activity(&self.state, &actor, id).await?)
+    }
+
+    async fn create_activity(
+        &self,
+        session: &str,
+        input: ActivityInput,
+    ) -> Result<i64, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(catalog::create_activity(&self.state, &actor, input).await?)
+    }
+
+    async fn update_activity(
+        &self,
+        session: &str,
+        id: i64,
+        input: ActivityInput,
+    ) -> Result<(), ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(catalog::update_activity(&self.state, &actor, id, input).await?)
+    }
+
+    async fn prewarm(
+        &self,
+        session: &str,
+        activity_id: i64,
+    ) -> Result<PrewarmReport, ConsoleError> {
+        let actor = self.actor(session).await?;
+        let report = prewarm::prewarm(&self.state, &actor, activity_id).await?;
+        Ok(PrewarmReport {
+            activity_id: report.activity_id,
+            items: report
+                .items
+                .into_iter()
+                .map(|item| PrewarmedItem {
+                    item_id: item.item_id,
+                    total_stock: item.total_stock,
+                    held_in_db: item.held_in_db,
+                    redis_stock: item.redis_stock,
+                    buyers: item.buyers as u64,
+                })
+                .collect(),
+            bloom_bits_set: report.bloom_bits_set,
+        })
+    }
+
+    async fn list_orders(
+        &self,
+        session: &str,
+        query: OrderQuery,
+    ) -> Result<OrderPage, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(order_admin::list(&self.state, &actor, &query).await?)
+    }
+
+    async fn get_order(&self, session: &str, id: &str) -> Result<OrderDetail, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(order_admin::get(&self.state, &actor, id).await?)
+    }
+
+    async fn switch_board(&self, session: &str) -> Result<SwitchBoard, ConsoleError> {
+        // Any signed-in role reads the board; the session must still be valid.
+        self.actor(session).await?;
+        Ok(Board::of(&self.state).read().await?)
+    }
+
+    async fn flip_switch(
+        &self,
+        session: &str,
+        path: &str,
+        value: &str,
+        reason: &str,
+    ) -> Result<SwitchChange, ConsoleError> {
+        let actor = self.actor(session).await?;
+        let flip = Flip {
+            actor: &actor,
+            source: FlipSource::Console,
+            path,
+            value,
+            reason,
+            // The switch board polls the instances' applied revisions itself.
+            wait: None,
+        };
+        Ok(Board::of(&self.state).flip(flip).await?)
+    }
+
+    async fn audit_log(&self, session: &str, page: i64) -> Result<AuditPage, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(board::audit(&self.state, &actor, Some(page)).await?)
+    }
+
+    async fn dead_letters(&self, session: &str, page: i64) -> Result<DeadLetterPage, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(dead_letters::list(&self.state, &actor, page).await?)
+    }
+
+    async fn requeue_dead_letter(
+        &self,
+        session: &str,
+        id: i64,
+        reason: &str,
+    ) -> Result<DeadLetterView, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(dead_letters::requeue(&self.state, &actor, OpsSource::Console, id, reason).await?)
+    }
+
+    async fn requeue_all_dead_letters(
+        &self,
+        session: &str,
+        reason: &str,
+    ) -> Result<RequeueReport, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(dead_letters::requeue_all(&self.state, &actor, OpsSource::Console, reason).await?)
+    }
+
+    async fn outbox_summary(&self, session: &str) -> Result<OutboxSummary, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(relay::summary(&self.state, &actor).await?)
+    }
+
+    async fn replay_recorded(
+        &self,
+        session: &str,
+        reason: &str,
+    ) -> Result<ReplayReport, ConsoleError> {
+        let actor = self.actor(session).await?;
+        Ok(recordings::replay(&self.state, &actor, OpsSource::Console, reason).await?)
+    }
+}
+
+/// Console pages (server-rendered, then hydrated), its server functions under
+/// `/console/fn`, and the site folder (the `/pkg` bundle, public assets) for the rest.
+pub fn router(state: AppState) -> Router<AppState> {
+    let backend: SharedBackend = Arc::new(ConsoleService {
+        state: state.clone(),
+    });
+    let provide = move || provide_context(backend.clone());
+    let routes = generate_route_list(app::App);
+    let leptos = state.leptos.clone();
+    let site = tower_http::services::ServeDir::new(leptos.site_root.as_ref());
+    let server_fn_context = provide.clone();
+    Router::new()
+        .route(
+            "/console/fn/{*name}",
+            post(move |request: Request<Body>| {
+                let provide = server_fn_context.clone();
+                async move { handle_server_fns_with_context(provide, request).await }
+            }),
+        )
+        .leptos_routes_with_context(&state, routes, provide, move || app::shell(leptos.clone()))
+        .fallback_service(site)
+}

@@ -1,0 +1,8 @@
+//! The admin side as a whole: the `/admin/api` router that gathers every capability's admin
+//! routes, the console's backend, and the audit log of switch flips and operator actions.
+
+pub mod audit;
+mod audit_routes;
+pub mod console;
+pub mod ops_audit;
+pub mod routes;

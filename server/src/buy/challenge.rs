@@ -1,0 +1,107 @@
+//! The human challenge in front of the deduction (seed 000 §4.1): an arithmetic question
+//! bound to the buyer, answered once, and not sooner than a second after it was asked —
+//! a person needs that long, a script does not.
+
+use rand::Rng;
+use std::time::Duration;
+
+use crate::{identity::secret_token, infra::redis::RedisStore};
+
+/// How long a challenge may stay unanswered.
+const CHALLENGE_TTL_S: u64 = 300;
+/// Answers faster than this are taken for a machine's.
+pub const MIN_THINKING_TIME: Duration = Duration::from_secs(1);
+
+pub struct Challenges {
+    redis: RedisStore,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct Challenge {
+    pub challenge_id: String,
+    pub question: String,
+}
+
+/// What is kept while a challenge is open: `"<buyer> <answer> <issued at, ms>"`.
+fn record(user_id: i64, answer: i64, issued_ms: i64) -> String {
+    format!("{user_id} {answer} {issued_ms}")
+}
+
+/// Whether `stored` accepts this buyer's answer at `now_ms`.
+fn accepts(stored: &str, user_id: i64, answer: i64, now_ms: i64) -> bool {
+    let mut fields = stored.split(' ').map(str::parse::<i64>);
+    let (Some(Ok(owner)), Some(Ok(expected)), Some(Ok(issued_ms))) =
+        (fields.next(), fields.next(), fields.next())
+    else {
+        return false;
+    };
+    let thought_ms = i64::try_from(MIN_THINKING_TIME.as_millis()).unwrap_or(i64::MAX);
+    owner == user_id && expected == answer && now_ms - issued_ms >= thought_ms
+}
+
+impl Challenges {
+    pub fn new(redis: RedisStore) -> Self {
+        Self { redis }
+    }
+
+    pub async fn issue(&self, user_id: i64) -> redis::RedisResult<Challenge> {
+        let (a, b) = {
+            let mut rng = rand::thread_rng();
+            (rng.gen_range(10..100), rng.gen_range(1..10))
+        };
+        let challenge_id = secret_token::generate()[..24].to_owned();
+        let value = record(user_id, a * b, chrono::Utc::now().timestamp_millis());
+        self.redis
+            .store_response(
+                &self.redis.challenge_key(&challenge_id),
+                value.as_bytes(),
+                CHALLENGE_TTL_S,
+            )
+            .await?;
+        Ok(Challenge {
+            challenge_id,
+            question: format!("What is {a} × {b}?"),
+        })
+    }
+
+    /// Consumes the challenge (one attempt) and says whether the answer stands.
+    pub async fn check(
+        &self,
+        challenge_id: &str,
+        user_id: i64,
+        answer: i64,
+    ) -> redis::RedisResult<bool> {
+        if !crate::buy::funnel::valid_request_id(challenge_id) {
+            return Ok(false);
+        }
+        let stored = self
+            .redis
+            .take_bytes(&self.redis.challenge_key(challenge_id))
+            .await?;
+        Ok(stored
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .is_some_and(|stored| {
+                accepts(
+                    &stored,
+                    user_id,
+                    answer,
+                    chrono::Utc::now().timestamp_millis(),
+                )
+            }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_right_buyer_with_the_right_answer_after_a_second_passes() {
+        let stored = record(7, 42, 1_000);
+        assert!(accepts(&stored, 7, 42, 2_000));
+        assert!(!accepts(&stored, 7, 42, 1_999), "too fast");
+        assert!(!accepts(&stored, 8, 42, 5_000), "someone else's challenge");
+        assert!(!accepts(&stored, 7, 41, 5_000), "wrong answer");
+        assert!(!accepts("garbage", 7, 42, 5_000));
+    }
+}

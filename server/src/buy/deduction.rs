@@ -1,0 +1,203 @@
+//! The deduction switch hand-over (SPEC §5 `switches/deduction`): flipping between Redis
+//! pre-deduction and PostgreSQL deduction in the middle of a storm without overselling in
+//! either direction, and without taking a buyer past the per-user limit.
+//!
+//! The design rests on one fact: PostgreSQL is the arbiter of every pre-order, whichever
+//! layer deducted it (`storage::orders`). Each group-commit batch allocates its members
+//! against `activity_items.allocated` and `buyer_holdings` under the item row's lock, and the
+//! CHECKs on both tables refuse what would still slip through. So the database always knows
+//! every committed deduction, and an in-flight Redis deduction that would oversell once the
+//! database path has handed the units out is refused (`SOLD_OUT`) when its batch commits.
+//!
+//! * **redis → db**: takes effect with the next request. Redis deductions already made are
+//!   either committed (and counted in `allocated`) or still in a batch that the arbiter
+//!   decides against the same row. Nothing to wait for.
+//! * **db → redis**: Redis has not seen the database path's allocations, so it must not
+//!   serve again before it is re-derived. On seeing the flip, this instance keeps deducting
+//!   in PostgreSQL while it (1) waits for its own database-path pre-orders in flight to
+//!   commit, then (2) re-derives stock, buyer records and seats of every unfinished,
+//!   pre-warmed activity from PostgreSQL (`prewarm::load`), and only then (3) opens the
+//!   Redis path. Another instance that flips later, or whose Redis deductions are still in
+//!   flight during the re-derivation, can make Redis overstate the stock for a moment; the
+//!   arbiter refuses those buys (the unit so spent in Redis brings it back to the truth),
+//!   so the cost is a few `SOLD_OUT` answers, never an oversell.
+//!
+//! If the re-derivation fails (Redis sick, which is why one flips to `db`), the instance
+//! stays on the database path and retries, so a flip back can never open a stale Redis.
+
+use std::{
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    time::Duration,
+};
+use tokio::sync::Notify;
+
+use crate::{
+    catalog::store as catalog, error::ApiResult, infra::config::DeductionMode, prewarm,
+    state::AppState,
+};
+
+/// How long the hand-over waits for this instance's database-path pre-orders to commit.
+const DRAIN_WAIT: Duration = Duration::from_secs(10);
+/// Pause before retrying a failed re-derivation.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Which layer this instance deducts in now, given the switch.
+pub struct DeductionGate {
+    /// Redis has been re-derived since the last `db` period and may serve.
+    redis_serving: AtomicBool,
+    /// Database-path pre-orders of this instance not yet answered.
+    database_in_flight: AtomicU64,
+    /// Rung when a request closes the Redis path, so the hand-over looks again even if the
+    /// switch's watch coalesced the `db` value away (redis → db → redis in quick succession).
+    closed: Notify,
+}
+
+/// A database-path pre-order in flight; dropping it counts it out.
+pub struct DatabaseDeduction<'a>(&'a AtomicU64);
+
+impl Drop for DatabaseDeduction<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl DeductionGate {
+    pub fn new(initial: DeductionMode) -> Self {
+        Self {
+            redis_serving: AtomicBool::new(initial == DeductionMode::Redis),
+            database_in_flight: AtomicU64::new(0),
+            closed: Notify::new(),
+        }
+    }
+
+    /// The layer a request deducts in: Redis only once it has been re-derived. A request
+    /// that sees `db` closes the Redis path itself, so no database-path allocation can
+    /// happen while Redis still counts as current.
+    pub fn mode(&self, switched: DeductionMode) -> DeductionMode {
+        match switched {
+            DeductionMode::Redis if self.is_redis_serving() => DeductionMode::Redis,
+            DeductionMode::Redis => DeductionMode::Db,
+            DeductionMode::Db => {
+                if self.redis_serving.swap(false, Ordering::AcqRel) {
+                    self.closed.notify_one();
+                }
+                DeductionMode::Db
+            }
+        }
+    }
+
+    /// Counts a database-path pre-order until the returned guard drops.
+    pub fn enter_database(&self) -> DatabaseDeduction<'_> {
+        self.database_in_flight.fetch_add(1, Ordering::AcqRel);
+        DatabaseDeduction(&self.database_in_flight)
+    }
+
+    fn open_redis(&self) {
+        self.redis_serving.store(true, Ordering::Release);
+    }
+
+    fn is_redis_serving(&self) -> bool {
+        self.redis_serving.load(Ordering::Acquire)
+    }
+
+    async fn drained(&self) -> bool {
+        let started = tokio::time::Instant::now();
+        while self.database_in_flight.load(Ordering::Acquire) > 0 {
+            if started.elapsed() > DRAIN_WAIT {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        true
+    }
+}
+
+/// Follows the deduction switch for the life of the process.
+pub fn spawn_handover(state: AppState) {
+    tokio::spawn(async move {
+        let mut changes = state.switches.subscribe();
+        loop {
+            let switched = changes.borrow_and_update().deduction;
+            let gate = &state.funnel.deduction;
+            if gate.mode(switched) != switched {
+                if let Err(error) = reopen_redis(&state).await {
+                    tracing::error!(error = %error, "re-deriving Redis for the deduction switch failed; staying on the database path");
+                    tokio::time::sleep(RETRY_AFTER).await;
+                    continue;
+                }
+            }
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                () = gate.closed.notified() => {}
+            }
+        }
+    });
+}
+
+/// Steps (1) to (3) of the db → redis hand-over.
+async fn reopen_redis(state: &AppState) -> ApiResult<()> {
+    let gate = &state.funnel.deduction;
+    if !gate.drained().await {
+        tracing::warn!("database-path pre-orders still in flight after the drain wait; re-deriving anyway, the arbiter covers them");
+    }
+    let mut activities = 0;
+    for id in catalog::unfinished_activity_ids(&state.db).await? {
+        let Some(activity) = catalog::get_activity(&state.db, id, None).await? else {
+            continue;
+        };
+        let keys: Vec<String> = activity
+            .lines
+            .iter()
+            .map(|line| state.redis.stock_key(id, line.item_id))
+            .collect();
+        // Only what was pre-warmed: a pre-warm is an ops decision, not this task's.
+        if state
+            .redis
+            .get_integers(&keys)
+            .await?
+            .iter()
+            .any(Option::is_some)
+        {
+            prewarm::load(state, &activity).await?;
+            activities += 1;
+        }
+    }
+    // A flip back to `db` during the re-derivation wins: open only if still on `redis`.
+    if state.switches.current().deduction == DeductionMode::Redis {
+        gate.open_redis();
+    }
+    tracing::info!(
+        activities,
+        "deduction back on redis; Redis re-derived from PostgreSQL"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_serves_only_once_opened() {
+        let gate = DeductionGate::new(DeductionMode::Db);
+        assert_eq!(gate.mode(DeductionMode::Redis), DeductionMode::Db);
+        gate.open_redis();
+        assert_eq!(gate.mode(DeductionMode::Redis), DeductionMode::Redis);
+        assert_eq!(gate.mode(DeductionMode::Db), DeductionMode::Db);
+        assert_eq!(gate.mode(DeductionMode::Db), DeductionMode::Db);
+        assert_eq!(
+            gate.mode(DeductionMode::Redis),
+            DeductionMode::Db,
+            "a db request closed it"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_drain_waits_for_database_deductions() {
+        let gate = DeductionGate::new(DeductionMode::Db);
+        let guard = gate.enter_database();
+        assert_eq!(gate.database_in_flight.load(Ordering::Acquire), 1);
+        drop(guard);
+        assert!(gate.drained().await);
+    }
+}

@@ -1,0 +1,774 @@
+//! The buy funnel (SPEC §3.1): each stage in order, cheapest first, each counted as passed
+//! or stopped by reason in `seckill_funnel_requests_total`.
+//!
+//! Once a request id is claimed (step 7), every answer is stored under it, so a replay
+//! gets the first answer byte for byte (success kept an hour, failures five minutes).
+
+use app::model::ActivityKind;
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use serde::Deserialize;
+use std::{
+    net::IpAddr,
+    sync::atomic::{AtomicU64, Ordering},
+    sync::Arc,
+    sync::Mutex,
+    time::Duration,
+    time::Instant,
+};
+use uuid::Uuid;
+
+use crate::{
+    buy::{
+        activity_cache::{CachedActivity, CachedItem, Catalogue, LookupError},
+        challenge::Challenges,
+        deduction::DeductionGate,
+        preorders::{PreOrder, PreorderWriter, Reservation, Verdict},
+        rules::{phase, valid_quantity, Deduction, Outcome},
+    },
+    catalog::rules::{valid_seat_code, MAX_PER_USER_LIMIT},
+    control::switches::{SwitchValues, Switches},
+    identity::buyer_token::BuyerTokens,
+    infra::{
+        config::{AsyncMode, BuySettings, DeductionMode},
+        metrics::Metrics,
+        redis::{RedisStore, IN_FLIGHT},
+    },
+    orders::mq::{message::OrderCreated, publisher::Publisher},
+};
+
+/// How long a claimed request id stays "in flight" if its request dies mid-way.
+const IN_FLIGHT_MS: u64 = 10_000;
+/// How long a replay waits for the first request with its id to finish.
+const REPLAY_WAIT: Duration = Duration::from_secs(3);
+const SUCCESS_TTL_S: u64 = 3600;
+const FAILURE_TTL_S: u64 = 300;
+
+/// Body of `POST /api/seckill/buy`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuyRequest {
+    pub activity_id: i64,
+    pub item_id: i64,
+    pub quantity: i64,
+    #[serde(default)]
+    pub challenge_id: Option<String>,
+    #[serde(default)]
+    pub answer: Option<i64>,
+}
+
+/// Body of `POST /api/seckill/seats`: all these seats of a seated activity, or none.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeatsRequest {
+    pub activity_id: i64,
+    pub seats: Vec<String>,
+    #[serde(default)]
+    pub challenge_id: Option<String>,
+    #[serde(default)]
+    pub answer: Option<i64>,
+}
+
+/// Which of the two buy endpoints a request came through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    Units,
+    Seats,
+}
+
+/// A validated request, whichever endpoint it came through.
+struct Purchase {
+    activity_id: i64,
+    /// Named by a units request; a seats request buys its activity's ticket item.
+    item_id: Option<i64>,
+    quantity: i64,
+    seats: Vec<String>,
+    challenge_id: Option<String>,
+    answer: Option<i64>,
+}
+
+fn parse(ask: Ask, body: &[u8]) -> Result<Purchase, String> {
+    let invalid = |error: serde_json::Error| format!("invalid body: {error}");
+    let purchase = match ask {
+        Ask::Units => {
+            let request: BuyRequest = serde_json::from_slice(body).map_err(invalid)?;
+            Purchase {
+                activity_id: request.activity_id,
+                item_id: Some(request.item_id),
+                quantity: request.quantity,
+                seats: Vec::new(),
+                challenge_id: request.challenge_id,
+                answer: request.answer,
+            }
+        }
+        Ask::Seats => {
+            let request: SeatsRequest = serde_json::from_slice(body).map_err(invalid)?;
+            let mut distinct = std::collections::HashSet::new();
+            if let Some(bad) = request
+                .seats
+                .iter()
+                .find(|seat| !valid_seat_code(seat) || !distinct.insert(seat.as_str()))
+            {
+                return Err(format!("seat `{bad}` is malformed or listed twice"));
+            }
+            Purchase {
+                activity_id: request.activity_id,
+                item_id: None,
+                quantity: i64::try_from(request.seats.len()).unwrap_or(i64::MAX),
+                seats: request.seats,
+                challenge_id: request.challenge_id,
+                answer: request.answer,
+            }
+        }
+    };
+    if !valid_quantity(purchase.quantity, MAX_PER_USER_LIMIT) {
+        return Err("quantity must be between 1 and the per-user limit".into());
+    }
+    Ok(purchase)
+}
+
+/// A finished answer: what the client gets, and what a replay gets again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub status: u16,
+    pub retry_after_s: Option<u32>,
+    pub body: Bytes,
+}
+
+impl Answer {
+    fn json(status: u16, value: serde_json::Value) -> Self {
+        Self {
+            status,
+            retry_after_s: None,
+            body: Bytes::from(value.to_string()),
+        }
+    }
+
+    pub fn refusal(outcome: Outcome, message: &str) -> Self {
+        Self::json(
+            outcome.status(),
+            serde_json::json!({ "code": outcome.code(), "message": message }),
+        )
+    }
+
+    /// `"<status> <retry-after or 0>\n<body>"`, the form kept in Redis.
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes =
+            format!("{} {}\n", self.status, self.retry_after_s.unwrap_or(0)).into_bytes();
+        bytes.extend_from_slice(&self.body);
+        bytes
+    }
+
+    fn decode(stored: &[u8]) -> Option<Self> {
+        let newline = stored.iter().position(|b| *b == b'\n')?;
+        let head = std::str::from_utf8(&stored[..newline]).ok()?;
+        let (status, retry) = head.split_once(' ')?;
+        let retry_after_s = retry.parse::<u32>().ok().filter(|s| *s > 0);
+        Some(Self {
+            status: status.parse().ok()?,
+            retry_after_s,
+            body: Bytes::copy_from_slice(&stored[newline + 1..]),
+        })
+    }
+}
+
+/// A request id as clients send it: 1–64 letters, digits, `-` or `_`.
+pub fn valid_request_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The per-instance token bucket in front of Redis (step 8). Its rate is passed on every
+/// take, so a limit changed in etcd applies to the next request.
+struct TokenBucket {
+    state: Mutex<(f64, Instant)>,
+}
+
+impl TokenBucket {
+    fn new() -> Self {
+        Self {
+            state: Mutex::new((f64::INFINITY, Instant::now())),
+        }
+    }
+
+    fn try_take(&self, rate_per_s: u64) -> bool {
+        let rate = rate_per_s.max(1) as f64;
+        let Ok(mut state) = self.state.lock() else {
+            return false;
+        };
+        let (tokens, last) = &mut *state;
+        let now = Instant::now();
+        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * rate).min(rate);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Step 1: requests in flight on this instance, against a limit that can change live.
+struct Admission {
+    in_flight: AtomicU64,
+}
+
+/// A request's place in flight; leaving frees it.
+struct Admitted<'a>(&'a AtomicU64);
+
+impl Admission {
+    fn enter(&self, limit: u64) -> Option<Admitted<'_>> {
+        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let admitted = Admitted(&self.in_flight);
+        (before < limit).then_some(admitted)
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+pub struct Funnel {
+    settings: BuySettings,
+    switches: Switches,
+    admission: Admission,
+    bucket: TokenBucket,
+    pub catalogue: Catalogue,
+    pub challenges: Challenges,
+    /// Which layer deducts now, and the db → redis hand-over's state.
+    pub deduction: DeductionGate,
+    tokens: BuyerTokens,
+    preorders: PreorderWriter,
+    publisher: Publisher,
+    redis: RedisStore,
+    metrics: Metrics,
+}
+
+/// What a funnel is made of; named, because most of these are handles of one type family.
+pub struct FunnelParts {
+    pub settings: BuySettings,
+    pub switches: Switches,
+    pub catalogue: Catalogue,
+    pub tokens: BuyerTokens,
+    pub preorders: PreorderWriter,
+    pub publisher: Publisher,
+    pub redis: RedisStore,
+    pub metrics: Metrics,
+}
+
+impl Funnel {
+    pub fn new(parts: FunnelParts) -> Self {
+        let FunnelParts {
+            settings,
+            switches,
+            catalogue,
+            tokens,
+            preorders,
+            publisher,
+            redis,
+            metrics,
+        } = parts;
+        Self {
+            admission: Admission {
+                in_flight: AtomicU64::new(0),
+            },
+            bucket: TokenBucket::new(),
+            deduction: DeductionGate::new(switches.current().deduction),
+            challenges: Challenges::new(redis.clone()),
+            settings,
+            switches,
+            catalogue,
+            tokens,
+            preorders,
+            publisher,
+            redis,
+            metrics,
+        }
+    }
+
+    pub fn tokens(&self) -> &BuyerTokens {
+        &self.tokens
+    }
+
+    /// The switches and limits in force now.
+    pub fn switches(&self) -> Arc<SwitchValues> {
+        self.switches.current()
+    }
+
+    fn pass(&self, stage: &str) {
+        self.metrics
+            .funnel
+            .with_label_values(&[stage, "pass"])
+            .inc();
+    }
+
+    fn stop(&self, stage: &str, outcome: Outcome) -> Answer {
+        self.stop_with(stage, outcome, outcome.message())
+    }
+
+    fn stop_with(&self, stage: &str, outcome: Outcome, message: &str) -> Answer {
+        self.metrics
+            .funnel
+            .with_label_values(&[stage, outcome.code()])
+            .inc();
+        Answer::refusal(outcome, message)
+    }
+
+    /// Runs a buy (`Ask::Units`) or seats (`Ask::Seats`) request through the whole funnel.
+    pub async fn buy(&self, ask: Ask, headers: &HeaderMap, client: IpAddr, body: &[u8]) -> Answer {
+        // One snapshot for the whole request: a flip applies from the next request on.
+        let switches = self.switches.current();
+        let Some(_in_flight) = self.admission.enter(switches.limits.max_in_flight) else {
+            return self.stop("admission", Outcome::Overloaded);
+        };
+        self.pass("admission");
+
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let Some(request_id) = header("x-request-id").filter(|id| valid_request_id(id)) else {
+            return self.stop_with(
+                "validate",
+                Outcome::BadRequest,
+                "an X-Request-ID header of 1-64 letters, digits, - or _ is required",
+            );
+        };
+        if body.len() > self.settings.max_body_bytes {
+            return self.stop_with(
+                "validate",
+                Outcome::BadRequest,
+                "the request body is too large",
+            );
+        }
+        let purchase = match parse(ask, body) {
+            Ok(purchase) => purchase,
+            Err(message) => return self.stop_with("validate", Outcome::BadRequest, &message),
+        };
+        self.pass("validate");
+
+        let Some(user_id) = self.tokens.buyer(header("authorization")) else {
+            return self.stop("auth", Outcome::Unauthenticated);
+        };
+        self.pass("auth");
+
+        let looked_up = match purchase.item_id {
+            Some(item_id) => {
+                self.catalogue
+                    .activity_for_item(purchase.activity_id, item_id)
+                    .await
+            }
+            None => self.catalogue.activity(purchase.activity_id).await,
+        };
+        let activity = match looked_up {
+            Ok(activity) => activity,
+            Err(LookupError::Missing) => return self.stop("catalogue", Outcome::ItemNotFound),
+            Err(error) => {
+                tracing::warn!(error = %error, "activity lookup failed");
+                return self.stop("catalogue", Outcome::Degraded);
+            }
+        };
+        let (item_id, per_user_limit, price_cents) = match target(&activity, ask, purchase.item_id)
+        {
+            Ok(item) => (item.item_id, item.per_user_limit, item.price_cents),
+            Err((outcome, message)) => return self.stop_with("catalogue", outcome, message),
+        };
+        self.pass("catalogue");
+
+        if let Some(refusal) = Outcome::from_phase(phase(
+            activity.starts_at,
+            activity.ends_at,
+            chrono::Utc::now(),
+            switches.entry_open_for(activity.id),
+        )) {
+            return self.stop("phase", refusal);
+        }
+        if !valid_quantity(purchase.quantity, per_user_limit) {
+            return self.stop_with(
+                "phase",
+                Outcome::BadRequest,
+                "quantity must be between 1 and the per-user limit",
+            );
+        }
+        self.pass("phase");
+
+        if self.catalogue.is_sold_out(activity.id, item_id) {
+            return self.stop("sold_out_flag", Outcome::SoldOut);
+        }
+        self.pass("sold_out_flag");
+
+        let request_key = self.redis.request_key(user_id, request_id);
+        match self.redis.claim_request(&request_key, IN_FLIGHT_MS).await {
+            Ok(None) => self.pass("idempotency"),
+            Ok(Some(stored)) => {
+                self.metrics
+                    .funnel
+                    .with_label_values(&["idempotency", "REPLAY"])
+                    .inc();
+                return self.replay(&request_key, stored).await;
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "request claim failed");
+                return self.stop("idempotency", Outcome::Degraded);
+            }
+        }
+
+        let order = PreOrder {
+            id: Uuid::new_v4(),
+            activity_id: activity.id,
+            item_id,
+            user_id,
+            quantity: purchase.quantity,
+            amount_cents: price_cents.saturating_mul(purchase.quantity),
+            request_id: request_id.to_owned(),
+            seats: purchase.seats,
+            reservation: Reservation::Redis { per_user_limit },
+            recorded: switches.async_mode == AsyncMode::Record,
+        };
+        let answer = self
+            .claimed(
+                &switches,
+                &order,
+                per_user_limit,
+                client,
+                purchase.challenge_id.as_deref(),
+                purchase.answer,
+            )
+            .await;
+        let ttl = if answer.status == 200 {
+            SUCCESS_TTL_S
+        } else {
+            FAILURE_TTL_S
+        };
+        if let Err(error) = self
+            .redis
+            .store_response(&request_key, &answer.encode(), ttl)
+            .await
+        {
+            tracing::warn!(error = %error, "could not keep the response for replay");
+        }
+        answer
+    }
+
+    /// Steps 8–11, once the request id is this request's own.
+    async fn claimed(
+        &self,
+        switches: &SwitchValues,
+        order: &PreOrder,
+        limit: i64,
+        client: IpAddr,
+        challenge_id: Option<&str>,
+        answer: Option<i64>,
+    ) -> Answer {
+        let limits = &switches.limits;
+        if !self.bucket.try_take(limits.local_rate_per_s) {
+            return self.rate_limited(limits.rate_window_s);
+        }
+        let windows = [
+            limits.per_user_per_window,
+            limits.per_ip_per_window,
+            limits.per_item_per_window,
+        ];
+        match self
+            .redis
+            .hit_rate_windows(
+                order.activity_id,
+                order.item_id,
+                order.user_id,
+                &client.to_string(),
+                limits.rate_window_s,
+                windows,
+            )
+            .await
+        {
+            Ok(0) => self.pass("rate_limit"),
+            Ok(_) => return self.rate_limited(limits.rate_window_s),
+            Err(error) => {
+                tracing::warn!(error = %error, "rate windows failed");
+                return self.stop("rate_limit", Outcome::Degraded);
+            }
+        }
+
+        if switches.challenge_required {
+            let passed = match (challenge_id, answer) {
+                (Some(id), Some(answer)) => self.challenges.check(id, order.user_id, answer).await,
+                _ => Ok(false),
+            };
+            match passed {
+                Ok(true) => self.pass("challenge"),
+                Ok(false) => return self.stop("challenge", Outcome::ChallengeFailed),
+                Err(error) => {
+                    tracing::warn!(error = %error, "challenge check failed");
+                    return self.stop("challenge", Outcome::Degraded);
+                }
+            }
+        }
+
+        let mode = self.deduction.mode(switches.deduction);
+        let _database_deduction =
+            (mode == DeductionMode::Db).then(|| self.deduction.enter_database());
+        let order = match mode {
+            DeductionMode::Redis => {
+                if let Err(refusal) = self.deduct_in_redis(order, limit).await {
+                    return refusal;
+                }
+                order.clone()
+            }
+            DeductionMode::Db => PreOrder {
+                reservation: Reservation::Database {
+                    per_user_limit: limit,
+                },
+                ..order.clone()
+            },
+        };
+        match self.preorders.write(order.clone()).await {
+            Ok(Verdict::Written) => {
+                if mode == DeductionMode::Db {
+                    self.pass("deduction");
+                }
+                self.pass("preorder");
+                // Step 12; in `record` mode the outbox row waits for an ops replay instead.
+                if !order.recorded {
+                    self.publisher.offer(OrderCreated {
+                        order_id: order.id,
+                        activity_id: order.activity_id,
+                        item_id: order.item_id,
+                        user_id: order.user_id,
+                        quantity: order.quantity,
+                        amount_cents: order.amount_cents,
+                    });
+                }
+                Answer::json(
+                    200,
+                    serde_json::json!({ "order_id": order.id, "status": "PRE_CREATED" }),
+                )
+            }
+            Ok(Verdict::Refused(deduction)) => {
+                if matches!(order.reservation, Reservation::Redis { .. }) {
+                    self.overruled(&order, deduction).await;
+                }
+                self.refuse_deduction(&order, deduction)
+            }
+            Err(error) => {
+                tracing::error!(error = %error, order = %order.id, "pre-order not written; giving the stock back");
+                if matches!(order.reservation, Reservation::Redis { .. }) {
+                    self.give_back(&order).await;
+                }
+                self.stop("preorder", Outcome::Degraded)
+            }
+        }
+    }
+
+    /// Step 10 on the Redis path: the Lua deduction (units or seats).
+    async fn deduct_in_redis(&self, order: &PreOrder, limit: i64) -> Result<(), Answer> {
+        let deducted = if order.seats.is_empty() {
+            self.redis
+                .deduct_stock(
+                    order.activity_id,
+                    order.item_id,
+                    order.user_id,
+                    order.quantity,
+                    limit,
+                )
+                .await
+        } else {
+            self.redis
+                .take_seats(
+                    order.activity_id,
+                    order.item_id,
+                    order.user_id,
+                    limit,
+                    &order.seats,
+                )
+                .await
+        };
+        match deducted.map(Deduction::from_script) {
+            Ok(Deduction::Deducted { stock_left }) => {
+                if stock_left == 0 {
+                    self.catalogue
+                        .mark_sold_out(order.activity_id, order.item_id);
+                }
+                self.pass("deduction");
+                Ok(())
+            }
+            Ok(refusal) => Err(self.refuse_deduction(order, refusal)),
+            Err(error) => {
+                tracing::warn!(error = %error, "deduction failed");
+                Err(self.stop("deduction", Outcome::Degraded))
+            }
+        }
+    }
+
+    /// The answer to a deduction refused by Redis or by the database allocation.
+    fn refuse_deduction(&self, order: &PreOrder, refusal: Deduction) -> Answer {
+        match refusal {
+            Deduction::SoldOut if !order.seats.is_empty() => self.stop_with(
+                "deduction",
+                Outcome::SoldOut,
+                "a chosen seat is already taken",
+            ),
+            // Callers pass refusals only; should a success ever arrive here, refusing it is
+            // the answer that cannot oversell.
+            Deduction::SoldOut | Deduction::Deducted { .. } => {
+                self.catalogue
+                    .mark_sold_out(order.activity_id, order.item_id);
+                self.stop("deduction", Outcome::SoldOut)
+            }
+            Deduction::NotEnough => self.stop_with(
+                "deduction",
+                Outcome::SoldOut,
+                "fewer units are left than asked for",
+            ),
+            Deduction::UnknownSeat => self.stop_with(
+                "deduction",
+                Outcome::ItemNotFound,
+                "a chosen seat does not exist",
+            ),
+            Deduction::AlreadyPurchased => self.stop("deduction", Outcome::AlreadyPurchased),
+            Deduction::LimitExceeded => self.stop("deduction", Outcome::LimitExceeded),
+            Deduction::NotPrewarmed => {
+                tracing::warn!(
+                    activity = order.activity_id,
+                    item = order.item_id,
+                    "stock missing from Redis; pre-warm the activity"
+                );
+                self.stop("deduction", Outcome::Degraded)
+            }
+        }
+    }
+
+    /// PostgreSQL refused a pre-order that Redis had granted: Redis was off the truth (a
+    /// deduction flip or a re-derivation raced an in-flight deduction). When the database
+    /// has no stock left, the unit Redis just spent brings it closer to the truth, so it
+    /// stays spent; a refusal on the buyer's limit gives the unit back for others.
+    async fn overruled(&self, order: &PreOrder, refusal: Deduction) {
+        tracing::warn!(order = %order.id, activity = order.activity_id, item = order.item_id, ?refusal, "PostgreSQL overruled a Redis deduction");
+        self.metrics
+            .funnel
+            .with_label_values(&["preorder", "OVERRULED"])
+            .inc();
+        if matches!(
+            refusal,
+            Deduction::AlreadyPurchased | Deduction::LimitExceeded
+        ) {
+            self.give_back(order).await;
+        }
+    }
+
+    /// Returns a Redis deduction whose pre-order was not written.
+    async fn give_back(&self, order: &PreOrder) {
+        let given_back = if order.seats.is_empty() {
+            self.redis
+                .restore_stock(
+                    order.activity_id,
+                    order.item_id,
+                    order.user_id,
+                    order.quantity,
+                )
+                .await
+        } else {
+            self.redis
+                .release_seats(
+                    order.activity_id,
+                    order.item_id,
+                    order.user_id,
+                    &order.seats,
+                )
+                .await
+        };
+        if let Err(error) = given_back {
+            // Reconciliation finds a Redis deduction without an order and gives it back.
+            tracing::error!(error = %error, order = %order.id, "stock give-back failed; left to reconciliation");
+        }
+    }
+
+    fn rate_limited(&self, window_s: u64) -> Answer {
+        let mut answer = self.stop("rate_limit", Outcome::RateLimited);
+        answer.retry_after_s = Some(u32::try_from(window_s.max(1)).unwrap_or(u32::MAX));
+        answer
+    }
+
+    /// A request id seen before: its first answer, once that answer exists.
+    async fn replay(&self, key: &str, mut stored: Vec<u8>) -> Answer {
+        let started = Instant::now();
+        while stored == IN_FLIGHT && started.elapsed() < REPLAY_WAIT {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            match self.redis.get_bytes(key).await {
+                Ok(Some(value)) => stored = value,
+                Ok(None) => break,
+                Err(_) => break,
+            }
+        }
+        Answer::decode(&stored).unwrap_or_else(|| {
+            Answer::json(
+                409,
+                serde_json::json!({
+                    "code": "REQUEST_IN_PROGRESS",
+                    "message": "the first request with this X-Request-ID has not finished; retry shortly"
+                }),
+            )
+        })
+    }
+}
+
+/// The item a request buys: the named one of a standard activity, or the ticket of a
+/// seated one; asking the wrong endpoint is a bad request.
+fn target(
+    activity: &CachedActivity,
+    ask: Ask,
+    item_id: Option<i64>,
+) -> Result<&CachedItem, (Outcome, &'static str)> {
+    match (activity.kind, ask) {
+        (ActivityKind::Standard, Ask::Units) => item_id
+            .and_then(|id| activity.item(id))
+            .ok_or((Outcome::ItemNotFound, Outcome::ItemNotFound.message())),
+        (ActivityKind::Seated, Ask::Seats) => activity
+            .items
+            .first()
+            .ok_or((Outcome::ItemNotFound, Outcome::ItemNotFound.message())),
+        (ActivityKind::Seated, Ask::Units) => Err((
+            Outcome::BadRequest,
+            "seated activities sell seats: use /api/seckill/seats",
+        )),
+        (ActivityKind::Standard, Ask::Seats) => Err((
+            Outcome::BadRequest,
+            "this activity has no seats: use /api/seckill/buy",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_answers_decode_to_the_same_bytes() {
+        let mut answer = Answer::refusal(Outcome::RateLimited, "slow down");
+        answer.retry_after_s = Some(1);
+        assert_eq!(Answer::decode(&answer.encode()), Some(answer));
+        let ok = Answer::json(
+            200,
+            serde_json::json!({"order_id": "x", "status": "PRE_CREATED"}),
+        );
+        assert_eq!(Answer::decode(&ok.encode()), Some(ok));
+        assert_eq!(Answer::decode(IN_FLIGHT), None);
+    }
+
+    #[test]
+    fn request_ids_are_short_and_plain() {
+        assert!(valid_request_id("3f2c-11_ab"));
+        assert!(!valid_request_id(""));
+        assert!(!valid_request_id(&"a".repeat(65)));
+        assert!(!valid_request_id("a b"));
+        assert!(!valid_request_id("a:b"));
+    }
+
+    #[test]
+    fn the_token_bucket_admits_its_rate_then_refuses() {
+        let bucket = TokenBucket::new();
+        assert!((0..3).all(|_| bucket.try_take(3)));
+        assert!(!bucket.try_take(3));
+    }
+}

@@ -1,0 +1,234 @@
+//! The buyer API under `/api` (SPEC §3): activity info, live status, challenge, buy, and
+//! the buyer's own orders.
+
+use axum::{
+    body::Bytes,
+    extract::{rejection::BytesRejection, ConnectInfo, Path, Query, State},
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+    Json, Router,
+};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use uuid::Uuid;
+
+use crate::{
+    buy::{
+        activity_cache::{CachedActivity, LookupError},
+        challenge::Challenge,
+        funnel::{Answer, Ask},
+        preorders::{self as orders, OrderView},
+        rules::{phase, Outcome, Phase},
+    },
+    error::{ApiError, ApiResult},
+    state::AppState,
+};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/activities/{id}", get(activity))
+        .route("/activities/{id}/status", get(status))
+        .route("/challenge", get(challenge))
+        .route("/seckill/buy", post(buy))
+        .route("/seckill/seats", post(seats))
+        .route("/orders/{id}", get(order))
+        .merge(crate::payment::routes::router())
+}
+
+impl IntoResponse for Answer {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            self.body,
+        )
+            .into_response();
+        if let Some(seconds) = self.retry_after_s {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+async fn buy(
+    State(state): State<AppState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    funnel(&state, Ask::Units, client, &headers, body).await
+}
+
+async fn seats(
+    State(state): State<AppState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    funnel(&state, Ask::Seats, client, &headers, body).await
+}
+
+async fn funnel(
+    state: &AppState,
+    ask: Ask,
+    client: SocketAddr,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    match body {
+        Ok(body) => state.funnel.buy(ask, headers, client.ip(), &body).await,
+        Err(rejection) => Answer::refusal(Outcome::BadRequest, &rejection.body_text()),
+    }
+}
+
+async fn cached_activity(state: &AppState, id: i64) -> ApiResult<std::sync::Arc<CachedActivity>> {
+    match state.funnel.catalogue.activity(id).await {
+        Ok(activity) => Ok(activity),
+        Err(LookupError::Missing) => Err(ApiError::NotFound("activity")),
+        Err(LookupError::Redis(error)) => Err(error.into()),
+        Err(LookupError::Database(error)) => Err(error.into()),
+    }
+}
+
+#[derive(Serialize)]
+struct PublicItem<'a> {
+    id: i64,
+    name: &'a str,
+    price_cents: i64,
+    per_user_limit: i64,
+    total_stock: i64,
+    kind: &'static str,
+}
+
+/// Static facts of an activity; cacheable by a CDN for a few seconds.
+async fn activity(
+    State(state): State<AppState>,
+    id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
+) -> ApiResult<Response> {
+    let Path(id) = id?;
+    let activity = cached_activity(&state, id).await?;
+    let items: Vec<PublicItem> = activity
+        .items
+        .iter()
+        .map(|item| PublicItem {
+            id: item.item_id,
+            name: &item.name,
+            price_cents: item.price_cents,
+            per_user_limit: item.per_user_limit,
+            total_stock: item.total_stock,
+            kind: activity.kind.as_str(),
+        })
+        .collect();
+    let body = serde_json::json!({
+        "id": activity.id,
+        "title": activity.title,
+        "kind": activity.kind.as_str(),
+        "starts_at_ms": activity.starts_at.timestamp_millis(),
+        "ends_at_ms": activity.ends_at.timestamp_millis(),
+        "items": items,
+    });
+    Ok(([(header::CACHE_CONTROL, "public, max-age=5")], Json(body)).into_response())
+}
+
+#[derive(Serialize)]
+struct ItemStatus {
+    item_id: i64,
+    sold_out: bool,
+}
+
+#[derive(Serialize)]
+struct Status {
+    server_time_ms: i64,
+    starts_at_ms: i64,
+    ends_at_ms: i64,
+    phase: Phase,
+    items: Vec<ItemStatus>,
+    challenge_required: bool,
+}
+
+/// The live state the activity page syncs its countdown with; never cached.
+async fn status(
+    State(state): State<AppState>,
+    id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
+) -> ApiResult<Response> {
+    let Path(id) = id?;
+    let activity = cached_activity(&state, id).await?;
+    let now = chrono::Utc::now();
+    let keys: Vec<String> = activity
+        .items
+        .iter()
+        .map(|item| state.redis.stock_key(id, item.item_id))
+        .collect();
+    let stock = state.redis.get_integers(&keys).await?;
+    let items = activity
+        .items
+        .iter()
+        .zip(stock)
+        .map(|(item, stock)| ItemStatus {
+            item_id: item.item_id,
+            sold_out: stock.is_some_and(|left| left <= 0),
+        })
+        .collect();
+    let switches = state.switches.current();
+    let body = Status {
+        server_time_ms: now.timestamp_millis(),
+        starts_at_ms: activity.starts_at.timestamp_millis(),
+        ends_at_ms: activity.ends_at.timestamp_millis(),
+        phase: phase(
+            activity.starts_at,
+            activity.ends_at,
+            now,
+            switches.entry_open_for(id),
+        ),
+        items,
+        challenge_required: switches.challenge_required,
+    };
+    Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
+}
+
+/// The buyer named by the request's bearer token, or 401.
+pub(crate) fn buyer(state: &AppState, headers: &HeaderMap) -> ApiResult<i64> {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    state
+        .funnel
+        .tokens()
+        .buyer(authorization)
+        .ok_or(ApiError::Unauthenticated)
+}
+
+#[derive(Deserialize)]
+struct ChallengeQuery {
+    activity_id: i64,
+}
+
+async fn challenge(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<ChallengeQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(query) = query?;
+    let user_id = buyer(&state, &headers)?;
+    cached_activity(&state, query.activity_id).await?;
+    let challenge: Challenge = state.funnel.challenges.issue(user_id).await?;
+    Ok(([(header::CACHE_CONTROL, "no-store")], Json(challenge)).into_response())
+}
+
+/// The buyer's own order; anyone else's answers 404.
+async fn order(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    id: Result<Path<Uuid>, axum::extract::rejection::PathRejection>,
+) -> ApiResult<Json<OrderView>> {
+    let user_id = buyer(&state, &headers)?;
+    let Path(id) = id?;
+    orders::owned_order(&state.db, id, user_id)
+        .await?
+        .map(Json)
+        .ok_or(ApiError::NotFound("order"))
+}

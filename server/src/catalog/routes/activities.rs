@@ -1,0 +1,53 @@
+//! `/admin/api/activities`.
+
+use app::model::{ActivityDetail, ActivityInput, ActivitySummary};
+use axum::{
+    extract::{
+        rejection::{JsonRejection, PathRejection},
+        Path, State,
+    },
+    http::StatusCode,
+    Json,
+};
+use serde_json::{json, Value};
+
+use crate::{
+    catalog::service as catalog, error::ApiResult, identity::actor::Actor, state::AppState,
+};
+
+pub async fn create(
+    State(state): State<AppState>,
+    actor: Actor,
+    input: Result<Json<ActivityInput>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let Json(input) = input?;
+    let id = catalog::create_activity(&state, &actor, input).await?;
+    Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
+}
+
+pub async fn update(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+    input: Result<Json<ActivityInput>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let (Path(id), Json(input)) = (id?, input?);
+    catalog::update_activity(&state, &actor, id, input).await?;
+    Ok(Json(json!({ "id": id })))
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    actor: Actor,
+) -> ApiResult<Json<Vec<ActivitySummary>>> {
+    Ok(Json(catalog::list_activities(&state, &actor).await?))
+}
+
+pub async fn read(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+) -> ApiResult<Json<ActivityDetail>> {
+    let Path(id) = id?;
+    Ok(Json(catalog::get_activity(&state, &actor, id).await?))
+}

@@ -1,0 +1,47 @@
+//! `/admin/api/items`.
+
+use app::model::{Item, ItemInput};
+use axum::{
+    extract::{rejection::JsonRejection, Path, State},
+    http::StatusCode,
+    Json,
+};
+use serde_json::{json, Value};
+
+use crate::{
+    catalog::service as catalog, error::ApiResult, identity::actor::Actor, state::AppState,
+};
+
+pub async fn create(
+    State(state): State<AppState>,
+    actor: Actor,
+    input: Result<Json<ItemInput>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let Json(input) = input?;
+    let id = catalog::create_item(&state, &actor, input).await?;
+    Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
+}
+
+pub async fn update(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
+    input: Result<Json<ItemInput>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let (Path(id), Json(input)) = (id?, input?);
+    catalog::update_item(&state, &actor, id, input).await?;
+    Ok(Json(json!({ "id": id })))
+}
+
+pub async fn list(State(state): State<AppState>, actor: Actor) -> ApiResult<Json<Vec<Item>>> {
+    Ok(Json(catalog::list_items(&state, &actor).await?))
+}
+
+pub async fn read(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
+) -> ApiResult<Json<Item>> {
+    let Path(id) = id?;
+    Ok(Json(catalog::get_item(&state, &actor, id).await?))
+}

@@ -1,0 +1,363 @@
+//! Items, activities, their stock rows and seats in PostgreSQL.
+//!
+//! `merchant` arguments are the visibility scope from [`Actor::visible_merchant`]:
+//! `None` reads every merchant's rows, `Some(id)` only that merchant's.
+//!
+//! [`Actor::visible_merchant`]: crate::identity::actor::Actor::visible_merchant
+
+use app::model::{ActivityInput, ActivityKind, ActivitySummary, Item, ItemInput};
+use chrono::{DateTime, Utc};
+use sqlx::{PgPool, Postgres, Transaction};
+
+pub async fn insert_item(
+    pool: &PgPool,
+    merchant_id: i64,
+    input: &ItemInput,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO items (merchant_id, name, description, price_cents)
+         VALUES ($1, $2, $3, $4) RETURNING id",
+    )
+    .bind(merchant_id)
+    .bind(input.name.trim())
+    .bind(&input.description)
+    .bind(input.price_cents)
+    .fetch_one(pool)
+    .await
+}
+
+/// Updates the item if it is visible in `merchant`'s scope; false when it is not.
+pub async fn update_item(
+    pool: &PgPool,
+    id: i64,
+    merchant: Option<i64>,
+    input: &ItemInput,
+) -> Result<bool, sqlx::Error> {
+    let result = sqlx::query(
+        "UPDATE items SET name = $3, description = $4, price_cents = $5, updated_at = now()
+         WHERE id = $1 AND ($2::BIGINT IS NULL OR merchant_id = $2)",
+    )
+    .bind(id)
+    .bind(merchant)
+    .bind(input.name.trim())
+    .bind(&input.description)
+    .bind(input.price_cents)
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+#[derive(sqlx::FromRow)]
+struct ItemRow {
+    id: i64,
+    merchant_id: i64,
+    name: String,
+    description: String,
+    price_cents: i64,
+}
+
+impl From<ItemRow> for Item {
+    fn from(row: ItemRow) -> Self {
+        Item {
+            id: row.id,
+            merchant_id: row.merchant_id,
+            name: row.name,
+            description: row.description,
+            price_cents: row.price_cents,
+        }
+    }
+}
+
+pub async fn list_items(pool: &PgPool, merchant: Option<i64>) -> Result<Vec<Item>, sqlx::Error> {
+    let rows: Vec<ItemRow> = sqlx::query_as(
+        "SELECT id, merchant_id, name, description, price_cents FROM items
+         WHERE $1::BIGINT IS NULL OR merchant_id = $1 ORDER BY id DESC LIMIT 1000",
+    )
+    .bind(merchant)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(Item::from).collect())
+}
+
+pub async fn get_item(
+    pool: &PgPool,
+    id: i64,
+    merchant: Option<i64>,
+) -> Result<Option<Item>, sqlx::Error> {
+    let row: Option<ItemRow> = sqlx::query_as(
+        "SELECT id, merchant_id, name, description, price_cents FROM items
+         WHERE id = $1 AND ($2::BIGINT IS NULL OR merchant_id = $2)",
+    )
+    .bind(id)
+    .bind(merchant)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(Item::from))
+}
+
+/// How many of `item_ids` belong to `merchant_id`; an activity may only sell its merchant's items.
+async fn count_owned_items(
+    tx: &mut Transaction<'_, Postgres>,
+    merchant_id: i64,
+    item_ids: &[i64],
+) -> Result<usize, sqlx::Error> {
+    let owned: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM items WHERE merchant_id = $1 AND id = ANY($2)")
+            .bind(merchant_id)
+            .bind(item_ids)
+            .fetch_one(&mut **tx)
+            .await?;
+    Ok(usize::try_from(owned).unwrap_or(0))
+}
+
+/// Why an activity write did not happen.
+#[derive(Debug)]
+pub enum ActivityWrite {
+    /// An item is not the merchant's (or does not exist).
+    ForeignItem,
+    /// The activity is not visible in the caller's scope.
+    Missing,
+    /// The sale has started (or stock has moved): its shape is frozen.
+    Locked,
+}
+
+/// Writes the activity (`id` absent: a new one) with its items and seats, replacing any
+/// it had. Refused when an item is not `owner`'s.
+async fn write_activity(
+    tx: &mut Transaction<'_, Postgres>,
+    id: Option<i64>,
+    owner: i64,
+    input: &ActivityInput,
+) -> Result<Result<i64, ActivityWrite>, sqlx::Error> {
+    let item_ids: Vec<i64> = input.items.iter().map(|i| i.item_id).collect();
+    if count_owned_items(tx, owner, &item_ids).await? != item_ids.len() {
+        return Ok(Err(ActivityWrite::ForeignItem));
+    }
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO activities (id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s)
+         VALUES (COALESCE($1, nextval(pg_get_serial_sequence('activities', 'id'))), $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (id) DO UPDATE
+            SET title = EXCLUDED.title, kind = EXCLUDED.kind, starts_at = EXCLUDED.starts_at,
+                ends_at = EXCLUDED.ends_at, pay_timeout_s = EXCLUDED.pay_timeout_s, updated_at = now()
+         RETURNING id",
+    )
+    .bind(id)
+    .bind(owner)
+    .bind(input.title.trim())
+    .bind(input.kind.as_str())
+    .bind(input.starts_at)
+    .bind(input.ends_at)
+    .bind(i32::try_from(input.pay_timeout_s).unwrap_or(i32::MAX))
+    .fetch_one(&mut **tx)
+    .await?;
+    sqlx::query("DELETE FROM seats WHERE activity_id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("DELETE FROM activity_items WHERE activity_id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    let stocks: Vec<i64> = input.items.iter().map(|i| i.stock).collect();
+    let limits: Vec<i64> = input.items.iter().map(|i| i.per_user_limit).collect();
+    let prices: Vec<i64> = input.items.iter().map(|i| i.price_cents).collect();
+    sqlx::query(
+        "INSERT INTO activity_items (activity_id, item_id, total_stock, per_user_limit, price_cents)
+         SELECT $1, item_id, stock::INTEGER, per_user_limit::INTEGER, price_cents
+         FROM UNNEST($2::BIGINT[], $3::BIGINT[], $4::BIGINT[], $5::BIGINT[])
+              AS lines (item_id, stock, per_user_limit, price_cents)",
+    )
+    .bind(id)
+    .bind(&item_ids)
+    .bind(&stocks)
+    .bind(&limits)
+    .bind(&prices)
+    .execute(&mut **tx)
+    .await?;
+    if input.kind == ActivityKind::Seated {
+        sqlx::query("INSERT INTO seats (activity_id, seat_code) SELECT $1, UNNEST($2::TEXT[])")
+            .bind(id)
+            .bind(&input.seats)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(Ok(id))
+}
+
+pub async fn insert_activity(
+    pool: &PgPool,
+    merchant_id: i64,
+    input: &ActivityInput,
+) -> Result<Result<i64, ActivityWrite>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let written = write_activity(&mut tx, None, merchant_id, input).await?;
+    if written.is_ok() {
+        tx.commit().await?;
+    }
+    Ok(written)
+}
+
+/// Replaces an activity's fields, items and seats, but only before it starts and while no
+/// order exists for it: after that, stock belongs to the sale.
+pub async fn update_activity(
+    pool: &PgPool,
+    id: i64,
+    merchant: Option<i64>,
+    input: &ActivityInput,
+    now: DateTime<Utc>,
+) -> Result<Result<(), ActivityWrite>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let current: Option<(i64, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT merchant_id, starts_at FROM activities
+         WHERE id = $1 AND ($2::BIGINT IS NULL OR merchant_id = $2) FOR UPDATE",
+    )
+    .bind(id)
+    .bind(merchant)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((owner, starts_at)) = current else {
+        return Ok(Err(ActivityWrite::Missing));
+    };
+    let has_orders: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM orders WHERE activity_id = $1)")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+    if starts_at <= now || has_orders {
+        return Ok(Err(ActivityWrite::Locked));
+    }
+    let written = write_activity(&mut tx, Some(id), owner, input).await?;
+    if written.is_ok() {
+        tx.commit().await?;
+    }
+    Ok(written.map(|_| ()))
+}
+
+#[derive(sqlx::FromRow)]
+struct SummaryRow {
+    id: i64,
+    merchant_id: i64,
+    title: String,
+    kind: String,
+    starts_at: DateTime<Utc>,
+    ends_at: DateTime<Utc>,
+    total_stock: i64,
+    item_count: i64,
+}
+
+fn parse_kind(kind: &str) -> Result<ActivityKind, sqlx::Error> {
+    kind.parse()
+        .map_err(|e: String| sqlx::Error::Decode(e.into()))
+}
+
+pub async fn list_activities(
+    pool: &PgPool,
+    merchant: Option<i64>,
+) -> Result<Vec<ActivitySummary>, sqlx::Error> {
+    let rows: Vec<SummaryRow> = sqlx::query_as(
+        "SELECT a.id, a.merchant_id, a.title, a.kind, a.starts_at, a.ends_at,
+                COALESCE(SUM(ai.total_stock), 0)::BIGINT AS total_stock,
+                COUNT(ai.item_id) AS item_count
+         FROM activities a LEFT JOIN activity_items ai ON ai.activity_id = a.id
+         WHERE $1::BIGINT IS NULL OR a.merchant_id = $1
+         GROUP BY a.id ORDER BY a.starts_at DESC LIMIT 500",
+    )
+    .bind(merchant)
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(ActivitySummary {
+                id: row.id,
+                merchant_id: row.merchant_id,
+                title: row.title,
+                kind: parse_kind(&row.kind)?,
+                starts_at: row.starts_at,
+                ends_at: row.ends_at,
+                total_stock: row.total_stock,
+                item_count: row.item_count,
+            })
+        })
+        .collect()
+}
+
+/// Activities that have not ended yet, whoever owns them (the deduction hand-over
+/// re-derives their Redis state).
+pub async fn unfinished_activity_ids(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM activities WHERE ends_at > now() ORDER BY id")
+        .fetch_all(pool)
+        .await
+}
+
+/// An activity as stored, before live Redis figures are added.
+pub struct StoredActivity {
+    pub id: i64,
+    pub merchant_id: i64,
+    pub title: String,
+    pub kind: ActivityKind,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub pay_timeout_s: i64,
+    pub lines: Vec<StoredLine>,
+    pub seats: Vec<String>,
+}
+
+#[derive(sqlx::FromRow)]
+pub struct StoredLine {
+    pub item_id: i64,
+    pub name: String,
+    pub total_stock: i32,
+    pub sold: i32,
+    pub per_user_limit: i32,
+    pub price_cents: i64,
+}
+
+pub async fn get_activity(
+    pool: &PgPool,
+    id: i64,
+    merchant: Option<i64>,
+) -> Result<Option<StoredActivity>, sqlx::Error> {
+    #[derive(sqlx::FromRow)]
+    struct Head {
+        id: i64,
+        merchant_id: i64,
+        title: String,
+        kind: String,
+        starts_at: DateTime<Utc>,
+        ends_at: DateTime<Utc>,
+        pay_timeout_s: i32,
+    }
+    let head: Option<Head> = sqlx::query_as(
+        "SELECT id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s FROM activities
+         WHERE id = $1 AND ($2::BIGINT IS NULL OR merchant_id = $2)",
+    )
+    .bind(id)
+    .bind(merchant)
+    .fetch_optional(pool)
+    .await?;
+    let Some(head) = head else { return Ok(None) };
+    let lines: Vec<StoredLine> = sqlx::query_as(
+        "SELECT ai.item_id, i.name, ai.total_stock, ai.sold, ai.per_user_limit, ai.price_cents
+         FROM activity_items ai JOIN items i ON i.id = ai.item_id
+         WHERE ai.activity_id = $1 ORDER BY ai.item_id",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?;
+    let seats: Vec<String> =
+        sqlx::query_scalar("SELECT seat_code FROM seats WHERE activity_id = $1 ORDER BY seat_code")
+            .bind(id)
+            .fetch_all(pool)
+            .await?;
+    Ok(Some(StoredActivity {
+        id: head.id,
+        merchant_id: head.merchant_id,
+        title: head.title,
+        kind: parse_kind(&head.kind)?,
+        starts_at: head.starts_at,
+        ends_at: head.ends_at,
+        pay_timeout_s: head.pay_timeout_s.into(),
+        lines,
+        seats,
+    }))
+}

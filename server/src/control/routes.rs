@@ -1,0 +1,89 @@
+//! `GET /admin/api/switches` and `PUT /admin/api/switches/{*path}` (SPEC §5, §8.1).
+
+use app::model::{SwitchBoard, SwitchChange};
+use axum::{
+    extract::{
+        rejection::{JsonRejection, PathRejection, QueryRejection},
+        Path, Query, State,
+    },
+    Json,
+};
+use serde::Deserialize;
+use std::time::Duration;
+
+use crate::{
+    admin::audit::FlipSource,
+    control::board::{Board, Flip},
+    error::{ApiError, ApiResult},
+    identity::actor::Actor,
+    state::AppState,
+};
+
+/// Any signed-in role reads the board (the extractor refuses everyone else).
+pub async fn list(
+    State(state): State<AppState>,
+    _signed_in: Actor,
+) -> ApiResult<Json<SwitchBoard>> {
+    Ok(Json(Board::of(&state).read().await?))
+}
+
+/// A limit may be sent as a JSON number; switches as strings.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Value {
+    Text(String),
+    Number(i64),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlipBody {
+    value: Value,
+    #[serde(default)]
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlipQuery {
+    /// Wait until every live instance applied the flip, at most this many milliseconds.
+    wait_ms: Option<u64>,
+}
+
+pub async fn set(
+    State(state): State<AppState>,
+    actor: Actor,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<FlipQuery>, QueryRejection>,
+    body: Result<Json<FlipBody>, JsonRejection>,
+) -> ApiResult<Json<SwitchChange>> {
+    // A role that may not flip learns nothing about its input.
+    if !actor.role.may_operate() {
+        return Err(ApiError::Forbidden);
+    }
+    let Path(path) = path?;
+    let Query(query) = query?;
+    let Json(body) = body?;
+    let value = match body.value {
+        Value::Text(text) => text,
+        Value::Number(number) => number.to_string(),
+    };
+    let change = Board::of(&state)
+        .flip(Flip {
+            actor: &actor,
+            source: FlipSource::Api,
+            path: &path,
+            value: &value,
+            reason: &body.reason,
+            wait: query.wait_ms.map(Duration::from_millis),
+        })
+        .await?;
+    Ok(Json(change))
+}
+
+pub fn router() -> axum::Router<AppState> {
+    use axum::routing::{get, put};
+    axum::Router::new()
+        .route("/switches", get(list))
+        .route("/switches/{*path}", put(set))
+}

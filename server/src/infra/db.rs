@@ -1,0 +1,22 @@
+//! The PostgreSQL pool and the embedded migrations.
+
+use secrecy::ExposeSecret;
+use sqlx::{postgres::PgPoolOptions, PgPool};
+use std::time::Duration;
+
+use crate::infra::config::Settings;
+
+/// The schema of `migrations/`, compiled into the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
+    PgPoolOptions::new()
+        .max_connections(settings.db_max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(settings.database_url.expose_secret())
+        .await
+}
+
+pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    MIGRATOR.run(pool).await
+}

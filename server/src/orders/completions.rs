@@ -1,0 +1,323 @@
+//! The create-order consumer's transaction (SPEC §4): for a batch of create-order events,
+//! in ONE transaction, skip those `processed_events` already holds, complete the rest
+//! (`PRE_CREATED → UNPAID`, price snapshot, pay deadline), move `sold` within
+//! `total_stock`, fail what the stock no longer covers (its stock goes back through
+//! `stock::release` and the restore journal), and record the events as processed.
+//!
+//! Item rows are the hot rows of a sale (the pre-order writer moves `allocated` on them):
+//! the common case locks them only for its last statement and the commit; the rare case
+//! (stock no longer covers every order) locks them in key order, after the order rows.
+
+use sqlx::{Connection, PgPool, Postgres, Transaction};
+use std::collections::{BTreeMap, HashSet};
+use uuid::Uuid;
+
+use crate::orders::{
+    cancellations::GiveBack,
+    release::{self as stock, Released},
+    rules::{fit_within_stock, Claim},
+    status::OrderStatus,
+};
+
+/// An order this batch moved to `UNPAID`.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct Completed {
+    pub order_id: Uuid,
+    /// Its activity's pay timeout: the delay queue its timeout goes to.
+    pub pay_timeout_s: i32,
+    /// Seconds from the pre-order's commit to its completion.
+    pub lag_s: f64,
+}
+
+/// What one batch did.
+#[derive(Debug, Default)]
+pub struct BatchOutcome {
+    pub completed: Vec<Completed>,
+    /// Orders the stock no longer covered: now `FAILED`; Redis is owed their units.
+    pub failed: Vec<GiveBack>,
+    /// Events processed before (a redelivery or a duplicate publish): nothing changed.
+    pub skipped: Vec<Uuid>,
+}
+
+impl BatchOutcome {
+    pub fn absorb(&mut self, other: BatchOutcome) {
+        self.completed.extend(other.completed);
+        self.failed.extend(other.failed);
+        self.skipped.extend(other.skipped);
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct Candidate {
+    id: Uuid,
+    activity_id: i64,
+    item_id: i64,
+    quantity: i32,
+}
+
+/// Completes the orders of `event_ids` (distinct) as consumer `consumer`, in one transaction.
+pub async fn complete(
+    pool: &PgPool,
+    consumer: &str,
+    event_ids: &[Uuid],
+) -> Result<BatchOutcome, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let fresh: Vec<Uuid> = sqlx::query_scalar(
+        "INSERT INTO processed_events (consumer, event_id)
+         SELECT $1, event_id FROM UNNEST($2::UUID[]) AS e (event_id)
+         ON CONFLICT DO NOTHING RETURNING event_id",
+    )
+    .bind(consumer)
+    .bind(event_ids)
+    .fetch_all(&mut *tx)
+    .await?;
+    let fresh_set: HashSet<Uuid> = fresh.iter().copied().collect();
+    let mut outcome = BatchOutcome {
+        skipped: event_ids
+            .iter()
+            .filter(|id| !fresh_set.contains(id))
+            .copied()
+            .collect(),
+        ..BatchOutcome::default()
+    };
+    if fresh.is_empty() {
+        tx.commit().await?;
+        return Ok(outcome);
+    }
+    // The common case: every order fits. Completing the orders first and moving `sold`
+    // last keeps the hot item rows locked only for that statement and the commit (the
+    // pre-order writer moves `allocated` on the same rows during a sale).
+    let mut attempt = Connection::begin(&mut *tx).await?;
+    let completed = complete_pre_created(&mut attempt, &fresh).await?;
+    if move_sold(&mut attempt, &completed).await? {
+        attempt.commit().await?;
+        outcome.completed = completed.into_iter().map(Completed::from).collect();
+    } else {
+        attempt.rollback().await?;
+        let (completed, failed) = complete_within_stock(&mut tx, &fresh).await?;
+        outcome.completed = completed;
+        outcome.failed = failed;
+    }
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// An order just moved to `UNPAID`, with what moving its stock needs.
+#[derive(sqlx::FromRow)]
+struct CompletedRow {
+    order_id: Uuid,
+    activity_id: i64,
+    item_id: i64,
+    quantity: i32,
+    pay_timeout_s: i32,
+    lag_s: f64,
+}
+
+impl From<CompletedRow> for Completed {
+    fn from(row: CompletedRow) -> Self {
+        Self {
+            order_id: row.order_id,
+            pay_timeout_s: row.pay_timeout_s,
+            lag_s: row.lag_s,
+        }
+    }
+}
+
+/// `PRE_CREATED → UNPAID` with the price snapshot and the pay deadline, for those of
+/// `order_ids` still `PRE_CREATED` (events of other orders are recorded and left alone).
+async fn complete_pre_created(
+    tx: &mut Transaction<'_, Postgres>,
+    order_ids: &[Uuid],
+) -> Result<Vec<CompletedRow>, sqlx::Error> {
+    debug_assert!(OrderStatus::PreCreated.may_become(OrderStatus::Unpaid));
+    sqlx::query_as(
+        "UPDATE orders o SET status = 'UNPAID', amount_cents = ai.price_cents * o.quantity,
+                pay_deadline = now() + make_interval(secs => a.pay_timeout_s), updated_at = now()
+         FROM activity_items ai, activities a
+         WHERE o.id = ANY($1) AND o.status = 'PRE_CREATED'
+           AND ai.activity_id = o.activity_id AND ai.item_id = o.item_id AND a.id = o.activity_id
+         RETURNING o.id AS order_id, o.activity_id, o.item_id, o.quantity, a.pay_timeout_s,
+                   EXTRACT(EPOCH FROM clock_timestamp() - o.created_at)::FLOAT8 AS lag_s",
+    )
+    .bind(order_ids)
+    .fetch_all(&mut **tx)
+    .await
+}
+
+/// `sold = sold + units` per item, each guarded by `sold + units <= total_stock`; whether
+/// every item's guard held.
+async fn move_sold(
+    tx: &mut Transaction<'_, Postgres>,
+    completed: &[CompletedRow],
+) -> Result<bool, sqlx::Error> {
+    let mut units: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+    for order in completed {
+        *units.entry((order.activity_id, order.item_id)).or_default() += i64::from(order.quantity);
+    }
+    if units.is_empty() {
+        return Ok(true);
+    }
+    let activities: Vec<i64> = units.keys().map(|(activity, _)| *activity).collect();
+    let items: Vec<i64> = units.keys().map(|(_, item)| *item).collect();
+    let amounts: Vec<i64> = units.values().copied().collect();
+    let moved = sqlx::query(
+        "UPDATE activity_items ai SET sold = ai.sold + b.units
+         FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[]) AS b (activity_id, item_id, units)
+         WHERE ai.activity_id = b.activity_id AND ai.item_id = b.item_id
+           AND ai.sold + b.units <= ai.total_stock",
+    )
+    .bind(&activities)
+    .bind(&items)
+    .bind(&amounts)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(moved == units.len() as u64)
+}
+
+/// The rare case, when the stock no longer covers every order of the batch: decides order
+/// by order (oldest first) under the item rows' locks; what does not fit fails.
+async fn complete_within_stock(
+    tx: &mut Transaction<'_, Postgres>,
+    fresh: &[Uuid],
+) -> Result<(Vec<Completed>, Vec<GiveBack>), sqlx::Error> {
+    let candidates: Vec<Candidate> = sqlx::query_as(
+        "SELECT id, activity_id, item_id, quantity FROM orders
+         WHERE id = ANY($1) AND status = 'PRE_CREATED'
+         ORDER BY created_at, id FOR UPDATE",
+    )
+    .bind(fresh)
+    .fetch_all(&mut **tx)
+    .await?;
+    let (accepted, refused) = take_stock(tx, &candidates).await?;
+    let completed = if accepted.is_empty() {
+        Vec::new()
+    } else {
+        complete_pre_created(tx, &accepted)
+            .await?
+            .into_iter()
+            .map(Completed::from)
+            .collect()
+    };
+    let failed = if refused.is_empty() {
+        Vec::new()
+    } else {
+        fail(tx, &refused).await?
+    };
+    Ok((completed, failed))
+}
+
+/// Moves `sold` item by item (in key order) under the item row's lock for the candidates
+/// (oldest first) that the stock covers; returns (accepted, refused) order ids.
+async fn take_stock(
+    tx: &mut Transaction<'_, Postgres>,
+    candidates: &[Candidate],
+) -> Result<(Vec<Uuid>, Vec<Uuid>), sqlx::Error> {
+    let mut by_item: BTreeMap<(i64, i64), Vec<&Candidate>> = BTreeMap::new();
+    for candidate in candidates {
+        by_item
+            .entry((candidate.activity_id, candidate.item_id))
+            .or_default()
+            .push(candidate);
+    }
+    let (mut accepted, mut refused) = (Vec::new(), Vec::new());
+    for ((activity_id, item_id), members) in by_item {
+        let left: Option<i64> = sqlx::query_scalar(
+            "SELECT (total_stock - sold)::BIGINT FROM activity_items
+             WHERE activity_id = $1 AND item_id = $2 FOR UPDATE",
+        )
+        .bind(activity_id)
+        .bind(item_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        let claims: Vec<Claim> = members
+            .iter()
+            .map(|c| Claim {
+                quantity: i64::from(c.quantity),
+            })
+            .collect();
+        let fitting: HashSet<usize> = fit_within_stock(&claims, left.unwrap_or(0))
+            .into_iter()
+            .collect();
+        let mut taken = 0_i64;
+        for (index, member) in members.iter().enumerate() {
+            if fitting.contains(&index) {
+                taken += i64::from(member.quantity);
+                accepted.push(member.id);
+            } else {
+                refused.push(member.id);
+            }
+        }
+        if taken > 0 {
+            sqlx::query(
+                "UPDATE activity_items SET sold = sold + $3 WHERE activity_id = $1 AND item_id = $2",
+            )
+            .bind(activity_id)
+            .bind(item_id)
+            .bind(taken)
+            .execute(&mut **tx)
+            .await?;
+        }
+    }
+    Ok((accepted, refused))
+}
+
+/// `PRE_CREATED → FAILED` for orders the stock no longer covers; their allocation, holding
+/// and seats go back through `stock::release`, journaled like a cancellation so the Redis
+/// give-back is retried by whoever retries those.
+async fn fail(
+    tx: &mut Transaction<'_, Postgres>,
+    order_ids: &[Uuid],
+) -> Result<Vec<GiveBack>, sqlx::Error> {
+    debug_assert!(OrderStatus::PreCreated.may_become(OrderStatus::Failed));
+    let failed: Vec<Released> = sqlx::query_as(
+        "UPDATE orders SET status = 'FAILED', updated_at = now()
+         WHERE id = ANY($1) AND status = 'PRE_CREATED'
+         RETURNING id AS order_id, activity_id, item_id, user_id, quantity",
+    )
+    .bind(order_ids)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut owed = Vec::with_capacity(failed.len());
+    for order in failed {
+        let seats = stock::release(tx, &order, false).await?;
+        sqlx::query(
+            "INSERT INTO stock_restore_journal (order_id, activity_id, item_id, quantity, seats)
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(order.order_id)
+        .bind(order.activity_id)
+        .bind(order.item_id)
+        .bind(order.quantity)
+        .bind(&seats)
+        .execute(&mut **tx)
+        .await?;
+        owed.push(GiveBack {
+            order_id: order.order_id,
+            activity_id: order.activity_id,
+            item_id: order.item_id,
+            user_id: order.user_id,
+            quantity: order.quantity,
+            seats,
+        });
+    }
+    Ok(owed)
+}
+
+/// Pay timeouts of these orders that are `UNPAID` now, for re-scheduling after a
+/// redelivery (the first delivery may have died between its commit and its schedule).
+pub async fn unpaid_timeouts(
+    pool: &PgPool,
+    order_ids: &[Uuid],
+) -> Result<Vec<(Uuid, i32)>, sqlx::Error> {
+    if order_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_as(
+        "SELECT o.id, a.pay_timeout_s FROM orders o JOIN activities a ON a.id = o.activity_id
+         WHERE o.id = ANY($1) AND o.status = 'UNPAID'",
+    )
+    .bind(order_ids)
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,129 @@
+//! The RabbitMQ order pipeline (SPEC §4): topology, publishing with confirms, the
+//! create-order consumer, the outbox relay, the recorded-order replay and the dead-letter
+//! sink, and the ops actions on them.
+//!
+//! A pre-order reaches `UNPAID` like this: the buy path commits it with its outbox row and
+//! [`Publisher::offer`]s the event; the publisher confirms it and marks the row `sent`
+//! (or the relay resends it later); the create-order consumer completes it and schedules its
+//! pay timeout in the delay queue; the pay-timeout consumer (`pay_timeout`) takes it from there.
+//!
+//! For another consumer of the pipeline's queues (the pay-timeout consumer): the names are
+//! in [`Pipeline::topology`], [`consume::consume_forever`] keeps a batch consumer alive
+//! on its own channel, and [`Pipeline::scheduler`] publishes (re-)delays with confirms.
+
+pub mod admin;
+pub mod admin_store;
+pub mod cancellations;
+pub mod completions;
+pub mod create_order;
+pub mod dead_letter_store;
+pub mod dead_letters;
+pub mod gauges;
+pub mod mq;
+pub mod outbox;
+pub mod pay_timeout;
+pub mod recordings;
+pub mod relay;
+pub mod release;
+pub mod routes;
+pub mod rules;
+pub mod status;
+
+use sqlx::PgPool;
+use std::{sync::Arc, time::Duration};
+use tokio::task::JoinHandle;
+
+use crate::{
+    error::{ApiError, ApiResult},
+    identity::actor::Actor,
+    infra::{amqp::AmqpLink, config::Settings, metrics::Metrics},
+    orders::rules::ops_reason,
+    state::AppState,
+};
+use mq::broker::Broker;
+use mq::publisher::Publisher;
+use mq::topology::Topology;
+
+/// Offers the buy path may queue ahead of the publisher before new ones are dropped (the
+/// relay resends dropped ones).
+const OFFER_CAPACITY: usize = 16_384;
+/// Messages per published batch of offers.
+const OFFER_BATCH: usize = 512;
+
+/// The pipeline's handles in the shared state. Cheap to clone.
+#[derive(Clone)]
+pub struct Pipeline {
+    /// This deployment's exchange and queue names.
+    pub topology: Arc<Topology>,
+    /// The buy path's non-blocking publisher of create-order events.
+    pub publisher: Publisher,
+    /// Publishes pay timeouts into their delay queues, with confirms.
+    pub scheduler: Broker,
+    /// Publishes for the relay, the replay and dead-letter requeues, with confirms.
+    pub control: Broker,
+}
+
+impl Pipeline {
+    /// Prepares the publishers; nothing connects until the first publish.
+    pub fn new(link: &AmqpLink, settings: &Settings, db: &PgPool, metrics: &Metrics) -> Self {
+        let topology = Arc::new(Topology::new(&settings.amqp_prefix, &settings.pipeline));
+        let confirm_timeout = Duration::from_millis(settings.pipeline.confirm_timeout_ms);
+        let broker = |role| {
+            Broker::new(
+                link.clone(),
+                topology.clone(),
+                role,
+                confirm_timeout,
+                metrics.clone(),
+            )
+        };
+        Self {
+            publisher: Publisher::spawn(
+                broker("offer"),
+                db.clone(),
+                metrics.clone(),
+                OFFER_CAPACITY,
+                OFFER_BATCH,
+            ),
+            scheduler: broker("scheduler"),
+            control: broker("relay"),
+            topology,
+        }
+    }
+}
+
+/// Starts the pipeline's background workers: the create-order consumer, the DLQ sink, the
+/// outbox relay (it works only while this instance leads) and the gauges. Returns their
+/// handles; aborting one stops that worker.
+pub fn spawn_workers(state: &AppState) -> Vec<JoinHandle<()>> {
+    vec![
+        create_order::spawn(state),
+        dead_letters::spawn_sink(state),
+        tokio::spawn(relay::run(state.clone())),
+        gauges::spawn(state),
+        pay_timeout::spawn(state),
+    ]
+}
+
+/// Refuses actors who may not watch the pipeline (merchants).
+pub fn ensure_watcher(actor: &Actor) -> ApiResult<()> {
+    actor
+        .role
+        .may_watch_operations()
+        .then_some(())
+        .ok_or(ApiError::Forbidden)
+}
+
+/// Refuses actors who may not act on the pipeline (everyone but ops and admins).
+pub fn ensure_operator(actor: &Actor) -> ApiResult<()> {
+    actor
+        .role
+        .may_operate()
+        .then_some(())
+        .ok_or(ApiError::Forbidden)
+}
+
+/// The reason of an ops action, trimmed, or 400 when missing or too long.
+pub fn audited_reason(reason: &str) -> ApiResult<&str> {
+    ops_reason(reason).map_err(|message| ApiError::BadRequest(message.into()))
+}

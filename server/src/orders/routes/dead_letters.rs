@@ -1,0 +1,56 @@
+//! `/admin/api/dead-letters`: the dead-letter queue's messages, and sending them back.
+
+use app::model::{DeadLetterPage, DeadLetterView, OpsReason, RequeueReport};
+use axum::{
+    extract::{
+        rejection::{JsonRejection, PathRejection, QueryRejection},
+        Path, Query, State,
+    },
+    Json,
+};
+use serde::Deserialize;
+
+use crate::{
+    admin::ops_audit::OpsSource, error::ApiResult, identity::actor::Actor, orders::dead_letters,
+    state::AppState,
+};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageParams {
+    page: Option<i64>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    actor: Actor,
+    params: Result<Query<PageParams>, QueryRejection>,
+) -> ApiResult<Json<DeadLetterPage>> {
+    let Query(params) = params?;
+    Ok(Json(
+        dead_letters::list(&state, &actor, params.page.unwrap_or(1)).await?,
+    ))
+}
+
+pub async fn requeue(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+    body: Result<Json<OpsReason>, JsonRejection>,
+) -> ApiResult<Json<DeadLetterView>> {
+    let (Path(id), Json(body)) = (id?, body?);
+    Ok(Json(
+        dead_letters::requeue(&state, &actor, OpsSource::Api, id, &body.reason).await?,
+    ))
+}
+
+pub async fn requeue_all(
+    State(state): State<AppState>,
+    actor: Actor,
+    body: Result<Json<OpsReason>, JsonRejection>,
+) -> ApiResult<Json<RequeueReport>> {
+    let Json(body) = body?;
+    Ok(Json(
+        dead_letters::requeue_all(&state, &actor, OpsSource::Api, &body.reason).await?,
+    ))
+}

@@ -1,0 +1,13 @@
+//! `GET /admin/api/outbox`: rows waiting for the relay, given up on, and recorded.
+
+use app::model::OutboxSummary;
+use axum::{extract::State, Json};
+
+use crate::{error::ApiResult, identity::actor::Actor, orders::relay, state::AppState};
+
+pub async fn summary(
+    State(state): State<AppState>,
+    actor: Actor,
+) -> ApiResult<Json<OutboxSummary>> {
+    Ok(Json(relay::summary(&state, &actor).await?))
+}

@@ -1,0 +1,24 @@
+//! `POST /admin/api/recordings/replay`: feed the pre-orders recorded while the async switch
+//! was on `record` to the order pipeline.
+
+use app::model::{OpsReason, ReplayReport};
+use axum::{
+    extract::{rejection::JsonRejection, State},
+    Json,
+};
+
+use crate::{
+    admin::ops_audit::OpsSource, error::ApiResult, identity::actor::Actor, orders::recordings,
+    state::AppState,
+};
+
+pub async fn replay(
+    State(state): State<AppState>,
+    actor: Actor,
+    body: Result<Json<OpsReason>, JsonRejection>,
+) -> ApiResult<Json<ReplayReport>> {
+    let Json(body) = body?;
+    Ok(Json(
+        recordings::replay(&state, &actor, OpsSource::Api, &body.reason).await?,
+    ))
+}

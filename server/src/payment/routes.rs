@@ -1,0 +1,135 @@
+//! Paying an order (SPEC §3): `POST /api/orders/{id}/pay` starts a trade with the payment
+//! center for the buyer's own unpaid order; `POST /api/pay/notify` takes the center's
+//! signed callback. Merged into the buyer router under `/api`.
+
+use axum::{
+    body::Bytes,
+    extract::{
+        rejection::{BytesRejection, PathRejection},
+        Path, State,
+    },
+    http::{HeaderMap, StatusCode},
+    routing::post,
+    Json, Router,
+};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::buy::routes::buyer;
+use crate::{
+    buy::preorders as orders,
+    error::{ApiError, ApiResult},
+    orders::status::OrderStatus,
+    payment::{
+        notice::{self, Accepted, Refused},
+        signature, Payable, Settled,
+    },
+    state::AppState,
+};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/orders/{id}/pay", post(pay))
+        .route("/pay/notify", post(notify))
+}
+
+#[derive(Serialize)]
+struct TradeStarted {
+    trade_no: String,
+}
+
+/// Starts paying the caller's order; paying again returns the same open trade. Anyone
+/// else's order answers 404, like one that does not exist.
+async fn pay(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> ApiResult<Json<TradeStarted>> {
+    let user_id = buyer(&state, &headers)?;
+    let Path(id) = id?;
+    let order = orders::owned_order(&state.db, id, user_id)
+        .await?
+        .ok_or(ApiError::NotFound("order"))?;
+    if OrderStatus::parse(&order.status) != Some(OrderStatus::Unpaid) {
+        return Err(ApiError::Conflict {
+            code: "ORDER_NOT_PAYABLE",
+            message: format!("an order in state {} cannot be paid", order.status),
+        });
+    }
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    if order
+        .pay_deadline_ms
+        .is_some_and(|deadline| deadline <= now_ms)
+    {
+        return Err(ApiError::Conflict {
+            code: "PAY_DEADLINE_PASSED",
+            message: "the order's pay deadline has passed".into(),
+        });
+    }
+    let trade_no = state
+        .payment
+        .start_trade(Payable {
+            order_id: order.order_id,
+            amount_cents: order.amount_cents,
+        })
+        .await
+        .map_err(|error| ApiError::Unavailable(error.into()))?;
+    Ok(Json(TradeStarted { trade_no }))
+}
+
+#[derive(Serialize)]
+struct NoticeTaken {
+    code: &'static str,
+    /// What the notice did: `paid`, `refund_pending`, `already_applied` or `trade_failed`.
+    result: &'static str,
+}
+
+/// The payment center's callback. The signature is checked over the raw bytes, so the
+/// body is read as bytes, never re-serialised.
+async fn notify(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<NoticeTaken>> {
+    let body = body.map_err(|rejection| match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+        _ => ApiError::BadRequest(rejection.body_text()),
+    })?;
+    let signature_header = headers
+        .get(signature::HEADER)
+        .and_then(|value| value.to_str().ok());
+    let accepted = notice::receive(
+        &state.db,
+        &state.settings.pay_secret,
+        &state.metrics,
+        &body,
+        signature_header,
+    )
+    .await
+    .map_err(refusal)?;
+    let result = match accepted {
+        Accepted::Settled(Settled::Paid) => "paid",
+        Accepted::Settled(Settled::RefundPending) => "refund_pending",
+        Accepted::Settled(Settled::AlreadyApplied) => "already_applied",
+        Accepted::TradeFailed => "trade_failed",
+    };
+    Ok(Json(NoticeTaken { code: "OK", result }))
+}
+
+fn refusal(refused: Refused) -> ApiError {
+    let message = refused.to_string();
+    match refused {
+        Refused::BadSignature => ApiError::BadSignature,
+        Refused::Malformed(_) => ApiError::BadRequest(message),
+        Refused::UnknownTrade => ApiError::NotFound("trade"),
+        Refused::AmountMismatch { .. } => ApiError::Conflict {
+            code: "AMOUNT_MISMATCH",
+            message,
+        },
+        Refused::NotPayable(_) => ApiError::Conflict {
+            code: "ORDER_NOT_PAYABLE",
+            message,
+        },
+        Refused::Database(error) => error.into(),
+    }
+}

@@ -1,0 +1,119 @@
+//! Pre-warm (SPEC §8.1): load an activity's stock and buyer records from PostgreSQL into
+//! Redis and add its keys to the Bloom filter. Idempotent: Redis is derived from the
+//! database every time, never incremented.
+//!
+//! Refused while the sale is open: then Redis holds deductions whose pre-orders may not be
+//! committed yet, and re-deriving would hand their stock out twice. Re-deriving during a
+//! live sale is the deduction hand-over's job (`services::deduction`), which uses [`load`].
+
+pub mod routes;
+
+use app::model::{ActivityKind, Role};
+use serde::Serialize;
+
+use crate::{
+    buy::{
+        bloom, preorders as orders,
+        rules::{phase, Phase},
+    },
+    catalog::store::{self as catalog, StoredActivity},
+    error::{ApiError, ApiResult},
+    identity::actor::Actor,
+    state::AppState,
+};
+
+#[derive(Debug, Serialize)]
+pub struct PrewarmedItem {
+    pub item_id: i64,
+    pub total_stock: i64,
+    /// Units held by orders in PostgreSQL (every state but cancelled and failed).
+    pub held_in_db: i64,
+    /// Stock loaded into Redis: total minus held.
+    pub redis_stock: i64,
+    /// Buyers whose holdings were loaded for the per-user limit.
+    pub buyers: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PrewarmReport {
+    pub activity_id: i64,
+    pub items: Vec<PrewarmedItem>,
+    /// Bloom filter bits this run newly set (0 on a repeat run).
+    pub bloom_bits_set: i64,
+}
+
+pub async fn prewarm(
+    state: &AppState,
+    actor: &Actor,
+    activity_id: i64,
+) -> ApiResult<PrewarmReport> {
+    if !matches!(actor.role, Role::Ops | Role::Admin) {
+        return Err(ApiError::Forbidden);
+    }
+    let activity = catalog::get_activity(&state.db, activity_id, None)
+        .await?
+        .ok_or(ApiError::NotFound("activity"))?;
+    if phase(
+        activity.starts_at,
+        activity.ends_at,
+        chrono::Utc::now(),
+        true,
+    ) == Phase::Open
+    {
+        return Err(ApiError::Conflict {
+            code: "ACTIVITY_LIVE",
+            message: "the sale is open; pre-warm before it starts".into(),
+        });
+    }
+    let (items, bloom_bits_set) = load(state, &activity).await?;
+    tracing::info!(activity_id, by = %actor.username, "pre-warmed");
+    Ok(PrewarmReport {
+        activity_id,
+        items,
+        bloom_bits_set,
+    })
+}
+
+/// Derives the activity's Redis state from PostgreSQL (stock = total minus units held by
+/// orders, buyer records, seat map) and adds its keys to the Bloom filter. Returns what was
+/// loaded per item and the Bloom bits newly set.
+pub async fn load(
+    state: &AppState,
+    activity: &StoredActivity,
+) -> ApiResult<(Vec<PrewarmedItem>, i64)> {
+    let activity_id = activity.id;
+    let shape = state.funnel.catalogue.bloom();
+    let mut bloom_bits_set = state
+        .redis
+        .bloom_add(&shape.positions(&bloom::activity_key(activity_id)))
+        .await?;
+    let seats = if activity.kind == ActivityKind::Seated {
+        orders::seat_holders(&state.db, activity_id).await?
+    } else {
+        Vec::new()
+    };
+    let mut items = Vec::with_capacity(activity.lines.len());
+    for line in &activity.lines {
+        let holders = orders::holders(&state.db, activity_id, line.item_id).await?;
+        let held_in_db: i64 = holders.iter().map(|(_, units)| units).sum();
+        let total_stock = i64::from(line.total_stock);
+        let redis_stock = (total_stock - held_in_db).max(0);
+        state
+            .redis
+            .load_item(activity_id, line.item_id, redis_stock, &holders, &seats)
+            .await?;
+        bloom_bits_set += state
+            .redis
+            .bloom_add(&shape.positions(&bloom::item_key(activity_id, line.item_id)))
+            .await?;
+        items.push(PrewarmedItem {
+            item_id: line.item_id,
+            total_stock,
+            held_in_db,
+            redis_stock,
+            buyers: holders.len(),
+        });
+    }
+    state.funnel.catalogue.forget(activity_id);
+    Ok((items, bloom_bits_set))
+}

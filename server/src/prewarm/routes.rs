@@ -1,0 +1,27 @@
+//! `POST /admin/api/activities/{id}/prewarm`.
+
+use axum::{
+    extract::{rejection::PathRejection, Path, State},
+    Json,
+};
+
+use crate::{
+    error::ApiResult,
+    identity::actor::Actor,
+    prewarm::{self, PrewarmReport},
+    state::AppState,
+};
+
+pub async fn prewarm(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+) -> ApiResult<Json<PrewarmReport>> {
+    let Path(id) = id?;
+    Ok(Json(prewarm::prewarm(&state, &actor, id).await?))
+}
+
+pub fn router() -> axum::Router<AppState> {
+    use axum::routing::post;
+    axum::Router::new().route("/activities/{id}/prewarm", post(prewarm))
+}
