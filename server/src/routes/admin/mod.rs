@@ -1,4 +1,4 @@
-//! The JSON admin API under `/admin/api` (SPEC §8.1). Every route takes an
+//! The JSON admin API under `/admin/api` (docs/admin-api.md). Every route takes an
 //! [`Actor`](crate::domain::access::Actor), so no token → 401 before anything runs.
 
 use axum::{
