@@ -1,4 +1,4 @@
--- bloom.lua: add to, or test, a Bloom filter kept as a Redis bitmap (seed 000 §5.3).
+-- bloom.lua: add to, or test, a Bloom filter kept as a Redis bitmap.
 -- Bit positions are computed by the caller (double hashing), so the script only touches bits.
 --
 -- KEYS[1]  the bitmap

@@ -1,4 +1,4 @@
--- claim_request.lua: the idempotency gate on X-Request-ID (seed 000 §10).
+-- claim_request.lua: the idempotency gate on X-Request-ID (docs/buyer-api.md).
 --
 -- KEYS[1]  idem:{<buyer>}:<request id>
 -- ARGV[1]  the in-flight marker to store when the id is new

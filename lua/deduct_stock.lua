@@ -1,5 +1,5 @@
 -- deduct_stock.lua: atomically check an item's stock and the buyer's count against the
--- per-user limit, then deduct (seed 000 §6.2, seed 001 §3.2).
+-- per-user limit, then deduct, in one script so no other buyer runs in between.
 --
 -- KEYS[1]  {a<activity>.i<item>}:stock   remaining units (absent until pre-warmed)
 -- KEYS[2]  {a<activity>.i<item>}:bought  hash: buyer id -> units that buyer holds

@@ -7,7 +7,7 @@
 --
 -- The expiry is set only when the counter is created (INCR returned 1). Re-setting it on
 -- every hit would make the window slide forever under steady traffic, so a client that
--- keeps trying would never be let through again (the bug in seed 001 §2.2's script).
+-- keeps trying would never be let through again.
 local hits = redis.call('INCR', KEYS[1])
 if hits == 1 then
   redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))

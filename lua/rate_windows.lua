@@ -1,5 +1,5 @@
 -- rate_windows.lua: one hit in three fixed windows of one item: per buyer, per client
--- address and for the whole item (seed 001 §2.2). All three keys carry the item's hash tag.
+-- address and for the whole item. All three keys carry the item's hash tag.
 --
 -- KEYS[1]  {a<activity>.i<item>}:rl:user:<buyer>
 -- KEYS[2]  {a<activity>.i<item>}:rl:ip:<address>

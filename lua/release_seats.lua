@@ -1,5 +1,5 @@
 -- release_seats.lua: give back seats taken by take_seats.lua (a pre-order that could not
--- be written, or later a cancelled order). Only seats this buyer holds are freed, so a
+-- be written, never a cancelled order). Only seats this buyer holds are freed, so a
 -- repeated release changes nothing.
 --
 -- KEYS[1]  {a<activity>.i<item>}:seats

@@ -1,5 +1,5 @@
--- restore_order.lua: give a cancelled order's units back to Redis, at most once per order
--- (seed 001 §5.2). PostgreSQL has already moved its stock and written the restore journal;
+-- restore_order.lua: give a cancelled order's units back to Redis, at most once per order.
+-- PostgreSQL has already moved its stock and written the restore journal;
 -- this runs after that commit, and again whenever the give-back has to be retried, so the
 -- order id is remembered here and a second run gives nothing.
 --

@@ -1,5 +1,5 @@
 -- restore_stock.lua: give back a deduction made by deduct_stock.lua (a pre-order that
--- could not be written, or later a cancelled order).
+-- could not be written; cancelled orders go through restore_order.lua).
 --
 -- KEYS[1]  {a<activity>.i<item>}:stock
 -- KEYS[2]  {a<activity>.i<item>}:bought

@@ -1,4 +1,4 @@
--- take_seats.lua: all of a buyer's chosen seats or none (seed 000 §9), within the buyer's
+-- take_seats.lua: all of a buyer's chosen seats or none, within the buyer's
 -- per-user limit, deducting the ticket's stock by the number of seats.
 --
 -- KEYS[1]  {a<activity>.i<item>}:seats   hash: seat code -> '' (free) or holder's buyer id

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench-control.sh: the "Switch propagation" benchmark of issue #5, recorded in
+# scripts/bench-control.sh: the "Switch propagation" benchmark, recorded in
 # BENCHMARKS.md. Called by scripts/bench.sh; runs on its own too.
 #
 # Three seckill instances of one deployment (one database, Redis prefix and etcd prefix, all

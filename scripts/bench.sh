@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench.sh: the four benchmarks of issue #3, each a ratio of two measurements taken
+# scripts/bench.sh: the four buy-path benchmarks, each a ratio of two measurements taken
 # back to back in this one run, recorded in BENCHMARKS.md.
 #
 #   1. sold-out storm on one hot item      vs  the same server's /healthz   (target >= 0.7)
@@ -670,7 +670,7 @@ if update_doc:
     try:
         current = open(doc).read()
     except OSError:
-        current = ("# Benchmarks\n\nThe four benchmarks of issue #3, run with `bash scripts/bench.sh`.\n\n"
+        current = ("# Benchmarks\n\nThe four buy-path benchmarks, run with `bash scripts/bench.sh`.\n\n"
                    f"{begin}\n{end}\n")
     if begin in current and end in current:
         head, rest = current.split(begin, 1)
@@ -681,7 +681,7 @@ if update_doc:
     open(doc, "w").write(current)
 PY
 
-# The pipeline drain (issue #4) and the switch propagation (issue #5) have scripts of their
+# The pipeline drain and the switch propagation benchmarks have scripts of their
 # own, each with its own database and prefixes; they run after the buy benchmarks so the
 # machine is not shared between them.
 for extra in bench-pipeline bench-control; do

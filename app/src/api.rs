@@ -182,7 +182,7 @@ pub async fn save_activity(id: Option<i64>, input: ActivityInput) -> Result<i64,
     .map_err(session::refuse)
 }
 
-/// Pre-warms an activity (SPEC §8): its stock, buyer records and Bloom filter keys into Redis.
+/// Pre-warms an activity: its stock, buyer records and Bloom filter keys into Redis.
 #[server(prefix = "/console/fn")]
 pub async fn prewarm_activity(id: i64) -> Result<PrewarmReport, ServerFnError> {
     let token = session::token().await?;
@@ -220,7 +220,7 @@ pub async fn get_order(id: String) -> Result<OrderDetail, ServerFnError> {
         .map_err(session::refuse)
 }
 
-/// The switch board (SPEC §5): every switch and limit, etcd's state, and each live
+/// The switch board: every switch and limit, etcd's state, and each live
 /// instance's applied revision.
 #[server(prefix = "/console/fn")]
 pub async fn get_switch_board() -> Result<SwitchBoard, ServerFnError> {

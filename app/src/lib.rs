@@ -1,4 +1,4 @@
-//! The admin console (SPEC §8): a Leptos app rendered on the server and hydrated in the
+//! The admin console: a Leptos app rendered on the server and hydrated in the
 //! browser. `ssr` builds it into the `seckill` server; `hydrate` builds the wasm bundle.
 
 pub mod api;

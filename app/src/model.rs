@@ -1,6 +1,6 @@
 //! Data exchanged between the console, its server functions and the admin API.
 //!
-//! These types are the JSON contract of `/admin/api` (SPEC §8.1) as well as the
+//! These types are the JSON contract of `/admin/api` (docs/admin-api.md) as well as the
 //! arguments and results of the console's server functions, so they compile for
 //! both the server and the browser and carry no I/O.
 
@@ -14,11 +14,11 @@ use std::fmt;
 pub enum Role {
     /// Registers its own items and activities.
     Merchant,
-    /// Pre-warms, flips switches, drains dead letters, reconciles.
+    /// Pre-warms, flips switches, drains dead letters.
     Ops,
-    /// Watches dashboards; read-only.
+    /// Reads what ops sees; changes nothing.
     Sre,
-    /// Everything, including every merchant's catalogue and user management.
+    /// Everything ops may do, and every merchant's catalogue.
     Admin,
 }
 
@@ -324,7 +324,7 @@ pub struct OrderDetail {
     pub restore: Option<StockRestoreView>,
 }
 
-/// `GET /admin/api/switches`: every switch and limit (SPEC §5), where etcd stands, and
+/// `GET /admin/api/switches`: every switch and limit, where etcd stands, and
 /// which live instance has applied what.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SwitchBoard {

@@ -1,5 +1,5 @@
-//! The `seckill` command line (SPEC §12): `serve`, `migrate`, `demo`, `token`, `admin`.
-//! Subcommands of later capabilities (`switch`, `prewarm`, `reconcile`, `worker`) join here.
+//! The `seckill` command line: `serve`, `worker`, `migrate`, `demo`, `prewarm`, `token`,
+//! `admin`, `switch` and `replay-recorded`. There is no `reconcile` (not built yet).
 
 use app::model::{ActivityInput, ActivityItemInput, ActivityKind, ItemInput, Role};
 use clap::{Parser, Subcommand};

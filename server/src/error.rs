@@ -1,4 +1,4 @@
-//! The one error type of the HTTP API. Every error body is `{"code", "message"}` (SPEC §3);
+//! The one error type of the HTTP API. Every error body is `{"code", "message"}`;
 //! client errors say what was wrong, server errors log their cause chain and tell the
 //! client little.
 

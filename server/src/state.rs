@@ -71,7 +71,7 @@ pub struct Shared {
     pub election: LeadershipSignal,
     /// This instance in the control plane: node id, how current its switches are.
     pub control: ControlStatus,
-    /// The payment center orders are paid through (the built-in simulated one for now).
+    /// The payment center orders are paid through (only the built-in simulated one exists).
     pub payment: Arc<dyn PaymentGateway>,
     /// The RabbitMQ order pipeline: topology and publishers (its workers run apart).
     pub pipeline: Pipeline,

@@ -1,5 +1,5 @@
-//! The deduction switch flipped redis → db → redis several times in the middle of a storm
-//! (issue #5, SPEC §11.1-2): exactly the stock is sold, never more, and no buyer goes past
+//! The deduction switch flipped redis → db → redis several times in the middle of a storm:
+//! exactly the stock is sold, never more, and no buyer goes past
 //! the per-user limit, whichever layer deducted each unit and however the instances' flips
 //! interleave (`services::deduction`).
 

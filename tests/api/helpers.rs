@@ -48,7 +48,7 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
 
-/// `spawn_app` with settings adjusted first (limits, switches held in settings for now).
+/// `spawn_app` with settings adjusted first (limits, and the switches' start-up values).
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
     TRACING.call_once(|| {
         if std::env::var("TEST_LOG").is_ok() {

@@ -1,4 +1,4 @@
-//! The audit log (SPEC §5, §8): every switch flip (old → new, etcd revision) and every other
+//! The audit log: every switch flip (old → new, etcd revision) and every other
 //! operator action (dead-letter requeues, replays), who did it, from where and why; newest
 //! first, in pages.
 

@@ -1,8 +1,8 @@
-//! Dead letters (SPEC §4, §8): messages the order pipeline gave up on, with their payload,
+//! Dead letters: messages the order pipeline gave up on, with their payload,
 //! why and how often they died, and whether they were sent back. Ops and admins requeue one
 //! or all of them; every requeue needs a reason and is audited by the server.
 //!
-//! Below them, the outbox (SPEC §4, §5): rows the relay still has to send, rows it gave up
+//! Below them, the outbox: rows the relay still has to send, rows it gave up
 //! on, and pre-orders recorded while the async switch was on `record`, which ops replay
 //! from here once the pipeline is back.
 

@@ -1,5 +1,5 @@
 //! The frame around every signed-in page: who is signed in, navigation to every page of
-//! SPEC §8, and a redirect to the login page when the session is gone.
+//! the console, and a redirect to the login page when the session is gone.
 
 use crate::api::{whoami, Logout};
 use leptos::prelude::*;

@@ -1,4 +1,4 @@
-//! The switch board (SPEC §5, seed 001 §6.2): every switch and limit with its value and
+//! The switch board (docs/control-plane.md): every switch and limit with its value and
 //! etcd revision, who wrote it last and why, and which instance has applied it. Ops and
 //! admins flip from here: a reason is required and the flip must be confirmed; then the
 //! page follows the flip live (every second) until every instance has applied it, with the

@@ -1,5 +1,5 @@
-//! Pages of SPEC §8 whose capability has not landed yet. Each says so plainly and names
-//! the issue that brings it, rather than showing empty or invented figures.
+//! Console pages whose capability is not built yet (docs/README.md). Each says so plainly
+//! and names what it waits for, rather than showing empty or invented figures.
 
 use leptos::prelude::*;
 

@@ -1,7 +1,7 @@
-//! `seckill-load`, the load generator of SPEC §12: many buyers with pre-minted tokens hammer
+//! `seckill-load`, the product's load generator: many buyers with pre-minted tokens hammer
 //! one hot item or a spread of items of one activity (or `/healthz`, as a baseline), then it
 //! reports throughput, latency percentiles and outcomes by code and, with `--check`, checks
-//! the invariants of SPEC §11 against PostgreSQL and Redis. See `seckill-load --help`.
+//! the invariants against PostgreSQL and Redis (docs/invariants.md); see `--help`.
 
 mod seckill_load;
 

@@ -1,9 +1,9 @@
 //! What the buy path knows about activities without asking anyone: a short-lived copy of
 //! each activity in memory, a null cache for ids that do not exist, and the local
-//! sold-out flags (SPEC §3.1 steps 4–6).
+//! sold-out flags (funnel stages 4–6 in docs/buyer-api.md).
 //!
 //! A cache miss is let through to PostgreSQL only if the Bloom filter in Redis says the
-//! id may exist, so a flood of made-up ids never reaches the database (seed 000 §5.3).
+//! id may exist, so a flood of made-up ids never reaches the database.
 
 use app::model::ActivityKind;
 use chrono::{DateTime, Utc};

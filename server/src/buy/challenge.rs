@@ -1,4 +1,4 @@
-//! The human challenge in front of the deduction (seed 000 §4.1): an arithmetic question
+//! The human challenge in front of the deduction: an arithmetic question
 //! bound to the buyer, answered once, and not sooner than a second after it was asked —
 //! a person needs that long, a script does not.
 

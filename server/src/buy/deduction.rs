@@ -1,4 +1,4 @@
-//! The deduction switch hand-over (SPEC §5 `switches/deduction`): flipping between Redis
+//! The deduction switch hand-over (`switches/deduction`): flipping between Redis
 //! pre-deduction and PostgreSQL deduction in the middle of a storm without overselling in
 //! either direction, and without taking a buyer past the per-user limit.
 //!

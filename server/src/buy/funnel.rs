@@ -1,5 +1,5 @@
-//! The buy funnel (SPEC §3.1): each stage in order, cheapest first, each counted as passed
-//! or stopped by reason in `seckill_funnel_requests_total`.
+//! The buy funnel (docs/buyer-api.md): each stage in order, cheapest first, each counted as
+//! passed or stopped by reason in `seckill_funnel_requests_total`.
 //!
 //! Once a request id is claimed (step 7), every answer is stored under it, so a replay
 //! gets the first answer byte for byte (success kept an hour, failures five minutes).
@@ -679,8 +679,8 @@ impl Funnel {
                 .await
         };
         if let Err(error) = given_back {
-            // Reconciliation finds a Redis deduction without an order and gives it back.
-            tracing::error!(error = %error, order = %order.id, "stock give-back failed; left to reconciliation");
+            // Nothing gives these units back yet: Redis stays deducted without an order.
+            tracing::error!(error = %error, order = %order.id, "stock give-back failed; the units stay deducted in Redis");
         }
     }
 

@@ -1,9 +1,9 @@
 //! Orders in PostgreSQL: the group-committed pre-order writer of the buy path, and reads.
 //!
-//! A pre-order and its outbox row are written in the same transaction (SPEC §3.1 step 11).
+//! A pre-order and its outbox row are written in the same transaction (funnel step 11).
 //! Concurrent buys are gathered into one multi-row insert and one commit: the box flushes
 //! its WAL a few thousand times a second at best, so one transaction per buyer would cap
-//! the whole sale there (issue #3, "group commit").
+//! the whole sale there: this is the group commit.
 //!
 //! PostgreSQL is the arbiter of every pre-order, whichever layer deducted it: the batch
 //! allocates each member against `activity_items.allocated` and the buyer's row in

@@ -1,5 +1,5 @@
-//! The buyer API under `/api` (SPEC §3): activity info, live status, challenge, buy, and
-//! the buyer's own orders.
+//! The buyer API under `/api` (docs/buyer-api.md): activity info, live status, challenge,
+//! buy, and the buyer's own orders.
 
 use axum::{
     body::Bytes,

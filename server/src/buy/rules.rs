@@ -1,4 +1,4 @@
-//! The buy funnel's decisions (SPEC §3.1) as plain values: an activity's phase, what a
+//! The buy funnel's decisions as plain values: an activity's phase, what a
 //! buy request may ask for, how a stock script's answer reads, and what each refusal
 //! answers over HTTP.
 

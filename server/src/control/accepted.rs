@@ -36,7 +36,7 @@ pub struct Observed<'a> {
 /// What observing one key did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Outside `switches/` and `limits/` (nodes, write notes, hot keys, the election).
+    /// Outside `switches/` and `limits/` (nodes, write notes, the election, anything else).
     NotASwitch,
     /// Same value and revision as already accepted.
     Unchanged,

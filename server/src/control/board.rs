@@ -1,4 +1,4 @@
-//! The switch board's services (SPEC §5, §8.1), one set for the admin API, the console and
+//! The switch board's services, one set for the admin API, the console and
 //! the CLI: read every switch with its propagation, flip one (validated, audited, with an
 //! optional bounded wait for every live instance), this instance's staleness, and the
 //! audit log.

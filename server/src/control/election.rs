@@ -1,4 +1,4 @@
-//! The leader election of the singleton jobs (SPEC §2): an etcd lease, kept alive here, and
+//! The leader election of the singleton jobs: an etcd lease, kept alive here, and
 //! a campaign with etcd's election API on `{prefix}/election/leader`. It drives
 //! [`LeadershipSignal`](super::leader::LeadershipSignal); jobs read
 //! [`Leadership`](super::leader::Leadership).

@@ -1,4 +1,4 @@
-//! What the switch and limit keys under the etcd prefix mean (SPEC §5): their paths, the
+//! What the switch and limit keys of docs/control-plane.md mean: their paths, the
 //! values each accepts, and how a valid value changes [`SwitchValues`]. Pure functions, so
 //! the admin API's validation and the watcher's parsing are one rule.
 

@@ -1,7 +1,7 @@
-//! Where things live under the etcd prefix (SPEC §5), and the note the control plane
+//! Where things live under the etcd prefix, and the note the control plane
 //! writes beside every value it sets.
 //!
-//! Values stay plain (`closed`, `42`) as the SPEC's public contract says. The write's
+//! Values stay plain (`closed`, `42`) so scripts and `etcdctl` read them. The write's
 //! time and author go into a side key `{prefix}/meta/writes/{path}`, written in the same
 //! transaction as the value, so the note and the value share one revision. That gives
 //! the propagation time of a flip (node apply time minus the note's time; both clocks are

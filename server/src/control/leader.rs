@@ -1,5 +1,5 @@
-//! Who runs the singleton jobs (outbox relay, timeout scanner, later the hot-key aggregator
-//! and baseline recorder). The etcd election drives a [`Leadership`]; jobs only read it.
+//! Who runs the singleton jobs (the outbox relay, and the pay-timeout scanner with its
+//! Redis give-back retries). The etcd election drives a [`Leadership`]; jobs only read it.
 
 use tokio::sync::watch;
 

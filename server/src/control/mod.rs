@@ -1,4 +1,4 @@
-//! The control plane (SPEC §5): switches and limits held in etcd, watched into memory so
+//! The control plane: switches and limits held in etcd, watched into memory so
 //! handlers read them without locks or I/O; node heartbeats that prove propagation; the
 //! leader election of the singleton jobs; and the audit of every flip.
 //!

@@ -1,4 +1,4 @@
-//! Proof of propagation (SPEC §5): every instance keeps `{prefix}/nodes/{node_id}` under a
+//! Proof of propagation: every instance keeps `{prefix}/nodes/{node_id}` under a
 //! lease, holding what it has applied; a flip is confirmed when every live instance's
 //! report shows its revision. The report is rewritten every heartbeat and at once after
 //! the watcher applies a change, so a confirmation does not wait for the next beat.

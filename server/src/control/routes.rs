@@ -1,4 +1,4 @@
-//! `GET /admin/api/switches` and `PUT /admin/api/switches/{*path}` (SPEC §5, §8.1).
+//! `GET /admin/api/switches` and `PUT /admin/api/switches/{*path}`.
 
 use app::model::{SwitchBoard, SwitchChange};
 use axum::{

@@ -150,7 +150,7 @@ fn generated_node_id() -> String {
 }
 
 /// Logs a recurring failure as a warning the first time and then at most every
-/// `every`, so an etcd outage does not fill the disk (SPEC §10); the rest go to debug.
+/// `every`, so an etcd outage does not fill the disk; the rest go to debug.
 pub struct Complaint {
     every: Duration,
     last: Option<Instant>,

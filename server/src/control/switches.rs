@@ -1,4 +1,4 @@
-//! The in-memory snapshot of every switch and limit (SPEC §5). The watcher swaps in a new
+//! The in-memory snapshot of every switch and limit. The watcher swaps in a new
 //! snapshot when etcd changes; handlers take the current one with one atomic load.
 
 use arc_swap::ArcSwap;

@@ -1,4 +1,4 @@
-//! Buyer bearer tokens: HS256 JWTs whose `sub` is the buyer's numeric user id (SPEC §3).
+//! Buyer bearer tokens: HS256 JWTs whose `sub` is the buyer's numeric user id.
 //! The platform's auth service issues them; `seckill token --user ID` mints one for tests
 //! and load generation with the same shared secret.
 

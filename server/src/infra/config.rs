@@ -1,4 +1,4 @@
-//! Typed settings: defaults that point at the loopback services of SPEC §2, overridden by
+//! Typed settings: defaults that point at the services on loopback, overridden by
 //! an optional TOML file (`SECKILL_CONFIG`), then by environment variables.
 //!
 //! Secrets are [`SecretString`]s so that `Debug` and logs never show them.
@@ -45,13 +45,13 @@ pub struct Settings {
     pub login_window_s: u32,
     /// How long a readiness probe waits for each dependency, in milliseconds.
     pub probe_timeout_ms: u64,
-    /// Thresholds of the buy funnel (SPEC §3.1); etcd's switches and limits override them live.
+    /// Thresholds of the buy funnel; etcd's switches and limits override them live.
     pub buy: BuySettings,
-    /// The RabbitMQ order pipeline and its workers (SPEC §4).
+    /// The RabbitMQ order pipeline and its workers.
     pub pipeline: PipelineSettings,
-    /// The payment center the orders are paid through (SPEC §4 "Payment").
+    /// The payment center the orders are paid through.
     pub payment: PaymentSettings,
-    /// The etcd control plane: node identity, leases, the local snapshot (SPEC §5).
+    /// The etcd control plane: node identity, leases, the local snapshot.
     pub control: ControlSettings,
     /// Run the background workers (consumers, relay, DLQ sink) in this process; `serve
     /// --no-workers` turns them off, `worker` runs them without the HTTP server.
@@ -79,7 +79,7 @@ pub struct PipelineSettings {
     /// How often the leader scans PostgreSQL for unpaid orders past their deadline whose
     /// timeout message never came (a lost message must not keep stock forever).
     pub timeout_scan_interval_ms: u64,
-    /// Attempts at giving a cancelled order's stock back to Redis before leaving it to reconciliation.
+    /// Attempts at giving a cancelled order's stock back to Redis; then the scanner retries.
     pub redis_giveback_attempts: u32,
     /// Queues unused this long are deleted by the broker (`x-expires`). Unset in
     /// production; tests set it so their per-test queues go away.
@@ -155,7 +155,7 @@ impl Default for ControlSettings {
     }
 }
 
-/// Where the buy path deducts stock (SPEC §5 `switches/deduction`).
+/// Where the buy path deducts stock (`switches/deduction`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeductionMode {
@@ -165,7 +165,7 @@ pub enum DeductionMode {
     Db,
 }
 
-/// What the buy path does after the pre-order is written (SPEC §5 `switches/async`).
+/// What the buy path does after the pre-order is written (`switches/async`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AsyncMode {

@@ -1,4 +1,4 @@
-//! `/healthz` (the process answers) and `/readyz` (every dependency answers, SPEC §10).
+//! `/healthz` (the process answers) and `/readyz` (every dependency answers).
 
 use axum::{extract::State, http::StatusCode, Json};
 use serde::Serialize;

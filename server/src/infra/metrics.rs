@@ -1,5 +1,5 @@
 //! Every Prometheus metric of the process, declared in one place (names start with
-//! `seckill_`). Later capabilities add their metrics here, not where they are used.
+//! `seckill_`; listed in docs/metrics.md). New metrics go here, not where they are used.
 
 use prometheus::{
     exponential_buckets, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts,
@@ -21,7 +21,7 @@ pub struct Inner {
     pub admin_logins: IntCounterVec,
     /// 1 when the last readiness probe reached the dependency, else 0.
     pub dependency_up: IntGaugeVec,
-    /// Buy requests per funnel stage (SPEC §3.1): `outcome` is `pass` or the code that stopped them.
+    /// Buy requests per funnel stage: `outcome` is `pass` or the code that stopped them.
     pub funnel: IntCounterVec,
     /// Pre-orders per group-commit batch.
     pub preorder_batch_size: prometheus::Histogram,
@@ -34,8 +34,8 @@ pub struct Inner {
     pub pay_callbacks: IntCounterVec,
     /// Unpaid orders cancelled at their pay deadline, by what found them (`message`, `scan`).
     pub order_cancellations: IntCounterVec,
-    /// Redis give-backs of cancelled orders that failed every attempt (left to the scanner
-    /// and reconciliation: `stock_restore_journal.redis_restored_at` stays NULL).
+    /// Redis give-backs of cancelled orders that failed every attempt (left to the scanner:
+    /// `stock_restore_journal.redis_restored_at` stays NULL).
     pub redis_giveback_failures: prometheus::IntCounter,
     /// The etcd control plane: sync, propagation, invalid values, leadership.
     pub control: ControlMetrics,
@@ -186,7 +186,7 @@ impl Metrics {
     }
 }
 
-/// The control plane's metrics (SPEC §5, §10).
+/// The control plane's metrics.
 pub struct ControlMetrics {
     /// Seconds since etcd last confirmed this instance had every switch change; grows
     /// while etcd is unreachable (the last values stay in force meanwhile).
@@ -270,7 +270,7 @@ impl ControlMetrics {
     }
 }
 
-/// The order pipeline's metrics (SPEC §4, §10).
+/// The order pipeline's metrics.
 pub struct PipelineMetrics {
     /// From a publish to its broker confirm, by publishing role (`offer`, `scheduler`, `relay`).
     pub publish_confirm_seconds: HistogramVec,

@@ -1,4 +1,4 @@
-//! Cancelling unpaid orders in PostgreSQL (SPEC §4 pay timeout, seed 001 §5): the cancel
+//! Cancelling unpaid orders in PostgreSQL (the pay timeout, docs/pipeline.md): the cancel
 //! transaction with its restore journal, the bookkeeping of the Redis give-back that follows
 //! the commit, and the scanner's searches for what a lost message or a failed give-back left.
 

@@ -1,4 +1,4 @@
-//! The create-order consumer's transaction (SPEC §4): for a batch of create-order events,
+//! The create-order consumer's transaction: for a batch of create-order events,
 //! in ONE transaction, skip those `processed_events` already holds, complete the rest
 //! (`PRE_CREATED → UNPAID`, price snapshot, pay deadline), move `sold` within
 //! `total_stock`, fail what the stock no longer covers (its stock goes back through

@@ -1,4 +1,4 @@
-//! The create-order consumer (SPEC §4): per batch of deliveries, ONE database transaction
+//! The create-order consumer: per batch of deliveries, ONE database transaction
 //! completes the new orders (`storage::completions`), then the pay timeouts of the
 //! completed orders are published with confirms, then the batch is acked with one
 //! multiple-ack. A few batches are worked on at once (one's transaction while another

@@ -1,4 +1,4 @@
-//! Dead letters (SPEC §4, §8): the DLQ sink copies every message of the dead-letter queue
+//! Dead letters: the DLQ sink copies every message of the dead-letter queue
 //! into `dead_letters` (payload, source queue, reason, death count) and acks it; ops list
 //! them and send them back to the order exchange with their routing key, each at most once,
 //! audited in `ops_audit`.

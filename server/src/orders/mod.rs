@@ -1,4 +1,4 @@
-//! The RabbitMQ order pipeline (SPEC §4): topology, publishing with confirms, the
+//! The RabbitMQ order pipeline (docs/pipeline.md): topology, publishing with confirms, the
 //! create-order consumer, the outbox relay, the recorded-order replay and the dead-letter
 //! sink, and the ops actions on them.
 //!

@@ -1,4 +1,4 @@
-//! The pay timeout (SPEC §4, seed 001 §5): an `UNPAID` order past its deadline is cancelled
+//! The pay timeout (docs/pipeline.md): an `UNPAID` order past its deadline is cancelled
 //! only after the payment center confirms it unpaid, and its stock goes back exactly once.
 //!
 //! Two ways in, one decision ([`settle_overdue`]):
@@ -10,7 +10,7 @@
 //! order id, DB stock move); Redis is given back after the commit, by a script that
 //! remembers the order id, so neither a duplicated message nor a retried give-back can
 //! restore twice. A give-back that keeps failing is left with `redis_restored_at` NULL for
-//! the scanner and reconciliation.
+//! the scanner to retry.
 
 use futures::StreamExt;
 use lapin::{
@@ -142,7 +142,7 @@ pub async fn settle_overdue(
 }
 
 /// Gives a cancelled order's units back to Redis, retrying a few times; records success in
-/// the journal. On failure the journal row keeps `redis_restored_at` NULL for later.
+/// the journal. On failure the journal row keeps `redis_restored_at` NULL for the scanner.
 pub async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -> bool {
     let attempts = state.settings.pipeline.redis_giveback_attempts.max(1);
     let mut wait = GIVEBACK_FIRST_WAIT;
@@ -179,7 +179,7 @@ pub async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -> bool 
             Err(error) => {
                 state.metrics.redis_giveback_failures.inc();
                 tracing::warn!(order_id = %give_back.order_id, attempts, error = %error,
-                    "Redis give-back failed; left to the timeout scanner and reconciliation");
+                    "Redis give-back failed; left to the timeout scanner");
             }
         }
     }

@@ -1,4 +1,4 @@
-//! Replaying recorded pre-orders (SPEC §5 `switches/async` = `record`, seed 001 §6.2):
+//! Replaying recorded pre-orders (`switches/async` = `record`, for when RabbitMQ is sick):
 //! while the switch is on `record`, the buy path writes outbox rows `recorded` and
 //! publishes nothing; this ops action turns them into `pending` and publishes them.
 //!

@@ -1,4 +1,4 @@
-//! The outbox relay (SPEC §4, leader only): resends outbox rows still `pending` after the
+//! The outbox relay (leader only): resends outbox rows still `pending` after the
 //! grace period, counts attempts, waits longer after each failure, and marks a row
 //! `failed` (with its last error, shown in the console) after `relay_max_attempts`.
 //!

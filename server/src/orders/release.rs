@@ -1,8 +1,8 @@
 //! PostgreSQL's side of giving stock back: the one statement sequence every path that ends
-//! an order without a sale uses (pay-timeout cancel, a pre-order that fails, reconciliation),
+//! an order without a sale uses (the pay-timeout cancel, an order the consumer fails),
 //! so `allocated`, `sold`, the buyer's holding and the seats always move together.
 //!
-//! Redis is given back by the caller after the transaction commits (SPEC §4, seed 001 §5.2).
+//! Redis is given back by the caller after the commit, never for a cancel that rolls back.
 
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;

@@ -1,4 +1,4 @@
-//! The order state machine of SPEC §4, apart from I/O:
+//! The order state machine (docs/pipeline.md), apart from I/O:
 //! `PRE_CREATED → UNPAID → PAID`, `UNPAID → CANCELLED`, `PRE_CREATED → FAILED`,
 //! `CANCELLED → REFUND_PENDING`. Storage moves an order only along these edges, always
 //! with a `WHERE status = <from>` guard, so two racing writers cannot both move it.
@@ -46,12 +46,12 @@ impl OrderStatus {
         Self::ALL.into_iter().find(|status| status.as_str() == text)
     }
 
-    /// Whether the order keeps its units out of stock (everything but cancelled and failed).
+    /// Whether the order keeps its units out of stock (`PRE_CREATED`, `UNPAID`, `PAID`).
     pub fn holds_stock(self) -> bool {
         !matches!(self, Self::Cancelled | Self::Failed | Self::RefundPending)
     }
 
-    /// Whether SPEC §4 allows moving an order from `self` to `to`.
+    /// Whether the state machine allows moving an order from `self` to `to`.
     pub fn may_become(self, to: OrderStatus) -> bool {
         matches!(
             (self, to),

@@ -1,8 +1,8 @@
-//! Payment (SPEC §4 "Payment"): the [`PaymentGateway`] the order system pays through, the
+//! Payment (docs/pipeline.md): the [`PaymentGateway`] the order system pays through, the
 //! built-in simulated payment center behind it, the signature of the center's callbacks,
 //! and the handling of a callback (`POST /api/pay/notify`).
 //!
-//! The pay-timeout consumer asks the gateway before it cancels (seed 001 §5.1): an order
+//! The pay-timeout consumer asks the gateway before it cancels: an order
 //! whose money reached the center is paid, never cancelled, even if the callback is late.
 
 pub mod notice;
@@ -84,7 +84,7 @@ impl TradeStatus {
     }
 }
 
-/// The body of a payment-center callback (SPEC §3 `POST /api/pay/notify`). Fields a
+/// The body of a payment-center callback (`POST /api/pay/notify`). Fields a
 /// center adds later are ignored: the signature covers the raw body anyway.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PayNotice {

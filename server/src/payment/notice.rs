@@ -1,4 +1,4 @@
-//! Receiving a payment-center callback (SPEC §3 `POST /api/pay/notify`, §4, §11.5): the
+//! Receiving a payment-center callback (`POST /api/pay/notify`, docs/buyer-api.md): the
 //! signature over the raw body first, then the trade, the amount and the order's state.
 //! Anything refused changes nothing; a repeated callback changes nothing and succeeds.
 

@@ -1,4 +1,4 @@
-//! Paying an order (SPEC §3): `POST /api/orders/{id}/pay` starts a trade with the payment
+//! Paying an order: `POST /api/orders/{id}/pay` starts a trade with the payment
 //! center for the buyer's own unpaid order; `POST /api/pay/notify` takes the center's
 //! signed callback. Merged into the buyer router under `/api`.
 

@@ -1,4 +1,4 @@
-//! The payment callback's signature (SPEC §3): header `X-Pay-Signature` = lowercase hex
+//! The payment callback's signature: header `X-Pay-Signature` = lowercase hex
 //! HMAC-SHA256 of the raw request body, keyed with the shared pay secret. Verification is
 //! over the exact bytes received (re-serialised JSON would not match) and constant-time.
 

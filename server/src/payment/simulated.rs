@@ -1,4 +1,4 @@
-//! The built-in simulated payment center (SPEC §4): trades live in PostgreSQL
+//! The built-in simulated payment center: trades live in PostgreSQL
 //! (`payment_trades`); `settings.payment.delay_ms` after a trade starts the buyer's money
 //! arrives (or, at `failure_rate`, the trade fails), and `notify_delay_ms` later the center
 //! starts calling back with a signed notice, retrying with backoff until it gets a 2xx.

@@ -3,7 +3,7 @@
 //!
 //! A payment moves the order under the order row's lock and a status guard, and the
 //! pay-timeout cancel guards on the same row, so when both race exactly one of them wins
-//! and the other sees its result (SPEC §4).
+//! and the other sees its result.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;

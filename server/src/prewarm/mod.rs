@@ -1,4 +1,4 @@
-//! Pre-warm (SPEC §8.1): load an activity's stock and buyer records from PostgreSQL into
+//! Pre-warm: load an activity's stock and buyer records from PostgreSQL into
 //! Redis and add its keys to the Bloom filter. Idempotent: Redis is derived from the
 //! database every time, never incremented.
 //!
@@ -26,7 +26,7 @@ use crate::{
 pub struct PrewarmedItem {
     pub item_id: i64,
     pub total_stock: i64,
-    /// Units held by orders in PostgreSQL (every state but cancelled and failed).
+    /// Units held by orders in PostgreSQL (`PRE_CREATED`, `UNPAID` and `PAID` ones).
     pub held_in_db: i64,
     /// Stock loaded into Redis: total minus held.
     pub redis_stock: i64,

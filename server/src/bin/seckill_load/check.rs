@@ -1,4 +1,4 @@
-//! The invariant check of SPEC §11 after a run, against PostgreSQL and Redis. Per item under
+//! The invariants' check after a run, against PostgreSQL and Redis. Per item under
 //! load: (1) never oversold, (2) nobody over the per-user limit, (4) Redis stock plus the
 //! units held by orders equals the total stock; and for the run: (3) every order id a
 //! buyer got with a 200 is in `orders`. (4) only warns: orders may still be in flight.

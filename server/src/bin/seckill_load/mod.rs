@@ -1,4 +1,4 @@
-//! The modules of `seckill-load` (SPEC §12): the command line, the plan of who buys what,
+//! The modules of `seckill-load`: the command line, the plan of who buys what,
 //! the HTTP side, the bounded load loop, the tally of what came back, the invariant
 //! check against PostgreSQL and Redis, and the report.
 

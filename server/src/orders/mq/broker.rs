@@ -6,7 +6,7 @@
 //! publishing role holds a [`Broker`], whose confirm-mode channel is re-opened when it
 //! closes. Every publish is `mandatory` (an unroutable message comes back instead of
 //! vanishing) and every confirm wait has a deadline: a confirm that does not come in time
-//! counts as "unknown", and the outbox relay resends (lapin issues 245, 251, 289).
+//! counts as "unknown" (lapin can leave one pending forever), and the outbox relay resends.
 
 use futures::future::join_all;
 use lapin::{

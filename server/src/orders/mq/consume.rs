@@ -213,7 +213,7 @@ async fn session<D: Drain>(
 }
 
 /// Warns about a failing background job at most once per interval, so an outage cannot
-/// fill the disk (seed 001 §6.1); says once when it works again.
+/// fill the disk; says once when it works again.
 pub struct QuietWarnings {
     job: &'static str,
     last_warned: Option<Instant>,

@@ -1,4 +1,4 @@
-//! The buy path's fast publish (SPEC §3.1 step 12): [`Publisher::offer`] never blocks and
+//! The buy path's fast publish (funnel step 12): [`Publisher::offer`] never blocks and
 //! never fails the buyer. A background task gathers offered events, publishes them with
 //! confirms in batches, and marks their outbox rows `sent` with one UPDATE per batch.
 //!

@@ -1,4 +1,4 @@
-//! The pipeline's RabbitMQ topology (SPEC §4), named under `settings.amqp_prefix` so
+//! The pipeline's RabbitMQ topology, named under `settings.amqp_prefix` so
 //! deployments and tests sharing one broker never see each other's messages, and declared
 //! idempotently whenever a channel opens (a broker that lost it gets it back).
 //!
