@@ -2,7 +2,7 @@
 //! the session cookie and call the [`ConsoleBackend`](crate::backend::ConsoleBackend)
 //! the server provided as context. Authorisation happens behind that trait, per call.
 
-use crate::model::{
+use contract::{
     ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
     DeadLetterView, Item, OrderDetail, OrderPage, OutboxSummary, PrewarmReport, ReplayReport,
     RequeueReport, SwitchBoard, SwitchChange,
@@ -131,8 +131,8 @@ pub async fn save_item(
     price: String,
     merchant_id: Option<i64>,
 ) -> Result<i64, ServerFnError> {
-    let price_cents = crate::model::parse_cents(&price).map_err(ServerFnError::new)?;
-    let input = crate::model::ItemInput {
+    let price_cents = contract::parse_cents(&price).map_err(ServerFnError::new)?;
+    let input = contract::ItemInput {
         name,
         description,
         price_cents,
@@ -199,7 +199,7 @@ pub async fn list_orders(
     status: Option<String>,
     page: Option<i64>,
 ) -> Result<OrderPage, ServerFnError> {
-    let query = crate::model::OrderQuery {
+    let query = contract::OrderQuery {
         activity_id,
         status,
         page,

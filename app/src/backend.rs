@@ -5,7 +5,7 @@
 //! Every call carries the caller's session token; the implementation authenticates it
 //! and checks the role on each call, because server functions are public endpoints.
 
-use crate::model::{
+use contract::{
     ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
     DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary,
     PrewarmReport, ReplayReport, RequeueReport, SwitchBoard, SwitchChange,

@@ -4,7 +4,6 @@
 pub mod api;
 #[cfg(feature = "ssr")]
 pub mod backend;
-pub mod model;
 mod pages;
 
 use leptos::prelude::*;

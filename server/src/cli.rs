@@ -1,8 +1,8 @@
 //! The `seckill` command line: `serve`, `worker`, `migrate`, `demo`, `prewarm`, `token`,
 //! `admin`, `switch` and `replay-recorded`. There is no `reconcile` (not built yet).
 
-use app::model::{ActivityInput, ActivityItemInput, ActivityKind, ItemInput, Role};
 use clap::{Parser, Subcommand};
+use contract::{ActivityInput, ActivityItemInput, ActivityKind, ItemInput, Role};
 use std::io::BufRead;
 
 use crate::{
@@ -248,7 +248,7 @@ async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()
 
 /// The board as a terminal table: one line per switch, with how many live instances
 /// applied its revision and the slowest of them.
-fn switch_table(board: &app::model::SwitchBoard) -> String {
+fn switch_table(board: &contract::SwitchBoard) -> String {
     let etcd = match (&board.etcd.revision, &board.etcd.error) {
         (Some(revision), _) => format!("etcd revision {revision}"),
         (None, error) => format!(

@@ -3,7 +3,7 @@
 //! changes anything.
 
 use crate::helpers::{json, spawn_app, TestApp};
-use app::model::Role;
+use contract::Role;
 use reqwest::Method;
 use serde_json::{json, Value};
 

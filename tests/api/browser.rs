@@ -3,7 +3,7 @@
 //! switch on the switch board and watches it applied.
 
 use crate::helpers::spawn_app;
-use app::model::Role;
+use contract::Role;
 use std::{path::Path, process::Command};
 
 /// Runs `tests/browser/{script}` with `args` under node; fails the test with its output.

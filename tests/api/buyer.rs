@@ -3,7 +3,7 @@
 //! input changes nothing, and a pre-order that cannot be written gives its stock back.
 
 use crate::helpers::{json, spawn_app_with, Caller, TestApp};
-use app::model::Role;
+use contract::Role;
 use futures::{stream, StreamExt};
 use reqwest::StatusCode;
 use seckill::{

@@ -2,7 +2,7 @@
 //! sent to the login page, and the hydration bundle is referenced and served.
 
 use crate::helpers::spawn_app;
-use app::model::Role;
+use contract::Role;
 
 #[tokio::test]
 async fn the_login_page_renders_with_the_hydration_bundle() {
@@ -188,7 +188,7 @@ async fn ops_pre_warms_an_activity_from_the_console_and_sre_is_refused() {
 
     let response = prewarm_as(ops.clone()).await.expect("sent");
     assert_eq!(response.status(), 200);
-    let report: app::model::PrewarmReport = response.json().await.expect("report");
+    let report: contract::PrewarmReport = response.json().await.expect("report");
     assert_eq!(report.activity_id, activity_id);
     assert_eq!(report.items.len(), 1);
     assert_eq!(

@@ -5,7 +5,7 @@
 //! replay of pre-orders recorded while the pipeline was switched to `record`.
 
 use crate::helpers::{eventually, json, spawn_app, spawn_app_with, TestApp};
-use app::model::{
+use contract::{
     AuditPage, DeadLetterPage, OutboxSummary, ReplayReport, RequeueReport, Role, SwitchBoard,
     SwitchChange,
 };

@@ -7,7 +7,7 @@
 //! one order goes through the real buyer API to prove the listing reads what the buy path writes.
 
 use crate::helpers::{json, spawn_app, Caller, TestApp};
-use app::model::{OrderDetail, OrderPage, Role};
+use contract::{OrderDetail, OrderPage, Role};
 use leptos::server_fn::ServerFn;
 use serde_json::{json, Value};
 use uuid::Uuid;

@@ -11,7 +11,7 @@ use crate::{
     etcd_instance::EtcdInstance,
     helpers::{json, spawn_app_with, Caller, TestApp},
 };
-use app::model::Role;
+use contract::Role;
 use etcd_client::{Client, CompactionOptions, GetOptions};
 use seckill::{
     admin::audit::FlipSource,

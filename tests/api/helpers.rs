@@ -1,6 +1,6 @@
 //! `spawn_app()`: one isolated server per test, plus helpers to make users and call the API.
 
-use app::model::Role;
+use contract::Role;
 use reqwest::{header::AUTHORIZATION, Client, Response};
 use seckill::{
     cli::create_user,

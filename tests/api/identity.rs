@@ -2,7 +2,7 @@
 //! rate-limited attempts.
 
 use crate::helpers::{json, spawn_app};
-use app::model::Role;
+use contract::Role;
 use seckill::identity::authenticate::LoginError;
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use crate::{
     helpers::{eventually, json, spawn_app_with, TestApp},
     proxy::{self, Proxy},
 };
-use app::model::Role;
+use contract::Role;
 use seckill::{
     infra::config::{AsyncMode, Settings},
     orders::{

@@ -3,10 +3,10 @@
 
 use super::{error_box, listing};
 use crate::api::{get_activity, list_activities, list_items, PrewarmActivity, SaveActivity};
-use crate::model::{
+use chrono::{DateTime, NaiveDateTime, Utc};
+use contract::{
     format_cents, ActivityDetail, ActivityInput, ActivityItemInput, ActivityKind, PrewarmReport,
 };
-use chrono::{DateTime, NaiveDateTime, Utc};
 use leptos::prelude::*;
 use leptos_router::{
     components::A,
@@ -228,7 +228,7 @@ impl ItemRow {
             item_id: whole(self.item_id, "item")?,
             stock: whole(self.stock, "stock")?,
             per_user_limit: whole(self.per_user_limit, "limit per user")?,
-            price_cents: crate::model::parse_cents(&self.price.get_untracked())
+            price_cents: contract::parse_cents(&self.price.get_untracked())
                 .map_err(|e| format!("item {position}: {e}"))?,
         })
     }

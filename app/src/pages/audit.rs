@@ -4,7 +4,7 @@
 
 use super::{error_box, listing, pager, when};
 use crate::api::audit_log;
-use crate::model::AuditEntry;
+use contract::AuditEntry;
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 

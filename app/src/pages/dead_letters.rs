@@ -11,7 +11,7 @@ use crate::api::{
     get_outbox_summary, list_dead_letters, whoami, ReplayRecordedOrders, RequeueAllDeadLetters,
     RequeueDeadLetter,
 };
-use crate::model::{DeadLetterPage, DeadLetterView, OutboxSummary};
+use contract::{DeadLetterPage, DeadLetterView, OutboxSummary};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
@@ -60,7 +60,7 @@ pub fn DeadLetters() -> impl IntoView {
         // leave an SSR response hanging (leptos-rs/leptos#4851).
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
-                let may_operate = user.await.is_ok_and(|user| user.role.may_operate());
+                let may_operate = user.await.is_ok_and(|user| user.role.may(contract::Permission::OperatePipeline));
                 let letters = match letters.await {
                     Ok(page) => view! {
                         <Letters page may_requeue=may_operate requeue requeue_all/>

@@ -2,7 +2,7 @@
 
 use super::{error_box, listing};
 use crate::api::{get_item, list_items, SaveItem};
-use crate::model::{format_cents, Item};
+use contract::{format_cents, Item};
 use leptos::prelude::*;
 use leptos_router::{components::A, hooks::use_params_map};
 

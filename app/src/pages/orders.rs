@@ -4,7 +4,7 @@
 
 use super::{error_box, listing, maybe_when, pager, when};
 use crate::api::{get_order, list_activities, list_orders};
-use crate::model::{format_cents, ActivitySummary, OrderDetail, OrderPage, OrderQuery};
+use contract::{format_cents, ActivitySummary, OrderDetail, OrderPage, OrderQuery};
 use leptos::prelude::*;
 use leptos_router::{
     components::{Form, A},

@@ -9,7 +9,7 @@
 
 use super::{error_box, ticker, when};
 use crate::api::{get_switch_board, whoami, FlipSwitch};
-use crate::model::{NodeState, SwitchBoard, SwitchChange, SwitchRow};
+use contract::{NodeState, SwitchBoard, SwitchChange, SwitchRow};
 use leptos::prelude::*;
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ pub fn SwitchBoardPage() -> impl IntoView {
         </Transition>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
-                let may_flip = user.await.is_ok_and(|user| user.role.may_operate());
+                let may_flip = user.await.is_ok_and(|user| user.role.may(contract::Permission::FlipSwitch));
                 match board.await {
                     Ok(board) => view! { <Switches board may_flip flip/> }.into_any(),
                     Err(error) => error_box(error),
@@ -405,7 +405,7 @@ fn OtherKey(flip: ServerAction<FlipSwitch>) -> AnyView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{EtcdReach, NodeApplied};
+    use contract::{EtcdReach, NodeApplied};
 
     fn node(id: &str, applied_revision: i64) -> NodeState {
         NodeState {

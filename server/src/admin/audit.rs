@@ -1,8 +1,8 @@
 //! The audit log in PostgreSQL: every switch flip (`switch_audit`) and, for reading, the
 //! other operator actions (`ops_audit`, written by their own features).
 
-use app::model::AuditEntry;
 use chrono::{DateTime, Utc};
+use contract::AuditEntry;
 use sqlx::{PgPool, Postgres, Transaction};
 
 /// Where a flip came from (`switch_audit.source`).

@@ -1,10 +1,10 @@
 //! `GET /admin/api/audit?page=N`: switch flips and operator actions, newest first.
 
-use app::model::AuditPage;
 use axum::{
     extract::{rejection::QueryRejection, Query, State},
     Json,
 };
+use contract::AuditPage;
 use serde::Deserialize;
 
 use crate::{control::board, error::ApiResult, identity::actor::Actor, state::AppState};

@@ -2,20 +2,19 @@
 //! the Leptos app as context, and the routes that render pages and answer server functions.
 //! The backend calls the same services as the admin API, so both enforce the same rules.
 
-use app::{
-    backend::{ConsoleBackend, ConsoleError, NewSession, SharedBackend},
-    model::{
-        ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
-        DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary,
-        PrewarmReport, PrewarmedItem, ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
-    },
-};
+use app::backend::{ConsoleBackend, ConsoleError, NewSession, SharedBackend};
 use axum::{body::Body, extract::Request, routing::post, Router};
+use contract::{
+    ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
+    DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary, Permission,
+    PrewarmReport, PrewarmedItem, ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
+};
 use leptos::prelude::provide_context;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
 use std::{net::IpAddr, sync::Arc};
 
 use crate::{
+    admin::authorize,
     admin::{audit::FlipSource, ops_audit::OpsSource},
     catalog::service as catalog,
     control::board::{self, Board, Flip},
@@ -206,8 +205,7 @@ impl ConsoleBackend for ConsoleService {
     }
 
     async fn switch_board(&self, session: &str) -> Result<SwitchBoard, ConsoleError> {
-        // Any signed-in role reads the board; the session must still be valid.
-        self.actor(session).await?;
+        authorize(&self.actor(session).await?, Permission::ReadSwitches)?;
         Ok(Board::of(&self.state).read().await?)
     }
 

@@ -3,6 +3,8 @@
 
 pub mod audit;
 mod audit_routes;
+mod authorize;
 pub mod console;
 pub mod ops_audit;
 pub mod routes;
+pub use authorize::authorize;

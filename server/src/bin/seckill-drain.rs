@@ -15,8 +15,8 @@
 //! Prints orders/s, bare msgs/s, their ratio (target >= 0.5) and the pool's peak in use.
 
 use anyhow::Context;
-use app::model::{ActivityInput, ActivityItemInput, ActivityKind, ItemInput, Role};
 use clap::Parser;
+use contract::{ActivityInput, ActivityItemInput, ActivityKind, ItemInput, Role};
 use futures::{stream, StreamExt, TryStreamExt};
 use lapin::{
     options::{BasicConsumeOptions, QueueDeclareOptions, QueueDeleteOptions},

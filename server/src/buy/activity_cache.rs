@@ -5,8 +5,8 @@
 //! A cache miss is let through to PostgreSQL only if the Bloom filter in Redis says the
 //! id may exist, so a flood of made-up ids never reaches the database.
 
-use app::model::ActivityKind;
 use chrono::{DateTime, Utc};
+use contract::ActivityKind;
 use sqlx::PgPool;
 use std::{
     collections::HashMap,

@@ -4,9 +4,9 @@
 //! Once a request id is claimed (step 7), every answer is stored under it, so a replay
 //! gets the first answer byte for byte (success kept an hour, failures five minutes).
 
-use app::model::ActivityKind;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
+use contract::ActivityKind;
 use serde::Deserialize;
 use std::{
     net::IpAddr,

@@ -1,7 +1,7 @@
 //! What a valid item and a valid activity are. The admin API and the console both pass
 //! their input through these checks before anything is written.
 
-use app::model::{ActivityInput, ActivityKind, ItemInput};
+use contract::{ActivityInput, ActivityKind, ItemInput};
 use std::collections::HashSet;
 
 /// Upper bounds that keep one request from allocating the world.
@@ -148,8 +148,8 @@ fn validate_seats(input: &ActivityInput) -> Result<(), Invalid> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use app::model::ActivityItemInput;
     use chrono::{Duration, Utc};
+    use contract::ActivityItemInput;
 
     fn activity() -> ActivityInput {
         let start = Utc::now() + Duration::hours(1);

@@ -1,24 +1,34 @@
 //! Items and activities: create, edit, list and read, with merchant isolation (another
 //! merchant's rows answer "not found") and read-only roles refused on writes.
 
-use app::model::{ActivityDetail, ActivityInput, ActivityItem, ActivitySummary, Item, ItemInput};
+use contract::{
+    ActivityDetail, ActivityInput, ActivityItem, ActivitySummary, Item, ItemInput, Permission, Role,
+};
 
 use crate::{
+    admin::authorize,
     catalog::{
         rules::{validate_activity, validate_item},
         store::{self as store, ActivityWrite},
     },
     error::{ApiError, ApiResult},
-    identity::actor::{AccessError, Actor},
+    identity::actor::Actor,
     state::AppState,
 };
 
-impl From<AccessError> for ApiError {
-    fn from(error: AccessError) -> Self {
-        match error {
-            AccessError::Forbidden => ApiError::Forbidden,
-            AccessError::Invalid(message) => ApiError::BadRequest(message.into()),
-        }
+/// The merchant a catalogue write lands on: only roles that may write the catalogue get
+/// one; a merchant always writes its own rows (a different `requested` id is refused); an
+/// admin must name the merchant.
+fn catalog_owner(actor: &Actor, requested: Option<i64>) -> ApiResult<i64> {
+    authorize(actor, Permission::WriteCatalog)?;
+    match (actor.role, actor.merchant_id, requested) {
+        (Role::Merchant, Some(own), None) => Ok(own),
+        (Role::Merchant, Some(own), Some(other)) if other == own => Ok(own),
+        (Role::Merchant, _, _) => Err(ApiError::Forbidden),
+        (_, _, Some(merchant)) => Ok(merchant),
+        (_, _, None) => Err(ApiError::BadRequest(
+            "an admin must name the merchant_id".into(),
+        )),
     }
 }
 
@@ -35,17 +45,8 @@ fn activity_write_error(error: ActivityWrite) -> ApiError {
     }
 }
 
-/// Refuses read-only roles before anything else is looked at.
-fn require_catalog_writer(actor: &Actor) -> ApiResult<()> {
-    if actor.role.may_write_catalog() {
-        Ok(())
-    } else {
-        Err(ApiError::Forbidden)
-    }
-}
-
 pub async fn create_item(state: &AppState, actor: &Actor, input: ItemInput) -> ApiResult<i64> {
-    let owner = actor.catalog_owner(input.merchant_id)?;
+    let owner = catalog_owner(actor, input.merchant_id)?;
     validate_item(&input).map_err(|e| ApiError::BadRequest(e.0))?;
     Ok(store::insert_item(&state.db, owner, &input).await?)
 }
@@ -56,7 +57,7 @@ pub async fn update_item(
     id: i64,
     input: ItemInput,
 ) -> ApiResult<()> {
-    require_catalog_writer(actor)?;
+    authorize(actor, Permission::WriteCatalog)?;
     validate_item(&input).map_err(|e| ApiError::BadRequest(e.0))?;
     if store::update_item(&state.db, id, actor.visible_merchant(), &input).await? {
         Ok(())
@@ -66,10 +67,12 @@ pub async fn update_item(
 }
 
 pub async fn list_items(state: &AppState, actor: &Actor) -> ApiResult<Vec<Item>> {
+    authorize(actor, Permission::ReadCatalog)?;
     Ok(store::list_items(&state.db, actor.visible_merchant()).await?)
 }
 
 pub async fn get_item(state: &AppState, actor: &Actor, id: i64) -> ApiResult<Item> {
+    authorize(actor, Permission::ReadCatalog)?;
     store::get_item(&state.db, id, actor.visible_merchant())
         .await?
         .ok_or(ApiError::NotFound("item"))
@@ -80,7 +83,7 @@ pub async fn create_activity(
     actor: &Actor,
     input: ActivityInput,
 ) -> ApiResult<i64> {
-    let owner = actor.catalog_owner(input.merchant_id)?;
+    let owner = catalog_owner(actor, input.merchant_id)?;
     validate_activity(&input).map_err(|e| ApiError::BadRequest(e.0))?;
     store::insert_activity(&state.db, owner, &input)
         .await?
@@ -93,7 +96,7 @@ pub async fn update_activity(
     id: i64,
     input: ActivityInput,
 ) -> ApiResult<()> {
-    require_catalog_writer(actor)?;
+    authorize(actor, Permission::WriteCatalog)?;
     validate_activity(&input).map_err(|e| ApiError::BadRequest(e.0))?;
     store::update_activity(
         &state.db,
@@ -107,11 +110,13 @@ pub async fn update_activity(
 }
 
 pub async fn list_activities(state: &AppState, actor: &Actor) -> ApiResult<Vec<ActivitySummary>> {
+    authorize(actor, Permission::ReadCatalog)?;
     Ok(store::list_activities(&state.db, actor.visible_merchant()).await?)
 }
 
 /// The activity with its live figures: DB stock and sold, and Redis stock per item.
 pub async fn get_activity(state: &AppState, actor: &Actor, id: i64) -> ApiResult<ActivityDetail> {
+    authorize(actor, Permission::ReadCatalog)?;
     let stored = store::get_activity(&state.db, id, actor.visible_merchant())
         .await?
         .ok_or(ApiError::NotFound("activity"))?;
@@ -148,4 +153,43 @@ pub async fn get_activity(state: &AppState, actor: &Actor, id: i64) -> ApiResult
         seats: stored.seats,
         prewarmed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::actor::tests::actor;
+
+    #[test]
+    fn merchants_write_only_their_own_rows() {
+        let merchant = actor(Role::Merchant, Some(7));
+        assert_eq!(catalog_owner(&merchant, None).ok(), Some(7));
+        assert_eq!(catalog_owner(&merchant, Some(7)).ok(), Some(7));
+        assert!(matches!(
+            catalog_owner(&merchant, Some(8)),
+            Err(ApiError::Forbidden)
+        ));
+    }
+
+    #[test]
+    fn read_only_roles_cannot_write_the_catalogue() {
+        for role in [Role::Sre, Role::Ops] {
+            let reader = actor(role, None);
+            assert!(reader.sees(123));
+            assert!(matches!(
+                catalog_owner(&reader, Some(1)),
+                Err(ApiError::Forbidden)
+            ));
+        }
+    }
+
+    #[test]
+    fn admins_write_for_the_merchant_they_name() {
+        let admin = actor(Role::Admin, None);
+        assert_eq!(catalog_owner(&admin, Some(3)).ok(), Some(3));
+        assert!(matches!(
+            catalog_owner(&admin, None),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
 }

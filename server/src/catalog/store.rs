@@ -5,8 +5,8 @@
 //!
 //! [`Actor::visible_merchant`]: crate::identity::actor::Actor::visible_merchant
 
-use app::model::{ActivityInput, ActivityKind, ActivitySummary, Item, ItemInput};
 use chrono::{DateTime, Utc};
+use contract::{ActivityInput, ActivityKind, ActivitySummary, Item, ItemInput};
 use sqlx::{PgPool, Postgres, Transaction};
 
 pub async fn insert_item(

@@ -6,7 +6,7 @@
 //! Defaults shown are this process's settings: a key absent from etcd means "the setting's
 //! value", and every instance of a deployment is expected to run with the same settings.
 
-use app::model::{
+use contract::{
     AuditPage, EtcdReach, InstanceSync, NodeApplied, NodeState, SwitchBoard, SwitchChange,
     SwitchRow, SwitchWrite,
 };
@@ -89,9 +89,7 @@ impl<'a> Board<'a> {
     /// Validates a flip, writes it to etcd with its note in one transaction, audits it, and
     /// waits for the live instances if asked. Nothing is written when anything is refused.
     pub async fn flip(&self, flip: Flip<'_>) -> ApiResult<SwitchChange> {
-        if !flip.actor.role.may_operate() {
-            return Err(ApiError::Forbidden);
-        }
+        crate::admin::authorize(flip.actor, contract::Permission::FlipSwitch)?;
         let reason = flip.reason.trim();
         if reason.is_empty() {
             return Err(ApiError::Invalid {
@@ -375,9 +373,7 @@ fn from_micros(us: i64) -> chrono::DateTime<chrono::Utc> {
 
 /// One page (1-based) of the audit log: switch flips and operator actions, newest first.
 pub async fn audit(state: &AppState, actor: &Actor, page: Option<i64>) -> ApiResult<AuditPage> {
-    if !actor.role.may_watch_operations() {
-        return Err(ApiError::Forbidden);
-    }
+    crate::admin::authorize(actor, contract::Permission::WatchOperations)?;
     let page = page.unwrap_or(1);
     let window = PageWindow::new(page, AUDIT_PER_PAGE).map_err(ApiError::BadRequest)?;
     let (entries, has_more) =

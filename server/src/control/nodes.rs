@@ -3,7 +3,7 @@
 //! report shows its revision. The report is rewritten every heartbeat and at once after
 //! the watcher applies a change, so a confirmation does not wait for the next beat.
 
-use app::model::NodeApplied;
+use contract::NodeApplied;
 use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
 use serde::{Deserialize, Serialize};
 use std::{
@@ -163,7 +163,7 @@ pub async fn await_applied(
     revision: i64,
     written_at_us: i64,
     wait: Duration,
-) -> anyhow::Result<app::model::Propagation> {
+) -> anyhow::Result<contract::Propagation> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + wait;
     let (mut nodes, read_at) = live(client, layout).await?;
@@ -203,7 +203,7 @@ pub async fn await_applied(
             }
         }
     }
-    Ok(app::model::Propagation {
+    Ok(contract::Propagation {
         complete: done(&nodes),
         waited_ms: started.elapsed().as_secs_f64() * 1000.0,
         nodes: nodes

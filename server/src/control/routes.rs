@@ -1,6 +1,5 @@
 //! `GET /admin/api/switches` and `PUT /admin/api/switches/{*path}`.
 
-use app::model::{SwitchBoard, SwitchChange};
 use axum::{
     extract::{
         rejection::{JsonRejection, PathRejection, QueryRejection},
@@ -8,22 +7,20 @@ use axum::{
     },
     Json,
 };
+use contract::{SwitchBoard, SwitchChange};
 use serde::Deserialize;
 use std::time::Duration;
 
 use crate::{
     admin::audit::FlipSource,
     control::board::{Board, Flip},
-    error::{ApiError, ApiResult},
+    error::ApiResult,
     identity::actor::Actor,
     state::AppState,
 };
 
-/// Any signed-in role reads the board (the extractor refuses everyone else).
-pub async fn list(
-    State(state): State<AppState>,
-    _signed_in: Actor,
-) -> ApiResult<Json<SwitchBoard>> {
+pub async fn list(State(state): State<AppState>, actor: Actor) -> ApiResult<Json<SwitchBoard>> {
+    crate::admin::authorize(&actor, contract::Permission::ReadSwitches)?;
     Ok(Json(Board::of(&state).read().await?))
 }
 
@@ -58,9 +55,7 @@ pub async fn set(
     body: Result<Json<FlipBody>, JsonRejection>,
 ) -> ApiResult<Json<SwitchChange>> {
     // A role that may not flip learns nothing about its input.
-    if !actor.role.may_operate() {
-        return Err(ApiError::Forbidden);
-    }
+    crate::admin::authorize(&actor, contract::Permission::FlipSwitch)?;
     let Path(path) = path?;
     let Query(query) = query?;
     let Json(body) = body?;

@@ -1,7 +1,7 @@
-//! Who may touch what. Roles come from `app::model::Role`; this module turns an actor
-//! and a request into the merchant whose rows are read or written.
+//! The admin user behind a request, and which merchant's rows it sees. What its role may do
+//! is the permission table's business (`crate::admin::authorize`).
 
-use app::model::Role;
+use contract::Role;
 
 /// The authenticated admin user behind a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -11,14 +11,6 @@ pub struct Actor {
     pub role: Role,
     /// Set exactly for merchants.
     pub merchant_id: Option<i64>,
-}
-
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum AccessError {
-    #[error("your role may not do this")]
-    Forbidden,
-    #[error("{0}")]
-    Invalid(&'static str),
 }
 
 impl Actor {
@@ -35,28 +27,13 @@ impl Actor {
     pub fn sees(&self, owner: i64) -> bool {
         self.visible_merchant().is_none_or(|mine| mine == owner)
     }
-
-    /// The merchant a catalogue write lands on: a merchant always writes its own rows
-    /// (a different `requested` id is refused); an admin must name the merchant.
-    pub fn catalog_owner(&self, requested: Option<i64>) -> Result<i64, AccessError> {
-        if !self.role.may_write_catalog() {
-            return Err(AccessError::Forbidden);
-        }
-        match (self.role, self.merchant_id, requested) {
-            (Role::Merchant, Some(own), None) => Ok(own),
-            (Role::Merchant, Some(own), Some(other)) if other == own => Ok(own),
-            (Role::Merchant, _, _) => Err(AccessError::Forbidden),
-            (_, _, Some(merchant)) => Ok(merchant),
-            (_, _, None) => Err(AccessError::Invalid("an admin must name the merchant_id")),
-        }
-    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn actor(role: Role, merchant_id: Option<i64>) -> Actor {
+    pub(crate) fn actor(role: Role, merchant_id: Option<i64>) -> Actor {
         Actor {
             user_id: 1,
             username: "u".into(),
@@ -66,31 +43,12 @@ mod tests {
     }
 
     #[test]
-    fn merchants_see_and_write_only_their_own_rows() {
+    fn merchants_see_only_their_own_rows() {
         let merchant = actor(Role::Merchant, Some(7));
         assert!(merchant.sees(7));
         assert!(!merchant.sees(8));
-        assert_eq!(merchant.catalog_owner(None), Ok(7));
-        assert_eq!(merchant.catalog_owner(Some(7)), Ok(7));
-        assert_eq!(merchant.catalog_owner(Some(8)), Err(AccessError::Forbidden));
-    }
-
-    #[test]
-    fn read_only_roles_cannot_write_the_catalogue() {
-        for role in [Role::Sre, Role::Ops] {
-            let reader = actor(role, None);
-            assert!(reader.sees(123));
-            assert_eq!(reader.catalog_owner(Some(1)), Err(AccessError::Forbidden));
+        for role in [Role::Sre, Role::Ops, Role::Admin] {
+            assert!(actor(role, None).sees(123));
         }
-    }
-
-    #[test]
-    fn admins_write_for_the_merchant_they_name() {
-        let admin = actor(Role::Admin, None);
-        assert_eq!(admin.catalog_owner(Some(3)), Ok(3));
-        assert!(matches!(
-            admin.catalog_owner(None),
-            Err(AccessError::Invalid(_))
-        ));
     }
 }

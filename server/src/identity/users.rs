@@ -1,7 +1,7 @@
 //! Admin users, merchants, console sessions and API tokens.
 
-use app::model::Role;
 use chrono::{DateTime, Utc};
+use contract::Role;
 use sqlx::PgPool;
 
 use crate::identity::actor::Actor;

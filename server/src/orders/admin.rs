@@ -2,8 +2,8 @@
 //! those of their own activities (another merchant's order or activity answers 404).
 //! Filters are checked against the order state machine before any query runs.
 
-use app::model::{OrderDetail, OrderPage, OrderQuery, OrderTransition};
 use chrono::{DateTime, Utc};
+use contract::{OrderDetail, OrderPage, OrderQuery, OrderTransition};
 use uuid::Uuid;
 
 use crate::{
@@ -22,6 +22,7 @@ pub const PER_PAGE: i64 = 50;
 
 /// One page of orders matching `query`, newest first.
 pub async fn list(state: &AppState, actor: &Actor, query: &OrderQuery) -> ApiResult<OrderPage> {
+    crate::admin::authorize(actor, contract::Permission::ReadOrders)?;
     let status = query.status.as_deref().map(parse_status).transpose()?;
     let page = query.page.unwrap_or(1);
     let window = PageWindow::new(page, PER_PAGE).map_err(ApiError::BadRequest)?;
@@ -52,6 +53,7 @@ pub async fn list(state: &AppState, actor: &Actor, query: &OrderQuery) -> ApiRes
 
 /// The order with its history, payment trades, seats and restore-journal row.
 pub async fn get(state: &AppState, actor: &Actor, id: &str) -> ApiResult<OrderDetail> {
+    crate::admin::authorize(actor, contract::Permission::ReadOrders)?;
     let id = Uuid::parse_str(id.trim())
         .map_err(|_| ApiError::BadRequest(format!("`{id}` is not an order id")))?;
     let record = store::get(&state.db, id, actor.visible_merchant())

@@ -6,8 +6,8 @@
 //!
 //! [`Actor::visible_merchant`]: crate::identity::actor::Actor::visible_merchant
 
-use app::model::{OrderSummary, OrderTransition, PaymentTradeView, StockRestoreView};
 use chrono::{DateTime, Utc};
+use contract::{OrderSummary, OrderTransition, PaymentTradeView, StockRestoreView};
 use sqlx::PgPool;
 use uuid::Uuid;
 

@@ -2,8 +2,8 @@
 //! console's listing, and the requeue bookkeeping. A row is requeued at most once: the
 //! requeue locks it, publishes, and stamps `requeued_at` in the same transaction.
 
-use app::model::DeadLetterView;
 use chrono::{DateTime, Utc};
+use contract::DeadLetterView;
 use sqlx::{PgPool, Postgres, Transaction};
 
 /// A message taken from the dead-letter queue.

@@ -5,7 +5,7 @@
 //!
 //! The console and the admin API call the same [`list`], [`requeue`] and [`requeue_all`].
 
-use app::model::{DeadLetterPage, DeadLetterView, RequeueReport};
+use contract::{DeadLetterPage, DeadLetterView, RequeueReport};
 use lapin::{message::Delivery, types::FieldTable};
 use serde_json::json;
 use std::time::Duration;
@@ -18,7 +18,6 @@ use crate::{
     orders::{
         audited_reason,
         dead_letter_store::{self as store, Lookup, NewDeadLetter, Waiting},
-        ensure_operator, ensure_watcher,
         mq::{
             batch::{ack_all, requeue_all as return_all},
             consume::{consume_forever, BatchHandler, ConsumerSpec},
@@ -131,7 +130,7 @@ fn dead_letter(delivery: &Delivery) -> NewDeadLetter {
 
 /// One page (1-based) of dead letters, the waiting ones first.
 pub async fn list(state: &AppState, actor: &Actor, page: i64) -> ApiResult<DeadLetterPage> {
-    ensure_watcher(actor)?;
+    crate::admin::authorize(actor, contract::Permission::WatchOperations)?;
     let window = PageWindow::new(page, PER_PAGE).map_err(ApiError::BadRequest)?;
     let (dead_letters, has_more) =
         window.split(store::list(&state.db, window.fetch_limit(), window.offset).await?);
@@ -153,7 +152,7 @@ pub async fn requeue(
     id: i64,
     reason: &str,
 ) -> ApiResult<DeadLetterView> {
-    ensure_operator(actor)?;
+    crate::admin::authorize(actor, contract::Permission::OperatePipeline)?;
     let reason = audited_reason(reason)?;
     let mut tx = state.db.begin().await?;
     let waiting = match store::lock(&mut tx, id).await? {
@@ -202,7 +201,7 @@ pub async fn requeue_all(
     source: OpsSource,
     reason: &str,
 ) -> ApiResult<RequeueReport> {
-    ensure_operator(actor)?;
+    crate::admin::authorize(actor, contract::Permission::OperatePipeline)?;
     let reason = audited_reason(reason)?;
     let mut requeued = 0_i64;
     let mut refused = 0_i64;

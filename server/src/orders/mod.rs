@@ -35,7 +35,6 @@ use tokio::task::JoinHandle;
 
 use crate::{
     error::{ApiError, ApiResult},
-    identity::actor::Actor,
     infra::{amqp::AmqpLink, config::Settings, metrics::Metrics},
     orders::rules::ops_reason,
     state::AppState,
@@ -103,24 +102,6 @@ pub fn spawn_workers(state: &AppState) -> Vec<JoinHandle<()>> {
         gauges::spawn(state),
         pay_timeout::spawn(state),
     ]
-}
-
-/// Refuses actors who may not watch the pipeline (merchants).
-pub fn ensure_watcher(actor: &Actor) -> ApiResult<()> {
-    actor
-        .role
-        .may_watch_operations()
-        .then_some(())
-        .ok_or(ApiError::Forbidden)
-}
-
-/// Refuses actors who may not act on the pipeline (everyone but ops and admins).
-pub fn ensure_operator(actor: &Actor) -> ApiResult<()> {
-    actor
-        .role
-        .may_operate()
-        .then_some(())
-        .ok_or(ApiError::Forbidden)
 }
 
 /// The reason of an ops action, trimmed, or 400 when missing or too long.

@@ -6,14 +6,14 @@
 //! a row RabbitMQ does not confirm stays `pending` for the relay, and the create-order
 //! consumer completes an order once however often its message arrives.
 
-use app::model::ReplayReport;
+use contract::ReplayReport;
 use serde_json::json;
 
 use crate::{
     admin::ops_audit::{self, OpsAction, OpsSource},
     error::ApiResult,
     identity::actor::Actor,
-    orders::{audited_reason, ensure_operator, outbox, relay},
+    orders::{audited_reason, outbox, relay},
     state::AppState,
 };
 
@@ -27,7 +27,7 @@ pub async fn replay(
     source: OpsSource,
     reason: &str,
 ) -> ApiResult<ReplayReport> {
-    ensure_operator(actor)?;
+    crate::admin::authorize(actor, contract::Permission::OperatePipeline)?;
     let reason = audited_reason(reason)?;
     let (mut replayed, mut published) = (0_i64, 0_i64);
     loop {

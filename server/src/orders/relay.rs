@@ -5,7 +5,7 @@
 //! It runs only while this instance leads, and is safe even if two run: each batch is
 //! claimed with `FOR UPDATE SKIP LOCKED` and leased before it is published.
 
-use app::model::{FailedOutboxRow, OutboxSummary};
+use contract::{FailedOutboxRow, OutboxSummary};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -13,7 +13,6 @@ use crate::{
     error::ApiResult,
     identity::actor::Actor,
     orders::{
-        ensure_watcher,
         mq::{broker::Broker, consume::QuietWarnings},
         outbox::{self, Claimed, Failure},
         rules::relay_backoff,
@@ -130,7 +129,7 @@ const FAILED_ROWS_SHOWN: i64 = 100;
 
 /// What the relay is up to, for the console and `GET /admin/api/outbox` (ops, SRE, admin).
 pub async fn summary(state: &AppState, actor: &Actor) -> ApiResult<OutboxSummary> {
-    ensure_watcher(actor)?;
+    crate::admin::authorize(actor, contract::Permission::WatchOperations)?;
     let counts = outbox::counts(&state.db).await?;
     let failed_rows = outbox::failed_rows(&state.db, FAILED_ROWS_SHOWN)
         .await?

@@ -3,72 +3,7 @@
 //! `CANCELLED → REFUND_PENDING`. Storage moves an order only along these edges, always
 //! with a `WHERE status = <from>` guard, so two racing writers cannot both move it.
 
-use serde::{Deserialize, Serialize};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum OrderStatus {
-    /// Written by the buy path with its outbox row; the create-order consumer completes it.
-    PreCreated,
-    /// Completed by the consumer: price snapshot, pay deadline, DB stock moved.
-    Unpaid,
-    Paid,
-    /// Not paid in time; its stock went back through the restore journal.
-    Cancelled,
-    /// Could not be completed; its stock went back.
-    Failed,
-    /// Paid after it was cancelled: the money must go back to the buyer.
-    RefundPending,
-}
-
-impl OrderStatus {
-    pub const ALL: [OrderStatus; 6] = [
-        Self::PreCreated,
-        Self::Unpaid,
-        Self::Paid,
-        Self::Cancelled,
-        Self::Failed,
-        Self::RefundPending,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PreCreated => "PRE_CREATED",
-            Self::Unpaid => "UNPAID",
-            Self::Paid => "PAID",
-            Self::Cancelled => "CANCELLED",
-            Self::Failed => "FAILED",
-            Self::RefundPending => "REFUND_PENDING",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|status| status.as_str() == text)
-    }
-
-    /// Whether the order keeps its units out of stock (`PRE_CREATED`, `UNPAID`, `PAID`).
-    pub fn holds_stock(self) -> bool {
-        !matches!(self, Self::Cancelled | Self::Failed | Self::RefundPending)
-    }
-
-    /// Whether the state machine allows moving an order from `self` to `to`.
-    pub fn may_become(self, to: OrderStatus) -> bool {
-        matches!(
-            (self, to),
-            (Self::PreCreated, Self::Unpaid)
-                | (Self::Unpaid, Self::Paid)
-                | (Self::Unpaid, Self::Cancelled)
-                | (Self::PreCreated, Self::Failed)
-                | (Self::Cancelled, Self::RefundPending)
-        )
-    }
-}
-
-impl std::fmt::Display for OrderStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use contract::OrderStatus;
 
 /// What a payment notification does to an order in `current` state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -57,32 +57,7 @@ pub trait PaymentGateway: Send + Sync {
     fn listening_on(&self, _address: SocketAddr) {}
 }
 
-/// State of a trade at the payment center.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TradeStatus {
-    /// Started; the buyer's money has not arrived.
-    Pending,
-    Paid,
-    /// Refused by the center, or closed unpaid before the order was cancelled.
-    Failed,
-}
-
-impl TradeStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Paid => "paid",
-            Self::Failed => "failed",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        [Self::Pending, Self::Paid, Self::Failed]
-            .into_iter()
-            .find(|status| status.as_str() == text)
-    }
-}
+pub use contract::TradeStatus;
 
 /// The body of a payment-center callback (`POST /api/pay/notify`). Fields a
 /// center adds later are ignored: the signature covers the raw body anyway.

@@ -8,7 +8,7 @@
 
 pub mod routes;
 
-use app::model::{ActivityKind, Role};
+use contract::ActivityKind;
 use serde::Serialize;
 
 use crate::{
@@ -47,9 +47,7 @@ pub async fn prewarm(
     actor: &Actor,
     activity_id: i64,
 ) -> ApiResult<PrewarmReport> {
-    if !matches!(actor.role, Role::Ops | Role::Admin) {
-        return Err(ApiError::Forbidden);
-    }
+    crate::admin::authorize(actor, contract::Permission::Prewarm)?;
     let activity = catalog::get_activity(&state.db, activity_id, None)
         .await?
         .ok_or(ApiError::NotFound("activity"))?;

@@ -1,6 +1,5 @@
 //! `/admin/api/activities`.
 
-use app::model::{ActivityDetail, ActivityInput, ActivitySummary};
 use axum::{
     extract::{
         rejection::{JsonRejection, PathRejection},
@@ -9,6 +8,7 @@ use axum::{
     http::StatusCode,
     Json,
 };
+use contract::{ActivityDetail, ActivityInput, ActivitySummary};
 use serde_json::{json, Value};
 
 use crate::{

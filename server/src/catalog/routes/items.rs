@@ -1,11 +1,11 @@
 //! `/admin/api/items`.
 
-use app::model::{Item, ItemInput};
 use axum::{
     extract::{rejection::JsonRejection, Path, State},
     http::StatusCode,
     Json,
 };
+use contract::{Item, ItemInput};
 use serde_json::{json, Value};
 
 use crate::{

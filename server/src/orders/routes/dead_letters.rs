@@ -1,6 +1,5 @@
 //! `/admin/api/dead-letters`: the dead-letter queue's messages, and sending them back.
 
-use app::model::{DeadLetterPage, DeadLetterView, OpsReason, RequeueReport};
 use axum::{
     extract::{
         rejection::{JsonRejection, PathRejection, QueryRejection},
@@ -8,6 +7,7 @@ use axum::{
     },
     Json,
 };
+use contract::{DeadLetterPage, DeadLetterView, OpsReason, RequeueReport};
 use serde::Deserialize;
 
 use crate::{

@@ -1,6 +1,5 @@
 //! `/admin/api/orders`: filtered pages of orders and one order with its history.
 
-use app::model::{OrderDetail, OrderPage, OrderQuery};
 use axum::{
     extract::{
         rejection::{PathRejection, QueryRejection},
@@ -8,6 +7,7 @@ use axum::{
     },
     Json,
 };
+use contract::{OrderDetail, OrderPage, OrderQuery};
 use serde::Deserialize;
 
 use crate::{

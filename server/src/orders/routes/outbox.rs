@@ -1,7 +1,7 @@
 //! `GET /admin/api/outbox`: rows waiting for the relay, given up on, and recorded.
 
-use app::model::OutboxSummary;
 use axum::{extract::State, Json};
+use contract::OutboxSummary;
 
 use crate::{error::ApiResult, identity::actor::Actor, orders::relay, state::AppState};
 

@@ -1,11 +1,11 @@
 //! `POST /admin/api/recordings/replay`: feed the pre-orders recorded while the async switch
 //! was on `record` to the order pipeline.
 
-use app::model::{OpsReason, ReplayReport};
 use axum::{
     extract::{rejection::JsonRejection, State},
     Json,
 };
+use contract::{OpsReason, ReplayReport};
 
 use crate::{
     admin::ops_audit::OpsSource, error::ApiResult, identity::actor::Actor, orders::recordings,

@@ -1,0 +1,147 @@
+//! Items and activities as merchants register them and the console lists them.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    pub id: i64,
+    pub merchant_id: i64,
+    pub name: String,
+    pub description: String,
+    pub price_cents: i64,
+}
+
+/// Body of `POST /admin/api/items` and `PUT /admin/api/items/{id}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ItemInput {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub price_cents: i64,
+    /// Only an admin names the merchant; a merchant always writes its own items.
+    #[serde(default)]
+    pub merchant_id: Option<i64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActivityKind {
+    Standard,
+    Seated,
+}
+
+impl ActivityKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActivityKind::Standard => "standard",
+            ActivityKind::Seated => "seated",
+        }
+    }
+}
+
+impl std::str::FromStr for ActivityKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "standard" => Ok(ActivityKind::Standard),
+            "seated" => Ok(ActivityKind::Seated),
+            other => Err(format!("unknown activity kind `{other}`")),
+        }
+    }
+}
+
+/// One item offered in an activity, as the merchant registers it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActivityItemInput {
+    pub item_id: i64,
+    pub stock: i64,
+    pub per_user_limit: i64,
+    pub price_cents: i64,
+}
+
+/// Body of `POST /admin/api/activities` and `PUT /admin/api/activities/{id}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActivityInput {
+    pub title: String,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub kind: ActivityKind,
+    pub pay_timeout_s: i64,
+    pub items: Vec<ActivityItemInput>,
+    #[serde(default)]
+    pub seats: Vec<String>,
+    /// Only an admin names the merchant; a merchant always writes its own activities.
+    #[serde(default)]
+    pub merchant_id: Option<i64>,
+}
+
+/// A line of the activity list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivitySummary {
+    pub id: i64,
+    pub merchant_id: i64,
+    pub title: String,
+    pub kind: ActivityKind,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub total_stock: i64,
+    pub item_count: i64,
+}
+
+/// One item of an activity with its live figures.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivityItem {
+    pub item_id: i64,
+    pub name: String,
+    pub total_stock: i64,
+    pub sold: i64,
+    pub per_user_limit: i64,
+    pub price_cents: i64,
+    /// Stock left in Redis, `None` until the activity is pre-warmed.
+    pub redis_stock: Option<i64>,
+}
+
+/// `GET /admin/api/activities/{id}`: the activity with live figures.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivityDetail {
+    pub id: i64,
+    pub merchant_id: i64,
+    pub title: String,
+    pub kind: ActivityKind,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub pay_timeout_s: i64,
+    pub items: Vec<ActivityItem>,
+    pub seats: Vec<String>,
+    /// True once every item's stock is loaded into Redis.
+    pub prewarmed: bool,
+}
+
+impl ActivityDetail {
+    /// The same activity as an edit form's starting point.
+    pub fn to_input(&self) -> ActivityInput {
+        ActivityInput {
+            title: self.title.clone(),
+            starts_at: self.starts_at,
+            ends_at: self.ends_at,
+            kind: self.kind,
+            pay_timeout_s: self.pay_timeout_s,
+            items: self
+                .items
+                .iter()
+                .map(|item| ActivityItemInput {
+                    item_id: item.item_id,
+                    stock: item.total_stock,
+                    per_user_limit: item.per_user_limit,
+                    price_cents: item.price_cents,
+                })
+                .collect(),
+            seats: self.seats.clone(),
+            merchant_id: Some(self.merchant_id),
+        }
+    }
+}

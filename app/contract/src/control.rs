@@ -1,0 +1,124 @@
+//! The switch board: every switch and limit in etcd, and which instance applied what.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// `GET /admin/api/switches`: every switch and limit, where etcd stands, and
+/// which live instance has applied what.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SwitchBoard {
+    /// The etcd prefix of this deployment, e.g. `/seckill`.
+    pub prefix: String,
+    pub etcd: EtcdReach,
+    /// The answering instance's own control plane; absent where none runs (the CLI).
+    pub instance: Option<InstanceSync>,
+    pub switches: Vec<SwitchRow>,
+    /// Live instances (their node key's lease is alive), by node id.
+    pub nodes: Vec<NodeState>,
+}
+
+/// Whether etcd answered this request, and at which revision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtcdReach {
+    pub reachable: bool,
+    pub revision: Option<i64>,
+    pub error: Option<String>,
+}
+
+/// How current one instance's switches are. `synced_ago_ms` is the time since etcd last
+/// confirmed this instance had every change (a watch event or progress report); it grows
+/// while etcd is unreachable, and the last values stay in force meanwhile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceSync {
+    pub node_id: String,
+    pub connected: bool,
+    pub applied_revision: i64,
+    pub synced_ago_ms: Option<u64>,
+    /// `etcd`, `disk` (the local snapshot, etcd unreachable at start-up) or `settings`.
+    pub values_from: String,
+    pub leader: bool,
+}
+
+/// One switch or limit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SwitchRow {
+    /// Relative to the prefix: `switches/entry`, `switches/entry/42`, `limits/max_in_flight`.
+    pub path: String,
+    /// What the key accepts, e.g. `open | closed` or `1..=1000000`.
+    pub accepts: String,
+    /// The value when the key is absent from etcd: the process settings.
+    pub default_value: String,
+    /// The raw value in etcd (absent: the default applies).
+    pub etcd_value: Option<String>,
+    /// False when the etcd value is malformed: instances ignore it and keep the last valid one.
+    pub valid: bool,
+    /// What the answering instance applies now (absent where no control plane runs).
+    pub in_force: Option<String>,
+    pub mod_revision: Option<i64>,
+    /// The last write through the control plane (API, console, CLI) at `mod_revision`;
+    /// absent for a key written straight into etcd.
+    pub written: Option<SwitchWrite>,
+    /// Per live instance: has it applied `mod_revision`, and how long after the write.
+    pub applied: Vec<NodeApplied>,
+}
+
+/// Who wrote a switch through the control plane, and when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchWrite {
+    pub actor: String,
+    pub source: String,
+    pub reason: String,
+    pub at: DateTime<Utc>,
+}
+
+/// One instance's view of one write.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeApplied {
+    pub node_id: String,
+    pub applied: bool,
+    /// The revision the instance has applied everything up to.
+    pub applied_revision: i64,
+    /// Milliseconds from the write to the instance applying it, when both are known (the
+    /// write's time is recorded only for writes through the control plane, and the
+    /// instance keeps its recent applies only).
+    pub took_ms: Option<f64>,
+}
+
+/// A live instance as its heartbeat describes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeState {
+    pub node_id: String,
+    pub address: String,
+    pub applied_revision: i64,
+    pub connected: bool,
+    pub leader: bool,
+    pub heartbeat_at: DateTime<Utc>,
+    pub synced_ago_ms: Option<u64>,
+}
+
+/// `PUT /admin/api/switches/{path}`: a new value with the reason for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchInput {
+    pub value: String,
+    pub reason: String,
+}
+
+/// The answer to a flip: in etcd at `revision`, audited; with a wait, who applied it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SwitchChange {
+    pub path: String,
+    pub old_value: Option<String>,
+    pub new_value: String,
+    pub revision: i64,
+    pub audit_id: i64,
+    pub propagation: Option<Propagation>,
+}
+
+/// How a flip reached the live instances within the wait.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Propagation {
+    /// Every live instance applied the revision before the wait ran out.
+    pub complete: bool,
+    pub waited_ms: f64,
+    pub nodes: Vec<NodeApplied>,
+}

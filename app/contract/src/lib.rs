@@ -1,0 +1,26 @@
+//! The JSON contract of `/admin/api` (docs/admin-api.md) and of the console's server
+//! functions: what the server answers and the console shows, typed (enums as enums, ids as
+//! newtypes), and the permission table both sides consult. It compiles for the server and
+//! for the browser, so it depends on neither Leptos nor any store and does no I/O.
+
+mod audit;
+mod catalog;
+mod control;
+mod ids;
+mod money;
+mod orders;
+mod page;
+mod pipeline;
+mod prewarm;
+mod roles;
+
+pub use audit::*;
+pub use catalog::*;
+pub use control::*;
+pub use ids::*;
+pub use money::*;
+pub use orders::*;
+pub use page::*;
+pub use pipeline::*;
+pub use prewarm::*;
+pub use roles::*;

@@ -1,0 +1,77 @@
+//! The order pipeline's operator views: dead letters, the outbox, recorded pre-orders.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// A message the order pipeline's dead-letter queue received, kept for inspection and requeue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetterView {
+    pub id: i64,
+    /// The queue it died in, e.g. `seckill.order.create`.
+    pub source_queue: String,
+    /// The routing key a requeue publishes it with on the order exchange.
+    pub routing_key: String,
+    pub message_id: Option<String>,
+    /// The body as text for reading (invalid UTF-8 replaced); a requeue sends the stored bytes.
+    pub payload: String,
+    /// Why the broker dead-lettered it: `delivery_limit`, `rejected`, `expired`, ...
+    pub reason: String,
+    /// How many times it died in that queue.
+    pub death_count: i64,
+    pub received_at: DateTime<Utc>,
+    /// Set once it was sent back; a dead letter is requeued at most once.
+    pub requeued_at: Option<DateTime<Utc>>,
+    pub requeued_by: Option<String>,
+}
+
+/// `GET /admin/api/dead-letters`: one page, the ones still waiting first, newest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetterPage {
+    pub dead_letters: Vec<DeadLetterView>,
+    pub page: i64,
+    pub per_page: i64,
+    pub has_more: bool,
+    /// Dead letters not requeued yet, on every page.
+    pub waiting: i64,
+}
+
+/// Body of an ops action on the order pipeline (requeue, replay): the reason is audited.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpsReason {
+    pub reason: String,
+}
+
+/// `POST /admin/api/dead-letters/requeue-all`: how many were sent back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequeueReport {
+    pub requeued: i64,
+}
+
+/// `POST /admin/api/recordings/replay`: recorded pre-orders handed to the pipeline, and how
+/// many of them RabbitMQ confirmed at once (the relay resends the rest).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayReport {
+    pub replayed: i64,
+    pub published: i64,
+}
+
+/// An outbox row the relay gave up on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedOutboxRow {
+    pub id: i64,
+    pub event_id: String,
+    pub topic: String,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// `GET /admin/api/outbox`: rows waiting for the relay, given up on, and recorded for replay.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxSummary {
+    pub pending: i64,
+    pub failed: i64,
+    pub recorded: i64,
+    /// The newest failed rows (at most 100).
+    pub failed_rows: Vec<FailedOutboxRow>,
+}
