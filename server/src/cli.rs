@@ -2,6 +2,7 @@
 //! `admin`, `switch` and `replay-recorded`. There is no `reconcile` (not built yet).
 
 use clap::{Parser, Subcommand};
+use contract::Source;
 use contract::{ActivityInput, ActivityItemInput, ActivityKind, ItemInput, Role};
 use std::io::BufRead;
 
@@ -120,7 +121,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let report = crate::orders::recordings::replay(
                 &state,
                 &cli_actor(),
-                crate::admin::ops_audit::OpsSource::Cli,
+                contract::Source::Cli,
                 &reason,
             )
             .await?;
@@ -186,7 +187,6 @@ fn cli_actor() -> Actor {
 /// flip a switch while Redis or RabbitMQ is the thing that is down.
 async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()> {
     use crate::{
-        admin::audit::FlipSource,
         control::board::{Board, Flip},
         infra::etcd::EtcdLink,
     };
@@ -226,7 +226,7 @@ async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()
             let change = board
                 .flip(Flip {
                     actor: &actor,
-                    source: FlipSource::Cli,
+                    source: Source::Cli,
                     path: &path,
                     value: &value,
                     reason: &reason,

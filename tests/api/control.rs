@@ -12,9 +12,9 @@ use crate::{
     helpers::{json, spawn_app_with, Caller, TestApp},
 };
 use contract::Role;
+use contract::Source;
 use etcd_client::{Client, CompactionOptions, GetOptions};
 use seckill::{
-    admin::audit::FlipSource,
     control::board::{Board, Flip},
     infra::config::Settings,
 };
@@ -746,7 +746,7 @@ async fn flips_are_audited_and_outside_writes_are_recorded_once_as_external() {
     let change = board
         .flip(Flip {
             actor: &cli,
-            source: FlipSource::Cli,
+            source: Source::Cli,
             path: "switches/async",
             value: "record",
             reason: "MQ backlog",
@@ -845,7 +845,7 @@ async fn switch_propagation_benchmark() {
         board
             .flip(Flip {
                 actor: &admin,
-                source: FlipSource::Api,
+                source: Source::Api,
                 path: "limits/per_ip_per_window",
                 value: &target.to_string(),
                 reason: "benchmark",

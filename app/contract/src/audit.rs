@@ -33,3 +33,41 @@ pub struct AuditPage {
     pub per_page: i64,
     pub has_more: bool,
 }
+
+/// Where a flip or another operator action came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Console,
+    Api,
+    Cli,
+    /// A switch written straight into etcd, noticed by the watchers (flips only).
+    External,
+}
+
+impl Source {
+    pub const ALL: [Source; 4] = [Source::Console, Source::Api, Source::Cli, Source::External];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Console => "console",
+            Source::Api => "api",
+            Source::Cli => "cli",
+            Source::External => "external",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|source| source.as_str() == text)
+    }
+}
+
+/// Which log an audit row comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditKind {
+    /// A switch or limit flip (`switch_audit`).
+    Switch,
+    /// Another operator action (`ops_audit`): a requeue, a replay.
+    Ops,
+}

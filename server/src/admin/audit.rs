@@ -2,34 +2,13 @@
 //! other operator actions (`ops_audit`, written by their own features).
 
 use chrono::{DateTime, Utc};
-use contract::AuditEntry;
+use contract::{AuditEntry, Source};
 use sqlx::{PgPool, Postgres, Transaction};
-
-/// Where a flip came from (`switch_audit.source`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlipSource {
-    Console,
-    Api,
-    Cli,
-    /// Written straight into etcd, noticed by the watchers.
-    External,
-}
-
-impl FlipSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FlipSource::Console => "console",
-            FlipSource::Api => "api",
-            FlipSource::Cli => "cli",
-            FlipSource::External => "external",
-        }
-    }
-}
 
 /// A flip about to be written to etcd.
 pub struct PendingFlip<'a> {
     pub actor: &'a str,
-    pub source: FlipSource,
+    pub source: Source,
     pub path: &'a str,
     pub new_value: &'a str,
     pub reason: &'a str,

@@ -4,10 +4,11 @@
 
 use app::backend::{ConsoleBackend, ConsoleError, NewSession, SharedBackend};
 use axum::{body::Body, extract::Request, routing::post, Router};
+use contract::Source;
 use contract::{
     ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
     DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary, Permission,
-    PrewarmReport, PrewarmedItem, ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
+    PrewarmReport, ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
 };
 use leptos::prelude::provide_context;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
@@ -15,7 +16,6 @@ use std::{net::IpAddr, sync::Arc};
 
 use crate::{
     admin::authorize,
-    admin::{audit::FlipSource, ops_audit::OpsSource},
     catalog::service as catalog,
     control::board::{self, Board, Flip},
     error::ApiError,
@@ -172,22 +172,7 @@ impl ConsoleBackend for ConsoleService {
         activity_id: i64,
     ) -> Result<PrewarmReport, ConsoleError> {
         let actor = self.actor(session).await?;
-        let report = prewarm::prewarm(&self.state, &actor, activity_id).await?;
-        Ok(PrewarmReport {
-            activity_id: report.activity_id,
-            items: report
-                .items
-                .into_iter()
-                .map(|item| PrewarmedItem {
-                    item_id: item.item_id,
-                    total_stock: item.total_stock,
-                    held_in_db: item.held_in_db,
-                    redis_stock: item.redis_stock,
-                    buyers: item.buyers as u64,
-                })
-                .collect(),
-            bloom_bits_set: report.bloom_bits_set,
-        })
+        Ok(prewarm::prewarm(&self.state, &actor, activity_id).await?)
     }
 
     async fn list_orders(
@@ -219,7 +204,7 @@ impl ConsoleBackend for ConsoleService {
         let actor = self.actor(session).await?;
         let flip = Flip {
             actor: &actor,
-            source: FlipSource::Console,
+            source: Source::Console,
             path,
             value,
             reason,
@@ -246,7 +231,7 @@ impl ConsoleBackend for ConsoleService {
         reason: &str,
     ) -> Result<DeadLetterView, ConsoleError> {
         let actor = self.actor(session).await?;
-        Ok(dead_letters::requeue(&self.state, &actor, OpsSource::Console, id, reason).await?)
+        Ok(dead_letters::requeue(&self.state, &actor, Source::Console, id, reason).await?)
     }
 
     async fn requeue_all_dead_letters(
@@ -255,7 +240,7 @@ impl ConsoleBackend for ConsoleService {
         reason: &str,
     ) -> Result<RequeueReport, ConsoleError> {
         let actor = self.actor(session).await?;
-        Ok(dead_letters::requeue_all(&self.state, &actor, OpsSource::Console, reason).await?)
+        Ok(dead_letters::requeue_all(&self.state, &actor, Source::Console, reason).await?)
     }
 
     async fn outbox_summary(&self, session: &str) -> Result<OutboxSummary, ConsoleError> {
@@ -269,7 +254,7 @@ impl ConsoleBackend for ConsoleService {
         reason: &str,
     ) -> Result<ReplayReport, ConsoleError> {
         let actor = self.actor(session).await?;
-        Ok(recordings::replay(&self.state, &actor, OpsSource::Console, reason).await?)
+        Ok(recordings::replay(&self.state, &actor, Source::Console, reason).await?)
     }
 }
 

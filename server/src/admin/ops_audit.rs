@@ -1,31 +1,14 @@
 //! Writing `ops_audit`: operator actions that are not switch flips (dead-letter requeue,
 //! recorded-order replay, ...): who, from where, what, on which target, with what result.
-//! Reading the merged audit log is `storage::audit::page`.
+//! Reading the merged audit log is `crate::admin::audit::page`.
 
+use contract::Source;
 use sqlx::PgExecutor;
-
-/// Where an operator action came from (`ops_audit.source`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpsSource {
-    Console,
-    Api,
-    Cli,
-}
-
-impl OpsSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OpsSource::Console => "console",
-            OpsSource::Api => "api",
-            OpsSource::Cli => "cli",
-        }
-    }
-}
 
 /// One operator action.
 pub struct OpsAction<'a> {
     pub actor: &'a str,
-    pub source: OpsSource,
+    pub source: Source,
     /// What was done, e.g. `dead_letter.requeue`.
     pub action: &'a str,
     /// What it was done to, e.g. `dead_letter:42`.

@@ -6,6 +6,7 @@
 //! Defaults shown are this process's settings: a key absent from etcd means "the setting's
 //! value", and every instance of a deployment is expected to run with the same settings.
 
+use contract::Source;
 use contract::{
     AuditPage, EtcdReach, InstanceSync, NodeApplied, NodeState, SwitchBoard, SwitchChange,
     SwitchRow, SwitchWrite,
@@ -23,7 +24,7 @@ use crate::control::{
     switches::SwitchValues,
 };
 use crate::{
-    admin::audit::{self, FlipSource, PendingFlip},
+    admin::audit::{self, PendingFlip},
     error::{ApiError, ApiResult},
     identity::actor::Actor,
     infra::{config::Settings, etcd::EtcdLink, paging::PageWindow},
@@ -43,7 +44,7 @@ const READ_WAIT: Duration = Duration::from_secs(2);
 pub struct Flip<'a> {
     /// Whose flip it is; the audit names `actor.username`.
     pub actor: &'a Actor,
-    pub source: FlipSource,
+    pub source: Source,
     /// Relative to the prefix; surrounding slashes are ignored.
     pub path: &'a str,
     pub value: &'a str,

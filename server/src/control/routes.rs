@@ -7,12 +7,12 @@ use axum::{
     },
     Json,
 };
+use contract::Source;
 use contract::{SwitchBoard, SwitchChange};
 use serde::Deserialize;
 use std::time::Duration;
 
 use crate::{
-    admin::audit::FlipSource,
     control::board::{Board, Flip},
     error::ApiResult,
     identity::actor::Actor,
@@ -66,7 +66,7 @@ pub async fn set(
     let change = Board::of(&state)
         .flip(Flip {
             actor: &actor,
-            source: FlipSource::Api,
+            source: Source::Api,
             path: &path,
             value: &value,
             reason: &body.reason,

@@ -5,13 +5,14 @@
 //!
 //! The console and the admin API call the same [`list`], [`requeue`] and [`requeue_all`].
 
+use contract::Source;
 use contract::{DeadLetterPage, DeadLetterView, RequeueReport};
 use lapin::{message::Delivery, types::FieldTable};
 use serde_json::json;
 use std::time::Duration;
 
 use crate::{
-    admin::ops_audit::{self, OpsAction, OpsSource},
+    admin::ops_audit::{self, OpsAction},
     error::{ApiError, ApiResult},
     identity::actor::Actor,
     infra::paging::PageWindow,
@@ -148,7 +149,7 @@ pub async fn list(state: &AppState, actor: &Actor, page: i64) -> ApiResult<DeadL
 pub async fn requeue(
     state: &AppState,
     actor: &Actor,
-    source: OpsSource,
+    source: Source,
     id: i64,
     reason: &str,
 ) -> ApiResult<DeadLetterView> {
@@ -198,7 +199,7 @@ pub async fn requeue(
 pub async fn requeue_all(
     state: &AppState,
     actor: &Actor,
-    source: OpsSource,
+    source: Source,
     reason: &str,
 ) -> ApiResult<RequeueReport> {
     crate::admin::authorize(actor, contract::Permission::OperatePipeline)?;

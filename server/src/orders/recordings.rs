@@ -7,10 +7,11 @@
 //! consumer completes an order once however often its message arrives.
 
 use contract::ReplayReport;
+use contract::Source;
 use serde_json::json;
 
 use crate::{
-    admin::ops_audit::{self, OpsAction, OpsSource},
+    admin::ops_audit::{self, OpsAction},
     error::ApiResult,
     identity::actor::Actor,
     orders::{audited_reason, outbox, relay},
@@ -24,7 +25,7 @@ const REPLAY_CHUNK: i64 = 500;
 pub async fn replay(
     state: &AppState,
     actor: &Actor,
-    source: OpsSource,
+    source: Source,
     reason: &str,
 ) -> ApiResult<ReplayReport> {
     crate::admin::authorize(actor, contract::Permission::OperatePipeline)?;

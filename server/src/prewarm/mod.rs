@@ -8,8 +8,7 @@
 
 pub mod routes;
 
-use contract::ActivityKind;
-use serde::Serialize;
+use contract::{ActivityKind, PrewarmReport, PrewarmedItem};
 
 use crate::{
     buy::{
@@ -21,26 +20,6 @@ use crate::{
     identity::actor::Actor,
     state::AppState,
 };
-
-#[derive(Debug, Serialize)]
-pub struct PrewarmedItem {
-    pub item_id: i64,
-    pub total_stock: i64,
-    /// Units held by orders in PostgreSQL (`PRE_CREATED`, `UNPAID` and `PAID` ones).
-    pub held_in_db: i64,
-    /// Stock loaded into Redis: total minus held.
-    pub redis_stock: i64,
-    /// Buyers whose holdings were loaded for the per-user limit.
-    pub buyers: usize,
-}
-
-#[derive(Debug, Serialize)]
-pub struct PrewarmReport {
-    pub activity_id: i64,
-    pub items: Vec<PrewarmedItem>,
-    /// Bloom filter bits this run newly set (0 on a repeat run).
-    pub bloom_bits_set: i64,
-}
 
 pub async fn prewarm(
     state: &AppState,
@@ -109,7 +88,7 @@ pub async fn load(
             total_stock,
             held_in_db,
             redis_stock,
-            buyers: holders.len(),
+            buyers: holders.len() as u64,
         });
     }
     state.funnel.catalogue.forget(activity_id);

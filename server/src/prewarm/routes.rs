@@ -4,13 +4,9 @@ use axum::{
     extract::{rejection::PathRejection, Path, State},
     Json,
 };
+use contract::PrewarmReport;
 
-use crate::{
-    error::ApiResult,
-    identity::actor::Actor,
-    prewarm::{self, PrewarmReport},
-    state::AppState,
-};
+use crate::{error::ApiResult, identity::actor::Actor, prewarm, state::AppState};
 
 pub async fn prewarm(
     State(state): State<AppState>,

@@ -7,13 +7,11 @@ use axum::{
     },
     Json,
 };
+use contract::Source;
 use contract::{DeadLetterPage, DeadLetterView, OpsReason, RequeueReport};
 use serde::Deserialize;
 
-use crate::{
-    admin::ops_audit::OpsSource, error::ApiResult, identity::actor::Actor, orders::dead_letters,
-    state::AppState,
-};
+use crate::{error::ApiResult, identity::actor::Actor, orders::dead_letters, state::AppState};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,7 +38,7 @@ pub async fn requeue(
 ) -> ApiResult<Json<DeadLetterView>> {
     let (Path(id), Json(body)) = (id?, body?);
     Ok(Json(
-        dead_letters::requeue(&state, &actor, OpsSource::Api, id, &body.reason).await?,
+        dead_letters::requeue(&state, &actor, Source::Api, id, &body.reason).await?,
     ))
 }
 
@@ -51,6 +49,6 @@ pub async fn requeue_all(
 ) -> ApiResult<Json<RequeueReport>> {
     let Json(body) = body?;
     Ok(Json(
-        dead_letters::requeue_all(&state, &actor, OpsSource::Api, &body.reason).await?,
+        dead_letters::requeue_all(&state, &actor, Source::Api, &body.reason).await?,
     ))
 }

@@ -5,12 +5,10 @@ use axum::{
     extract::{rejection::JsonRejection, State},
     Json,
 };
+use contract::Source;
 use contract::{OpsReason, ReplayReport};
 
-use crate::{
-    admin::ops_audit::OpsSource, error::ApiResult, identity::actor::Actor, orders::recordings,
-    state::AppState,
-};
+use crate::{error::ApiResult, identity::actor::Actor, orders::recordings, state::AppState};
 
 pub async fn replay(
     State(state): State<AppState>,
@@ -19,6 +17,6 @@ pub async fn replay(
 ) -> ApiResult<Json<ReplayReport>> {
     let Json(body) = body?;
     Ok(Json(
-        recordings::replay(&state, &actor, OpsSource::Api, &body.reason).await?,
+        recordings::replay(&state, &actor, Source::Api, &body.reason).await?,
     ))
 }
