@@ -1,4 +1,4 @@
-//! Admin API (SPEC §8.1): merchants create items and activities; other merchants get 404,
+//! The admin API: merchants create items and activities; other merchants get 404,
 //! read-only roles 403, no token 401, malformed bodies 400 with a code; none of those
 //! changes anything.
 

@@ -1,4 +1,4 @@
-//! The buy funnel against real Redis and PostgreSQL (SPEC §3, §3.1, §11): storms on one hot
+//! The buy funnel against real Redis and PostgreSQL: storms on one hot
 //! item never oversell nor break per-user limits, replays return the first answer, bad
 //! input changes nothing, and a pre-order that cannot be written gives its stock back.
 

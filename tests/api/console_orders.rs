@@ -1,4 +1,4 @@
-//! Orders in the admin API and the console (SPEC §8, §8.1): filters by activity and status,
+//! Orders in the admin API and the console: filters by activity and status,
 //! newest first in pages, merchants see only their own activities' orders (404 otherwise),
 //! bad filters answer 400 with a code, and one order shows its whole history.
 //!

@@ -1,4 +1,4 @@
-//! The control plane against real etcd (SPEC §5): flips reach every instance and say so,
+//! The control plane against real etcd: flips reach every instance and say so,
 //! the entry switch stops buys everywhere, instances ride out an etcd outage on their last
 //! values and resync afterwards, one leader at a time with a takeover within the lease
 //! TTL, only ops flip, bad input writes nothing, and every change is audited once.
@@ -559,7 +559,7 @@ async fn only_ops_flip_and_bad_input_writes_nothing() {
             .await
             .status(),
         200,
-        "every signed-in role reads the board (issue #5: others read-only)"
+        "every signed-in role reads the board (the others read-only)"
     );
     assert_eq!(
         app.get("/admin/api/audit", Some(&merchant)).await.status(),

@@ -1,4 +1,4 @@
-//! Payment and the pay timeout against real PostgreSQL, Redis and RabbitMQ (SPEC §4, §11):
+//! Payment and the pay timeout against real PostgreSQL, Redis and RabbitMQ:
 //! the simulated center pays through a signed callback; forged or wrong callbacks change
 //! nothing; unpaid orders are cancelled exactly once, whatever duplicates arrive, and their
 //! stock comes back exactly once in both PostgreSQL and Redis; an order paid at the last

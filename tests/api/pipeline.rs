@@ -1,4 +1,4 @@
-//! The RabbitMQ order pipeline against real RabbitMQ and PostgreSQL (SPEC §4, §11): every
+//! The RabbitMQ order pipeline against real RabbitMQ and PostgreSQL: every
 //! pre-order becomes `UNPAID` exactly once whatever is duplicated, redelivered or lost on
 //! the way; buyers keep getting order ids while RabbitMQ is unreachable and the relay
 //! delivers later; poison messages end in the dead letters and are requeued once; recorded

@@ -144,6 +144,7 @@ impl Inner {
         }
     }
 
+    /// Counts a trade settled after the buyer's delay; a closed one shows nowhere else.
     fn settled(&self, outcome: &str) {
         self.metrics
             .pay_center_settlements

@@ -272,8 +272,8 @@ impl PayTimeouts {
         }
     }
 
-    /// Counts a message this consumer is done with: what a test waits for before it
-    /// asserts that a timeout changed nothing.
+    /// Counts a message this consumer is done with: most change nothing (early, duplicated,
+    /// already settled), and this count is what shows they were handled all the same.
     fn done(&self, outcome: &str) {
         self.state
             .metrics
