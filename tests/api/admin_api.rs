@@ -1,8 +1,11 @@
-//! Admin API: merchants create items and activities; other merchants get 404,
+//! The admin API: merchants create items and activities; other merchants get 404,
 //! read-only roles 403, no token 401, malformed bodies 400 with a code; none of those
 //! changes anything.
 
-use crate::helpers::{json, spawn_app, TestApp};
+use crate::support::{
+    app::{json, spawn_app, with_session, TestApp},
+    fixtures::Caller,
+};
 use contract::Role;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -19,11 +22,7 @@ fn activity_body(item_id: i64, starts_in_minutes: i64) -> Value {
     })
 }
 
-async fn create_activity(
-    app: &TestApp,
-    caller: &crate::helpers::Caller,
-    body: &Value,
-) -> (u16, Value) {
+async fn create_activity(app: &TestApp, caller: &Caller, body: &Value) -> (u16, Value) {
     json(
         app.post_json("/admin/api/activities", Some(caller), body)
             .await,
@@ -31,7 +30,7 @@ async fn create_activity(
     .await
 }
 
-async fn create_item(app: &TestApp, caller: &crate::helpers::Caller, name: &str) -> i64 {
+async fn create_item(app: &TestApp, caller: &Caller, name: &str) -> i64 {
     let (status, body) = json(
         app.post_json(
             "/admin/api/items",
@@ -198,13 +197,13 @@ async fn no_or_bad_credentials_get_401() {
         .await
         .expect("sent");
     assert_eq!(forged.status(), 401);
-    let forged_cookie = app
-        .client
-        .get(format!("{}/admin/api/items", app.address))
-        .header("Cookie", "seckill_session=deadbeef")
-        .send()
-        .await
-        .expect("sent");
+    let forged_cookie = with_session(
+        app.client.get(format!("{}/admin/api/items", app.address)),
+        "deadbeef",
+    )
+    .send()
+    .await
+    .expect("sent");
     assert_eq!(forged_cookie.status(), 401);
     assert_eq!(app.count("items").await, 0);
 }

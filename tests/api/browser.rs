@@ -2,7 +2,7 @@
 //! playwright-core (`tests/browser/`), logs in and creates an item; an operator flips a
 //! switch on the switch board and watches it applied.
 
-use crate::helpers::spawn_app;
+use crate::support::app::spawn_app;
 use contract::Role;
 use std::{path::Path, process::Command};
 

@@ -1,193 +1,22 @@
-//! The buy funnel against real Redis and PostgreSQL (docs/buyer-api.md): storms on one hot
+//! The buy funnel against real Redis and PostgreSQL: storms on one hot
 //! item never oversell nor break per-user limits, replays return the first answer, bad
 //! input changes nothing, and a pre-order that cannot be written gives its stock back.
 
-use crate::helpers::{json, spawn_app_with, Caller, TestApp};
+use crate::support::{
+    app::{json, spawn_app_with, TestApp},
+    fixtures::{
+        buy_body, count_codes, open_activity, open_sale, storm, storm_settings, token,
+        upcoming_activity, Listing, TestClock,
+    },
+};
 use contract::Role;
 use futures::{stream, StreamExt};
 use reqwest::StatusCode;
 use seckill::{
-    identity::buyer_token,
-    infra::config::{DeductionMode, Settings},
+    buy::challenge::MIN_THINKING_TIME, identity::buyer_token, infra::config::DeductionMode,
 };
 use serde_json::{json, Value};
 use std::collections::HashMap;
-
-/// Limits loose enough that a storm from one address is decided by stock, not by rate.
-pub(crate) fn storm_settings(settings: &mut Settings) {
-    settings.buy.per_ip_per_window = 1_000_000;
-    settings.buy.per_item_per_window = 1_000_000;
-}
-
-pub(crate) struct Sale {
-    pub(crate) activity_id: i64,
-    pub(crate) item_id: i64,
-}
-
-/// An activity with one item, pre-warmed by ops, then opened (its start moved into the past).
-pub(crate) async fn open_sale(app: &TestApp, stock: i64, per_user_limit: i64) -> Sale {
-    open_activity(app, stock, per_user_limit, &[]).await
-}
-
-/// The same, seated when `seats` is not empty (stock must then equal the seat count).
-pub(crate) async fn open_activity(
-    app: &TestApp,
-    stock: i64,
-    per_user_limit: i64,
-    seats: &[String],
-) -> Sale {
-    let merchant = app.caller(Role::Merchant, Some("acme")).await;
-    let ops = app.caller(Role::Ops, None).await;
-    let sale = upcoming_activity(app, &merchant, stock, per_user_limit, seats).await;
-    let activity_id = sale.activity_id;
-    let (status, report) = json(
-        app.post_json(
-            &format!("/admin/api/activities/{activity_id}/prewarm"),
-            Some(&ops),
-            &json!({}),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 200, "{report}");
-    sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute', ends_at = now() + interval '1 hour' WHERE id = $1")
-        .bind(activity_id)
-        .execute(&app.db)
-        .await
-        .expect("open the sale");
-    sale
-}
-
-/// A merchant's item in an activity starting in an hour, not pre-warmed.
-pub(crate) async fn upcoming_activity(
-    app: &TestApp,
-    merchant: &Caller,
-    stock: i64,
-    per_user_limit: i64,
-    seats: &[String],
-) -> Sale {
-    let kind = if seats.is_empty() {
-        "standard"
-    } else {
-        "seated"
-    };
-    let (_, item) = json(
-        app.post_json(
-            "/admin/api/items",
-            Some(merchant),
-            &json!({ "name": "Phone", "price_cents": 100 }),
-        )
-        .await,
-    )
-    .await;
-    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
-    let (status, activity) = json(
-        app.post_json(
-            "/admin/api/activities",
-            Some(merchant),
-            &json!({
-                "title": "Storm", "kind": kind, "pay_timeout_s": 900, "seats": seats,
-                "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
-                "items": [{ "item_id": item["id"], "stock": stock, "per_user_limit": per_user_limit, "price_cents": 4990 }]
-            }),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 201, "{activity}");
-    Sale {
-        activity_id: activity["id"].as_i64().expect("id"),
-        item_id: item["id"].as_i64().expect("item id"),
-    }
-}
-
-pub(crate) fn token(app: &TestApp, user_id: i64) -> String {
-    buyer_token::mint(
-        &app.state.settings.jwt_secret,
-        user_id,
-        chrono::Duration::hours(1),
-    )
-    .expect("token")
-}
-
-impl TestApp {
-    pub(crate) async fn buy(&self, user_id: i64, request_id: &str, body: &Value) -> (u16, Value) {
-        let response = self
-            .client
-            .post(format!("{}/api/seckill/buy", self.address))
-            .bearer_auth(token(self, user_id))
-            .header("X-Request-ID", request_id)
-            .json(body)
-            .send()
-            .await
-            .expect("sent");
-        json(response).await
-    }
-
-    pub(crate) async fn redis_stock(&self, sale: &Sale) -> i64 {
-        let stock = self
-            .state
-            .redis
-            .get_integers(&[self.state.redis.stock_key(sale.activity_id, sale.item_id)])
-            .await
-            .expect("redis");
-        stock[0].expect("pre-warmed")
-    }
-
-    pub(crate) async fn allocated(&self, sale: &Sale) -> i64 {
-        sqlx::query_scalar(
-            "SELECT allocated::BIGINT FROM activity_items WHERE activity_id = $1 AND item_id = $2",
-        )
-        .bind(sale.activity_id)
-        .bind(sale.item_id)
-        .fetch_one(&self.db)
-        .await
-        .expect("allocated")
-    }
-
-    pub(crate) async fn held_by_orders(&self, sale: &Sale) -> i64 {
-        sqlx::query_scalar("SELECT COALESCE(SUM(quantity), 0)::BIGINT FROM orders WHERE activity_id = $1 AND item_id = $2")
-            .bind(sale.activity_id)
-            .bind(sale.item_id)
-            .fetch_one(&self.db)
-            .await
-            .expect("sum")
-    }
-}
-
-pub(crate) fn buy_body(sale: &Sale, quantity: i64) -> Value {
-    json!({ "activity_id": sale.activity_id, "item_id": sale.item_id, "quantity": quantity })
-}
-
-/// Fires `requests` (user, request id) at the sale from `concurrency` tasks; returns codes.
-pub(crate) async fn storm(
-    app: &TestApp,
-    sale: &Sale,
-    requests: Vec<(i64, String)>,
-    concurrency: usize,
-) -> Vec<(i64, u16, Value)> {
-    stream::iter(requests)
-        .map(|(user, request_id)| async move {
-            let (status, body) = app.buy(user, &request_id, &buy_body(sale, 1)).await;
-            (user, status, body)
-        })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await
-}
-
-pub(crate) fn count_codes(results: &[(i64, u16, Value)]) -> HashMap<String, usize> {
-    let mut codes = HashMap::new();
-    for (_, status, body) in results {
-        let code = if *status == 200 {
-            "OK".to_owned()
-        } else {
-            body["code"].as_str().unwrap_or("?").to_owned()
-        };
-        *codes.entry(code).or_default() += 1;
-    }
-    codes
-}
 
 #[tokio::test]
 async fn a_storm_of_2000_buyers_sells_exactly_the_stock() {
@@ -547,9 +376,11 @@ async fn buyers_are_rate_limited_per_window_with_retry_after() {
     })
     .await;
     let sale = open_sale(&app, 10, 1).await;
-    for n in 0..2 {
-        let (status, _) = app.buy(9, &format!("w{n}"), &buy_body(&sale, 1)).await;
-        assert_ne!(status, 429);
+    // Both requests of the window are decided by the funnel: the unit, then the limit.
+    let within_the_window = [(200, None), (409, Some("ALREADY_PURCHASED"))];
+    for (n, expected) in within_the_window.into_iter().enumerate() {
+        let (status, body) = app.buy(9, &format!("w{n}"), &buy_body(&sale, 1)).await;
+        assert_eq!((status, body["code"].as_str()), expected, "{body}");
     }
     let response = app
         .client
@@ -580,6 +411,8 @@ async fn the_challenge_must_be_answered_right_and_not_too_fast() {
         settings.buy.challenge_required = true;
     })
     .await;
+    let clock = TestClock::starting_now();
+    app.state.funnel.challenges.use_clock(clock.clone());
     let sale = open_sale(&app, 10, 1).await;
     let (status, body) = app.buy(3, "c0", &buy_body(&sale, 1)).await;
     assert_eq!(
@@ -616,14 +449,14 @@ async fn the_challenge_must_be_answered_right_and_not_too_fast() {
     assert_eq!(status, 403, "answered faster than a person can");
 
     let (id, answer) = ask().await;
-    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    clock.advance(MIN_THINKING_TIME);
     let (status, _) = app.buy(3, "c2", &with_answer(&id, answer + 1)).await;
     assert_eq!(status, 403, "wrong answer");
     let (status, _) = app.buy(3, "c3", &with_answer(&id, answer)).await;
     assert_eq!(status, 403, "a challenge is good for one attempt");
 
     let (id, answer) = ask().await;
-    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    clock.advance(MIN_THINKING_TIME);
     let (status, body) = app.buy(3, "c4", &with_answer(&id, answer)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(app.count("orders").await, 1);
@@ -708,7 +541,7 @@ async fn prewarm_is_for_ops_idempotent_and_refused_during_the_sale() {
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
     let sre = app.caller(Role::Sre, None).await;
-    let sale = upcoming_activity(&app, &merchant, 50, 1, &[]).await;
+    let sale = upcoming_activity(&app, &merchant, &Listing::storm(50, 1, &[])).await;
     let path = format!("/admin/api/activities/{}/prewarm", sale.activity_id);
     for forbidden in [&sre, &merchant] {
         let (status, _) = json(app.post_json(&path, Some(forbidden), &json!({})).await).await;

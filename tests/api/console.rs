@@ -1,7 +1,7 @@
 //! The server-rendered console: pages render on the server, unauthenticated visitors are
 //! sent to the login page, and the hydration bundle is referenced and served.
 
-use crate::helpers::spawn_app;
+use crate::support::app::{json, spawn_app};
 use contract::Role;
 
 #[tokio::test]
@@ -59,22 +59,8 @@ async fn a_signed_in_merchant_sees_its_items_rendered_on_the_server() {
             .await;
         assert_eq!(response.status(), 201);
     }
-    let session = app
-        .state
-        .auth
-        .login(&merchant.username, &merchant.password, None)
-        .await
-        .expect("login");
-    let html = app
-        .client
-        .get(format!("{}/items", app.address))
-        .header("Cookie", format!("seckill_session={}", session.token))
-        .send()
-        .await
-        .expect("sent")
-        .text()
-        .await
-        .expect("html");
+    let session = app.console_session(&merchant).await;
+    let html = app.console_page("/items", &session).await;
     assert!(html.contains("Acme rocket"), "{html}");
     assert!(html.contains("12.50"));
     assert!(
@@ -110,7 +96,7 @@ async fn a_wrong_password_gets_a_4xx_from_the_login_server_function() {
         .get("set-cookie")
         .and_then(|v| v.to_str().ok())
         .expect("a session cookie");
-    assert!(cookie.starts_with("seckill_session="));
+    assert!(cookie.starts_with(&format!("{}=", app::backend::SESSION_COOKIE)));
     assert!(
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
         "{cookie}"
@@ -122,7 +108,7 @@ async fn ops_pre_warms_an_activity_from_the_console_and_sre_is_refused() {
     use leptos::server_fn::ServerFn;
     let app = spawn_app().await;
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
-    let (status, item) = crate::helpers::json(
+    let (status, item) = json(
         app.post_json(
             "/admin/api/items",
             Some(&merchant),
@@ -134,7 +120,7 @@ async fn ops_pre_warms_an_activity_from_the_console_and_sre_is_refused() {
     assert_eq!(status, 201, "{item}");
     let item_id = item["id"].as_i64().expect("item id");
     let starts = chrono::Utc::now() + chrono::Duration::hours(1);
-    let (status, activity) = crate::helpers::json(
+    let (status, activity) = json(
         app.post_json(
             "/admin/api/activities",
             Some(&merchant),
@@ -155,29 +141,26 @@ async fn ops_pre_warms_an_activity_from_the_console_and_sre_is_refused() {
             .redis
             .get_integers(std::slice::from_ref(&stock_key))
     };
-    let prewarm_as = |token: String| {
-        app.client
-            .post(format!(
-                "{}{}",
-                app.address,
-                app::api::PrewarmActivity::PATH
-            ))
-            .header("Cookie", format!("seckill_session={token}"))
-            .form(&[("id", activity_id.to_string())])
-            .send()
+    let activity = activity_id.to_string();
+    let prewarm_as = |session: String| {
+        let (app, activity) = (&app, &activity);
+        async move {
+            app.console_call(
+                app::api::PrewarmActivity::PATH,
+                &session,
+                &[("id", activity)],
+            )
+            .await
+        }
     };
     let mut sessions = Vec::new();
     for role in [Role::Sre, Role::Ops] {
         let caller = app.caller(role, None).await;
-        let session = app
-            .state
-            .auth
-            .login(&caller.username, &caller.password, None);
-        sessions.push(session.await.expect("login").token);
+        sessions.push(app.console_session(&caller).await);
     }
     let [sre, ops] = <[String; 2]>::try_from(sessions).expect("two sessions");
 
-    let refused = prewarm_as(sre).await.expect("sent");
+    let refused = prewarm_as(sre).await;
     assert_eq!(refused.status(), 403);
     assert!(refused
         .text()
@@ -186,7 +169,7 @@ async fn ops_pre_warms_an_activity_from_the_console_and_sre_is_refused() {
         .contains("your role may not do this"));
     assert_eq!(redis_stock().await.expect("redis"), vec![None]);
 
-    let response = prewarm_as(ops.clone()).await.expect("sent");
+    let response = prewarm_as(ops.clone()).await;
     assert_eq!(response.status(), 200);
     let report: contract::PrewarmReport = response.json().await.expect("report");
     assert_eq!(report.activity_id, activity_id);
@@ -203,16 +186,7 @@ async fn ops_pre_warms_an_activity_from_the_console_and_sre_is_refused() {
         (format!("/activities/{activity_id}"), ">pre-warmed<"),
         ("/prewarm".to_owned(), "Later"),
     ] {
-        let html = app
-            .client
-            .get(format!("{}{path}", app.address))
-            .header("Cookie", format!("seckill_session={ops}"))
-            .send()
-            .await
-            .expect("sent")
-            .text()
-            .await
-            .expect("html");
+        let html = app.console_page(&path, &ops).await;
         assert!(html.contains(expected), "{path} lacks {expected}: {html}");
     }
 }

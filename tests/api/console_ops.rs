@@ -4,7 +4,10 @@
 //! etcd gets a banner), the dead letters (requeue one or all, with a reason, audited) and the
 //! replay of pre-orders recorded while the pipeline was switched to `record`.
 
-use crate::helpers::{eventually, json, spawn_app, spawn_app_with, TestApp};
+use crate::support::{
+    app::{json, spawn_app, spawn_app_with, TestApp},
+    wait,
+};
 use contract::{
     AuditPage, DeadLetterPage, OutboxSummary, ReplayReport, RequeueReport, Role, SwitchBoard,
     SwitchChange,
@@ -104,7 +107,7 @@ async fn only_ops_and_admins_flip_from_the_console_and_refusals_change_nothing()
     assert_eq!(reason, "drill: close the entry");
 
     // The instance applies it, and the board (what the page polls) says so with its time.
-    eventually("the instance applied the flip", PATIENCE, || async {
+    wait::until("the instance applied the flip", PATIENCE, || async {
         let board = board(&app, &sre).await;
         let row = board
             .switches
@@ -360,7 +363,7 @@ async fn dead_letters_are_requeued_from_the_console_by_ops_with_a_reason() {
 
 #[tokio::test]
 async fn recorded_pre_orders_are_replayed_from_the_console_by_ops_only() {
-    use crate::console_orders::{buy, open_for_sale, shop};
+    use crate::support::fixtures::{buy_body, open_for_sale, shop};
     use seckill::infra::config::AsyncMode;
     let app = spawn_app().await;
     let ops_caller = app.caller(Role::Ops, None).await;
@@ -384,11 +387,13 @@ async fn recorded_pre_orders_are_replayed_from_the_console_by_ops_only() {
         )
         .await;
     assert_eq!(response.status(), 200);
-    eventually("the instance records pre-orders", PATIENCE, || async {
+    wait::until("the instance records pre-orders", PATIENCE, || async {
         app.state.switches.current().async_mode == AsyncMode::Record
     })
     .await;
-    let order_id = buy(&app, &acme, 501, "recorded-1", 1).await;
+    let id = app
+        .bought(501, "recorded-1", &buy_body(&acme.sale, 1))
+        .await;
     let outbox = |session: String| {
         let app = &app;
         async move {
@@ -433,8 +438,7 @@ async fn recorded_pre_orders_are_replayed_from_the_console_by_ops_only() {
     assert_eq!(report.replayed, 1);
     assert_eq!(outbox(ops.clone()).await.recorded, 0);
     // The pipeline completes the replayed pre-order.
-    let id: Uuid = order_id.parse().expect("uuid");
-    eventually("the replayed order completed", PATIENCE, || async {
+    wait::until("the replayed order completed", PATIENCE, || async {
         let status: String = sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
             .bind(id)
             .fetch_one(&app.db)

@@ -6,56 +6,14 @@
 //! updates, so the `order_events` trigger records their history as the pipeline would);
 //! one order goes through the real buyer API to prove the listing reads what the buy path writes.
 
-use crate::helpers::{json, spawn_app, Caller, TestApp};
+use crate::support::{
+    app::{json, spawn_app, TestApp},
+    fixtures::{buy_body, open_for_sale, shop, Caller, Shop},
+};
 use contract::{OrderDetail, OrderPage, Role};
 use leptos::server_fn::ServerFn;
-use serde_json::{json, Value};
+use serde_json::Value;
 use uuid::Uuid;
-
-/// How long one request of these tests may take: a hung server call fails the test with
-/// its step instead of stalling the run.
-const REQUEST_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// One merchant's activity with one item.
-pub struct Shop {
-    pub merchant: Caller,
-    pub activity_id: i64,
-    pub item_id: i64,
-}
-
-pub async fn shop(app: &TestApp, merchant_name: &str, title: &str) -> Shop {
-    let merchant = app.caller(Role::Merchant, Some(merchant_name)).await;
-    let (status, item) = json(
-        app.post_json(
-            "/admin/api/items",
-            Some(&merchant),
-            &json!({ "name": format!("{title} item"), "price_cents": 990 }),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 201, "{item}");
-    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
-    let (status, activity) = json(
-        app.post_json(
-            "/admin/api/activities",
-            Some(&merchant),
-            &json!({
-                "title": title, "kind": "standard", "pay_timeout_s": 900,
-                "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
-                "items": [{ "item_id": item["id"], "stock": 500, "per_user_limit": 5, "price_cents": 990 }]
-            }),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 201, "{activity}");
-    Shop {
-        merchant,
-        activity_id: activity["id"].as_i64().expect("activity id"),
-        item_id: item["id"].as_i64().expect("item id"),
-    }
-}
 
 /// Writes a pre-order created `minutes_ago`, then moves it along `path` one guarded step at
 /// a time (the trigger records each step).
@@ -66,8 +24,8 @@ async fn order(app: &TestApp, shop: &Shop, user_id: i64, minutes_ago: i64, path:
          VALUES ($1, $2, $3, $4, 1, 990, 'PRE_CREATED', $5, now() - make_interval(mins => $6::INTEGER))",
     )
     .bind(id)
-    .bind(shop.activity_id)
-    .bind(shop.item_id)
+    .bind(shop.sale.activity_id)
+    .bind(shop.sale.item_id)
     .bind(user_id)
     .bind(format!("req-{id}"))
     .bind(minutes_ago)
@@ -118,8 +76,8 @@ async fn world(app: &TestApp) -> World {
         "INSERT INTO stock_restore_journal (order_id, activity_id, item_id, quantity) VALUES ($1, $2, $3, 1)",
     )
     .bind(cancelled)
-    .bind(acme.activity_id)
-    .bind(acme.item_id)
+    .bind(acme.sale.activity_id)
+    .bind(acme.sale.item_id)
     .execute(&app.db)
     .await
     .expect("restore journal");
@@ -160,7 +118,12 @@ async fn orders_are_filtered_newest_first_and_merchants_see_only_their_own() {
     assert_eq!(all.statuses.len(), 6);
     assert_eq!(ids(&page(&app, &sre, "").await), newest_first);
 
-    let acme_only = page(&app, &ops, &format!("?activity_id={}", w.acme.activity_id)).await;
+    let acme_only = page(
+        &app,
+        &ops,
+        &format!("?activity_id={}", w.acme.sale.activity_id),
+    )
+    .await;
     assert_eq!(
         ids(&acme_only),
         [w.fresh, w.cancelled, w.paid].map(|id| id.to_string())
@@ -172,7 +135,7 @@ async fn orders_are_filtered_newest_first_and_merchants_see_only_their_own() {
     let none = page(
         &app,
         &ops,
-        &format!("?activity_id={}&status=PAID", w.globex.activity_id),
+        &format!("?activity_id={}&status=PAID", w.globex.sale.activity_id),
     )
     .await;
     assert!(none.orders.is_empty());
@@ -188,7 +151,10 @@ async fn orders_are_filtered_newest_first_and_merchants_see_only_their_own() {
         ids(&mine),
         [w.fresh, w.cancelled, w.paid].map(|id| id.to_string())
     );
-    let rival_activity = format!("/admin/api/orders?activity_id={}", w.globex.activity_id);
+    let rival_activity = format!(
+        "/admin/api/orders?activity_id={}",
+        w.globex.sale.activity_id
+    );
     let (status, body) = json(app.get(&rival_activity, Some(&w.acme.merchant)).await).await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -217,8 +183,8 @@ async fn orders_come_in_pages_of_fifty() {
          SELECT gen_random_uuid(), $1, $2, n, 1, 990, 'PRE_CREATED', 'bulk-' || n, now() - make_interval(mins => n)
          FROM generate_series(1, 51) AS n",
     )
-    .bind(acme.activity_id)
-    .bind(acme.item_id)
+    .bind(acme.sale.activity_id)
+    .bind(acme.sale.item_id)
     .execute(&app.db)
     .await
     .expect("bulk orders");
@@ -350,67 +316,21 @@ async fn an_order_shows_its_history_trades_and_stock_restore() {
     assert_eq!(steps(&fresh), [pair(None, "PRE_CREATED")]);
 }
 
-/// Pre-warms the shop's activity (as `ops`) and moves its start into the past.
-pub async fn open_for_sale(app: &TestApp, shop: &Shop, ops: &Caller) {
-    let (status, report) = json(
-        app.post_json(
-            &format!("/admin/api/activities/{}/prewarm", shop.activity_id),
-            Some(ops),
-            &json!({}),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 200, "{report}");
-    sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute' WHERE id = $1")
-        .bind(shop.activity_id)
-        .execute(&app.db)
-        .await
-        .expect("open the sale");
-}
-
-/// Buys `quantity` of the shop's item as buyer `user_id` through the buyer API; the order id.
-pub async fn buy(
-    app: &TestApp,
-    shop: &Shop,
-    user_id: i64,
-    request_id: &str,
-    quantity: i64,
-) -> String {
-    let buyer = seckill::identity::buyer_token::mint(
-        &app.state.settings.jwt_secret,
-        user_id,
-        chrono::Duration::hours(1),
-    )
-    .expect("buyer token");
-    let (status, bought) = json(
-        app.client
-            .post(format!("{}/api/seckill/buy", app.address))
-            .bearer_auth(buyer)
-            .header("X-Request-ID", request_id)
-            .json(&json!({ "activity_id": shop.activity_id, "item_id": shop.item_id, "quantity": quantity }))
-            .timeout(REQUEST_PATIENCE)
-        .send()
-            .await
-            .expect("buy"),
-    )
-    .await;
-    assert_eq!(status, 200, "{bought}");
-    bought["order_id"].as_str().expect("order id").to_owned()
-}
-
 #[tokio::test]
 async fn an_order_bought_through_the_buyer_api_is_listed_from_its_creation() {
     let app = spawn_app().await;
     let acme = shop(&app, "acme", "Live sale").await;
     let ops = app.caller(Role::Ops, None).await;
     open_for_sale(&app, &acme, &ops).await;
-    let order_id = buy(&app, &acme, 77, "console-orders-1", 2).await;
+    let order_id = app
+        .bought(77, "console-orders-1", &buy_body(&acme.sale, 2))
+        .await
+        .to_string();
 
     let listed = page(
         &app,
         &acme.merchant,
-        &format!("?activity_id={}", acme.activity_id),
+        &format!("?activity_id={}", acme.sale.activity_id),
     )
     .await;
     assert_eq!(ids(&listed), std::slice::from_ref(&order_id));

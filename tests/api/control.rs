@@ -3,13 +3,14 @@
 //! values and resync afterwards, one leader at a time with a takeover within the lease
 //! TTL, only ops flip, bad input writes nothing, and every change is audited once.
 //!
-//! Tests that stop etcd use a private instance (`etcd_instance`); the rest share the one at
+//! Tests that stop etcd use a private instance (`support::etcd`); the rest share the one at
 //! `ETCD_ENDPOINTS` under their own prefix.
 
-use crate::{
-    buyer::{buy_body, open_sale, storm_settings},
-    etcd_instance::EtcdInstance,
-    helpers::{json, spawn_app_with, Caller, TestApp},
+use crate::support::{
+    app::{json, spawn_app_with, TestApp},
+    etcd::EtcdInstance,
+    fixtures::{buy_body, open_sale, storm_settings, Caller},
+    wait,
 };
 use contract::Role;
 use contract::Source;
@@ -39,7 +40,7 @@ async fn cluster(adjust: impl Fn(&mut Settings)) -> Vec<TestApp> {
     let second = first.spawn_sibling(&adjust).await;
     let third = first.spawn_sibling(&adjust).await;
     let apps = vec![first, second, third];
-    wait_until("three live nodes", Duration::from_secs(5), || async {
+    wait::until("three live nodes", Duration::from_secs(5), || async {
         live_nodes(&apps[0]).await == 3
     })
     .await;
@@ -87,18 +88,6 @@ async fn stored_switches(app: &TestApp) -> Vec<(String, String)> {
     found
 }
 
-async fn wait_until<F, Fut>(what: &str, within: Duration, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    while !condition().await {
-        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 impl TestApp {
     async fn flip(
         &self,
@@ -139,21 +128,16 @@ impl TestApp {
     }
 }
 
-/// One sample of `/metrics` (0 when absent).
-async fn metric(app: &TestApp, series: &str) -> f64 {
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(0.0)
+/// Whether every one of `apps` has offered at least `changes` changes written straight
+/// into etcd to the audit (recorded, found recorded, or failed): after that no instance
+/// records one of them again.
+async fn all_offered_to_the_audit(apps: &[&TestApp], changes: f64) -> bool {
+    for app in apps {
+        if app.metric("seckill_control_external_audits_total").await < changes {
+            return false;
+        }
+    }
+    true
 }
 
 fn row<'a>(board: &'a Value, path: &str) -> &'a Value {
@@ -238,7 +222,7 @@ async fn closing_the_entry_stops_buys_on_every_instance_and_reopening_resumes_th
     assert_eq!(closed.0, 200, "{}", closed.1);
     let flipped = Instant::now();
     for (n, app) in apps.iter().enumerate() {
-        wait_until(
+        wait::until(
             "ACTIVITY_CLOSED everywhere",
             Duration::from_secs(1),
             || async {
@@ -328,7 +312,7 @@ async fn instances_ride_out_an_etcd_outage_and_resync_what_changed_meanwhile() {
     // etcd goes away: the last values stay in force and everyone says how stale they are.
     etcd.stop().await;
     for app in apps {
-        wait_until("staleness reported", Duration::from_secs(10), || async {
+        wait::until("staleness reported", Duration::from_secs(10), || async {
             let board = app.board(&ops).await;
             board["etcd"]["reachable"] == false
                 && board["instance"]["connected"] == false
@@ -339,8 +323,8 @@ async fn instances_ride_out_an_etcd_outage_and_resync_what_changed_meanwhile() {
         let board = app.board(&ops).await;
         assert_eq!(row(&board, "switches/entry")["in_force"], "closed");
         // The gauge is refreshed every second.
-        wait_until("the staleness gauge", Duration::from_secs(3), || async {
-            metric(app, "seckill_control_sync_age_seconds").await >= 1.0
+        wait::until("the staleness gauge", Duration::from_secs(3), || async {
+            app.metric("seckill_control_sync_age_seconds").await >= 1.0
         })
         .await;
     }
@@ -363,7 +347,7 @@ async fn instances_ride_out_an_etcd_outage_and_resync_what_changed_meanwhile() {
         .expect("put");
     etcd.restart().await;
     for app in apps {
-        wait_until(
+        wait::until(
             "resumed from the last revision",
             Duration::from_secs(10),
             || async {
@@ -372,14 +356,17 @@ async fn instances_ride_out_an_etcd_outage_and_resync_what_changed_meanwhile() {
             },
         )
         .await;
-        let resumed = metric(app, "seckill_control_resyncs_total{kind=\"resume\"}").await;
+        let resumed = app
+            .metric("seckill_control_resyncs_total{kind=\"resume\"}")
+            .await;
         assert!(resumed >= 1.0, "resumed from its revision, not reloaded");
         assert_eq!(
-            metric(app, "seckill_control_resyncs_total{kind=\"reload\"}").await,
+            app.metric("seckill_control_resyncs_total{kind=\"reload\"}")
+                .await,
             0.0
         );
     }
-    wait_until(
+    wait::until(
         "the external change audited",
         Duration::from_secs(5),
         || async {
@@ -390,7 +377,12 @@ async fn instances_ride_out_an_etcd_outage_and_resync_what_changed_meanwhile() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait::until(
+        "both instances offered both changes to the audit",
+        Duration::from_secs(5),
+        || all_offered_to_the_audit(&apps, 2.0),
+    )
+    .await;
     assert_eq!(
         first.audit_rows("switches/entry", "external").await,
         [(Some("closed".into()), "open".into(), opened)],
@@ -421,7 +413,7 @@ async fn instances_ride_out_an_etcd_outage_and_resync_what_changed_meanwhile() {
     etcd.restart().await;
     let default_rate = first.state.settings.buy.per_user_per_window as u64;
     for app in apps {
-        wait_until(
+        wait::until(
             "reloaded after compaction",
             Duration::from_secs(10),
             || async {
@@ -431,7 +423,8 @@ async fn instances_ride_out_an_etcd_outage_and_resync_what_changed_meanwhile() {
         )
         .await;
         assert_eq!(
-            metric(app, "seckill_control_resyncs_total{kind=\"reload\"}").await,
+            app.metric("seckill_control_resyncs_total{kind=\"reload\"}")
+                .await,
             1.0,
             "a full reload counted"
         );
@@ -439,19 +432,24 @@ async fn instances_ride_out_an_etcd_outage_and_resync_what_changed_meanwhile() {
 
     // The deletion's own revision was compacted away; it is still recorded once.
     let limit = "limits/per_user_per_window";
-    wait_until(
+    wait::until(
         "the unseen deletion audited",
         Duration::from_secs(5),
         || async { first.audit_rows(limit, "external").await.len() == 2 },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait::until(
+        "both instances offered the two changes they reloaded to the audit",
+        Duration::from_secs(5),
+        || all_offered_to_the_audit(&apps, 4.0),
+    )
+    .await;
     let rows = first.audit_rows(limit, "external").await;
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert_eq!((rows[1].0.as_deref(), rows[1].1.as_str()), (Some("9"), ""));
 
     // A new instance starting while etcd is down serves the last snapshot on disk.
-    wait_until("snapshot on disk", Duration::from_secs(2), || async {
+    wait::until("snapshot on disk", Duration::from_secs(2), || async {
         std::fs::read_to_string(&first.state.settings.control.snapshot_path)
             .is_ok_and(|text| text.contains("switches/challenge"))
     })
@@ -473,7 +471,7 @@ async fn instances_ride_out_an_etcd_outage_and_resync_what_changed_meanwhile() {
 #[tokio::test]
 async fn a_killed_leader_is_replaced_within_the_lease_ttl_and_never_two_lead() {
     let apps = Arc::new(cluster(quick).await);
-    wait_until("one leader", Duration::from_secs(5), || async {
+    wait::until("one leader", Duration::from_secs(5), || async {
         apps.iter()
             .filter(|app| app.state.leadership.is_leader())
             .count()
@@ -501,7 +499,7 @@ async fn a_killed_leader_is_replaced_within_the_lease_ttl_and_never_two_lead() {
         .expect("a leader");
     apps[leader].kill();
     let killed = Instant::now();
-    wait_until("another leader", Duration::from_secs(5), || async {
+    wait::until("another leader", Duration::from_secs(5), || async {
         apps.iter()
             .enumerate()
             .any(|(n, app)| n != leader && app.state.leadership.is_leader())
@@ -523,7 +521,7 @@ async fn a_killed_leader_is_replaced_within_the_lease_ttl_and_never_two_lead() {
         .expect("the new leader");
     let stopped = Instant::now();
     apps[second].control.shutdown().await;
-    wait_until("the last one leads", Duration::from_secs(2), || async {
+    wait::until("the last one leads", Duration::from_secs(2), || async {
         apps.iter()
             .enumerate()
             .any(|(n, app)| n != leader && n != second && app.state.leadership.is_leader())
@@ -561,7 +559,7 @@ async fn only_ops_flip_and_bad_input_writes_nothing() {
             .await
             .status(),
         200,
-        "every signed-in role reads the board (only ops and admins flip)"
+        "every signed-in role reads the board (the others read-only)"
     );
     assert_eq!(
         app.get("/admin/api/audit", Some(&merchant)).await.status(),
@@ -677,7 +675,7 @@ async fn flips_are_audited_and_outside_writes_are_recorded_once_as_external() {
         .map(|h| h.revision())
         .expect("revision");
     for app in apps.iter() {
-        wait_until(
+        wait::until(
             "external change applied",
             Duration::from_secs(2),
             || async { app.state.switches.current().challenge_required },
@@ -692,7 +690,7 @@ async fn flips_are_audited_and_outside_writes_are_recorded_once_as_external() {
         .header()
         .map(|h| h.revision())
         .expect("revision");
-    wait_until(
+    wait::until(
         "both external changes audited",
         Duration::from_secs(3),
         || async {
@@ -709,7 +707,13 @@ async fn flips_are_audited_and_outside_writes_are_recorded_once_as_external() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let instances: Vec<&TestApp> = apps.iter().collect();
+    wait::until(
+        "every instance offered both outside writes to the audit",
+        Duration::from_secs(3),
+        || all_offered_to_the_audit(&instances, 2.0),
+    )
+    .await;
     assert_eq!(
         apps[0].audit_rows("switches/challenge", "external").await,
         [(None, "on".into(), written)],

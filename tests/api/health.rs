@@ -1,4 +1,4 @@
-use crate::helpers::{json, spawn_app};
+use crate::support::app::{json, spawn_app};
 
 #[tokio::test]
 async fn healthz_answers_without_touching_dependencies() {

@@ -1,7 +1,7 @@
 //! Console logins: argon2 passwords, hashed session cookies accepted by the admin API,
 //! rate-limited attempts.
 
-use crate::helpers::{json, spawn_app};
+use crate::support::app::{json, spawn_app, with_session};
 use contract::Role;
 use seckill::identity::authenticate::LoginError;
 
@@ -16,9 +16,10 @@ async fn a_console_session_works_on_the_admin_api_until_logout() {
         .await
         .expect("login");
     let with_cookie = || {
-        app.client
-            .get(format!("{}/admin/api/items", app.address))
-            .header("Cookie", format!("seckill_session={}", session.token))
+        with_session(
+            app.client.get(format!("{}/admin/api/items", app.address)),
+            &session.token,
+        )
     };
     assert_eq!(with_cookie().send().await.expect("sent").status(), 200);
 

@@ -1,6 +1,8 @@
 //! Integration tests: the whole `seckill` server on port 0 against the real PostgreSQL,
 //! Redis, RabbitMQ and etcd. Every test gets its own database, Redis key prefix, AMQP
-//! name prefix and etcd prefix (see `helpers::spawn_app`), so they run in parallel.
+//! name prefix and etcd prefix (see `support::app::spawn_app`), so they run in parallel.
+//! The files beside `support/` hold one capability's tests each, with the private
+//! helpers that only they use.
 
 mod admin_api;
 mod browser;
@@ -10,10 +12,8 @@ mod console_ops;
 mod console_orders;
 mod control;
 mod deduction_flip;
-mod etcd_instance;
 mod health;
-mod helpers;
 mod identity;
 mod payment;
 mod pipeline;
-mod proxy;
+mod support;

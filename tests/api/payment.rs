@@ -4,9 +4,10 @@
 //! stock comes back exactly once in both PostgreSQL and Redis; an order paid at the last
 //! moment is paid, not cancelled; money after a cancellation flags a refund.
 
-use crate::{
-    buyer::{buy_body, count_codes, open_sale, storm, storm_settings, token, Sale},
-    helpers::{eventually, json, spawn_app_with, TestApp},
+use crate::support::{
+    app::{json, spawn_app_with, TestApp},
+    fixtures::{buy_body, count_codes, open_sale, order_id, storm, storm_settings, token, Sale},
+    wait::{self, PATIENCE},
 };
 use futures::{stream, StreamExt};
 use seckill::{
@@ -24,9 +25,6 @@ use seckill::{
 use serde_json::{json, Value};
 use std::{sync::Arc, time::Duration};
 use uuid::Uuid;
-
-/// Longest any test waits for the pipeline, the center or a timeout to do its part.
-const PATIENCE: Duration = Duration::from_secs(40);
 
 /// Storm limits, and a payment center that calls back after `delay_ms`.
 fn pay_settings(delay_ms: u64) -> impl FnOnce(&mut Settings) {
@@ -76,25 +74,26 @@ impl TestApp {
 
     /// Waits until every order has reached `status`; on timeout, says where they are.
     async fn all_reach(&self, order_ids: &[Uuid], status: &str) {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while self.count_status(order_ids, status).await < order_ids.len() as i64 {
-            if tokio::time::Instant::now() >= deadline {
-                let found: Vec<(String, Option<String>, Option<i32>, i64)> = sqlx::query_as(
-                    "SELECT o.status, ob.status, ob.attempts, count(*) FROM orders o
-                     LEFT JOIN outbox ob ON ob.event_id = o.id
-                     WHERE o.id = ANY($1) GROUP BY 1, 2, 3",
-                )
-                .bind(order_ids)
-                .fetch_all(&self.db)
-                .await
-                .expect("statuses");
-                panic!(
-                    "timed out waiting for {} orders to be {status}; (order, outbox, attempts, count): {found:?}",
-                    order_ids.len()
-                );
+        let what = format!(
+            "{} orders to be {status}; seen (order, outbox, attempts, count)",
+            order_ids.len()
+        );
+        wait::until(&what, PATIENCE, || async {
+            if self.count_status(order_ids, status).await == order_ids.len() as i64 {
+                return Ok(());
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            let found: Vec<(String, Option<String>, Option<i32>, i64)> = sqlx::query_as(
+                "SELECT o.status, ob.status, ob.attempts, count(*) FROM orders o
+                 LEFT JOIN outbox ob ON ob.event_id = o.id
+                 WHERE o.id = ANY($1) GROUP BY 1, 2, 3",
+            )
+            .bind(order_ids)
+            .fetch_all(&self.db)
+            .await
+            .expect("statuses");
+            Err(found)
+        })
+        .await;
     }
 
     /// One order per buyer in `users`, completed by the pipeline (`UNPAID`).
@@ -203,14 +202,6 @@ impl TestApp {
     }
 }
 
-fn order_id(body: &Value) -> Uuid {
-    body["order_id"]
-        .as_str()
-        .expect("order id")
-        .parse()
-        .expect("uuid")
-}
-
 fn notice(trade_no: &str, order_id: Uuid, amount_cents: i64, status: &str) -> Value {
     json!({
         "trade_no": trade_no, "order_id": order_id, "amount_cents": amount_cents,
@@ -246,7 +237,7 @@ async fn paying_an_order_marks_it_paid_once() {
     );
 
     app.all_reach(&[order], "PAID").await;
-    eventually(
+    wait::until(
         "the callback to be counted as delivered",
         PATIENCE,
         || async { app.trade(&trade_no).await.2 },
@@ -427,8 +418,18 @@ async fn unpaid_orders_time_out_exactly_once_despite_duplicate_messages() {
         verdicts.iter().all(|v| *v == Verdict::NothingToDo),
         "{verdicts:?}"
     );
-    // The duplicates on the queue were all due at the deadline; give them time to play out.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The duplicates on the queue were all due at the deadline: once the consumer is done
+    // with every message (each order's own and three copies), none of them changed a thing.
+    wait::until(
+        "the consumer done with all twenty pay-timeout messages",
+        PATIENCE,
+        || async {
+            app.metric("seckill_pay_timeout_messages_total{outcome=\"acked\"}")
+                .await
+                >= 20.0
+        },
+    )
+    .await;
 
     for order in &orders {
         assert_eq!(
@@ -452,10 +453,7 @@ async fn unpaid_orders_time_out_exactly_once_despite_duplicate_messages() {
         "Redis got each unit back once"
     );
     assert_eq!(app.db_stock_left(&sale).await, (10, 10));
-    assert_eq!(
-        app.metrics_value("seckill_order_cancellations_total").await,
-        5.0
-    );
+    assert_eq!(app.metric("seckill_order_cancellations_total").await, 5.0);
     let buyers: i64 = redis::cmd("HLEN")
         .arg(app.state.redis.bought_key(sale.activity_id, sale.item_id))
         .query_async(&mut app.state.redis.connection())
@@ -464,22 +462,6 @@ async fn unpaid_orders_time_out_exactly_once_despite_duplicate_messages() {
     assert_eq!(buyers, 0, "the buyers may buy again");
     let (status, body) = app.buy(1, "again", &buy_body(&sale, 1)).await;
     assert_eq!(status, 200, "{body}");
-}
-
-impl TestApp {
-    /// The sum of a counter's samples on `/metrics`.
-    async fn metrics_value(&self, name: &str) -> f64 {
-        let text = self
-            .get("/metrics", None)
-            .await
-            .text()
-            .await
-            .expect("metrics");
-        text.lines()
-            .filter(|line| line.starts_with(name))
-            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    }
 }
 
 #[tokio::test]
@@ -496,7 +478,7 @@ async fn an_order_paid_at_the_last_moment_is_paid_not_cancelled() {
     let (status, body) = app.pay(1, paid).await;
     assert_eq!(status, 200, "{body}");
     let trade_no = body["trade_no"].as_str().expect("trade_no").to_owned();
-    eventually("the center to receive the money", PATIENCE, || async {
+    wait::until("the center to receive the money", PATIENCE, || async {
         app.trade(&trade_no).await.0 == "paid"
     })
     .await;
@@ -533,7 +515,13 @@ async fn a_trade_still_pending_at_the_deadline_is_closed_and_never_charged() {
         "failed",
         "closed before cancelling"
     );
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The money's moment comes: the center finds the trade closed and takes nothing.
+    wait::until("the center to find the trade closed", PATIENCE, || async {
+        app.metric("seckill_pay_center_settlements_total{outcome=\"closed\"}")
+            .await
+            >= 1.0
+    })
+    .await;
     assert_eq!(app.trade(&trade_no).await, ("failed".to_owned(), 0, false));
     assert_eq!(app.order_status(order).await, "CANCELLED");
     let (status, body) = app.pay(1, order).await;
@@ -621,7 +609,7 @@ async fn the_leader_scanner_cancels_orders_whose_timeout_was_lost_and_retries_gi
     );
     app.state.election.set(true);
     app.all_reach(&[lost], "CANCELLED").await;
-    eventually("the owed give-back to be retried", PATIENCE, || async {
+    wait::until("the owed give-back to be retried", PATIENCE, || async {
         app.count_where(
             "SELECT count(*) FROM stock_restore_journal WHERE order_id = ANY($1) AND redis_restored_at IS NULL",
             &orders,
@@ -633,7 +621,7 @@ async fn the_leader_scanner_cancels_orders_whose_timeout_was_lost_and_retries_gi
     assert_eq!(app.redis_stock(&sale).await, 10);
     assert_eq!(app.db_stock_left(&sale).await, (10, 10));
     assert!(
-        app.metrics_value("seckill_order_cancellations_total{trigger=\"scan\"}")
+        app.metric("seckill_order_cancellations_total{trigger=\"scan\"}")
             .await
             >= 1.0
     );
@@ -689,7 +677,7 @@ async fn a_storm_then_half_paid_gives_the_unpaid_half_back_everywhere() {
     let idler_ids: Vec<Uuid> = idlers.iter().map(|(_, id)| *id).collect();
     app.all_reach(&payer_ids, "PAID").await;
     app.all_reach(&idler_ids, "CANCELLED").await;
-    eventually("every give-back to reach Redis", PATIENCE, || async {
+    wait::until("every give-back to reach Redis", PATIENCE, || async {
         app.count_where(
             "SELECT count(*) FROM stock_restore_journal WHERE order_id = ANY($1) AND redis_restored_at IS NOT NULL",
             &idler_ids,
@@ -774,7 +762,7 @@ async fn a_failed_trade_leaves_the_order_payable_again() {
     let order = app.unpaid_orders(&sale, 1..=1).await[0];
     let (_, body) = app.pay(1, order).await;
     let first = body["trade_no"].as_str().expect("trade_no").to_owned();
-    eventually(
+    wait::until(
         "the failed trade's callback to be delivered",
         PATIENCE,
         || async {
@@ -800,7 +788,16 @@ async fn an_early_timeout_message_never_cancels_before_the_deadline() {
     let order = app.unpaid_orders(&sale, 1..=1).await[0];
     // Due now, about eight seconds early: held or put back into a delay queue.
     app.publish_timeouts(&[order], 2).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait::until(
+        "the consumer done with both early messages",
+        PATIENCE,
+        || async {
+            app.metric("seckill_pay_timeout_messages_total{outcome=\"acked\"}")
+                .await
+                >= 2.0
+        },
+    )
+    .await;
     assert_eq!(app.order_status(order).await, "UNPAID");
     app.all_reach(&[order], "CANCELLED").await;
     let left_at: f64 = sqlx::query_scalar(

@@ -4,10 +4,11 @@
 //! delivers later; poison messages end in the dead letters and are requeued once; recorded
 //! orders are replayed exactly once. Each test has its own AMQP prefix.
 
-use crate::{
-    buyer::{count_codes, open_sale, storm, storm_settings, Sale},
-    helpers::{eventually, json, spawn_app_with, TestApp},
+use crate::support::{
+    app::{json, spawn_app_with, TestApp},
+    fixtures::{count_codes, open_sale, order_id, storm, storm_settings, Sale},
     proxy::{self, Proxy},
+    wait::{self, PATIENCE},
 };
 use contract::Role;
 use seckill::{
@@ -21,9 +22,6 @@ use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use std::time::Duration;
 use uuid::Uuid;
-
-/// Longest any test waits for the pipeline to do its part.
-const PATIENCE: Duration = Duration::from_secs(40);
 
 /// Storm limits, and a relay that resends after a fifth of a second.
 fn quick_relay(settings: &mut Settings) {
@@ -41,12 +39,7 @@ async fn buy_each(app: &TestApp, sale: &Sale, buyers: std::ops::Range<i64>) -> V
         "{:?}",
         count_codes(&results)
     );
-    results
-        .iter()
-        .map(|(_, _, body)| {
-            Uuid::parse_str(body["order_id"].as_str().expect("order id")).expect("uuid")
-        })
-        .collect()
+    results.iter().map(|(_, _, body)| order_id(body)).collect()
 }
 
 impl TestApp {
@@ -136,6 +129,11 @@ impl TestApp {
             .get()
     }
 
+    /// Passes of the outbox relay completed so far.
+    fn relay_passes(&self) -> u64 {
+        self.state.metrics.pipeline.relay_passes.get()
+    }
+
     /// Create-order events the consumer found processed before (or repeated in a batch).
     fn duplicates_skipped(&self) -> u64 {
         self.state
@@ -164,11 +162,11 @@ async fn a_message_delivered_twice_completes_its_order_once() {
         )
         .await;
     assert_eq!(status, 200, "{body}");
-    let order_id = Uuid::parse_str(body["order_id"].as_str().expect("id")).expect("uuid");
+    let order_id = order_id(&body);
     let message = app.create_messages(&[order_id]).await.remove(0);
     app.publish(&[message.clone(), message]).await;
 
-    eventually(
+    wait::until(
         "the order completed and the duplicate skipped",
         PATIENCE,
         || async { app.orders_in(&sale, "UNPAID").await == 1 && app.duplicates_skipped() >= 1 },
@@ -190,7 +188,7 @@ async fn a_message_delivered_twice_completes_its_order_once() {
     assert_eq!(app.completions(&sale).await, 1);
     assert_eq!(app.sold(&sale).await, 2);
     assert_eq!(app.count("processed_events").await, 1);
-    eventually("its pay timeout scheduled once", PATIENCE, || async {
+    wait::until("its pay timeout scheduled once", PATIENCE, || async {
         app.scheduled_timeouts().await == 1
     })
     .await;
@@ -206,11 +204,11 @@ async fn the_buy_path_publishes_at_once_and_marks_its_outbox_rows_sent() {
     .await;
     let sale = open_sale(&app, 50, 1).await;
     buy_each(&app, &sale, 1..51).await;
-    eventually("every order completed", PATIENCE, || async {
+    wait::until("every order completed", PATIENCE, || async {
         app.orders_in(&sale, "UNPAID").await == 50
     })
     .await;
-    eventually("every outbox row marked sent", PATIENCE, || async {
+    wait::until("every outbox row marked sent", PATIENCE, || async {
         let sent: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM outbox WHERE status = 'sent' AND attempts = 0",
         )
@@ -242,7 +240,7 @@ async fn orders_the_database_stock_no_longer_covers_fail_and_give_their_stock_ba
         .expect("drift");
     app.publish(&app.create_messages(&orders).await).await;
     let _consumer = create_order::spawn(&app.state);
-    eventually("one completed, two failed", PATIENCE, || async {
+    wait::until("one completed, two failed", PATIENCE, || async {
         app.orders_in(&sale, "UNPAID").await == 1 && app.orders_in(&sale, "FAILED").await == 2
     })
     .await;
@@ -294,7 +292,7 @@ async fn a_consumer_that_dies_holding_messages_leaves_them_to_the_next_one() {
         .await
         .expect("lock the item row");
     let doomed = create_order::spawn(&app.state);
-    eventually("the consumer blocked mid-batch", PATIENCE, || async {
+    wait::until("the consumer blocked mid-batch", PATIENCE, || async {
         let waiting: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity
              WHERE datname = current_database() AND wait_event_type = 'Lock'",
@@ -310,14 +308,14 @@ async fn a_consumer_that_dies_holding_messages_leaves_them_to_the_next_one() {
     blocker.rollback().await.expect("release the row");
 
     let _survivor = create_order::spawn(&app.state);
-    eventually("every order completed", PATIENCE, || async {
+    wait::until("every order completed", PATIENCE, || async {
         app.orders_in(&sale, "UNPAID").await == 20
     })
     .await;
     assert_eq!(app.completions(&sale).await, 20);
     assert_eq!(app.sold(&sale).await, 20);
     assert_eq!(app.count("processed_events").await, 20);
-    eventually("one pay timeout per order", PATIENCE, || async {
+    wait::until("one pay timeout per order", PATIENCE, || async {
         app.scheduled_timeouts().await == 20
     })
     .await;
@@ -337,7 +335,7 @@ async fn buyers_get_their_orders_while_rabbitmq_is_unreachable_and_the_relay_del
     .await;
     let sale = open_sale(&app, 30, 1).await;
     buy_each(&app, &sale, 1..31).await;
-    eventually(
+    wait::until(
         "the relay tried while RabbitMQ was away",
         PATIENCE,
         || async {
@@ -359,13 +357,13 @@ async fn buyers_get_their_orders_while_rabbitmq_is_unreachable_and_the_relay_del
     );
 
     rabbit.resume().await;
-    eventually("every order completed", PATIENCE, || async {
+    wait::until("every order completed", PATIENCE, || async {
         app.orders_in(&sale, "UNPAID").await == 30
     })
     .await;
     assert_eq!(app.completions(&sale).await, 30);
     assert_eq!(app.sold(&sale).await, 30);
-    eventually("every outbox row sent", PATIENCE, || async {
+    wait::until("every outbox row sent", PATIENCE, || async {
         let sent: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'sent'")
             .fetch_one(&app.db)
             .await
@@ -384,14 +382,14 @@ async fn every_pre_order_of_a_storm_becomes_unpaid_exactly_once() {
         .collect();
     let results = storm(&app, &sale, requests, 32).await;
     assert_eq!(count_codes(&results).get("OK"), Some(&150));
-    eventually("every order completed", PATIENCE, || async {
+    wait::until("every order completed", PATIENCE, || async {
         app.orders_in(&sale, "UNPAID").await == 150
     })
     .await;
     assert_eq!(app.completions(&sale).await, 150);
     assert_eq!(app.sold(&sale).await, 150);
     assert_eq!(app.allocated(&sale).await, 150);
-    eventually("one pay timeout per order", PATIENCE, || async {
+    wait::until("one pay timeout per order", PATIENCE, || async {
         app.scheduled_timeouts().await == 150
     })
     .await;
@@ -414,7 +412,7 @@ async fn the_relay_gives_up_after_its_attempts_and_shows_the_failed_rows() {
     buy_each(&app, &sale, 1..6).await;
     let sre = app.caller(Role::Sre, None).await;
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
-    eventually("the relay gave up", PATIENCE, || async {
+    wait::until("the relay gave up", PATIENCE, || async {
         let (_, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
         summary["failed"] == 5
     })
@@ -449,7 +447,7 @@ async fn a_poison_message_is_dead_lettered_and_requeued_only_once() {
         })
     };
     app.publish(&[poison]).await;
-    eventually(
+    wait::until(
         "the poison message in the dead letters",
         PATIENCE,
         || async { app.count("dead_letters").await == 1 },
@@ -526,7 +524,7 @@ async fn a_poison_message_is_dead_lettered_and_requeued_only_once() {
     assert_eq!(detail["reason"], "drill");
 
     // It really went back: still poison, it dies again and is requeued by requeue-all.
-    eventually("the requeued message dead again", PATIENCE, || async {
+    wait::until("the requeued message dead again", PATIENCE, || async {
         app.count("dead_letters").await == 2
     })
     .await;
@@ -554,8 +552,29 @@ async fn recorded_orders_are_replayed_exactly_once() {
     buy_each(&app, &sale, 1..41).await;
     let ops = app.caller(Role::Ops, None).await;
     let sre = app.caller(Role::Sre, None).await;
-    // Well past the relay's grace: recorded rows are not the relay's.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Recorded rows are not the relay's: once every row is past the relay's grace, two more
+    // passes (the second one started after that) leave them all recorded.
+    let grace_s = app.state.settings.pipeline.relay_grace_ms as f64 / 1000.0;
+    wait::until(
+        "every outbox row past the relay's grace",
+        PATIENCE,
+        || async {
+            let young: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM outbox WHERE created_at > now() - make_interval(secs => $1)",
+            )
+            .bind(grace_s)
+            .fetch_one(&app.db)
+            .await
+            .expect("outbox");
+            young == 0
+        },
+    )
+    .await;
+    let passes = app.relay_passes();
+    wait::until("two more relay passes", PATIENCE, || async {
+        app.relay_passes() >= passes + 2
+    })
+    .await;
     let (status, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
     assert_eq!(status, 200);
     assert_eq!(summary["recorded"], 40);
@@ -609,7 +628,7 @@ async fn recorded_orders_are_replayed_exactly_once() {
         40,
         "{first} {second}"
     );
-    eventually("every recorded order completed", PATIENCE, || async {
+    wait::until("every recorded order completed", PATIENCE, || async {
         app.orders_in(&sale, "UNPAID").await == 40
     })
     .await;

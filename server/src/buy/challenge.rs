@@ -3,7 +3,10 @@
 //! a person needs that long, a script does not.
 
 use rand::Rng;
-use std::time::Duration;
+use std::{
+    sync::{Arc, PoisonError, RwLock},
+    time::Duration,
+};
 
 use crate::{identity::secret_token, infra::redis::RedisStore};
 
@@ -14,6 +17,24 @@ pub const MIN_THINKING_TIME: Duration = Duration::from_secs(1);
 
 pub struct Challenges {
     redis: RedisStore,
+    /// Replaceable because the thinking time is what the rule is about: a test moves a
+    /// clock of its own forward instead of waiting.
+    clock: RwLock<Arc<dyn Clock>>,
+}
+
+/// Where challenges read the time.
+pub trait Clock: Send + Sync {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+}
+
+/// The real time, which serves unless [`Challenges::use_clock`] says otherwise.
+struct WallClock;
+
+impl Clock for WallClock {
+    fn now_ms(&self) -> i64 {
+        chrono::Utc::now().timestamp_millis()
+    }
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -41,7 +62,22 @@ fn accepts(stored: &str, user_id: i64, answer: i64, now_ms: i64) -> bool {
 
 impl Challenges {
     pub fn new(redis: RedisStore) -> Self {
-        Self { redis }
+        Self {
+            redis,
+            clock: RwLock::new(Arc::new(WallClock)),
+        }
+    }
+
+    /// Reads the time from `clock` from now on, for issuing and checking alike.
+    pub fn use_clock(&self, clock: Arc<dyn Clock>) {
+        *self.clock.write().unwrap_or_else(PoisonError::into_inner) = clock;
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .now_ms()
     }
 
     pub async fn issue(&self, user_id: i64) -> redis::RedisResult<Challenge> {
@@ -50,7 +86,7 @@ impl Challenges {
             (rng.gen_range(10..100), rng.gen_range(1..10))
         };
         let challenge_id = secret_token::generate()[..24].to_owned();
-        let value = record(user_id, a * b, chrono::Utc::now().timestamp_millis());
+        let value = record(user_id, a * b, self.now_ms());
         self.redis
             .store_response(
                 &self.redis.challenge_key(&challenge_id),
@@ -80,14 +116,7 @@ impl Challenges {
             .await?;
         Ok(stored
             .and_then(|bytes| String::from_utf8(bytes).ok())
-            .is_some_and(|stored| {
-                accepts(
-                    &stored,
-                    user_id,
-                    answer,
-                    chrono::Utc::now().timestamp_millis(),
-                )
-            }))
+            .is_some_and(|stored| accepts(&stored, user_id, answer, self.now_ms())))
     }
 }
 

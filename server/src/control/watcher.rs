@@ -409,6 +409,7 @@ impl Watcher {
     /// Offers changes written straight into etcd to the audit (idempotent across instances).
     fn audit_external(&self, changes: Vec<Seen>) {
         let db = self.state.db.clone();
+        let audits = self.state.metrics.control.external_audits.clone();
         tokio::spawn(async move {
             for change in changes {
                 let reason = match &change.refused {
@@ -417,7 +418,7 @@ impl Watcher {
                 };
                 // An empty new value records a deletion: the setting's value applies again.
                 let new_value = change.value.as_deref().unwrap_or("");
-                if let Err(error) = audit::record_external(
+                let recorded = audit::record_external(
                     &db,
                     &change.path,
                     change.previous.as_deref(),
@@ -425,10 +426,16 @@ impl Watcher {
                     &reason,
                     change.mod_revision,
                 )
-                .await
-                {
-                    tracing::error!(path = %change.path, revision = change.mod_revision, error = %error, "could not audit an external switch change");
-                }
+                .await;
+                let outcome = match recorded {
+                    Ok(true) => "recorded",
+                    Ok(false) => "known",
+                    Err(error) => {
+                        tracing::error!(path = %change.path, revision = change.mod_revision, error = %error, "could not audit an external switch change");
+                        "failed"
+                    }
+                };
+                audits.with_label_values(&[outcome]).inc();
             }
         });
     }

@@ -32,6 +32,9 @@ pub struct Inner {
     pub pay_notify_rejected: IntCounterVec,
     /// Callback attempts of the simulated payment center: `delivered` or `failed`.
     pub pay_callbacks: IntCounterVec,
+    /// Trades the simulated payment center settled once the buyer's delay was over:
+    /// `paid`, `failed`, or `closed` (closed unpaid before the money came).
+    pub pay_center_settlements: IntCounterVec,
     /// Unpaid orders cancelled at their pay deadline, by what found them (`message`, `scan`).
     pub order_cancellations: IntCounterVec,
     /// Redis give-backs of cancelled orders that failed every attempt (left to the scanner:
@@ -128,6 +131,14 @@ impl Metrics {
             &["outcome"],
         )
         .expect("valid metric");
+        let pay_center_settlements = IntCounterVec::new(
+            Opts::new(
+                "seckill_pay_center_settlements_total",
+                "Trades the simulated payment center settled after the buyer's delay, by outcome",
+            ),
+            &["outcome"],
+        )
+        .expect("valid metric");
         let order_cancellations = IntCounterVec::new(
             Opts::new(
                 "seckill_order_cancellations_total",
@@ -151,6 +162,7 @@ impl Metrics {
             Box::new(payments.clone()),
             Box::new(pay_notify_rejected.clone()),
             Box::new(pay_callbacks.clone()),
+            Box::new(pay_center_settlements.clone()),
             Box::new(order_cancellations.clone()),
             Box::new(redis_giveback_failures.clone()),
         ] {
@@ -169,6 +181,7 @@ impl Metrics {
             payments,
             pay_notify_rejected,
             pay_callbacks,
+            pay_center_settlements,
             order_cancellations,
             redis_giveback_failures,
             control,
@@ -203,6 +216,9 @@ pub struct ControlMetrics {
     pub propagation: prometheus::Histogram,
     /// 1 while this instance holds the etcd election (runs the singleton jobs).
     pub leader: prometheus::IntGauge,
+    /// Changes written straight into etcd that this instance offered to the audit, by
+    /// outcome: `recorded`, `known` (another instance recorded it first) or `failed`.
+    pub external_audits: IntCounterVec,
 }
 
 impl ControlMetrics {
@@ -252,6 +268,14 @@ impl ControlMetrics {
                 "Whether this instance holds the etcd election",
             )
             .expect("valid metric"),
+            external_audits: IntCounterVec::new(
+                Opts::new(
+                    "seckill_control_external_audits_total",
+                    "Changes written straight into etcd offered to the audit, by outcome",
+                ),
+                &["outcome"],
+            )
+            .expect("valid metric"),
         };
         for collector in [
             Box::new(metrics.sync_age.clone()) as Box<dyn prometheus::core::Collector>,
@@ -261,6 +285,7 @@ impl ControlMetrics {
             Box::new(metrics.resyncs.clone()),
             Box::new(metrics.propagation.clone()),
             Box::new(metrics.leader.clone()),
+            Box::new(metrics.external_audits.clone()),
         ] {
             registry
                 .register(collector)
@@ -290,6 +315,11 @@ pub struct PipelineMetrics {
     pub dead_letters_waiting: prometheus::IntGauge,
     /// Messages ready in the pipeline's queues (the MQ backlog), by queue role.
     pub queue_depth: IntGaugeVec,
+    /// Passes of the outbox relay completed (whatever each found to resend).
+    pub relay_passes: prometheus::IntCounter,
+    /// Pay-timeout messages the consumer is done with, by outcome: `acked` (settled, or put
+    /// back into a delay queue when early), `requeued` (failed) or `rejected` (malformed).
+    pub pay_timeout_messages: IntCounterVec,
 }
 
 impl PipelineMetrics {
@@ -354,6 +384,19 @@ impl PipelineMetrics {
                 &["queue"],
             )
             .expect("valid metric"),
+            relay_passes: prometheus::IntCounter::new(
+                "seckill_outbox_relay_passes_total",
+                "Passes of the outbox relay completed",
+            )
+            .expect("valid metric"),
+            pay_timeout_messages: IntCounterVec::new(
+                Opts::new(
+                    "seckill_pay_timeout_messages_total",
+                    "Pay-timeout messages the consumer is done with, by outcome",
+                ),
+                &["outcome"],
+            )
+            .expect("valid metric"),
         };
         for collector in [
             Box::new(metrics.publish_confirm_seconds.clone())
@@ -365,6 +408,8 @@ impl PipelineMetrics {
             Box::new(metrics.outbox_rows.clone()),
             Box::new(metrics.dead_letters_waiting.clone()),
             Box::new(metrics.queue_depth.clone()),
+            Box::new(metrics.relay_passes.clone()),
+            Box::new(metrics.pay_timeout_messages.clone()),
         ] {
             registry
                 .register(collector)
@@ -405,6 +450,11 @@ mod tests {
         pipeline.outbox_rows.with_label_values(&["pending"]).set(3);
         pipeline.dead_letters_waiting.set(1);
         pipeline.queue_depth.with_label_values(&["create"]).set(5);
+        pipeline.relay_passes.inc();
+        pipeline
+            .pay_timeout_messages
+            .with_label_values(&["acked"])
+            .inc();
         let text = metrics.render();
         for name in [
             "seckill_mq_publish_confirm_seconds_bucket",
@@ -415,6 +465,8 @@ mod tests {
             "seckill_outbox_rows",
             "seckill_dead_letters_waiting",
             "seckill_mq_queue_depth",
+            "seckill_outbox_relay_passes_total",
+            "seckill_pay_timeout_messages_total",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");
         }
@@ -451,6 +503,10 @@ mod tests {
             .with_label_values(&["delivered"])
             .inc();
         metrics
+            .pay_center_settlements
+            .with_label_values(&["closed"])
+            .inc();
+        metrics
             .order_cancellations
             .with_label_values(&["message"])
             .inc();
@@ -466,6 +522,7 @@ mod tests {
             "seckill_payments_total",
             "seckill_pay_notify_rejected_total",
             "seckill_pay_callbacks_total",
+            "seckill_pay_center_settlements_total",
             "seckill_order_cancellations_total",
             "seckill_redis_giveback_failures_total",
         ] {

@@ -239,6 +239,7 @@ impl PayTimeouts {
         let Ok(PayTimeout { order_id }) = serde_json::from_slice(&delivery.data) else {
             tracing::warn!("malformed pay-timeout message; dead-lettered");
             let _ = delivery.reject(BasicRejectOptions { requeue: false }).await;
+            self.done("rejected");
             return;
         };
         let settled = loop {
@@ -261,10 +262,24 @@ impl PayTimeouts {
         };
         if !settled {
             requeue(&delivery).await;
+            self.done("requeued");
         } else if let Err(error) = delivery.ack(BasicAckOptions::default()).await {
             // Only this delivery: a multiple-ack would settle others still in hand.
             tracing::debug!(%order_id, error = %error, "ack failed; the broker will redeliver");
+        } else {
+            self.done("acked");
         }
+    }
+
+    /// Counts a message this consumer is done with: most change nothing (early, duplicated,
+    /// already settled), and this count is what shows they were handled all the same.
+    fn done(&self, outcome: &str) {
+        self.state
+            .metrics
+            .pipeline
+            .pay_timeout_messages
+            .with_label_values(&[outcome])
+            .inc();
     }
 
     /// Puts an early timeout back into the delay queue of the seconds left.

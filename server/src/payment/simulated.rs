@@ -131,15 +131,24 @@ impl Inner {
         };
         match payments::settle_trade(&self.db, &trade_no, outcome).await {
             Ok(Some(trade)) => {
+                self.settled(outcome.as_str());
                 tokio::time::sleep(Duration::from_millis(self.settings.notify_delay_ms)).await;
                 self.notify(&trade).await;
             }
             // Closed before the money came: the order was cancelled unpaid.
-            Ok(None) => {}
+            Ok(None) => self.settled("closed"),
             Err(error) => {
                 tracing::warn!(%trade_no, error = %error, "simulated payment center could not settle a trade");
             }
         }
+    }
+
+    /// Counts a trade settled after the buyer's delay; a closed one shows nowhere else.
+    fn settled(&self, outcome: &str) {
+        self.metrics
+            .pay_center_settlements
+            .with_label_values(&[outcome])
+            .inc();
     }
 
     /// Calls the merchant back until it answers 2xx, counting every attempt on the trade.

@@ -1,14 +1,15 @@
-//! `spawn_app()`: one isolated server per test, plus helpers to make users and call the API.
+//! `spawn_app()`: one isolated server per test (its own database, Redis key prefix, AMQP
+//! name prefix, etcd prefix and switch snapshot), and the plumbing to talk to it: HTTP
+//! calls with a bearer token or the console's session cookie, row counts, metrics.
 
-use contract::Role;
-use reqwest::{header::AUTHORIZATION, Client, Response};
+use super::fixtures::Caller;
+use app::backend::SESSION_COOKIE;
+use reqwest::{
+    header::{AUTHORIZATION, COOKIE},
+    Client, RequestBuilder, Response,
+};
 use seckill::{
-    cli::create_user,
-    control::ControlPlane,
-    identity::{secret_token, users},
-    infra::config::Settings,
-    startup::Application,
-    state::AppState,
+    control::ControlPlane, infra::config::Settings, startup::Application, state::AppState,
 };
 use secrecy::ExposeSecret;
 use serde_json::Value;
@@ -16,22 +17,15 @@ use sqlx::{Connection, Executor, PgConnection, PgPool};
 use std::sync::Once;
 use uuid::Uuid;
 
-pub struct TestApp {
-    pub address: String,
-    pub db: PgPool,
-    pub state: AppState,
-    pub client: Client,
+pub(crate) struct TestApp {
+    pub(crate) address: String,
+    pub(crate) db: PgPool,
+    pub(crate) state: AppState,
+    pub(crate) client: Client,
     /// The instance's control plane (watcher, heartbeat, election).
-    pub control: ControlPlane,
+    pub(crate) control: ControlPlane,
     /// The HTTP server task; aborting it and the control plane is a crash of the instance.
-    pub server: tokio::task::AbortHandle,
-}
-
-/// An admin API caller: a user with a bearer token.
-pub struct Caller {
-    pub token: String,
-    pub username: String,
-    pub password: String,
+    pub(crate) server: tokio::task::AbortHandle,
 }
 
 static TRACING: Once = Once::new();
@@ -44,12 +38,12 @@ fn database_url(base: &str, name: &str) -> String {
     format!("{server}/{name}")
 }
 
-pub async fn spawn_app() -> TestApp {
+pub(crate) async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
 
-/// `spawn_app` with settings adjusted first (limits, and the switches' start-up values).
-pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+/// `spawn_app` with settings adjusted first (limits, switches held in settings for now).
+pub(crate) async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
     TRACING.call_once(|| {
         if std::env::var("TEST_LOG").is_ok() {
             seckill::infra::telemetry::init();
@@ -115,7 +109,7 @@ async fn serve(settings: Settings) -> TestApp {
 impl TestApp {
     /// Another instance of the same deployment: same database, Redis, AMQP and etcd
     /// prefixes; its own port, node id and switch snapshot.
-    pub async fn spawn_sibling(&self, adjust: impl FnOnce(&mut Settings)) -> TestApp {
+    pub(crate) async fn spawn_sibling(&self, adjust: impl FnOnce(&mut Settings)) -> TestApp {
         let mut settings = Settings::clone(&self.state.settings);
         settings.bind = "127.0.0.1:0".parse().expect("address");
         settings.control.node_id = None;
@@ -124,21 +118,14 @@ impl TestApp {
         serve(settings).await
     }
 
-    /// A console session for `caller`, as the login page would set it.
-    pub async fn console_session(&self, caller: &Caller) -> String {
-        self.state
-            .auth
-            .login(&caller.username, &caller.password, None)
-            .await
-            .expect("login")
-            .token
-    }
-
     /// Calls a console server function with `session`'s cookie and a form body.
-    pub async fn console_call(&self, path: &str, session: &str, form: &[(&str, &str)]) -> Response {
-        self.client
-            .post(format!("{}{path}", self.address))
-            .header("Cookie", format!("seckill_session={session}"))
+    pub(crate) async fn console_call(
+        &self,
+        path: &str,
+        session: &str,
+        form: &[(&str, &str)],
+    ) -> Response {
+        with_session(self.client.post(format!("{}{path}", self.address)), session)
             .form(form)
             .send()
             .await
@@ -146,10 +133,8 @@ impl TestApp {
     }
 
     /// A console page rendered on the server for `session`.
-    pub async fn console_page(&self, path: &str, session: &str) -> String {
-        self.client
-            .get(format!("{}{path}", self.address))
-            .header("Cookie", format!("seckill_session={session}"))
+    pub(crate) async fn console_page(&self, path: &str, session: &str) -> String {
+        with_session(self.client.get(format!("{}{path}", self.address)), session)
             .send()
             .await
             .unwrap_or_else(|error| panic!("{path}: {error}"))
@@ -159,7 +144,7 @@ impl TestApp {
     }
 
     /// Stops the instance as a crash would: no graceful shutdown, its leases left to expire.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         self.server.abort();
         self.control.abort();
     }
@@ -189,30 +174,7 @@ async fn drop_stale_databases(admin: &mut PgConnection, now: i64) {
 }
 
 impl TestApp {
-    /// A user of `role` (merchants belong to `merchant`) with a fresh API token.
-    pub async fn caller(&self, role: Role, merchant: Option<&str>) -> Caller {
-        let username = format!("{}-{}", role, &Uuid::new_v4().simple().to_string()[..8]);
-        let password = format!("pw-{}", Uuid::new_v4().simple());
-        let actor = create_user(&self.db, &username, &password, role, merchant)
-            .await
-            .expect("create user");
-        let token = secret_token::generate();
-        users::create_api_token(
-            &self.db,
-            actor.user_id,
-            &secret_token::digest(&token),
-            "test",
-        )
-        .await
-        .expect("create token");
-        Caller {
-            token,
-            username,
-            password,
-        }
-    }
-
-    pub async fn get(&self, path: &str, caller: Option<&Caller>) -> Response {
+    pub(crate) async fn get(&self, path: &str, caller: Option<&Caller>) -> Response {
         let mut request = self.client.get(format!("{}{path}", self.address));
         if let Some(caller) = caller {
             request = request.header(AUTHORIZATION, format!("Bearer {}", caller.token));
@@ -220,7 +182,7 @@ impl TestApp {
         request.send().await.expect("request sent")
     }
 
-    pub async fn send_json(
+    pub(crate) async fn send_json(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -237,13 +199,39 @@ impl TestApp {
         request.send().await.expect("request sent")
     }
 
-    pub async fn post_json(&self, path: &str, caller: Option<&Caller>, body: &Value) -> Response {
+    pub(crate) async fn post_json(
+        &self,
+        path: &str,
+        caller: Option<&Caller>,
+        body: &Value,
+    ) -> Response {
         self.send_json(reqwest::Method::POST, path, caller, body)
             .await
     }
 
+    /// The sum of every sample of a metric on `/metrics` (0 when absent): `name` alone sums
+    /// all its label sets, `name{label="value"}` takes that series only.
+    pub(crate) async fn metric(&self, name: &str) -> f64 {
+        let text = self
+            .get("/metrics", None)
+            .await
+            .text()
+            .await
+            .expect("metrics");
+        let labelled = name.ends_with('}');
+        text.lines()
+            .filter_map(|line| line.strip_prefix(name))
+            .filter_map(|rest| match rest.as_bytes().first() {
+                Some(b' ') => Some(rest),
+                Some(b'{') if !labelled => rest.split_once("} ").map(|(_, value)| value),
+                _ => None,
+            })
+            .filter_map(|value| value.trim().parse::<f64>().ok())
+            .sum()
+    }
+
     /// Rows in a table of this test's database; used to prove that refused calls changed nothing.
-    pub async fn count(&self, table: &str) -> i64 {
+    pub(crate) async fn count(&self, table: &str) -> i64 {
         sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
             .fetch_one(&self.db)
             .await
@@ -251,25 +239,15 @@ impl TestApp {
     }
 }
 
+/// `request` carrying the console session `session` as a browser would, under the
+/// cookie name the console sets.
+pub(crate) fn with_session(request: RequestBuilder, session: &str) -> RequestBuilder {
+    request.header(COOKIE, format!("{SESSION_COOKIE}={session}"))
+}
+
 /// The JSON body and status of a response.
-pub async fn json(response: Response) -> (u16, Value) {
+pub(crate) async fn json(response: Response) -> (u16, Value) {
     let status = response.status().as_u16();
     let body = response.json::<Value>().await.unwrap_or(Value::Null);
     (status, body)
-}
-
-/// Waits until `check` holds, polling every 100 ms; panics naming `what` after `patience`.
-pub async fn eventually<F, Fut>(what: &str, patience: std::time::Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + patience;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {patience:?} waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
 }

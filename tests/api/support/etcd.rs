@@ -2,10 +2,11 @@
 //! loopback ports with a data folder of its own, stoppable and restartable with its data
 //! (never the shared one at `ETCD_ENDPOINTS`). Killed and removed when dropped.
 
+use super::wait;
 use std::{net::TcpListener, path::PathBuf, process::Stdio, time::Duration};
 use tokio::process::{Child, Command};
 
-pub struct EtcdInstance {
+pub(crate) struct EtcdInstance {
     data_dir: PathBuf,
     client_port: u16,
     peer_port: u16,
@@ -25,7 +26,7 @@ fn binary() -> String {
 }
 
 impl EtcdInstance {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let data_dir = std::env::temp_dir().join(format!(
             "seckill-test-etcd-{}",
             uuid::Uuid::new_v4().simple()
@@ -41,26 +42,26 @@ impl EtcdInstance {
     }
 
     /// What the servers under test are configured with.
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.client_port)
     }
 
     /// Kills the process (as a crash would), keeping its data.
-    pub async fn stop(&mut self) {
+    pub(crate) async fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill().await;
         }
     }
 
     /// Starts it again on its own port with the data it had.
-    pub async fn restart(&mut self) {
+    pub(crate) async fn restart(&mut self) {
         self.stop().await;
         self.launch(self.client_port).await;
     }
 
     /// Starts it on another port with its data, unseen by the servers under test: a way to
     /// change the store while they are cut off from it. Returns that endpoint.
-    pub async fn start_hidden(&mut self) -> String {
+    pub(crate) async fn start_hidden(&mut self) -> String {
         self.stop().await;
         let port = spare_port();
         self.launch(port).await;
@@ -85,19 +86,17 @@ impl EtcdInstance {
             .spawn()
             .expect("the etcd binary runs (set ETCD_BIN if it is not /usr/bin/etcd)");
         self.child = Some(child);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut client) = etcd_client::Client::connect([client.as_str()], None).await {
-                if client.status().await.is_ok() {
-                    return;
+        wait::until(
+            &format!("private etcd answering on {client}"),
+            Duration::from_secs(20),
+            || async {
+                match etcd_client::Client::connect([client.as_str()], None).await {
+                    Ok(mut connected) => connected.status().await.map(drop),
+                    Err(error) => Err(error),
                 }
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "private etcd did not start on {client}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            },
+        )
+        .await;
     }
 }
 

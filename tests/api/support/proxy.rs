@@ -9,7 +9,7 @@ use tokio::{
     sync::watch,
 };
 
-pub struct Proxy {
+pub(crate) struct Proxy {
     port: u16,
     /// `true` while the proxy should accept and forward.
     open: watch::Sender<bool>,
@@ -20,7 +20,7 @@ pub struct Proxy {
 
 impl Proxy {
     /// Starts forwarding a fresh loopback port to `target` (`host:port`).
-    pub async fn start(target: &str) -> Proxy {
+    pub(crate) async fn start(target: &str) -> Proxy {
         let target: SocketAddr = tokio::net::lookup_host(target)
             .await
             .expect("resolve the proxy target")
@@ -42,13 +42,13 @@ impl Proxy {
     }
 
     /// Refuses new connections and cuts the open ones; returns once the port is closed.
-    pub async fn stop(&mut self) {
+    pub(crate) async fn stop(&mut self) {
         self.open.send_replace(false);
         self.wait_listening(false).await;
     }
 
     /// Listens and forwards again on the same port.
-    pub async fn resume(&mut self) {
+    pub(crate) async fn resume(&mut self) {
         self.open.send_replace(true);
         self.wait_listening(true).await;
     }
@@ -68,7 +68,7 @@ impl Drop for Proxy {
 }
 
 /// `url` (`scheme://user:pass@host:port/rest`) with its host and port replaced by the proxy's.
-pub fn through(url: &str, proxy: &Proxy) -> String {
+pub(crate) fn through(url: &str, proxy: &Proxy) -> String {
     with_port(url, proxy.port)
 }
 
@@ -83,7 +83,7 @@ fn with_port(url: &str, port: u16) -> String {
 }
 
 /// `host:port` of a URL like the one [`through`] rewrites.
-pub fn target_of(url: &str) -> String {
+pub(crate) fn target_of(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let location = rest.rsplit_once('@').map_or(rest, |(_, location)| location);
     location.split('/').next().unwrap_or(location).to_owned()

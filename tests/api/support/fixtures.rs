@@ -1,0 +1,350 @@
+//! What tests set up and act with, shared by every test file: staff users with API tokens
+//! and console sessions, buyer tokens, merchants' items in activities (pre-warmed and open
+//! when a test buys), buys one at a time or in storms, the stock they leave behind, and a
+//! clock a test moves by hand.
+//! A helper that only one test file needs stays beside its tests, private.
+
+use super::app::{json, TestApp};
+use contract::Role;
+use futures::{stream, StreamExt};
+use seckill::{
+    buy::challenge::Clock,
+    cli::create_user,
+    identity::{buyer_token, secret_token, users},
+    infra::config::Settings,
+};
+use serde_json::{json, Value};
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+use uuid::Uuid;
+
+/// An admin API caller: a user with a bearer token (and a password to log in with).
+pub(crate) struct Caller {
+    pub(crate) token: String,
+    pub(crate) username: String,
+    pub(crate) password: String,
+}
+
+impl TestApp {
+    /// A user of `role` (merchants belong to `merchant`) with a fresh API token.
+    pub(crate) async fn caller(&self, role: Role, merchant: Option<&str>) -> Caller {
+        let username = format!("{}-{}", role, &Uuid::new_v4().simple().to_string()[..8]);
+        let password = format!("pw-{}", Uuid::new_v4().simple());
+        let actor = create_user(&self.db, &username, &password, role, merchant)
+            .await
+            .expect("create user");
+        let token = secret_token::generate();
+        users::create_api_token(
+            &self.db,
+            actor.user_id,
+            &secret_token::digest(&token),
+            "test",
+        )
+        .await
+        .expect("create token");
+        Caller {
+            token,
+            username,
+            password,
+        }
+    }
+
+    /// A console session for `caller`, as the login page would set it.
+    pub(crate) async fn console_session(&self, caller: &Caller) -> String {
+        self.state
+            .auth
+            .login(&caller.username, &caller.password, None)
+            .await
+            .expect("login")
+            .token
+    }
+}
+
+/// A buyer's bearer token, valid for an hour.
+pub(crate) fn token(app: &TestApp, user_id: i64) -> String {
+    buyer_token::mint(
+        &app.state.settings.jwt_secret,
+        user_id,
+        chrono::Duration::hours(1),
+    )
+    .expect("token")
+}
+
+/// Limits loose enough that a storm from one address is decided by stock, not by rate.
+pub(crate) fn storm_settings(settings: &mut Settings) {
+    settings.buy.per_ip_per_window = 1_000_000;
+    settings.buy.per_item_per_window = 1_000_000;
+}
+
+/// One item of one activity.
+#[derive(Clone, Copy)]
+pub(crate) struct Sale {
+    pub(crate) activity_id: i64,
+    pub(crate) item_id: i64,
+}
+
+/// What an activity of one item sells, and to whom.
+pub(crate) struct Listing<'a> {
+    pub(crate) title: &'a str,
+    pub(crate) stock: i64,
+    pub(crate) per_user_limit: i64,
+    pub(crate) price_cents: i64,
+    /// Seat codes of a seated activity (stock must equal their count); empty: standard.
+    pub(crate) seats: &'a [String],
+}
+
+impl<'a> Listing<'a> {
+    /// The buyer tests' sale: 49.90 a unit.
+    pub(crate) fn storm(stock: i64, per_user_limit: i64, seats: &'a [String]) -> Self {
+        Self {
+            title: "Storm",
+            stock,
+            per_user_limit,
+            price_cents: 4990,
+            seats,
+        }
+    }
+}
+
+/// A merchant's item in an activity starting in an hour, not pre-warmed.
+pub(crate) async fn upcoming_activity(
+    app: &TestApp,
+    merchant: &Caller,
+    listing: &Listing<'_>,
+) -> Sale {
+    let kind = if listing.seats.is_empty() {
+        "standard"
+    } else {
+        "seated"
+    };
+    let (status, item) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(merchant),
+            &json!({ "name": format!("{} item", listing.title), "price_cents": listing.price_cents }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{item}");
+    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
+    let (status, activity) = json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(merchant),
+            &json!({
+                "title": listing.title, "kind": kind, "pay_timeout_s": 900, "seats": listing.seats,
+                "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
+                "items": [{
+                    "item_id": item["id"], "stock": listing.stock,
+                    "per_user_limit": listing.per_user_limit, "price_cents": listing.price_cents,
+                }]
+            }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{activity}");
+    Sale {
+        activity_id: activity["id"].as_i64().expect("id"),
+        item_id: item["id"].as_i64().expect("item id"),
+    }
+}
+
+/// Pre-warms the sale's activity as `ops`, then opens it (its start moved into the past).
+async fn prewarm_and_open(app: &TestApp, ops: &Caller, sale: &Sale) {
+    let activity_id = sale.activity_id;
+    let (status, report) = json(
+        app.post_json(
+            &format!("/admin/api/activities/{activity_id}/prewarm"),
+            Some(ops),
+            &json!({}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute', ends_at = now() + interval '1 hour' WHERE id = $1")
+        .bind(activity_id)
+        .execute(&app.db)
+        .await
+        .expect("open the sale");
+}
+
+/// An activity with one item, pre-warmed by ops, then opened.
+pub(crate) async fn open_sale(app: &TestApp, stock: i64, per_user_limit: i64) -> Sale {
+    open_activity(app, stock, per_user_limit, &[]).await
+}
+
+/// The same, seated when `seats` is not empty (stock must then equal the seat count).
+pub(crate) async fn open_activity(
+    app: &TestApp,
+    stock: i64,
+    per_user_limit: i64,
+    seats: &[String],
+) -> Sale {
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sale = upcoming_activity(
+        app,
+        &merchant,
+        &Listing::storm(stock, per_user_limit, seats),
+    )
+    .await;
+    prewarm_and_open(app, &ops, &sale).await;
+    sale
+}
+
+/// One merchant's activity with one item (500 units at 9.90, five per buyer), upcoming.
+pub(crate) struct Shop {
+    pub(crate) merchant: Caller,
+    pub(crate) sale: Sale,
+}
+
+pub(crate) async fn shop(app: &TestApp, merchant_name: &str, title: &str) -> Shop {
+    let merchant = app.caller(Role::Merchant, Some(merchant_name)).await;
+    let listing = Listing {
+        title,
+        stock: 500,
+        per_user_limit: 5,
+        price_cents: 990,
+        seats: &[],
+    };
+    let sale = upcoming_activity(app, &merchant, &listing).await;
+    Shop { merchant, sale }
+}
+
+/// Pre-warms the shop's activity (as `ops`) and opens it.
+pub(crate) async fn open_for_sale(app: &TestApp, shop: &Shop, ops: &Caller) {
+    prewarm_and_open(app, ops, &shop.sale).await;
+}
+
+/// The body of a buy of `quantity` units of the sale's item.
+pub(crate) fn buy_body(sale: &Sale, quantity: i64) -> Value {
+    json!({ "activity_id": sale.activity_id, "item_id": sale.item_id, "quantity": quantity })
+}
+
+/// The order id of a successful buy's answer.
+pub(crate) fn order_id(body: &Value) -> Uuid {
+    body["order_id"]
+        .as_str()
+        .expect("order id")
+        .parse()
+        .expect("uuid")
+}
+
+impl TestApp {
+    /// A buy as buyer `user_id` with `request_id`; the status and the JSON answer.
+    pub(crate) async fn buy(&self, user_id: i64, request_id: &str, body: &Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!("{}/api/seckill/buy", self.address))
+            .bearer_auth(token(self, user_id))
+            .header("X-Request-ID", request_id)
+            .json(body)
+            .send()
+            .await
+            .expect("sent");
+        json(response).await
+    }
+
+    /// A buy that must succeed; its order id.
+    pub(crate) async fn bought(&self, user_id: i64, request_id: &str, body: &Value) -> Uuid {
+        let (status, answer) = self.buy(user_id, request_id, body).await;
+        assert_eq!(status, 200, "{answer}");
+        order_id(&answer)
+    }
+
+    /// The sale's stock left in Redis (the sale must be pre-warmed).
+    pub(crate) async fn redis_stock(&self, sale: &Sale) -> i64 {
+        let stock = self
+            .state
+            .redis
+            .get_integers(&[self.state.redis.stock_key(sale.activity_id, sale.item_id)])
+            .await
+            .expect("redis");
+        stock[0].expect("pre-warmed")
+    }
+
+    /// Units of the sale that PostgreSQL counts as allocated to orders.
+    pub(crate) async fn allocated(&self, sale: &Sale) -> i64 {
+        sqlx::query_scalar(
+            "SELECT allocated::BIGINT FROM activity_items WHERE activity_id = $1 AND item_id = $2",
+        )
+        .bind(sale.activity_id)
+        .bind(sale.item_id)
+        .fetch_one(&self.db)
+        .await
+        .expect("allocated")
+    }
+
+    /// Units in the sale's orders, whatever their status.
+    pub(crate) async fn held_by_orders(&self, sale: &Sale) -> i64 {
+        sqlx::query_scalar("SELECT COALESCE(SUM(quantity), 0)::BIGINT FROM orders WHERE activity_id = $1 AND item_id = $2")
+            .bind(sale.activity_id)
+            .bind(sale.item_id)
+            .fetch_one(&self.db)
+            .await
+            .expect("sum")
+    }
+}
+
+/// Fires `requests` (user, request id) at the sale from `concurrency` tasks; returns
+/// (user, status, answer) of each.
+pub(crate) async fn storm(
+    app: &TestApp,
+    sale: &Sale,
+    requests: Vec<(i64, String)>,
+    concurrency: usize,
+) -> Vec<(i64, u16, Value)> {
+    stream::iter(requests)
+        .map(|(user, request_id)| async move {
+            let (status, body) = app.buy(user, &request_id, &buy_body(sale, 1)).await;
+            (user, status, body)
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await
+}
+
+/// How many answers of a storm had each code (`OK` for a success).
+pub(crate) fn count_codes(results: &[(i64, u16, Value)]) -> HashMap<String, usize> {
+    let mut codes = HashMap::new();
+    for (_, status, body) in results {
+        let code = if *status == 200 {
+            "OK".to_owned()
+        } else {
+            body["code"].as_str().unwrap_or("?").to_owned()
+        };
+        *codes.entry(code).or_default() += 1;
+    }
+    codes
+}
+
+/// A clock that stands still until the test moves it, for rules about time (the
+/// challenge's thinking time): the test moves it forward instead of sleeping.
+pub(crate) struct TestClock(AtomicI64);
+
+impl TestClock {
+    /// Standing at the wall clock's now.
+    pub(crate) fn starting_now() -> Arc<Self> {
+        Arc::new(Self(AtomicI64::new(chrono::Utc::now().timestamp_millis())))
+    }
+
+    pub(crate) fn advance(&self, by: Duration) {
+        let by = i64::try_from(by.as_millis()).expect("a test-sized step");
+        self.0.fetch_add(by, Ordering::SeqCst);
+    }
+}
+
+impl Clock for TestClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
