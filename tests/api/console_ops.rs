@@ -152,7 +152,7 @@ async fn only_ops_and_admins_flip_from_the_console_and_refusals_change_nothing()
     let response = app.console_call(app::api::AuditLog::PATH, &sre, &[]).await;
     assert_eq!(response.status(), 200);
     let audit: AuditPage = response.json().await.expect("audit");
-    let entry = &audit.entries[0];
+    let entry = &audit.rows.entries[0];
     assert_eq!(
         (entry.target.as_str(), entry.new_value.as_deref()),
         ("switches/entry", Some("closed"))
@@ -253,8 +253,8 @@ async fn dead_letters_are_requeued_from_the_console_by_ops_with_a_reason() {
         .await;
     assert_eq!(response.status(), 200);
     let page: DeadLetterPage = response.json().await.expect("page");
-    assert_eq!((page.waiting, page.dead_letters.len()), (3, 3));
-    assert!(page.dead_letters[0].payload.contains("order_id"));
+    assert_eq!((page.rows.waiting, page.rows.dead_letters.len()), (3, 3));
+    assert!(page.rows.dead_letters[0].payload.contains("order_id"));
     assert_eq!(
         app.console_call(app::api::ListDeadLetters::PATH, &merchant, &[])
             .await

@@ -100,7 +100,11 @@ async fn page(app: &TestApp, caller: &Caller, query: &str) -> OrderPage {
 }
 
 fn ids(page: &OrderPage) -> Vec<String> {
-    page.orders.iter().map(|order| order.id.clone()).collect()
+    page.rows
+        .orders
+        .iter()
+        .map(|order| order.id.clone())
+        .collect()
 }
 
 #[tokio::test]
@@ -114,8 +118,8 @@ async fn orders_are_filtered_newest_first_and_merchants_see_only_their_own() {
     let newest_first = [w.fresh, w.rival_unpaid, w.cancelled, w.paid].map(|id| id.to_string());
     assert_eq!(ids(&all), newest_first);
     assert_eq!((all.page, all.has_more), (1, false));
-    assert_eq!(all.statuses[0], "PRE_CREATED");
-    assert_eq!(all.statuses.len(), 6);
+    assert_eq!(all.rows.statuses[0].as_str(), "PRE_CREATED");
+    assert_eq!(all.rows.statuses.len(), 6);
     assert_eq!(ids(&page(&app, &sre, "").await), newest_first);
 
     let acme_only = page(
@@ -130,15 +134,15 @@ async fn orders_are_filtered_newest_first_and_merchants_see_only_their_own() {
     );
     let paid = page(&app, &ops, "?status=PAID").await;
     assert_eq!(ids(&paid), [w.paid.to_string()]);
-    assert_eq!(paid.orders[0].activity_title, "Acme sale");
-    assert_eq!(paid.orders[0].amount_cents, 990);
+    assert_eq!(paid.rows.orders[0].activity_title, "Acme sale");
+    assert_eq!(paid.rows.orders[0].amount_cents, 990);
     let none = page(
         &app,
         &ops,
         &format!("?activity_id={}&status=PAID", w.globex.sale.activity_id),
     )
     .await;
-    assert!(none.orders.is_empty());
+    assert!(none.rows.orders.is_empty());
     // Empty parameters, as an HTML form sends them, mean "any".
     assert_eq!(
         ids(&page(&app, &ops, "?activity_id=&status=&page=").await),
@@ -191,17 +195,17 @@ async fn orders_come_in_pages_of_fifty() {
 
     let first = page(&app, &ops, "").await;
     assert_eq!(
-        (first.orders.len(), first.per_page, first.has_more),
+        (first.rows.orders.len(), first.per_page, first.has_more),
         (50, 50, true)
     );
-    assert_eq!(first.orders[0].user_id, 1);
+    assert_eq!(first.rows.orders[0].user_id, 1);
     let second = page(&app, &ops, "?page=2").await;
     assert_eq!(
-        (second.orders.len(), second.page, second.has_more),
+        (second.rows.orders.len(), second.page, second.has_more),
         (1, 2, false)
     );
-    assert_eq!(second.orders[0].user_id, 51);
-    assert!(page(&app, &ops, "?page=3").await.orders.is_empty());
+    assert_eq!(second.rows.orders[0].user_id, 51);
+    assert!(page(&app, &ops, "?page=3").await.rows.orders.is_empty());
 }
 
 #[tokio::test]
@@ -274,13 +278,18 @@ async fn an_order_shows_its_history_trades_and_stock_restore() {
         detail
             .history
             .iter()
-            .map(|step| (step.from.clone(), step.to.clone()))
+            .map(|step| {
+                (
+                    step.from.map(|s| s.as_str().to_owned()),
+                    step.to.as_str().to_owned(),
+                )
+            })
             .collect()
     };
     let pair = |from: Option<&str>, to: &str| (from.map(str::to_owned), to.to_owned());
 
     let paid = detail(w.paid).await;
-    assert_eq!(paid.order.status, "PAID");
+    assert_eq!(paid.order.status.as_str(), "PAID");
     assert_eq!(
         steps(&paid),
         [
@@ -335,7 +344,10 @@ async fn an_order_bought_through_the_buyer_api_is_listed_from_its_creation() {
     .await;
     assert_eq!(ids(&listed), std::slice::from_ref(&order_id));
     assert_eq!(
-        (listed.orders[0].user_id, listed.orders[0].quantity),
+        (
+            listed.rows.orders[0].user_id,
+            listed.rows.orders[0].quantity
+        ),
         (77, 2)
     );
     let (status, detail) = json(

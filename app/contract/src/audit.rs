@@ -3,16 +3,17 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::Page;
+
 /// One row of the audit log: a switch flip or another operator action.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEntry {
-    /// `switch` (switch_audit) or `ops` (ops_audit); with `id`, unique.
-    pub kind: String,
+    /// With `id`, unique.
+    pub kind: AuditKind,
     pub id: i64,
     pub at: DateTime<Utc>,
     pub actor: String,
-    /// `console`, `api`, `cli`, `external` (written straight into etcd) or `system`.
-    pub source: String,
+    pub source: Source,
     /// `set` for a flip; the operator action otherwise.
     pub action: String,
     /// The switch path, or the action's target.
@@ -26,12 +27,11 @@ pub struct AuditEntry {
 }
 
 /// `GET /admin/api/audit`: switch flips and operator actions merged, newest first.
+pub type AuditPage = Page<AuditEntries>;
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuditPage {
+pub struct AuditEntries {
     pub entries: Vec<AuditEntry>,
-    pub page: i64,
-    pub per_page: i64,
-    pub has_more: bool,
 }
 
 /// Where a flip or another operator action came from.
@@ -62,6 +62,12 @@ impl Source {
     }
 }
 
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Which log an audit row comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -70,4 +76,19 @@ pub enum AuditKind {
     Switch,
     /// Another operator action (`ops_audit`): a requeue, a replay.
     Ops,
+}
+
+impl AuditKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditKind::Switch => "switch",
+            AuditKind::Ops => "ops",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [AuditKind::Switch, AuditKind::Ops]
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+    }
 }

@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::Source;
+
 /// `GET /admin/api/switches`: every switch and limit, where etcd stands, and
 /// which live instance has applied what.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -34,8 +36,7 @@ pub struct InstanceSync {
     pub connected: bool,
     pub applied_revision: i64,
     pub synced_ago_ms: Option<u64>,
-    /// `etcd`, `disk` (the local snapshot, etcd unreachable at start-up) or `settings`.
-    pub values_from: String,
+    pub values_from: ValuesFrom,
     pub leader: bool,
 }
 
@@ -44,8 +45,11 @@ pub struct InstanceSync {
 pub struct SwitchRow {
     /// Relative to the prefix: `switches/entry`, `switches/entry/42`, `limits/max_in_flight`.
     pub path: String,
-    /// What the key accepts, e.g. `open | closed` or `1..=1000000`.
+    /// What the key accepts, for people: e.g. `open | closed` or `1..=1000000`.
     pub accepts: String,
+    /// The values a switch takes, in order (`["open", "closed"]`); empty for a limit,
+    /// whose value is a number within `accepts`.
+    pub choices: Vec<String>,
     /// The value when the key is absent from etcd: the process settings.
     pub default_value: String,
     /// The raw value in etcd (absent: the default applies).
@@ -66,7 +70,7 @@ pub struct SwitchRow {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchWrite {
     pub actor: String,
-    pub source: String,
+    pub source: Source,
     pub reason: String,
     pub at: DateTime<Utc>,
 }
@@ -121,4 +125,25 @@ pub struct Propagation {
     pub complete: bool,
     pub waited_ms: f64,
     pub nodes: Vec<NodeApplied>,
+}
+
+/// Where the switch values an instance applies came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValuesFrom {
+    /// Nothing read yet: the process settings.
+    Settings,
+    /// The local snapshot, etcd unreachable at start-up.
+    Disk,
+    Etcd,
+}
+
+impl ValuesFrom {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValuesFrom::Settings => "settings",
+            ValuesFrom::Disk => "disk",
+            ValuesFrom::Etcd => "etcd",
+        }
+    }
 }

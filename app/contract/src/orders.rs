@@ -3,11 +3,13 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::Page;
+
 /// Filters of `GET /admin/api/orders` and of the console's order list; absent means "any".
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderQuery {
     pub activity_id: Option<i64>,
-    /// One of [`OrderPage::statuses`].
+    /// One of [`OrderRows::statuses`], as its name; the server answers 400 for another.
     pub status: Option<String>,
     /// 1-based; newest orders are on page 1.
     pub page: Option<i64>,
@@ -24,7 +26,7 @@ pub struct OrderSummary {
     pub user_id: i64,
     pub quantity: i64,
     pub amount_cents: i64,
-    pub status: String,
+    pub status: OrderStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// Set once the create-order consumer completed the order.
@@ -32,22 +34,20 @@ pub struct OrderSummary {
 }
 
 /// `GET /admin/api/orders`: one page of orders, newest first.
+pub type OrderPage = Page<OrderRows>;
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OrderPage {
+pub struct OrderRows {
     pub orders: Vec<OrderSummary>,
-    pub page: i64,
-    pub per_page: i64,
-    /// Whether a next (older) page has orders.
-    pub has_more: bool,
     /// Every status the `status` filter accepts, in lifecycle order.
-    pub statuses: Vec<String>,
+    pub statuses: Vec<OrderStatus>,
 }
 
 /// One step of an order's life: its creation (`from` absent), then every status change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderTransition {
-    pub from: Option<String>,
-    pub to: String,
+    pub from: Option<OrderStatus>,
+    pub to: OrderStatus,
     pub at: DateTime<Utc>,
 }
 
@@ -56,8 +56,7 @@ pub struct OrderTransition {
 pub struct PaymentTradeView {
     pub trade_no: String,
     pub amount_cents: i64,
-    /// `pending`, `paid` or `failed`.
-    pub status: String,
+    pub status: TradeStatus,
     pub created_at: DateTime<Utc>,
     pub paid_at: Option<DateTime<Utc>>,
     pub notified_at: Option<DateTime<Utc>>,

@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::Page;
+
 /// A message the order pipeline's dead-letter queue received, kept for inspection and requeue.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetterView {
@@ -25,12 +27,11 @@ pub struct DeadLetterView {
 }
 
 /// `GET /admin/api/dead-letters`: one page, the ones still waiting first, newest first.
+pub type DeadLetterPage = Page<DeadLetterRows>;
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeadLetterPage {
+pub struct DeadLetterRows {
     pub dead_letters: Vec<DeadLetterView>,
-    pub page: i64,
-    pub per_page: i64,
-    pub has_more: bool,
     /// Dead letters not requeued yet, on every page.
     pub waiting: i64,
 }

@@ -26,7 +26,7 @@ pub fn AuditLog() -> impl IntoView {
                     Ok(page) => {
                         let pages = pager(page.page, page.has_more, |n| format!("/audit?page={n}"));
                         view! {
-                            {listing(Ok(page.entries), "Nothing audited yet.", |entries| view! {
+                            {listing(Ok(page.rows.entries), "Nothing audited yet.", |entries| view! {
                                 <AuditTable entries/>
                             }.into_any())}
                             {pages}
@@ -57,10 +57,10 @@ fn AuditTable(entries: Vec<AuditEntry>) -> AnyView {
                         (_, None) => entry.detail.clone().unwrap_or_default(),
                     };
                     view! {
-                        <tr data-kind=entry.kind.clone()>
+                        <tr data-kind=entry.kind.as_str()>
                             <td>{when(entry.at)}</td>
                             <td>{entry.actor}</td>
-                            <td>{entry.source}</td>
+                            <td>{entry.source.as_str()}</td>
                             <td>{entry.action}</td>
                             <td class="mono">{entry.target}</td>
                             <td class="mono">{change}</td>

@@ -145,7 +145,7 @@ fn Letters(
     requeue: ServerAction<RequeueDeadLetter>,
     requeue_all: ServerAction<RequeueAllDeadLetters>,
 ) -> AnyView {
-    let waiting = page.waiting;
+    let waiting = page.rows.waiting;
     let pages = pager(page.page, page.has_more, |n| {
         format!("/dead-letters?page={n}")
     });
@@ -163,7 +163,7 @@ fn Letters(
                 </ActionForm>
             </details>
         })}
-        {listing(Ok(page.dead_letters), "No dead letters.", move |letters| view! {
+        {listing(Ok(page.rows.dead_letters), "No dead letters.", move |letters| view! {
             <table class="grid" id="dead-letter-list">
                 <thead><tr>
                     <th>"ID"</th><th>"Received (UTC)"</th><th>"Queue / routing key"</th><th>"Reason"</th>

@@ -4,7 +4,7 @@
 
 use super::{error_box, listing, maybe_when, pager, when};
 use crate::api::{get_order, list_activities, list_orders};
-use contract::{format_cents, ActivitySummary, OrderDetail, OrderPage, OrderQuery};
+use contract::{format_cents, ActivitySummary, OrderDetail, OrderPage, OrderQuery, OrderStatus};
 use leptos::prelude::*;
 use leptos_router::{
     components::{Form, A},
@@ -12,9 +12,10 @@ use leptos_router::{
 };
 
 /// A status as a badge; the class lets the stylesheet colour the states that need a person.
-fn status_badge(status: String) -> impl IntoView {
-    let class = format!("status status-{}", status.to_lowercase().replace('_', "-"));
-    view! { <span class=class>{status}</span> }
+fn status_badge(status: OrderStatus) -> impl IntoView {
+    let name = status.as_str();
+    let class = format!("status status-{}", name.to_lowercase().replace('_', "-"));
+    view! { <span class=class>{name}</span> }
 }
 
 /// The list URL of `query` with another page.
@@ -54,7 +55,7 @@ pub fn OrderList() -> impl IntoView {
                 let activities = activities.await.unwrap_or_default();
                 let page = orders.await;
                 let query = query.get_untracked();
-                let statuses = page.as_ref().map(|page| page.statuses.clone()).unwrap_or_default();
+                let statuses = page.as_ref().map(|page| page.rows.statuses.clone()).unwrap_or_default();
                 view! {
                     <OrderFilter query=query.clone() activities statuses/>
                     {match page {
@@ -71,7 +72,7 @@ pub fn OrderList() -> impl IntoView {
 fn OrderFilter(
     query: OrderQuery,
     activities: Vec<ActivitySummary>,
-    statuses: Vec<String>,
+    statuses: Vec<OrderStatus>,
 ) -> AnyView {
     let chosen_status = query.status.clone().unwrap_or_default();
     view! {
@@ -93,8 +94,9 @@ fn OrderFilter(
                 <select name="status">
                     <option value="">"Any status"</option>
                     {statuses.into_iter().map(|status| {
-                        let selected = status == chosen_status;
-                        view! { <option value=status.clone() selected=selected>{status.clone()}</option> }
+                        let name = status.as_str();
+                        let selected = name == chosen_status;
+                        view! { <option value=name selected=selected>{name}</option> }
                     }).collect_view()}
                 </select>
             </label>
@@ -110,7 +112,7 @@ fn OrderRows(page: OrderPage, query: OrderQuery) -> AnyView {
         page_href(&query, number)
     });
     view! {
-        {listing(Ok(page.orders), "No orders match.", |orders| view! {
+        {listing(Ok(page.rows.orders), "No orders match.", |orders| view! {
             <table class="grid" id="order-list">
                 <thead><tr>
                     <th>"Order"</th><th>"Created (UTC)"</th><th>"Activity"</th><th>"Item"</th>
@@ -202,7 +204,7 @@ fn OrderView(detail: OrderDetail) -> AnyView {
                         <tr>
                             <td class="mono">{trade.trade_no}</td>
                             <td class="num">{format_cents(trade.amount_cents)}</td>
-                            <td>{trade.status}</td>
+                            <td>{trade.status.as_str()}</td>
                             <td>{when(trade.created_at)}</td>
                             <td>{maybe_when(trade.paid_at)}</td>
                             <td>{maybe_when(trade.notified_at)}</td>

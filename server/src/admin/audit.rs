@@ -2,7 +2,9 @@
 //! other operator actions (`ops_audit`, written by their own features).
 
 use chrono::{DateTime, Utc};
-use contract::{AuditEntry, Source};
+use contract::{AuditEntry, AuditKind, Source};
+
+use crate::infra::db::decode_name;
 use sqlx::{PgPool, Postgres, Transaction};
 
 /// A flip about to be written to etcd.
@@ -112,21 +114,22 @@ pub async fn page(db: &PgPool, limit: i64, offset: i64) -> sqlx::Result<Vec<Audi
     .bind(offset.saturating_add(limit))
     .fetch_all(db)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|row| AuditEntry {
-            kind: row.kind,
-            id: row.id,
-            at: row.at,
-            actor: row.actor,
-            source: row.source,
-            action: row.action,
-            target: row.target,
-            old_value: row.old_value,
-            new_value: row.new_value,
-            reason: row.reason,
-            etcd_revision: row.etcd_revision,
-            detail: row.detail,
+    rows.into_iter()
+        .map(|row| {
+            Ok(AuditEntry {
+                kind: decode_name("kind", &row.kind, AuditKind::parse)?,
+                id: row.id,
+                at: row.at,
+                actor: row.actor,
+                source: decode_name("source", &row.source, Source::parse)?,
+                action: row.action,
+                target: row.target,
+                old_value: row.old_value,
+                new_value: row.new_value,
+                reason: row.reason,
+                etcd_revision: row.etcd_revision,
+                detail: row.detail,
+            })
         })
-        .collect())
+        .collect()
 }

@@ -116,7 +116,7 @@ impl<'a> Board<'a> {
         let layout = Layout::new(&self.settings.etcd_prefix);
         let note = WriteNote {
             actor: flip.actor.username.clone(),
-            source: flip.source.as_str().to_owned(),
+            source: flip.source,
             reason: reason.to_owned(),
             written_at_us: now_us(),
         };
@@ -273,6 +273,7 @@ impl<'a> Board<'a> {
                 };
                 SwitchRow {
                     accepts: key.accepts(),
+                    choices: key.choices().iter().map(|c| c.to_string()).collect(),
                     default_value: key.value_in(&defaults),
                     etcd_value: stored.map(|(value, _)| value.clone()),
                     valid: stored.is_none_or(|(value, _)| key.parse_value(value).is_ok()),
@@ -280,7 +281,7 @@ impl<'a> Board<'a> {
                     mod_revision,
                     written: note.map(|note| SwitchWrite {
                         actor: note.actor.clone(),
-                        source: note.source.clone(),
+                        source: note.source,
                         reason: note.reason.clone(),
                         at: from_micros(note.written_at_us),
                     }),
@@ -351,7 +352,7 @@ pub fn instance_sync(state: &AppState) -> Option<InstanceSync> {
         connected: sync.connected,
         applied_revision: sync.applied_revision,
         synced_ago_ms: sync.synced_ago().map(|ago| ago.as_millis() as u64),
-        values_from: sync.values_from.as_str().to_owned(),
+        values_from: sync.values_from,
         leader: state.leadership.is_leader(),
     })
 }
@@ -380,7 +381,7 @@ pub async fn audit(state: &AppState, actor: &Actor, page: Option<i64>) -> ApiRes
     let (entries, has_more) =
         window.split(audit::page(&state.db, window.fetch_limit(), window.offset).await?);
     Ok(AuditPage {
-        entries,
+        rows: contract::AuditEntries { entries },
         page,
         per_page: AUDIT_PER_PAGE,
         has_more,

@@ -192,17 +192,25 @@ impl SwitchKey {
         }
     }
 
+    /// The values a switch takes, in order; none for a limit (a number in a range).
+    pub fn choices(&self) -> &'static [&'static str] {
+        match self {
+            SwitchKey::Entry | SwitchKey::ActivityEntry(_) => &["open", "closed"],
+            SwitchKey::Deduction => &["redis", "db"],
+            SwitchKey::Async => &["mq", "record"],
+            SwitchKey::Challenge => &["on", "off"],
+            SwitchKey::Limit(_) => &[],
+        }
+    }
+
     /// What the key accepts, for people.
     pub fn accepts(&self) -> String {
         match self {
-            SwitchKey::Entry | SwitchKey::ActivityEntry(_) => "open | closed".into(),
-            SwitchKey::Deduction => "redis | db".into(),
-            SwitchKey::Async => "mq | record".into(),
-            SwitchKey::Challenge => "on | off".into(),
             SwitchKey::Limit(limit) => {
                 let range = limit.range();
                 format!("an integer in {}..={}", range.start(), range.end())
             }
+            _ => self.choices().join(" | "),
         }
     }
 
@@ -463,5 +471,14 @@ mod tests {
                 Ok(key.value_in(&values))
             );
         }
+    }
+
+    #[test]
+    fn choices_come_with_the_accepted_values() {
+        assert_eq!(SwitchKey::Entry.choices(), ["open", "closed"]);
+        assert_eq!(SwitchKey::Entry.accepts(), "open | closed");
+        let limit = SwitchKey::parse("limits/max_in_flight").expect("a limit");
+        assert!(limit.choices().is_empty());
+        assert!(limit.accepts().starts_with("an integer in "));
     }
 }

@@ -78,7 +78,7 @@ impl Layout {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteNote {
     pub actor: String,
-    pub source: String,
+    pub source: contract::Source,
     pub reason: String,
     /// Wall-clock microseconds since the epoch, just before the write was sent.
     pub written_at_us: i64,

@@ -20,25 +20,7 @@ use crate::infra::config::ControlSettings;
 /// for a heartbeat.
 const RECENT_APPLIES: usize = 32;
 
-/// Where the values in force came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValuesFrom {
-    /// Nothing read yet: the process settings.
-    Settings,
-    /// The local snapshot, etcd unreachable at start-up.
-    Disk,
-    Etcd,
-}
-
-impl ValuesFrom {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ValuesFrom::Settings => "settings",
-            ValuesFrom::Disk => "disk",
-            ValuesFrom::Etcd => "etcd",
-        }
-    }
-}
+pub use contract::ValuesFrom;
 
 /// One key this instance applied from a watch event (or a resync).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,3 +20,16 @@ pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     MIGRATOR.run(pool).await
 }
+
+/// A text column that holds one of an enum's names, as the enum. Any other text is data this
+/// version does not know, reported as a decode error naming the column rather than guessed.
+pub fn decode_name<T>(
+    column: &'static str,
+    text: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<T, sqlx::Error> {
+    parse(text).ok_or_else(|| sqlx::Error::ColumnDecode {
+        index: column.into(),
+        source: format!("unknown value `{text}`").into(),
+    })
+}

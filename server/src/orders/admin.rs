@@ -3,17 +3,14 @@
 //! Filters are checked against the order state machine before any query runs.
 
 use chrono::{DateTime, Utc};
-use contract::{OrderDetail, OrderPage, OrderQuery, OrderTransition};
+use contract::{OrderDetail, OrderPage, OrderQuery, OrderRows, OrderStatus, OrderTransition};
 use uuid::Uuid;
 
 use crate::{
     error::{ApiError, ApiResult},
     identity::actor::Actor,
     infra::paging::PageWindow,
-    orders::{
-        admin_store::{self as store, OrderFilter},
-        status::OrderStatus,
-    },
+    orders::admin_store::{self as store, OrderFilter},
     state::AppState,
 };
 
@@ -40,14 +37,13 @@ pub async fn list(state: &AppState, actor: &Actor, query: &OrderQuery) -> ApiRes
     let (orders, has_more) =
         window.split(store::list(&state.db, &filter, window.fetch_limit(), window.offset).await?);
     Ok(OrderPage {
-        orders,
+        rows: OrderRows {
+            orders,
+            statuses: OrderStatus::ALL.to_vec(),
+        },
         page,
         per_page: PER_PAGE,
         has_more,
-        statuses: OrderStatus::ALL
-            .iter()
-            .map(|status| status.as_str().to_owned())
-            .collect(),
     })
 }
 
@@ -59,11 +55,7 @@ pub async fn get(state: &AppState, actor: &Actor, id: &str) -> ApiResult<OrderDe
     let record = store::get(&state.db, id, actor.visible_merchant())
         .await?
         .ok_or(ApiError::NotFound("order"))?;
-    let history = history(
-        record.order.created_at,
-        &record.order.status,
-        record.changes,
-    );
+    let history = history(record.order.created_at, record.order.status, record.changes);
     Ok(OrderDetail {
         order: record.order,
         request_id: record.request_id,
@@ -89,13 +81,13 @@ fn parse_status(text: &str) -> ApiResult<OrderStatus> {
 /// but the history should say what the table says, not what the code intends).
 fn history(
     created_at: DateTime<Utc>,
-    current: &str,
+    current: OrderStatus,
     changes: Vec<OrderTransition>,
 ) -> Vec<OrderTransition> {
     let created_as = changes
         .first()
-        .and_then(|change| change.from.clone())
-        .unwrap_or_else(|| current.to_owned());
+        .and_then(|change| change.from)
+        .unwrap_or(current);
     let creation = OrderTransition {
         from: None,
         to: created_as,
@@ -110,8 +102,8 @@ mod tests {
 
     fn change(from: &str, to: &str, at: DateTime<Utc>) -> OrderTransition {
         OrderTransition {
-            from: Some(from.into()),
-            to: to.into(),
+            from: OrderStatus::parse(from),
+            to: OrderStatus::parse(to).expect("a status"),
             at,
         }
     }
@@ -122,7 +114,7 @@ mod tests {
         let later = created + chrono::Duration::seconds(2);
         let history = history(
             created,
-            "PAID",
+            OrderStatus::Paid,
             vec![
                 change("PRE_CREATED", "UNPAID", created),
                 change("UNPAID", "PAID", later),
@@ -130,7 +122,7 @@ mod tests {
         );
         let steps: Vec<(Option<&str>, &str)> = history
             .iter()
-            .map(|step| (step.from.as_deref(), step.to.as_str()))
+            .map(|step| (step.from.map(OrderStatus::as_str), step.to.as_str()))
             .collect();
         assert_eq!(
             steps,
@@ -145,9 +137,9 @@ mod tests {
 
     #[test]
     fn an_order_that_never_moved_has_only_its_creation() {
-        let history = history(Utc::now(), "PRE_CREATED", Vec::new());
+        let history = history(Utc::now(), OrderStatus::PreCreated, Vec::new());
         assert_eq!(history.len(), 1);
-        assert_eq!(history[0].to, "PRE_CREATED");
+        assert_eq!(history[0].to.as_str(), "PRE_CREATED");
     }
 
     #[test]

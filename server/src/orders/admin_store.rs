@@ -7,7 +7,11 @@
 //! [`Actor::visible_merchant`]: crate::identity::actor::Actor::visible_merchant
 
 use chrono::{DateTime, Utc};
-use contract::{OrderSummary, OrderTransition, PaymentTradeView, StockRestoreView};
+use contract::{
+    OrderStatus, OrderSummary, OrderTransition, PaymentTradeView, StockRestoreView, TradeStatus,
+};
+
+use crate::infra::db::decode_name;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -43,9 +47,11 @@ struct OrderRow {
     request_id: String,
 }
 
-impl From<OrderRow> for OrderSummary {
-    fn from(row: OrderRow) -> Self {
-        OrderSummary {
+impl TryFrom<OrderRow> for OrderSummary {
+    type Error = sqlx::Error;
+
+    fn try_from(row: OrderRow) -> Result<Self, sqlx::Error> {
+        Ok(OrderSummary {
             id: row.id.to_string(),
             activity_id: row.activity_id,
             activity_title: row.activity_title,
@@ -54,11 +60,11 @@ impl From<OrderRow> for OrderSummary {
             user_id: row.user_id,
             quantity: row.quantity.into(),
             amount_cents: row.amount_cents,
-            status: row.status,
+            status: decode_name("status", &row.status, OrderStatus::parse)?,
             created_at: row.created_at,
             updated_at: row.updated_at,
             pay_deadline: row.pay_deadline,
-        }
+        })
     }
 }
 
@@ -84,7 +90,7 @@ pub async fn list(
     .bind(offset)
     .fetch_all(pool)
     .await?;
-    Ok(rows.into_iter().map(OrderSummary::from).collect())
+    rows.into_iter().map(OrderSummary::try_from).collect()
 }
 
 /// Whether the activity exists in `merchant`'s scope.
@@ -178,29 +184,33 @@ pub async fn get(
     tx.commit().await?;
     let request_id = row.request_id.clone();
     Ok(Some(OrderRecord {
-        order: row.into(),
+        order: row.try_into()?,
         request_id,
         seats,
         changes: changes
             .into_iter()
-            .map(|(from, to, at)| OrderTransition {
-                from: Some(from),
-                to,
-                at,
+            .map(|(from, to, at)| {
+                Ok(OrderTransition {
+                    from: Some(decode_name("from_status", &from, OrderStatus::parse)?),
+                    to: decode_name("to_status", &to, OrderStatus::parse)?,
+                    at,
+                })
             })
-            .collect(),
+            .collect::<Result<_, sqlx::Error>>()?,
         trades: trades
             .into_iter()
-            .map(|trade| PaymentTradeView {
-                trade_no: trade.trade_no,
-                amount_cents: trade.amount_cents,
-                status: trade.status,
-                created_at: trade.created_at,
-                paid_at: trade.paid_at,
-                notified_at: trade.notified_at,
-                notify_attempts: trade.notify_attempts.into(),
+            .map(|trade| {
+                Ok(PaymentTradeView {
+                    trade_no: trade.trade_no,
+                    amount_cents: trade.amount_cents,
+                    status: decode_name("status", &trade.status, TradeStatus::parse)?,
+                    created_at: trade.created_at,
+                    paid_at: trade.paid_at,
+                    notified_at: trade.notified_at,
+                    notify_attempts: trade.notify_attempts.into(),
+                })
             })
-            .collect(),
+            .collect::<Result<_, sqlx::Error>>()?,
         restore: restore.map(
             |(quantity, restored_at, redis_restored_at)| StockRestoreView {
                 quantity: quantity.into(),

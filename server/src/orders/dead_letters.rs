@@ -136,11 +136,13 @@ pub async fn list(state: &AppState, actor: &Actor, page: i64) -> ApiResult<DeadL
     let (dead_letters, has_more) =
         window.split(store::list(&state.db, window.fetch_limit(), window.offset).await?);
     Ok(DeadLetterPage {
-        dead_letters,
+        rows: contract::DeadLetterRows {
+            dead_letters,
+            waiting: store::waiting_count(&state.db).await?,
+        },
         page,
         per_page: PER_PAGE,
         has_more,
-        waiting: store::waiting_count(&state.db).await?,
     })
 }
 
