@@ -88,7 +88,8 @@ pub struct PipelineSettings {
     /// timeout message never came (a lost message must not keep stock forever).
     pub timeout_scan_interval_ms: u64,
     /// Attempts at giving a cancelled order's stock back to Redis before counting a failure
-    /// (`seckill_redis_giveback_failures_total`); the journal row then keeps `redis_restored_at` empty.
+    /// (`seckill_redis_giveback_failures_total`); the journal row then keeps
+    /// `redis_restored_at` empty.
     pub redis_giveback_attempts: u32,
     /// Queues unused this long are deleted by the broker (`x-expires`). Unset in
     /// production; tests set it so their per-test queues go away.
@@ -335,58 +336,31 @@ enum Spelling {
 
 /// Every environment variable, the settings key it sets and how it is spelled. Where two
 /// set the same key, the later row wins.
+#[rustfmt::skip]
 const VARIABLES: &[(&str, &str, Spelling)] = &[
-    ("SECKILL_BIND", "bind", Spelling::Trimmed),
-    ("DATABASE_URL", "database_url", Spelling::Verbatim),
-    (
-        "SECKILL_DB_MAX_CONNECTIONS",
-        "db_max_connections",
-        Spelling::Trimmed,
-    ),
-    ("REDIS_URL", "redis_url", Spelling::Verbatim),
-    ("SECKILL_REDIS_PREFIX", "redis_prefix", Spelling::Verbatim),
-    ("AMQP_URL", "amqp_url", Spelling::Verbatim),
-    ("SECKILL_AMQP_PREFIX", "amqp_prefix", Spelling::Verbatim),
-    ("ETCD_ENDPOINTS", "etcd_endpoints", Spelling::List),
-    ("SECKILL_ETCD_PREFIX", "etcd_prefix", Spelling::Verbatim),
-    ("SECKILL_JWT_SECRET", "jwt_secret", Spelling::Verbatim),
-    ("SECKILL_PAY_SECRET", "pay_secret", Spelling::Verbatim),
-    ("LEPTOS_SITE_ROOT", "site_root", Spelling::Verbatim),
-    ("SECKILL_SITE_ROOT", "site_root", Spelling::Verbatim),
-    ("SECKILL_SESSION_TTL_S", "session_ttl_s", Spelling::Trimmed),
-    (
-        "SECKILL_SECURE_COOKIES",
-        "secure_cookies",
-        Spelling::Trimmed,
-    ),
-    (
-        "SECKILL_LOGIN_ATTEMPTS",
-        "login_attempts_per_window",
-        Spelling::Trimmed,
-    ),
-    (
-        "SECKILL_LOGIN_WINDOW_S",
-        "login_window_s",
-        Spelling::Trimmed,
-    ),
-    (
-        "SECKILL_BUY_MAX_IN_FLIGHT",
-        "buy.max_in_flight",
-        Spelling::Trimmed,
-    ),
-    (
-        "SECKILL_BUY_USER_RATE",
-        "buy.per_user_per_window",
-        Spelling::Trimmed,
-    ),
-    (
-        "SECKILL_CHALLENGE",
-        "buy.challenge_required",
-        Spelling::Trimmed,
-    ),
-    ("SECKILL_DEDUCTION", "buy.deduction", Spelling::Trimmed),
-    ("SECKILL_ASYNC", "buy.async_mode", Spelling::Trimmed),
-    ("SECKILL_NODE_ID", "control.node_id", Spelling::Verbatim),
+    ("SECKILL_BIND",               "bind",                      Spelling::Trimmed),
+    ("DATABASE_URL",               "database_url",              Spelling::Verbatim),
+    ("SECKILL_DB_MAX_CONNECTIONS", "db_max_connections",        Spelling::Trimmed),
+    ("REDIS_URL",                  "redis_url",                 Spelling::Verbatim),
+    ("SECKILL_REDIS_PREFIX",       "redis_prefix",              Spelling::Verbatim),
+    ("AMQP_URL",                   "amqp_url",                  Spelling::Verbatim),
+    ("SECKILL_AMQP_PREFIX",        "amqp_prefix",               Spelling::Verbatim),
+    ("ETCD_ENDPOINTS",             "etcd_endpoints",            Spelling::List),
+    ("SECKILL_ETCD_PREFIX",        "etcd_prefix",               Spelling::Verbatim),
+    ("SECKILL_JWT_SECRET",         "jwt_secret",                Spelling::Verbatim),
+    ("SECKILL_PAY_SECRET",         "pay_secret",                Spelling::Verbatim),
+    ("LEPTOS_SITE_ROOT",           "site_root",                 Spelling::Verbatim),
+    ("SECKILL_SITE_ROOT",          "site_root",                 Spelling::Verbatim),
+    ("SECKILL_SESSION_TTL_S",      "session_ttl_s",             Spelling::Trimmed),
+    ("SECKILL_SECURE_COOKIES",     "secure_cookies",            Spelling::Trimmed),
+    ("SECKILL_LOGIN_ATTEMPTS",     "login_attempts_per_window", Spelling::Trimmed),
+    ("SECKILL_LOGIN_WINDOW_S",     "login_window_s",            Spelling::Trimmed),
+    ("SECKILL_BUY_MAX_IN_FLIGHT",  "buy.max_in_flight",         Spelling::Trimmed),
+    ("SECKILL_BUY_USER_RATE",      "buy.per_user_per_window",   Spelling::Trimmed),
+    ("SECKILL_CHALLENGE",          "buy.challenge_required",    Spelling::Trimmed),
+    ("SECKILL_DEDUCTION",          "buy.deduction",             Spelling::Trimmed),
+    ("SECKILL_ASYNC",              "buy.async_mode",            Spelling::Trimmed),
+    ("SECKILL_NODE_ID",            "control.node_id",           Spelling::Verbatim),
 ];
 
 /// One set environment variable as a layer of its own, so that an error names the variable.
