@@ -234,70 +234,129 @@ impl ItemRow {
     }
 }
 
-#[component]
-fn ActivityForm(id: Option<i64>, initial: Option<ActivityInput>) -> impl IntoView {
-    let catalogue = Resource::new(|| (), |_| list_items());
-    let save = ServerAction::<SaveActivity>::new();
-    let local_error = RwSignal::new(None::<String>);
+/// The item rows of the form, and the key the next added row gets (keys tell `<For>` which
+/// row is which after a removal).
+#[derive(Clone, Copy)]
+struct ItemRows {
+    rows: RwSignal<Vec<ItemRow>>,
+    next_key: StoredValue<usize>,
+}
 
-    let initial_ref = initial.as_ref();
-    let title = RwSignal::new(initial_ref.map(|a| a.title.clone()).unwrap_or_default());
-    let starts_at = RwSignal::new(
-        initial_ref
-            .map(|a| time_for_input(a.starts_at))
-            .unwrap_or_default(),
-    );
-    let ends_at = RwSignal::new(
-        initial_ref
-            .map(|a| time_for_input(a.ends_at))
-            .unwrap_or_default(),
-    );
-    let kind = RwSignal::new(initial_ref.map_or(ActivityKind::Standard, |a| a.kind));
-    let pay_timeout =
-        RwSignal::new(initial_ref.map_or("900".to_string(), |a| a.pay_timeout_s.to_string()));
-    let seats = RwSignal::new(initial_ref.map(|a| a.seats.join(" ")).unwrap_or_default());
-    let merchant_id = initial_ref.and_then(|a| a.merchant_id);
-    let rows = RwSignal::new(match initial_ref {
-        Some(activity) if !activity.items.is_empty() => activity
-            .items
-            .iter()
-            .enumerate()
-            .map(|(key, item)| ItemRow::new(key, Some(item)))
-            .collect(),
-        _ => vec![ItemRow::new(0, None)],
-    });
-    let next_key = StoredValue::new(rows.with_untracked(Vec::len));
+impl ItemRows {
+    /// The activity's items, or one blank row to start from.
+    fn new(items: &[ActivityItemInput]) -> Self {
+        let rows: Vec<ItemRow> = if items.is_empty() {
+            vec![ItemRow::new(0, None)]
+        } else {
+            items
+                .iter()
+                .enumerate()
+                .map(|(key, item)| ItemRow::new(key, Some(item)))
+                .collect()
+        };
+        Self {
+            next_key: StoredValue::new(rows.len()),
+            rows: RwSignal::new(rows),
+        }
+    }
 
-    let collect = move || -> Result<ActivityInput, String> {
-        let items = rows
+    fn add(self) {
+        let key = self.next_key.get_value();
+        self.next_key.set_value(key + 1);
+        self.rows.update(|rows| rows.push(ItemRow::new(key, None)));
+    }
+
+    fn remove(self, key: usize) {
+        self.rows.update(|rows| rows.retain(|row| row.key != key));
+    }
+
+    /// Every row as the wire wants it, or the first one that does not parse (numbered from 1).
+    fn to_inputs(self) -> Result<Vec<ActivityItemInput>, String> {
+        self.rows
             .get_untracked()
             .into_iter()
             .enumerate()
             .map(|(position, row)| row.to_input(position + 1))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect()
+    }
+}
+
+/// The form's fields, one signal each, seeded from the activity being edited (or blank).
+#[derive(Clone, Copy)]
+struct ActivityFields {
+    title: RwSignal<String>,
+    starts_at: RwSignal<String>,
+    ends_at: RwSignal<String>,
+    kind: RwSignal<ActivityKind>,
+    pay_timeout: RwSignal<String>,
+    seats: RwSignal<String>,
+    items: ItemRows,
+    /// Not shown in the form: sent back as it came.
+    merchant_id: Option<i64>,
+}
+
+impl ActivityFields {
+    fn new(initial: Option<&ActivityInput>) -> Self {
+        Self {
+            title: RwSignal::new(initial.map(|a| a.title.clone()).unwrap_or_default()),
+            starts_at: RwSignal::new(
+                initial
+                    .map(|a| time_for_input(a.starts_at))
+                    .unwrap_or_default(),
+            ),
+            ends_at: RwSignal::new(
+                initial
+                    .map(|a| time_for_input(a.ends_at))
+                    .unwrap_or_default(),
+            ),
+            kind: RwSignal::new(initial.map_or(ActivityKind::Standard, |a| a.kind)),
+            pay_timeout: RwSignal::new(
+                initial.map_or("900".to_string(), |a| a.pay_timeout_s.to_string()),
+            ),
+            seats: RwSignal::new(initial.map(|a| a.seats.join(" ")).unwrap_or_default()),
+            items: ItemRows::new(initial.map_or(&[], |a| &a.items)),
+            merchant_id: initial.and_then(|a| a.merchant_id),
+        }
+    }
+
+    /// What the save sends, or the first field that does not parse, items first.
+    fn to_input(self) -> Result<ActivityInput, String> {
+        let items = self.items.to_inputs()?;
         Ok(ActivityInput {
-            title: title.get_untracked(),
-            starts_at: time_from_input(&starts_at.get_untracked(), "start")?,
-            ends_at: time_from_input(&ends_at.get_untracked(), "end")?,
-            kind: kind.get_untracked(),
-            pay_timeout_s: pay_timeout
+            title: self.title.get_untracked(),
+            starts_at: time_from_input(&self.starts_at.get_untracked(), "start")?,
+            ends_at: time_from_input(&self.ends_at.get_untracked(), "end")?,
+            kind: self.kind.get_untracked(),
+            pay_timeout_s: self
+                .pay_timeout
                 .get_untracked()
                 .trim()
                 .parse()
                 .map_err(|_| "pay timeout must be a whole number of seconds".to_string())?,
             items,
-            seats: seats
+            seats: self
+                .seats
                 .get_untracked()
                 .split([' ', ',', '\n'])
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
                 .collect(),
-            merchant_id,
+            merchant_id: self.merchant_id,
         })
-    };
+    }
+}
+
+/// Creates (`id` None) or edits an activity; a save that succeeds opens the activity's page.
+/// Its two deep parts return [`AnyView`]: as concrete types nested in the pages' views they
+/// took the server crate past the compiler's recursion limit.
+#[component]
+fn ActivityForm(id: Option<i64>, initial: Option<ActivityInput>) -> impl IntoView {
+    let fields = ActivityFields::new(initial.as_ref());
+    let save = ServerAction::<SaveActivity>::new();
+    let local_error = RwSignal::new(None::<String>);
     let on_submit = move |event: leptos::ev::SubmitEvent| {
         event.prevent_default();
-        match collect() {
+        match fields.to_input() {
             Ok(input) => {
                 local_error.set(None);
                 save.dispatch(SaveActivity { id, input });
@@ -305,66 +364,132 @@ fn ActivityForm(id: Option<i64>, initial: Option<ActivityInput>) -> impl IntoVie
             Err(message) => local_error.set(Some(message)),
         }
     };
+    open_when_saved(save);
+    let ActivityFields {
+        title,
+        starts_at,
+        ends_at,
+        kind,
+        pay_timeout,
+        seats,
+        items,
+        ..
+    } = fields;
+
+    view! {
+        <form class="card" id="activity-form" on:submit=on_submit>
+            <label>"Title" <input type="text" name="title" required maxlength="200" bind:value=title/></label>
+            <ScheduleFields starts_at ends_at pay_timeout kind/>
+            <ItemsFieldset items/>
+            <SeatsField kind seats/>
+            <button type="submit" disabled=move || save.pending().get()>"Save activity"</button>
+        </form>
+        {move || local_error.get().map(|message| view! { <p class="error" role="alert">{message}</p> })}
+        {move || save.value().get().and_then(Result::err).map(error_box)}
+    }
+}
+
+/// Goes to the saved activity's page (a new activity learns its id there).
+fn open_when_saved(save: ServerAction<SaveActivity>) {
     let navigate = use_navigate();
     Effect::new(move |_| {
         if let Some(Ok(saved)) = save.value().get() {
             navigate(&format!("/activities/{saved}"), Default::default());
         }
     });
+}
 
+/// When the sale runs, how long a buyer has to pay, and the kind of sale.
+#[component]
+fn ScheduleFields(
+    starts_at: RwSignal<String>,
+    ends_at: RwSignal<String>,
+    pay_timeout: RwSignal<String>,
+    kind: RwSignal<ActivityKind>,
+) -> AnyView {
     view! {
-        <form class="card" id="activity-form" on:submit=on_submit>
-            <label>"Title" <input type="text" name="title" required maxlength="200" bind:value=title/></label>
-            <div class="row">
-                <label>"Starts (UTC)" <input type="datetime-local" name="starts_at" required bind:value=starts_at/></label>
-                <label>"Ends (UTC)" <input type="datetime-local" name="ends_at" required bind:value=ends_at/></label>
-                <label>"Pay within (s)" <input type="number" name="pay_timeout_s" min="30" bind:value=pay_timeout/></label>
-                <label>"Kind"
-                    <select name="kind" on:change=move |ev| {
-                        kind.set(event_target_value(&ev).parse().unwrap_or(ActivityKind::Standard))
-                    }>
-                        <option value="standard" selected=move || kind.get() == ActivityKind::Standard>"standard"</option>
-                        <option value="seated" selected=move || kind.get() == ActivityKind::Seated>"seated"</option>
-                    </select>
-                </label>
-            </div>
-            <fieldset>
-                <legend>"Items"</legend>
-                <Transition fallback=|| ()>
-                    {move || Suspend::new(async move {
-                        let options = catalogue.await.unwrap_or_default();
-                        view! {
-                            <datalist id="catalogue">
-                                {options.into_iter().map(|item| view! {
-                                    <option value=item.id.to_string()>{item.name}</option>
-                                }).collect_view()}
-                            </datalist>
-                        }
-                    })}
-                </Transition>
-                <For each=move || rows.get() key=|row| row.key let:row>
-                    <div class="row item-row">
-                        <label>"Item ID" <input type="number" list="catalogue" name="item_id" bind:value=row.item_id/></label>
-                        <label>"Stock" <input type="number" min="1" name="stock" bind:value=row.stock/></label>
-                        <label>"Limit / user" <input type="number" min="1" name="per_user_limit" bind:value=row.per_user_limit/></label>
-                        <label>"Price (yuan)" <input type="text" inputmode="decimal" name="price" bind:value=row.price/></label>
-                        <button type="button" class="link" on:click=move |_| rows.update(|rows| rows.retain(|r| r.key != row.key))>"Remove"</button>
-                    </div>
-                </For>
-                <button type="button" class="link" on:click=move |_| {
-                    let key = next_key.get_value();
-                    next_key.set_value(key + 1);
-                    rows.update(|rows| rows.push(ItemRow::new(key, None)));
-                }>"Add item"</button>
-            </fieldset>
-            <Show when=move || kind.get() == ActivityKind::Seated>
-                <label>"Seats (one code per seat, separated by spaces)"
-                    <textarea name="seats" rows="3" bind:value=seats></textarea>
-                </label>
-            </Show>
-            <button type="submit" disabled=move || save.pending().get()>"Save activity"</button>
-        </form>
-        {move || local_error.get().map(|message| view! { <p class="error" role="alert">{message}</p> })}
-        {move || save.value().get().and_then(Result::err).map(error_box)}
+        <div class="row">
+            <label>"Starts (UTC)" <input type="datetime-local" name="starts_at" required bind:value=starts_at/></label>
+            <label>"Ends (UTC)" <input type="datetime-local" name="ends_at" required bind:value=ends_at/></label>
+            <label>"Pay within (s)" <input type="number" name="pay_timeout_s" min="30" bind:value=pay_timeout/></label>
+            <KindSelect kind/>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+fn KindSelect(kind: RwSignal<ActivityKind>) -> impl IntoView {
+    view! {
+        <label>"Kind"
+            <select name="kind" on:change=move |ev| {
+                kind.set(event_target_value(&ev).parse().unwrap_or(ActivityKind::Standard))
+            }>
+                <option value="standard" selected=move || kind.get() == ActivityKind::Standard>"standard"</option>
+                <option value="seated" selected=move || kind.get() == ActivityKind::Seated>"seated"</option>
+            </select>
+        </label>
+    }
+}
+
+/// The item rows, the catalogue they pick from, and adding a row.
+#[component]
+fn ItemsFieldset(items: ItemRows) -> AnyView {
+    view! {
+        <fieldset>
+            <legend>"Items"</legend>
+            <CatalogueOptions/>
+            <For each=move || items.rows.get() key=|row| row.key let:row>
+                <ItemRowFields row items/>
+            </For>
+            <button type="button" class="link" on:click=move |_| items.add()>"Add item"</button>
+        </fieldset>
+    }
+    .into_any()
+}
+
+/// The catalogue's items as suggestions for the item id inputs.
+#[component]
+fn CatalogueOptions() -> impl IntoView {
+    let catalogue = Resource::new(|| (), |_| list_items());
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                let options = catalogue.await.unwrap_or_default();
+                view! {
+                    <datalist id="catalogue">
+                        {options.into_iter().map(|item| view! {
+                            <option value=item.id.to_string()>{item.name}</option>
+                        }).collect_view()}
+                    </datalist>
+                }
+            })}
+        </Transition>
+    }
+}
+
+/// One item row's inputs and its remove button.
+#[component]
+fn ItemRowFields(row: ItemRow, items: ItemRows) -> impl IntoView {
+    view! {
+        <div class="row item-row">
+            <label>"Item ID" <input type="number" list="catalogue" name="item_id" bind:value=row.item_id/></label>
+            <label>"Stock" <input type="number" min="1" name="stock" bind:value=row.stock/></label>
+            <label>"Limit / user" <input type="number" min="1" name="per_user_limit" bind:value=row.per_user_limit/></label>
+            <label>"Price (yuan)" <input type="text" inputmode="decimal" name="price" bind:value=row.price/></label>
+            <button type="button" class="link" on:click=move |_| items.remove(row.key)>"Remove"</button>
+        </div>
+    }
+}
+
+/// The seat codes, asked for only when the sale is seated.
+#[component]
+fn SeatsField(kind: RwSignal<ActivityKind>, seats: RwSignal<String>) -> impl IntoView {
+    view! {
+        <Show when=move || kind.get() == ActivityKind::Seated>
+            <label>"Seats (one code per seat, separated by spaces)"
+                <textarea name="seats" rows="3" bind:value=seats></textarea>
+            </label>
+        </Show>
     }
 }

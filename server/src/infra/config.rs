@@ -1,10 +1,16 @@
-//! Typed settings: defaults that point at the services on loopback, overridden by
-//! an optional TOML file (`SECKILL_CONFIG`), then by environment variables.
+//! Typed settings in three layers, merged by figment: the defaults below (the loopback
+//! services a development machine runs), an optional TOML file named by `SECKILL_CONFIG`
+//! (field names as here), then the environment variables listed in [`VARIABLES`].
 //!
 //! Secrets are [`SecretString`]s so that `Debug` and logs never show them.
 
+use figment::{
+    providers::{Data, Format, Serialized, Toml},
+    value::{Dict, Map, Value},
+    Figment, Metadata, Profile, Provider,
+};
 use secrecy::SecretString;
-use serde::Deserialize;
+use serde::{de::Error as _, Deserialize, Deserializer};
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 /// Everything a `seckill` process needs to know about its environment.
@@ -26,8 +32,10 @@ pub struct Settings {
     /// Prepended to every exchange and queue name (`SECKILL_AMQP_PREFIX`).
     pub amqp_prefix: String,
     /// etcd endpoints, comma-separated in the environment (`ETCD_ENDPOINTS`).
+    #[serde(deserialize_with = "at_least_one_endpoint")]
     pub etcd_endpoints: Vec<String>,
     /// Root of every etcd key this deployment reads or writes (`SECKILL_ETCD_PREFIX`).
+    #[serde(deserialize_with = "without_trailing_slash")]
     pub etcd_prefix: String,
     /// Shared secret that verifies buyer JWTs (`SECKILL_JWT_SECRET`).
     pub jwt_secret: SecretString,
@@ -79,7 +87,9 @@ pub struct PipelineSettings {
     /// How often the leader scans PostgreSQL for unpaid orders past their deadline whose
     /// timeout message never came (a lost message must not keep stock forever).
     pub timeout_scan_interval_ms: u64,
-    /// Attempts at giving a cancelled order's stock back to Redis; then the scanner retries.
+    /// Attempts at giving a cancelled order's stock back to Redis before counting a failure
+    /// (`seckill_redis_giveback_failures_total`); the journal row then keeps
+    /// `redis_restored_at` empty.
     pub redis_giveback_attempts: u32,
     /// Queues unused this long are deleted by the broker (`x-expires`). Unset in
     /// production; tests set it so their per-test queues go away.
@@ -155,7 +165,7 @@ impl Default for ControlSettings {
     }
 }
 
-/// Where the buy path deducts stock (`switches/deduction`).
+/// Where the buy path deducts stock (the default of the `switches/deduction` etcd key).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeductionMode {
@@ -165,7 +175,7 @@ pub enum DeductionMode {
     Db,
 }
 
-/// What the buy path does after the pre-order is written (`switches/async`).
+/// What the buy path does after the pre-order is written (the default of `switches/async`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AsyncMode {
@@ -271,168 +281,136 @@ impl Default for Settings {
     }
 }
 
+/// A layer holds a value that does not fit its field; the message names the field and the
+/// file or environment variable the value came from.
 #[derive(Debug, thiserror::Error)]
-pub enum SettingsError {
-    #[error("cannot read settings file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("invalid settings file {path}: {source}")]
-    Parse {
-        path: PathBuf,
-        source: toml::de::Error,
-    },
-    #[error("invalid value for {name}: {reason}")]
-    Env { name: &'static str, reason: String },
-}
+#[error("invalid settings: {0}")]
+pub struct SettingsError(Box<figment::Error>);
 
 impl Settings {
     /// Defaults, then the file named by `SECKILL_CONFIG` (if set), then the environment.
     pub fn load() -> Result<Self, SettingsError> {
-        let mut settings = match std::env::var_os("SECKILL_CONFIG") {
-            Some(path) => Self::from_file(PathBuf::from(path))?,
-            None => Self::default(),
-        };
-        settings.apply_env(|name| std::env::var(name).ok())?;
-        Ok(settings)
+        let file = std::env::var_os("SECKILL_CONFIG").map(Toml::file_exact);
+        Self::from_layers(file, |name| std::env::var(name).ok())
     }
 
-    fn from_file(path: PathBuf) -> Result<Self, SettingsError> {
-        let text = std::fs::read_to_string(&path).map_err(|source| SettingsError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        toml::from_str(&text).map_err(|source| SettingsError::Parse { path, source })
-    }
-
-    /// Applies environment overrides; `lookup` is injected so tests need not touch the process env.
-    fn apply_env(&mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<(), SettingsError> {
-        fn parsed<T: std::str::FromStr>(
-            name: &'static str,
-            value: String,
-        ) -> Result<T, SettingsError>
-        where
-            T::Err: std::fmt::Display,
-        {
-            value
-                .trim()
-                .parse()
-                .map_err(|e: T::Err| SettingsError::Env {
-                    name,
-                    reason: e.to_string(),
-                })
+    /// The layers merged by figment, later over earlier. The defaults are each struct's
+    /// `Default` through `#[serde(default)]` rather than a serialized layer: that would need
+    /// the secrets to be `Serialize`, and a serializable secret can end up in a log. `lookup`
+    /// is injected so tests need not touch the process environment.
+    fn from_layers(
+        file: Option<Data<Toml>>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, SettingsError> {
+        let mut figment = Figment::new();
+        if let Some(file) = file {
+            figment = figment.merge(file);
         }
-        if let Some(v) = lookup("SECKILL_BIND") {
-            self.bind = parsed("SECKILL_BIND", v)?;
-        }
-        if let Some(v) = lookup("DATABASE_URL") {
-            self.database_url = v.into();
-        }
-        if let Some(v) = lookup("SECKILL_DB_MAX_CONNECTIONS") {
-            self.db_max_connections = parsed("SECKILL_DB_MAX_CONNECTIONS", v)?;
-        }
-        if let Some(v) = lookup("REDIS_URL") {
-            self.redis_url = v.into();
-        }
-        if let Some(v) = lookup("SECKILL_REDIS_PREFIX") {
-            self.redis_prefix = v;
-        }
-        if let Some(v) = lookup("AMQP_URL") {
-            self.amqp_url = v.into();
-        }
-        if let Some(v) = lookup("SECKILL_AMQP_PREFIX") {
-            self.amqp_prefix = v;
-        }
-        if let Some(v) = lookup("ETCD_ENDPOINTS") {
-            self.etcd_endpoints = v
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect();
-            if self.etcd_endpoints.is_empty() {
-                return Err(SettingsError::Env {
-                    name: "ETCD_ENDPOINTS",
-                    reason: "no endpoint given".into(),
-                });
+        for &(name, key, spelling) in VARIABLES {
+            if let Some(text) = lookup(name) {
+                figment = figment.merge(Variable::read(name, key, spelling, text));
             }
         }
-        if let Some(v) = lookup("SECKILL_ETCD_PREFIX") {
-            self.etcd_prefix = v.trim_end_matches('/').to_owned();
-        }
-        if let Some(v) = lookup("SECKILL_JWT_SECRET") {
-            self.jwt_secret = v.into();
-        }
-        if let Some(v) = lookup("SECKILL_PAY_SECRET") {
-            self.pay_secret = v.into();
-        }
-        if let Some(v) = lookup("SECKILL_SITE_ROOT").or_else(|| lookup("LEPTOS_SITE_ROOT")) {
-            self.site_root = PathBuf::from(v);
-        }
-        if let Some(v) = lookup("SECKILL_SESSION_TTL_S") {
-            self.session_ttl_s = parsed("SECKILL_SESSION_TTL_S", v)?;
-        }
-        if let Some(v) = lookup("SECKILL_SECURE_COOKIES") {
-            self.secure_cookies = parsed("SECKILL_SECURE_COOKIES", v)?;
-        }
-        if let Some(v) = lookup("SECKILL_LOGIN_ATTEMPTS") {
-            self.login_attempts_per_window = parsed("SECKILL_LOGIN_ATTEMPTS", v)?;
-        }
-        if let Some(v) = lookup("SECKILL_LOGIN_WINDOW_S") {
-            self.login_window_s = parsed("SECKILL_LOGIN_WINDOW_S", v)?;
-        }
-        if let Some(v) = lookup("SECKILL_BUY_MAX_IN_FLIGHT") {
-            self.buy.max_in_flight = parsed("SECKILL_BUY_MAX_IN_FLIGHT", v)?;
-        }
-        if let Some(v) = lookup("SECKILL_BUY_USER_RATE") {
-            self.buy.per_user_per_window = parsed("SECKILL_BUY_USER_RATE", v)?;
-        }
-        if let Some(v) = lookup("SECKILL_DEDUCTION") {
-            self.buy.deduction = match v.trim() {
-                "redis" => DeductionMode::Redis,
-                "db" => DeductionMode::Db,
-                other => {
-                    return Err(SettingsError::Env {
-                        name: "SECKILL_DEDUCTION",
-                        reason: format!("`{other}` is neither redis nor db"),
-                    })
-                }
-            };
-        }
-        if let Some(v) = lookup("SECKILL_NODE_ID") {
-            self.control.node_id = Some(v);
-        }
-        if let Some(v) = lookup("SECKILL_ASYNC") {
-            self.buy.async_mode = match v.trim() {
-                "mq" => AsyncMode::Mq,
-                "record" => AsyncMode::Record,
-                other => {
-                    return Err(SettingsError::Env {
-                        name: "SECKILL_ASYNC",
-                        reason: format!("`{other}` is neither mq nor record"),
-                    })
-                }
-            };
-        }
-        if let Some(v) = lookup("SECKILL_CHALLENGE") {
-            self.buy.challenge_required = match v.trim() {
-                "on" => true,
-                "off" => false,
-                other => {
-                    return Err(SettingsError::Env {
-                        name: "SECKILL_CHALLENGE",
-                        reason: format!("`{other}` is neither on nor off"),
-                    })
-                }
-            };
-        }
-        Ok(())
+        // Lossy: the environment's numbers and flags arrive as text ("42", "on").
+        figment
+            .extract_lossy()
+            .map_err(|error| SettingsError(Box::new(error)))
     }
 
     pub fn probe_timeout(&self) -> Duration {
         Duration::from_millis(self.probe_timeout_ms)
     }
+}
+
+/// How the text of a variable becomes a value.
+#[derive(Clone, Copy)]
+enum Spelling {
+    /// As it is: a URL, a secret, a prefix or a path may hold blanks, quotes or digits that
+    /// mean themselves (figment's own `Env` would read `0123` as a number and unquote `"x"`).
+    Verbatim,
+    /// A number, a flag (`true`/`false`, `on`/`off`) or a mode: surrounding blanks are ignored.
+    Trimmed,
+    /// Comma-separated; blanks around the items and empty items are ignored.
+    List,
+}
+
+/// Every environment variable, the settings key it sets and how it is spelled. Where two
+/// set the same key, the later row wins.
+#[rustfmt::skip]
+const VARIABLES: &[(&str, &str, Spelling)] = &[
+    ("SECKILL_BIND",               "bind",                      Spelling::Trimmed),
+    ("DATABASE_URL",               "database_url",              Spelling::Verbatim),
+    ("SECKILL_DB_MAX_CONNECTIONS", "db_max_connections",        Spelling::Trimmed),
+    ("REDIS_URL",                  "redis_url",                 Spelling::Verbatim),
+    ("SECKILL_REDIS_PREFIX",       "redis_prefix",              Spelling::Verbatim),
+    ("AMQP_URL",                   "amqp_url",                  Spelling::Verbatim),
+    ("SECKILL_AMQP_PREFIX",        "amqp_prefix",               Spelling::Verbatim),
+    ("ETCD_ENDPOINTS",             "etcd_endpoints",            Spelling::List),
+    ("SECKILL_ETCD_PREFIX",        "etcd_prefix",               Spelling::Verbatim),
+    ("SECKILL_JWT_SECRET",         "jwt_secret",                Spelling::Verbatim),
+    ("SECKILL_PAY_SECRET",         "pay_secret",                Spelling::Verbatim),
+    ("LEPTOS_SITE_ROOT",           "site_root",                 Spelling::Verbatim),
+    ("SECKILL_SITE_ROOT",          "site_root",                 Spelling::Verbatim),
+    ("SECKILL_SESSION_TTL_S",      "session_ttl_s",             Spelling::Trimmed),
+    ("SECKILL_SECURE_COOKIES",     "secure_cookies",            Spelling::Trimmed),
+    ("SECKILL_LOGIN_ATTEMPTS",     "login_attempts_per_window", Spelling::Trimmed),
+    ("SECKILL_LOGIN_WINDOW_S",     "login_window_s",            Spelling::Trimmed),
+    ("SECKILL_BUY_MAX_IN_FLIGHT",  "buy.max_in_flight",         Spelling::Trimmed),
+    ("SECKILL_BUY_USER_RATE",      "buy.per_user_per_window",   Spelling::Trimmed),
+    ("SECKILL_CHALLENGE",          "buy.challenge_required",    Spelling::Trimmed),
+    ("SECKILL_DEDUCTION",          "buy.deduction",             Spelling::Trimmed),
+    ("SECKILL_ASYNC",              "buy.async_mode",            Spelling::Trimmed),
+    ("SECKILL_NODE_ID",            "control.node_id",           Spelling::Verbatim),
+];
+
+/// One set environment variable as a layer of its own, so that an error names the variable.
+/// No `Debug`: the value may be a secret.
+struct Variable {
+    name: &'static str,
+    key: &'static str,
+    value: Value,
+}
+
+impl Variable {
+    fn read(name: &'static str, key: &'static str, spelling: Spelling, text: String) -> Self {
+        let value = match spelling {
+            Spelling::Verbatim => Value::from(text),
+            Spelling::Trimmed => Value::from(text.trim()),
+            Spelling::List => Value::from(
+                text.split(',')
+                    .map(str::trim)
+                    .filter(|item| !item.is_empty())
+                    .collect::<Vec<_>>(),
+            ),
+        };
+        Self { name, key, value }
+    }
+}
+
+impl Provider for Variable {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(format!("environment variable {}", self.name))
+            .interpolater(|_: &Profile, path: &[&str]| path.join("."))
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        Serialized::default(self.key, &self.value).data()
+    }
+}
+
+/// One spelling of the etcd root, whether or not it was written with a trailing slash.
+fn without_trailing_slash<'de, D: Deserializer<'de>>(field: D) -> Result<String, D::Error> {
+    let prefix = String::deserialize(field)?;
+    Ok(prefix.trim_end_matches('/').to_owned())
+}
+
+/// The etcd client cannot start without an endpoint.
+fn at_least_one_endpoint<'de, D: Deserializer<'de>>(field: D) -> Result<Vec<String>, D::Error> {
+    let endpoints = Vec::<String>::deserialize(field)?;
+    if endpoints.is_empty() {
+        return Err(D::Error::invalid_length(0, &"at least one endpoint"));
+    }
+    Ok(endpoints)
 }
 
 #[cfg(test)]
@@ -441,14 +419,15 @@ mod tests {
     use secrecy::ExposeSecret;
     use std::collections::HashMap;
 
+    fn layered(file: Option<&str>, pairs: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let env: HashMap<&str, &str> = pairs.iter().copied().collect();
+        Settings::from_layers(file.map(Toml::string), |name| {
+            env.get(name).map(|value| value.to_string())
+        })
+    }
+
     fn with_env(pairs: &[(&str, &str)]) -> Result<Settings, SettingsError> {
-        let env: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let mut settings = Settings::default();
-        settings.apply_env(|name| env.get(name).cloned())?;
-        Ok(settings)
+        layered(None, pairs)
     }
 
     #[test]
@@ -470,7 +449,21 @@ mod tests {
     fn malformed_values_name_the_variable() {
         let error = with_env(&[("SECKILL_BIND", "nowhere")]).expect_err("bad bind");
         assert!(error.to_string().contains("SECKILL_BIND"));
-        assert!(with_env(&[("ETCD_ENDPOINTS", " , ")]).is_err());
+        let error = with_env(&[("ETCD_ENDPOINTS", " , ")]).expect_err("no endpoint");
+        assert!(error.to_string().contains("ETCD_ENDPOINTS"), "{error}");
+        for (name, value) in [
+            ("SECKILL_DB_MAX_CONNECTIONS", "many"),
+            ("SECKILL_SESSION_TTL_S", "1.5"),
+            ("SECKILL_SECURE_COOKIES", "perhaps"),
+            ("SECKILL_LOGIN_ATTEMPTS", "-1"),
+            ("SECKILL_BUY_USER_RATE", "five"),
+            ("SECKILL_CHALLENGE", "maybe"),
+            ("SECKILL_DEDUCTION", "disk"),
+            ("SECKILL_ASYNC", "carrier-pigeon"),
+        ] {
+            let error = with_env(&[(name, value)]).expect_err(name);
+            assert!(error.to_string().contains(name), "{name}: {error}");
+        }
     }
 
     #[test]
@@ -481,10 +474,157 @@ mod tests {
 
     #[test]
     fn a_settings_file_parses_partially() {
-        let settings: Settings =
-            toml::from_str("redis_prefix = \"t1:\"\nbind = \"127.0.0.1:4000\"").expect("toml");
+        let settings = layered(
+            Some("redis_prefix = \"t1:\"\nbind = \"127.0.0.1:4000\""),
+            &[],
+        )
+        .expect("toml");
         assert_eq!(settings.redis_prefix, "t1:");
         assert_eq!(settings.bind.port(), 4000);
         assert_eq!(settings.etcd_prefix, "/seckill");
+    }
+
+    #[test]
+    fn every_variable_reaches_its_field() {
+        let settings = with_env(&[
+            ("SECKILL_BIND", " 0.0.0.0:8080 "),
+            ("DATABASE_URL", "postgres://pg/sale"),
+            ("SECKILL_DB_MAX_CONNECTIONS", " 7"),
+            ("REDIS_URL", "redis://r/3"),
+            ("SECKILL_REDIS_PREFIX", "123"),
+            ("AMQP_URL", "amqp://mq/v"),
+            ("SECKILL_AMQP_PREFIX", "true"),
+            ("ETCD_ENDPOINTS", "http://e:2379"),
+            ("SECKILL_ETCD_PREFIX", "/green"),
+            ("SECKILL_JWT_SECRET", " \"0123\" "),
+            ("SECKILL_PAY_SECRET", "[pay]"),
+            ("SECKILL_SITE_ROOT", "/srv/site"),
+            ("SECKILL_SESSION_TTL_S", "60"),
+            ("SECKILL_SECURE_COOKIES", "true"),
+            ("SECKILL_LOGIN_ATTEMPTS", "3"),
+            ("SECKILL_LOGIN_WINDOW_S", "30"),
+            ("SECKILL_BUY_MAX_IN_FLIGHT", "9"),
+            ("SECKILL_BUY_USER_RATE", "2"),
+            ("SECKILL_CHALLENGE", " on "),
+            ("SECKILL_DEDUCTION", "db"),
+            ("SECKILL_ASYNC", "record "),
+            ("SECKILL_NODE_ID", "007"),
+        ])
+        .expect("valid env");
+        assert_eq!(settings.bind, SocketAddr::from(([0, 0, 0, 0], 8080)));
+        assert_eq!(settings.database_url.expose_secret(), "postgres://pg/sale");
+        assert_eq!(settings.db_max_connections, 7);
+        assert_eq!(settings.redis_url.expose_secret(), "redis://r/3");
+        // Text that looks like a number, a flag or a quoted string stays the text it is.
+        assert_eq!(settings.redis_prefix, "123");
+        assert_eq!(settings.amqp_url.expose_secret(), "amqp://mq/v");
+        assert_eq!(settings.amqp_prefix, "true");
+        assert_eq!(settings.etcd_endpoints, ["http://e:2379"]);
+        assert_eq!(settings.etcd_prefix, "/green");
+        assert_eq!(settings.jwt_secret.expose_secret(), " \"0123\" ");
+        assert_eq!(settings.pay_secret.expose_secret(), "[pay]");
+        assert_eq!(settings.site_root, PathBuf::from("/srv/site"));
+        assert_eq!(settings.session_ttl_s, 60);
+        assert!(settings.secure_cookies);
+        assert_eq!(settings.login_attempts_per_window, 3);
+        assert_eq!(settings.login_window_s, 30);
+        assert_eq!(settings.buy.max_in_flight, 9);
+        assert_eq!(settings.buy.per_user_per_window, 2);
+        assert!(settings.buy.challenge_required);
+        assert_eq!(settings.buy.deduction, DeductionMode::Db);
+        assert_eq!(settings.buy.async_mode, AsyncMode::Record);
+        assert_eq!(settings.control.node_id.as_deref(), Some("007"));
+        // The rest of the nested tables keeps its defaults.
+        assert_eq!(
+            settings.buy.rate_window_s,
+            BuySettings::default().rate_window_s
+        );
+        assert_eq!(
+            settings.control.lease_ttl_s,
+            ControlSettings::default().lease_ttl_s
+        );
+    }
+
+    #[test]
+    fn flags_and_modes_read_both_ways() {
+        let off = with_env(&[
+            ("SECKILL_CHALLENGE", "off"),
+            ("SECKILL_SECURE_COOKIES", "false"),
+            ("SECKILL_DEDUCTION", "redis"),
+            ("SECKILL_ASYNC", "mq"),
+        ])
+        .expect("valid env");
+        assert!(!off.buy.challenge_required);
+        assert!(!off.secure_cookies);
+        assert_eq!(off.buy.deduction, DeductionMode::Redis);
+        assert_eq!(off.buy.async_mode, AsyncMode::Mq);
+    }
+
+    #[test]
+    fn the_seckill_site_root_wins_over_leptos() {
+        let leptos = with_env(&[("LEPTOS_SITE_ROOT", "/leptos")]).expect("valid env");
+        assert_eq!(leptos.site_root, PathBuf::from("/leptos"));
+        let both = with_env(&[
+            ("SECKILL_SITE_ROOT", "/seckill"),
+            ("LEPTOS_SITE_ROOT", "/leptos"),
+        ])
+        .expect("valid env");
+        assert_eq!(both.site_root, PathBuf::from("/seckill"));
+    }
+
+    #[test]
+    fn the_environment_overrides_the_file_key_by_key() {
+        let file = "bind = \"127.0.0.1:4000\"\nredis_prefix = \"file:\"\n\
+                    [buy]\ndeduction = \"db\"\nper_user_per_window = 8\n";
+        let settings = layered(
+            Some(file),
+            &[
+                ("SECKILL_BIND", "127.0.0.1:5000"),
+                ("SECKILL_BUY_USER_RATE", "1"),
+            ],
+        )
+        .expect("valid layers");
+        assert_eq!(settings.bind.port(), 5000);
+        assert_eq!(settings.redis_prefix, "file:");
+        assert_eq!(settings.buy.deduction, DeductionMode::Db);
+        assert_eq!(settings.buy.per_user_per_window, 1);
+        assert_eq!(
+            settings.buy.max_in_flight,
+            BuySettings::default().max_in_flight
+        );
+    }
+
+    #[test]
+    fn a_file_is_held_to_the_same_rules() {
+        let unknown = layered(Some("[buy]\nmax_in_fligth = 3"), &[]).expect_err("misspelt key");
+        assert!(unknown.to_string().contains("max_in_fligth"), "{unknown}");
+        let empty = layered(Some("etcd_endpoints = []"), &[]).expect_err("no endpoint");
+        assert!(empty.to_string().contains("etcd_endpoints"), "{empty}");
+        let prefix = layered(Some("etcd_prefix = \"/red/\""), &[]).expect("valid file");
+        assert_eq!(prefix.etcd_prefix, "/red");
+    }
+
+    #[test]
+    #[expect(
+        clippy::result_large_err,
+        reason = "figment's Jail fixes the closure's error type"
+    )]
+    fn load_reads_the_file_named_by_seckill_config_then_the_environment() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "seckill.toml",
+                "redis_prefix = \"file:\"\namqp_prefix = \"file\"",
+            )?;
+            jail.set_env("SECKILL_CONFIG", "seckill.toml");
+            jail.set_env("SECKILL_AMQP_PREFIX", "env");
+            let settings = Settings::load().expect("valid layers");
+            assert_eq!(settings.redis_prefix, "file:");
+            assert_eq!(settings.amqp_prefix, "env");
+
+            jail.set_env("SECKILL_CONFIG", "missing.toml");
+            let error = Settings::load().expect_err("a named file must exist");
+            assert!(error.to_string().contains("missing.toml"), "{error}");
+            Ok(())
+        });
     }
 }
