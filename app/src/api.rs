@@ -1,6 +1,7 @@
-//! The console's server functions: thin public endpoints under `/console/fn` that read
-//! the session cookie and call the [`ConsoleBackend`](crate::backend::ConsoleBackend)
-//! the server provided as context. Authorisation happens behind that trait, per call.
+//! The console's server functions: thin public endpoints under `/console/fn` that resolve
+//! the caller from the session cookie once, then call the
+//! [`ConsoleBackend`](crate::backend::ConsoleBackend) the server provided as context with
+//! that actor. Authorisation happens behind that trait, per call.
 
 use contract::{
     ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
@@ -14,6 +15,16 @@ use leptos::server_fn::codec::Json;
 mod session {
     use crate::backend::{ConsoleError, SharedBackend, SESSION_COOKIE};
     use leptos::prelude::*;
+
+    /// The backend and the admin user the request's session cookie belongs to, resolved once.
+    pub async fn signed_in() -> Result<(SharedBackend, contract::Actor), ServerFnError> {
+        let backend = backend()?;
+        let actor = backend
+            .authenticate(&token().await?)
+            .await
+            .map_err(refuse)?;
+        Ok((backend, actor))
+    }
 
     pub fn backend() -> Result<SharedBackend, ServerFnError> {
         use_context::<SharedBackend>()
@@ -96,29 +107,20 @@ pub async fn logout() -> Result<(), ServerFnError> {
 
 #[server(prefix = "/console/fn")]
 pub async fn whoami() -> Result<CurrentUser, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .current_user(&token)
-        .await
-        .map_err(session::refuse)
+    let (_, actor) = session::signed_in().await?;
+    Ok(CurrentUser::from(&actor))
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn list_items() -> Result<Vec<Item>, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .list_items(&token)
-        .await
-        .map_err(session::refuse)
+    let (backend, actor) = session::signed_in().await?;
+    backend.list_items(&actor).await.map_err(session::refuse)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn get_item(id: i64) -> Result<Item, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .get_item(&token, id)
-        .await
-        .map_err(session::refuse)
+    let (backend, actor) = session::signed_in().await?;
+    backend.get_item(&actor, id).await.map_err(session::refuse)
 }
 
 /// Creates (`id` absent) or updates an item from the console form, where the price is
@@ -138,11 +140,10 @@ pub async fn save_item(
         price_cents,
         merchant_id,
     };
-    let token = session::token().await?;
-    let backend = session::backend()?;
+    let (backend, actor) = session::signed_in().await?;
     let id = match id {
-        Some(id) => backend.update_item(&token, id, input).await.map(|()| id),
-        None => backend.create_item(&token, input).await,
+        Some(id) => backend.update_item(&actor, id, input).await.map(|()| id),
+        None => backend.create_item(&actor, input).await,
     }
     .map_err(session::refuse)?;
     leptos_axum::redirect("/items");
@@ -151,18 +152,18 @@ pub async fn save_item(
 
 #[server(prefix = "/console/fn")]
 pub async fn list_activities() -> Result<Vec<ActivitySummary>, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .list_activities(&token)
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .list_activities(&actor)
         .await
         .map_err(session::refuse)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn get_activity(id: i64) -> Result<ActivityDetail, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .get_activity(&token, id)
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .get_activity(&actor, id)
         .await
         .map_err(session::refuse)
 }
@@ -170,14 +171,13 @@ pub async fn get_activity(id: i64) -> Result<ActivityDetail, ServerFnError> {
 /// Creates (`id` absent) or updates an activity; called from the hydrated form.
 #[server(prefix = "/console/fn", input = Json)]
 pub async fn save_activity(id: Option<i64>, input: ActivityInput) -> Result<i64, ServerFnError> {
-    let token = session::token().await?;
-    let backend = session::backend()?;
+    let (backend, actor) = session::signed_in().await?;
     match id {
         Some(id) => backend
-            .update_activity(&token, id, input)
+            .update_activity(&actor, id, input)
             .await
             .map(|()| id),
-        None => backend.create_activity(&token, input).await,
+        None => backend.create_activity(&actor, input).await,
     }
     .map_err(session::refuse)
 }
@@ -185,11 +185,8 @@ pub async fn save_activity(id: Option<i64>, input: ActivityInput) -> Result<i64,
 /// Pre-warms an activity: its stock, buyer records and Bloom filter keys into Redis.
 #[server(prefix = "/console/fn")]
 pub async fn prewarm_activity(id: i64) -> Result<PrewarmReport, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .prewarm(&token, id)
-        .await
-        .map_err(session::refuse)
+    let (backend, actor) = session::signed_in().await?;
+    backend.prewarm(&actor, id).await.map_err(session::refuse)
 }
 
 /// A page of orders, newest first; absent filters mean "any".
@@ -204,18 +201,18 @@ pub async fn list_orders(
         status,
         page,
     };
-    let token = session::token().await?;
-    session::backend()?
-        .list_orders(&token, query)
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .list_orders(&actor, query)
         .await
         .map_err(session::refuse)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn get_order(id: String) -> Result<OrderDetail, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .get_order(&token, &id)
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .get_order(&actor, &id)
         .await
         .map_err(session::refuse)
 }
@@ -224,11 +221,8 @@ pub async fn get_order(id: String) -> Result<OrderDetail, ServerFnError> {
 /// instance's applied revision.
 #[server(prefix = "/console/fn")]
 pub async fn get_switch_board() -> Result<SwitchBoard, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .switch_board(&token)
-        .await
-        .map_err(session::refuse)
+    let (backend, actor) = session::signed_in().await?;
+    backend.switch_board(&actor).await.map_err(session::refuse)
 }
 
 /// Flips a switch or sets a limit; the reason is required and audited.
@@ -238,27 +232,27 @@ pub async fn flip_switch(
     value: String,
     reason: String,
 ) -> Result<SwitchChange, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .flip_switch(&token, &path, &value, &reason)
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .flip_switch(&actor, &path, &value, &reason)
         .await
         .map_err(session::refuse)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn audit_log(page: Option<i64>) -> Result<AuditPage, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .audit_log(&token, page.unwrap_or(1))
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .audit_log(&actor, page.unwrap_or(1))
         .await
         .map_err(session::refuse)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn list_dead_letters(page: Option<i64>) -> Result<DeadLetterPage, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .dead_letters(&token, page.unwrap_or(1))
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .dead_letters(&actor, page.unwrap_or(1))
         .await
         .map_err(session::refuse)
 }
@@ -266,9 +260,9 @@ pub async fn list_dead_letters(page: Option<i64>) -> Result<DeadLetterPage, Serv
 /// Sends one dead letter back to its queue; the reason is required and audited.
 #[server(prefix = "/console/fn")]
 pub async fn requeue_dead_letter(id: i64, reason: String) -> Result<DeadLetterView, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .requeue_dead_letter(&token, id, &reason)
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .requeue_dead_letter(&actor, id, &reason)
         .await
         .map_err(session::refuse)
 }
@@ -276,9 +270,9 @@ pub async fn requeue_dead_letter(id: i64, reason: String) -> Result<DeadLetterVi
 /// Sends every waiting dead letter back; the reason is required and audited.
 #[server(prefix = "/console/fn")]
 pub async fn requeue_all_dead_letters(reason: String) -> Result<RequeueReport, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .requeue_all_dead_letters(&token, &reason)
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .requeue_all_dead_letters(&actor, &reason)
         .await
         .map_err(session::refuse)
 }
@@ -286,9 +280,9 @@ pub async fn requeue_all_dead_letters(reason: String) -> Result<RequeueReport, S
 /// The outbox: pending, failed and recorded rows, and the failed ones in detail.
 #[server(prefix = "/console/fn")]
 pub async fn get_outbox_summary() -> Result<OutboxSummary, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .outbox_summary(&token)
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .outbox_summary(&actor)
         .await
         .map_err(session::refuse)
 }
@@ -296,9 +290,9 @@ pub async fn get_outbox_summary() -> Result<OutboxSummary, ServerFnError> {
 /// Replays the pre-orders recorded while the async switch was on `record`; audited.
 #[server(prefix = "/console/fn")]
 pub async fn replay_recorded_orders(reason: String) -> Result<ReplayReport, ServerFnError> {
-    let token = session::token().await?;
-    session::backend()?
-        .replay_recorded(&token, &reason)
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .replay_recorded(&actor, &reason)
         .await
         .map_err(session::refuse)
 }

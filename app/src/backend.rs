@@ -2,11 +2,12 @@
 //! and provides as Leptos context, so this crate never touches PostgreSQL, Redis,
 //! RabbitMQ or etcd itself.
 //!
-//! Every call carries the caller's session token; the implementation authenticates it
-//! and checks the role on each call, because server functions are public endpoints.
+//! A server function first resolves its caller from the session cookie ([`ConsoleBackend::
+//! authenticate`]), then hands that actor to the call, which asks the permission table
+//! before it does anything: server functions are public endpoints.
 
 use contract::{
-    ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
+    ActivityDetail, ActivityInput, ActivitySummary, Actor, AuditPage, DeadLetterPage,
     DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary,
     PrewarmReport, ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
 };
@@ -65,83 +66,85 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         client: Option<std::net::IpAddr>,
     ) -> Result<NewSession, ConsoleError>;
     async fn logout(&self, session: &str) -> Result<(), ConsoleError>;
-    async fn current_user(&self, session: &str) -> Result<CurrentUser, ConsoleError>;
+    /// The admin user a console session belongs to; `Unauthenticated` for none or an
+    /// expired one. Every other call takes the actor this resolved, once per request.
+    async fn authenticate(&self, session: &str) -> Result<Actor, ConsoleError>;
     /// Whether session cookies must carry `Secure` (HTTPS deployments).
     fn secure_cookies(&self) -> bool;
 
-    async fn list_items(&self, session: &str) -> Result<Vec<Item>, ConsoleError>;
-    async fn create_item(&self, session: &str, input: ItemInput) -> Result<i64, ConsoleError>;
-    async fn get_item(&self, session: &str, id: i64) -> Result<Item, ConsoleError>;
+    async fn list_items(&self, actor: &Actor) -> Result<Vec<Item>, ConsoleError>;
+    async fn create_item(&self, actor: &Actor, input: ItemInput) -> Result<i64, ConsoleError>;
+    async fn get_item(&self, actor: &Actor, id: i64) -> Result<Item, ConsoleError>;
     async fn update_item(
         &self,
-        session: &str,
+        actor: &Actor,
         id: i64,
         input: ItemInput,
     ) -> Result<(), ConsoleError>;
 
-    async fn list_activities(&self, session: &str) -> Result<Vec<ActivitySummary>, ConsoleError>;
-    async fn get_activity(&self, session: &str, id: i64) -> Result<ActivityDetail, ConsoleError>;
+    async fn list_activities(&self, actor: &Actor) -> Result<Vec<ActivitySummary>, ConsoleError>;
+    async fn get_activity(&self, actor: &Actor, id: i64) -> Result<ActivityDetail, ConsoleError>;
     async fn create_activity(
         &self,
-        session: &str,
+        actor: &Actor,
         input: ActivityInput,
     ) -> Result<i64, ConsoleError>;
     async fn update_activity(
         &self,
-        session: &str,
+        actor: &Actor,
         id: i64,
         input: ActivityInput,
     ) -> Result<(), ConsoleError>;
     /// Loads the activity's stock, buyer records and Bloom filter keys into Redis (ops and
     /// admin only; refused once the sale is open).
-    async fn prewarm(&self, session: &str, activity_id: i64)
+    async fn prewarm(&self, actor: &Actor, activity_id: i64)
         -> Result<PrewarmReport, ConsoleError>;
 
     /// A page of orders, newest first (merchants: only their activities' orders).
     async fn list_orders(
         &self,
-        session: &str,
+        actor: &Actor,
         query: OrderQuery,
     ) -> Result<OrderPage, ConsoleError>;
     /// One order with its history, payment trades and restore-journal row.
-    async fn get_order(&self, session: &str, id: &str) -> Result<OrderDetail, ConsoleError>;
+    async fn get_order(&self, actor: &Actor, id: &str) -> Result<OrderDetail, ConsoleError>;
 
     /// Every switch and limit with its etcd revision and per-instance applied state
     /// (ops, SRE and admin).
-    async fn switch_board(&self, session: &str) -> Result<SwitchBoard, ConsoleError>;
+    async fn switch_board(&self, actor: &Actor) -> Result<SwitchBoard, ConsoleError>;
     /// Writes a switch or limit into etcd, audited with the reason (ops and admin only);
     /// answers once etcd has it, without waiting for the instances.
     async fn flip_switch(
         &self,
-        session: &str,
+        actor: &Actor,
         path: &str,
         value: &str,
         reason: &str,
     ) -> Result<SwitchChange, ConsoleError>;
     /// A page of the audit log: switch flips and operator actions, newest first.
-    async fn audit_log(&self, session: &str, page: i64) -> Result<AuditPage, ConsoleError>;
+    async fn audit_log(&self, actor: &Actor, page: i64) -> Result<AuditPage, ConsoleError>;
 
     /// A page of dead letters, the waiting ones first.
-    async fn dead_letters(&self, session: &str, page: i64) -> Result<DeadLetterPage, ConsoleError>;
+    async fn dead_letters(&self, actor: &Actor, page: i64) -> Result<DeadLetterPage, ConsoleError>;
     /// Sends one dead letter back to its queue, audited with the reason (ops and admin only).
     async fn requeue_dead_letter(
         &self,
-        session: &str,
+        actor: &Actor,
         id: i64,
         reason: &str,
     ) -> Result<DeadLetterView, ConsoleError>;
     /// Sends every waiting dead letter back, audited with the reason (ops and admin only).
     async fn requeue_all_dead_letters(
         &self,
-        session: &str,
+        actor: &Actor,
         reason: &str,
     ) -> Result<RequeueReport, ConsoleError>;
     /// The outbox: rows waiting for the relay, given up on, and recorded for a replay.
-    async fn outbox_summary(&self, session: &str) -> Result<OutboxSummary, ConsoleError>;
+    async fn outbox_summary(&self, actor: &Actor) -> Result<OutboxSummary, ConsoleError>;
     /// Hands every recorded pre-order to the pipeline, audited with the reason (ops and admin).
     async fn replay_recorded(
         &self,
-        session: &str,
+        actor: &Actor,
         reason: &str,
     ) -> Result<ReplayReport, ConsoleError>;
 }

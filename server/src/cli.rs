@@ -2,13 +2,14 @@
 //! `admin`, `switch` and `replay-recorded`. There is no `reconcile` (not built yet).
 
 use clap::{Parser, Subcommand};
+use contract::Actor;
 use contract::Source;
 use contract::{ActivityInput, ActivityItemInput, ActivityKind, ItemInput, Role};
 use std::io::BufRead;
 
 use crate::{
     catalog::service as catalog,
-    identity::{actor::Actor, buyer_token, password, secret_token, users},
+    identity::{buyer_token, password, secret_token, users},
     infra::{config::Settings, db},
     prewarm,
     startup::{self, Application},

@@ -735,7 +735,7 @@ async fn flips_are_audited_and_outside_writes_are_recorded_once_as_external() {
     assert_eq!(row(&board, "switches/challenge")["written"], Value::Null);
 
     // The CLI's path (no serving instance behind it) is audited with its own source.
-    let cli = seckill::identity::actor::Actor {
+    let cli = contract::Actor {
         user_id: 0,
         username: "oncall".into(),
         role: Role::Admin,
@@ -799,7 +799,7 @@ async fn switch_propagation_benchmark() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(300);
     let apps = cluster(|_| {}).await;
-    let admin = seckill::identity::actor::Actor {
+    let admin = contract::Actor {
         user_id: 0,
         username: "bench".into(),
         role: Role::Admin,

@@ -100,12 +100,49 @@ impl std::str::FromStr for Role {
     }
 }
 
+/// The authenticated admin user behind a request: resolved once from its session or API
+/// token, then handed to every use case, which asks the permission table what it may do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Actor {
+    pub user_id: i64,
+    pub username: String,
+    pub role: Role,
+    /// Set exactly for merchants.
+    pub merchant_id: Option<i64>,
+}
+
+impl Actor {
+    /// The merchant whose rows this actor may read; `None` means every merchant's.
+    pub fn visible_merchant(&self) -> Option<i64> {
+        match self.role {
+            Role::Merchant => self.merchant_id,
+            Role::Ops | Role::Sre | Role::Admin => None,
+        }
+    }
+
+    /// Whether a row owned by `owner` is visible to this actor. Rows that are not are
+    /// answered as absent (404), so a merchant cannot probe another merchant's ids.
+    pub fn sees(&self, owner: i64) -> bool {
+        self.visible_merchant().is_none_or(|mine| mine == owner)
+    }
+}
+
 /// The signed-in console user.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CurrentUser {
     pub username: String,
     pub role: Role,
     pub merchant_id: Option<i64>,
+}
+
+impl From<&Actor> for CurrentUser {
+    fn from(actor: &Actor) -> Self {
+        CurrentUser {
+            username: actor.username.clone(),
+            role: actor.role,
+            merchant_id: actor.merchant_id,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -133,6 +170,25 @@ mod tests {
         for role in Role::ALL {
             assert!(role.may(ReadCatalog) && role.may(ReadOrders) && role.may(ReadSwitches));
             assert_eq!(role.may(Prewarm), matches!(role, Role::Ops | Role::Admin));
+        }
+    }
+
+    fn actor(role: Role, merchant_id: Option<i64>) -> Actor {
+        Actor {
+            user_id: 1,
+            username: "u".into(),
+            role,
+            merchant_id,
+        }
+    }
+
+    #[test]
+    fn merchants_see_only_their_own_rows() {
+        let merchant = actor(Role::Merchant, Some(7));
+        assert!(merchant.sees(7));
+        assert!(!merchant.sees(8));
+        for role in [Role::Sre, Role::Ops, Role::Admin] {
+            assert!(actor(role, None).sees(123));
         }
     }
 }

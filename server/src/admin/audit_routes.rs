@@ -4,10 +4,11 @@ use axum::{
     extract::{rejection::QueryRejection, Query, State},
     Json,
 };
+use contract::Actor;
 use contract::AuditPage;
 use serde::Deserialize;
 
-use crate::{control::board, error::ApiResult, identity::actor::Actor, state::AppState};
+use crate::{control::board, error::ApiResult, state::AppState};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -2,12 +2,10 @@
 //! (`Role::may`, in the contract crate, so the console shows exactly the controls the server
 //! allows) and answers 403 before the use case reads or writes anything.
 
+use contract::Actor;
 use contract::Permission;
 
-use crate::{
-    error::{ApiError, ApiResult},
-    identity::actor::Actor,
-};
+use crate::error::{ApiError, ApiResult};
 
 /// Refuses `actor` unless its role may do `permission`. Which rows a merchant sees is a
 /// separate question, answered by [`Actor::sees`] once the row is known.

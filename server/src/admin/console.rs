@@ -4,11 +4,12 @@
 
 use app::backend::{ConsoleBackend, ConsoleError, NewSession, SharedBackend};
 use axum::{body::Body, extract::Request, routing::post, Router};
+use contract::Actor;
 use contract::Source;
 use contract::{
-    ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
-    DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary, Permission,
-    PrewarmReport, ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
+    ActivityDetail, ActivityInput, ActivitySummary, AuditPage, DeadLetterPage, DeadLetterView,
+    Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary, Permission, PrewarmReport,
+    ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
 };
 use leptos::prelude::provide_context;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
@@ -19,7 +20,7 @@ use crate::{
     catalog::service as catalog,
     control::board::{self, Board, Flip},
     error::ApiError,
-    identity::{actor::Actor, authenticate::LoginError},
+    identity::authenticate::LoginError,
     orders::{admin as order_admin, dead_letters, recordings, relay},
     prewarm,
     state::AppState,
@@ -59,17 +60,6 @@ impl From<ApiError> for ConsoleError {
     }
 }
 
-impl ConsoleService {
-    async fn actor(&self, session: &str) -> Result<Actor, ConsoleError> {
-        self.state
-            .auth
-            .by_session(session)
-            .await
-            .map_err(|e| ConsoleError::from(ApiError::from(e)))?
-            .ok_or(ConsoleError::Unauthenticated)
-    }
-}
-
 #[async_trait::async_trait]
 impl ConsoleBackend for ConsoleService {
     async fn login(
@@ -99,111 +89,99 @@ impl ConsoleBackend for ConsoleService {
             .map_err(|e| ApiError::from(e).into())
     }
 
-    async fn current_user(&self, session: &str) -> Result<CurrentUser, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(CurrentUser {
-            username: actor.username,
-            role: actor.role,
-            merchant_id: actor.merchant_id,
-        })
+    async fn authenticate(&self, session: &str) -> Result<Actor, ConsoleError> {
+        self.state
+            .auth
+            .by_session(session)
+            .await
+            .map_err(|e| ConsoleError::from(ApiError::from(e)))?
+            .ok_or(ConsoleError::Unauthenticated)
     }
 
     fn secure_cookies(&self) -> bool {
         self.state.settings.secure_cookies
     }
 
-    async fn list_items(&self, session: &str) -> Result<Vec<Item>, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(catalog::list_items(&self.state, &actor).await?)
+    async fn list_items(&self, actor: &Actor) -> Result<Vec<Item>, ConsoleError> {
+        Ok(catalog::list_items(&self.state, actor).await?)
     }
 
-    async fn create_item(&self, session: &str, input: ItemInput) -> Result<i64, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(catalog::create_item(&self.state, &actor, input).await?)
+    async fn create_item(&self, actor: &Actor, input: ItemInput) -> Result<i64, ConsoleError> {
+        Ok(catalog::create_item(&self.state, actor, input).await?)
     }
 
-    async fn get_item(&self, session: &str, id: i64) -> Result<Item, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(catalog::get_item(&self.state, &actor, id).await?)
+    async fn get_item(&self, actor: &Actor, id: i64) -> Result<Item, ConsoleError> {
+        Ok(catalog::get_item(&self.state, actor, id).await?)
     }
 
     async fn update_item(
         &self,
-        session: &str,
+        actor: &Actor,
         id: i64,
         input: ItemInput,
     ) -> Result<(), ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(catalog::update_item(&self.state, &actor, id, input).await?)
+        Ok(catalog::update_item(&self.state, actor, id, input).await?)
     }
 
-    async fn list_activities(&self, session: &str) -> Result<Vec<ActivitySummary>, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(catalog::list_activities(&self.state, &actor).await?)
+    async fn list_activities(&self, actor: &Actor) -> Result<Vec<ActivitySummary>, ConsoleError> {
+        Ok(catalog::list_activities(&self.state, actor).await?)
     }
 
-    async fn get_activity(&self, session: &str, id: i64) -> Result<ActivityDetail, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(catalog::get_activity(&self.state, &actor, id).await?)
+    async fn get_activity(&self, actor: &Actor, id: i64) -> Result<ActivityDetail, ConsoleError> {
+        Ok(catalog::get_activity(&self.state, actor, id).await?)
     }
 
     async fn create_activity(
         &self,
-        session: &str,
+        actor: &Actor,
         input: ActivityInput,
     ) -> Result<i64, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(catalog::create_activity(&self.state, &actor, input).await?)
+        Ok(catalog::create_activity(&self.state, actor, input).await?)
     }
 
     async fn update_activity(
         &self,
-        session: &str,
+        actor: &Actor,
         id: i64,
         input: ActivityInput,
     ) -> Result<(), ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(catalog::update_activity(&self.state, &actor, id, input).await?)
+        Ok(catalog::update_activity(&self.state, actor, id, input).await?)
     }
 
     async fn prewarm(
         &self,
-        session: &str,
+        actor: &Actor,
         activity_id: i64,
     ) -> Result<PrewarmReport, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(prewarm::prewarm(&self.state, &actor, activity_id).await?)
+        Ok(prewarm::prewarm(&self.state, actor, activity_id).await?)
     }
 
     async fn list_orders(
         &self,
-        session: &str,
+        actor: &Actor,
         query: OrderQuery,
     ) -> Result<OrderPage, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(order_admin::list(&self.state, &actor, &query).await?)
+        Ok(order_admin::list(&self.state, actor, &query).await?)
     }
 
-    async fn get_order(&self, session: &str, id: &str) -> Result<OrderDetail, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(order_admin::get(&self.state, &actor, id).await?)
+    async fn get_order(&self, actor: &Actor, id: &str) -> Result<OrderDetail, ConsoleError> {
+        Ok(order_admin::get(&self.state, actor, id).await?)
     }
 
-    async fn switch_board(&self, session: &str) -> Result<SwitchBoard, ConsoleError> {
-        authorize(&self.actor(session).await?, Permission::ReadSwitches)?;
+    async fn switch_board(&self, actor: &Actor) -> Result<SwitchBoard, ConsoleError> {
+        authorize(actor, Permission::ReadSwitches)?;
         Ok(Board::of(&self.state).read().await?)
     }
 
     async fn flip_switch(
         &self,
-        session: &str,
+        actor: &Actor,
         path: &str,
         value: &str,
         reason: &str,
     ) -> Result<SwitchChange, ConsoleError> {
-        let actor = self.actor(session).await?;
         let flip = Flip {
-            actor: &actor,
+            actor: actor,
             source: Source::Console,
             path,
             value,
@@ -214,47 +192,41 @@ impl ConsoleBackend for ConsoleService {
         Ok(Board::of(&self.state).flip(flip).await?)
     }
 
-    async fn audit_log(&self, session: &str, page: i64) -> Result<AuditPage, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(board::audit(&self.state, &actor, Some(page)).await?)
+    async fn audit_log(&self, actor: &Actor, page: i64) -> Result<AuditPage, ConsoleError> {
+        Ok(board::audit(&self.state, actor, Some(page)).await?)
     }
 
-    async fn dead_letters(&self, session: &str, page: i64) -> Result<DeadLetterPage, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(dead_letters::list(&self.state, &actor, page).await?)
+    async fn dead_letters(&self, actor: &Actor, page: i64) -> Result<DeadLetterPage, ConsoleError> {
+        Ok(dead_letters::list(&self.state, actor, page).await?)
     }
 
     async fn requeue_dead_letter(
         &self,
-        session: &str,
+        actor: &Actor,
         id: i64,
         reason: &str,
     ) -> Result<DeadLetterView, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(dead_letters::requeue(&self.state, &actor, Source::Console, id, reason).await?)
+        Ok(dead_letters::requeue(&self.state, actor, Source::Console, id, reason).await?)
     }
 
     async fn requeue_all_dead_letters(
         &self,
-        session: &str,
+        actor: &Actor,
         reason: &str,
     ) -> Result<RequeueReport, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(dead_letters::requeue_all(&self.state, &actor, Source::Console, reason).await?)
+        Ok(dead_letters::requeue_all(&self.state, actor, Source::Console, reason).await?)
     }
 
-    async fn outbox_summary(&self, session: &str) -> Result<OutboxSummary, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(relay::summary(&self.state, &actor).await?)
+    async fn outbox_summary(&self, actor: &Actor) -> Result<OutboxSummary, ConsoleError> {
+        Ok(relay::summary(&self.state, actor).await?)
     }
 
     async fn replay_recorded(
         &self,
-        session: &str,
+        actor: &Actor,
         reason: &str,
     ) -> Result<ReplayReport, ConsoleError> {
-        let actor = self.actor(session).await?;
-        Ok(recordings::replay(&self.state, &actor, Source::Console, reason).await?)
+        Ok(recordings::replay(&self.state, actor, Source::Console, reason).await?)
     }
 }
 

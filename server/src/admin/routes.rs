@@ -1,5 +1,5 @@
 //! The JSON admin API under `/admin/api`: every capability's admin routes in one router.
-//! Every route takes an [`Actor`](crate::identity::actor::Actor), so a request without
+//! Every route takes an [`Actor`](contract::Actor), so a request without
 //! credentials is answered 401 before anything runs.
 
 use axum::{routing::get, Router};

@@ -16,6 +16,7 @@
 
 use anyhow::Context;
 use clap::Parser;
+use contract::Actor;
 use contract::{ActivityInput, ActivityItemInput, ActivityKind, ItemInput, Role};
 use futures::{stream, StreamExt, TryStreamExt};
 use lapin::{
@@ -34,7 +35,7 @@ use uuid::Uuid;
 use seckill::{
     buy::preorders::{PreOrder, PreorderWriter, Reservation, Verdict},
     catalog::service as catalog,
-    identity::{actor::Actor, users},
+    identity::users,
     infra::{config::Settings, db},
     orders::{
         create_order,

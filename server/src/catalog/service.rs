@@ -1,6 +1,7 @@
 //! Items and activities: create, edit, list and read, with merchant isolation (another
 //! merchant's rows answer "not found") and read-only roles refused on writes.
 
+use contract::Actor;
 use contract::{
     ActivityDetail, ActivityInput, ActivityItem, ActivitySummary, Item, ItemInput, Permission, Role,
 };
@@ -12,7 +13,6 @@ use crate::{
         store::{self as store, ActivityWrite},
     },
     error::{ApiError, ApiResult},
-    identity::actor::Actor,
     state::AppState,
 };
 
@@ -158,7 +158,15 @@ pub async fn get_activity(state: &AppState, actor: &Actor, id: i64) -> ApiResult
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::actor::tests::actor;
+
+    fn actor(role: Role, merchant_id: Option<i64>) -> Actor {
+        Actor {
+            user_id: 1,
+            username: "u".into(),
+            role,
+            merchant_id,
+        }
+    }
 
     #[test]
     fn merchants_write_only_their_own_rows() {

@@ -3,7 +3,7 @@
 //! `merchant` arguments are the visibility scope from [`Actor::visible_merchant`]:
 //! `None` reads every merchant's rows, `Some(id)` only that merchant's.
 //!
-//! [`Actor::visible_merchant`]: crate::identity::actor::Actor::visible_merchant
+//! [`Actor::visible_merchant`]: contract::Actor::visible_merchant
 
 use chrono::{DateTime, Utc};
 use contract::{ActivityInput, ActivityKind, ActivitySummary, Item, ItemInput};

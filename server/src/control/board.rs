@@ -6,6 +6,7 @@
 //! Defaults shown are this process's settings: a key absent from etcd means "the setting's
 //! value", and every instance of a deployment is expected to run with the same settings.
 
+use contract::Actor;
 use contract::Source;
 use contract::{
     AuditPage, EtcdReach, InstanceSync, NodeApplied, NodeState, SwitchBoard, SwitchChange,
@@ -26,7 +27,6 @@ use crate::control::{
 use crate::{
     admin::audit::{self, PendingFlip},
     error::{ApiError, ApiResult},
-    identity::actor::Actor,
     infra::{config::Settings, etcd::EtcdLink, paging::PageWindow},
     state::AppState,
 };

@@ -7,6 +7,7 @@ use axum::{
     },
     Json,
 };
+use contract::Actor;
 use contract::Source;
 use contract::{SwitchBoard, SwitchChange};
 use serde::Deserialize;
@@ -15,7 +16,6 @@ use std::time::Duration;
 use crate::{
     control::board::{Board, Flip},
     error::ApiResult,
-    identity::actor::Actor,
     state::AppState,
 };
 

@@ -4,13 +4,14 @@
 use app::backend::session_token;
 use axum::{extract::FromRequestParts, http::request::Parts};
 use chrono::Utc;
+use contract::Actor;
 use sqlx::PgPool;
 use std::net::IpAddr;
 
 use crate::identity::{password, secret_token};
 use crate::{
     error::ApiError,
-    identity::{actor::Actor, users},
+    identity::users,
     infra::{metrics::Metrics, redis::RedisStore},
     state::AppState,
 };

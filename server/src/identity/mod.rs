@@ -1,9 +1,8 @@
 //! Admin identity: password hashing, console sessions, admin API tokens, login rate
 //! limiting, and the extractor that turns a request into an [`Actor`].
 //!
-//! [`Actor`]: crate::identity::actor::Actor
+//! [`Actor`]: contract::Actor
 
-pub mod actor;
 pub mod authenticate;
 pub mod buyer_token;
 pub mod password;

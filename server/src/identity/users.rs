@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use contract::Role;
 use sqlx::PgPool;
 
-use crate::identity::actor::Actor;
+use contract::Actor;
 
 /// A user row as login needs it.
 pub struct Credentials {

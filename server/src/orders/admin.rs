@@ -3,12 +3,12 @@
 //! Filters are checked against the order state machine before any query runs.
 
 use chrono::{DateTime, Utc};
+use contract::Actor;
 use contract::{OrderDetail, OrderPage, OrderQuery, OrderRows, OrderStatus, OrderTransition};
 use uuid::Uuid;
 
 use crate::{
     error::{ApiError, ApiResult},
-    identity::actor::Actor,
     infra::paging::PageWindow,
     orders::admin_store::{self as store, OrderFilter},
     state::AppState,

@@ -4,7 +4,7 @@
 //! `merchant` arguments are the visibility scope from [`Actor::visible_merchant`]: `None`
 //! reads every merchant's orders, `Some(id)` only those of that merchant's activities.
 //!
-//! [`Actor::visible_merchant`]: crate::identity::actor::Actor::visible_merchant
+//! [`Actor::visible_merchant`]: contract::Actor::visible_merchant
 
 use chrono::{DateTime, Utc};
 use contract::{

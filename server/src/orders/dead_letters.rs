@@ -5,6 +5,7 @@
 //!
 //! The console and the admin API call the same [`list`], [`requeue`] and [`requeue_all`].
 
+use contract::Actor;
 use contract::Source;
 use contract::{DeadLetterPage, DeadLetterView, RequeueReport};
 use lapin::{message::Delivery, types::FieldTable};
@@ -14,7 +15,6 @@ use std::time::Duration;
 use crate::{
     admin::ops_audit::{self, OpsAction},
     error::{ApiError, ApiResult},
-    identity::actor::Actor,
     infra::paging::PageWindow,
     orders::{
         audited_reason,

@@ -6,6 +6,7 @@
 //! a row RabbitMQ does not confirm stays `pending` for the relay, and the create-order
 //! consumer completes an order once however often its message arrives.
 
+use contract::Actor;
 use contract::ReplayReport;
 use contract::Source;
 use serde_json::json;
@@ -13,7 +14,6 @@ use serde_json::json;
 use crate::{
     admin::ops_audit::{self, OpsAction},
     error::ApiResult,
-    identity::actor::Actor,
     orders::{audited_reason, outbox, relay},
     state::AppState,
 };

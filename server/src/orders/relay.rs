@@ -5,13 +5,13 @@
 //! It runs only while this instance leads, and is safe even if two run: each batch is
 //! claimed with `FOR UPDATE SKIP LOCKED` and leased before it is published.
 
+use contract::Actor;
 use contract::{FailedOutboxRow, OutboxSummary};
 use std::time::Duration;
 use uuid::Uuid;
 
 use crate::{
     error::ApiResult,
-    identity::actor::Actor,
     orders::{
         mq::{broker::Broker, consume::QuietWarnings},
         outbox::{self, Claimed, Failure},

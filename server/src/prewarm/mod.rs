@@ -8,6 +8,7 @@
 
 pub mod routes;
 
+use contract::Actor;
 use contract::{ActivityKind, PrewarmReport, PrewarmedItem};
 
 use crate::{
@@ -17,7 +18,6 @@ use crate::{
     },
     catalog::store::{self as catalog, StoredActivity},
     error::{ApiError, ApiResult},
-    identity::actor::Actor,
     state::AppState,
 };
 

@@ -4,9 +4,10 @@ use axum::{
     extract::{rejection::PathRejection, Path, State},
     Json,
 };
+use contract::Actor;
 use contract::PrewarmReport;
 
-use crate::{error::ApiResult, identity::actor::Actor, prewarm, state::AppState};
+use crate::{error::ApiResult, prewarm, state::AppState};
 
 pub async fn prewarm(
     State(state): State<AppState>,

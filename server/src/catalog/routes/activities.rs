@@ -8,12 +8,11 @@ use axum::{
     http::StatusCode,
     Json,
 };
+use contract::Actor;
 use contract::{ActivityDetail, ActivityInput, ActivitySummary};
 use serde_json::{json, Value};
 
-use crate::{
-    catalog::service as catalog, error::ApiResult, identity::actor::Actor, state::AppState,
-};
+use crate::{catalog::service as catalog, error::ApiResult, state::AppState};
 
 pub async fn create(
     State(state): State<AppState>,

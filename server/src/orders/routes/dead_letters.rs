@@ -7,11 +7,12 @@ use axum::{
     },
     Json,
 };
+use contract::Actor;
 use contract::Source;
 use contract::{DeadLetterPage, DeadLetterView, OpsReason, RequeueReport};
 use serde::Deserialize;
 
-use crate::{error::ApiResult, identity::actor::Actor, orders::dead_letters, state::AppState};
+use crate::{error::ApiResult, orders::dead_letters, state::AppState};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -7,12 +7,12 @@ use axum::{
     },
     Json,
 };
+use contract::Actor;
 use contract::{OrderDetail, OrderPage, OrderQuery};
 use serde::Deserialize;
 
 use crate::{
     error::{ApiError, ApiResult},
-    identity::actor::Actor,
     orders::admin as order_admin,
     state::AppState,
 };

@@ -1,9 +1,10 @@
 //! `GET /admin/api/outbox`: rows waiting for the relay, given up on, and recorded.
 
 use axum::{extract::State, Json};
+use contract::Actor;
 use contract::OutboxSummary;
 
-use crate::{error::ApiResult, identity::actor::Actor, orders::relay, state::AppState};
+use crate::{error::ApiResult, orders::relay, state::AppState};
 
 pub async fn summary(
     State(state): State<AppState>,

@@ -5,10 +5,11 @@ use axum::{
     extract::{rejection::JsonRejection, State},
     Json,
 };
+use contract::Actor;
 use contract::Source;
 use contract::{OpsReason, ReplayReport};
 
-use crate::{error::ApiResult, identity::actor::Actor, orders::recordings, state::AppState};
+use crate::{error::ApiResult, orders::recordings, state::AppState};
 
 pub async fn replay(
     State(state): State<AppState>,
