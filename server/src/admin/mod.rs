@@ -6,5 +6,6 @@ mod audit_routes;
 mod authorize;
 pub mod console;
 pub mod ops_audit;
+pub mod reason;
 pub mod routes;
 pub use authorize::authorize;

@@ -1,16 +1,59 @@
-//! The JSON admin API under `/admin/api`: every capability's admin routes in one router.
-//! Every route takes an [`Actor`](contract::Actor), so a request without
-//! credentials is answered 401 before anything runs.
+//! The JSON admin API under `/admin/api`: every capability adds its admin routes to one
+//! [`AdminRoutes`] table, which builds the router and lists what it serves, so the RBAC
+//! matrix test can insist that every route has a row. Every route takes an
+//! [`Actor`](contract::Actor), so a request without credentials is answered 401 before
+//! anything runs.
 
-use axum::{routing::get, Router};
+use axum::{
+    handler::Handler,
+    http::Method,
+    routing::{self, MethodRouter},
+    Router,
+};
 
 use crate::state::AppState;
 
+/// The admin API being assembled: its router and the (method, path) of every route.
+#[derive(Default)]
+pub struct AdminRoutes {
+    router: Router<AppState>,
+    listed: Vec<(Method, &'static str)>,
+}
+
+impl AdminRoutes {
+    pub fn get<H: Handler<T, AppState>, T: 'static>(self, path: &'static str, handler: H) -> Self {
+        self.add(Method::GET, path, routing::get(handler))
+    }
+
+    pub fn post<H: Handler<T, AppState>, T: 'static>(self, path: &'static str, handler: H) -> Self {
+        self.add(Method::POST, path, routing::post(handler))
+    }
+
+    pub fn put<H: Handler<T, AppState>, T: 'static>(self, path: &'static str, handler: H) -> Self {
+        self.add(Method::PUT, path, routing::put(handler))
+    }
+
+    fn add(mut self, method: Method, path: &'static str, route: MethodRouter<AppState>) -> Self {
+        // axum merges method routers registered under the same path.
+        self.router = self.router.route(path, route);
+        self.listed.push((method, path));
+        self
+    }
+}
+
+fn table() -> AdminRoutes {
+    let routes = AdminRoutes::default().get("/audit", super::audit_routes::list);
+    let routes = crate::catalog::routes::admin(routes);
+    let routes = crate::prewarm::routes::admin(routes);
+    let routes = crate::control::routes::admin(routes);
+    crate::orders::routes::admin(routes)
+}
+
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .merge(crate::catalog::routes::router())
-        .merge(crate::prewarm::routes::router())
-        .merge(crate::control::routes::router())
-        .merge(crate::orders::routes::router())
-        .route("/audit", get(super::audit_routes::list))
+    table().router
+}
+
+/// Every admin route as (method, path template), in the order the capabilities add them.
+pub fn listed() -> Vec<(Method, &'static str)> {
+    table().listed
 }

@@ -33,8 +33,6 @@ use crate::{
 
 /// Longest wait a flip may ask for.
 pub const MAX_WAIT: Duration = Duration::from_secs(10);
-/// Longest reason kept in the audit.
-pub const MAX_REASON_CHARS: usize = 500;
 /// Audit rows per page.
 pub const AUDIT_PER_PAGE: i64 = 50;
 /// How long the board waits for etcd before showing the last known values.
@@ -91,19 +89,7 @@ impl<'a> Board<'a> {
     /// waits for the live instances if asked. Nothing is written when anything is refused.
     pub async fn flip(&self, flip: Flip<'_>) -> ApiResult<SwitchChange> {
         crate::admin::authorize(flip.actor, contract::Permission::FlipSwitch)?;
-        let reason = flip.reason.trim();
-        if reason.is_empty() {
-            return Err(ApiError::Invalid {
-                code: "REASON_REQUIRED",
-                message: "say why: a flip needs a reason".into(),
-            });
-        }
-        if reason.chars().count() > MAX_REASON_CHARS {
-            return Err(ApiError::Invalid {
-                code: "REASON_TOO_LONG",
-                message: format!("the reason is limited to {MAX_REASON_CHARS} characters"),
-            });
-        }
+        let reason = crate::admin::reason::audited_reason(flip.reason)?;
         let key = SwitchKey::parse(flip.path.trim_matches('/'))?;
         let value = key.parse_value(flip.value)?.to_string();
         if flip.wait.is_some_and(|wait| wait > MAX_WAIT) {

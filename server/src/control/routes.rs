@@ -76,9 +76,6 @@ pub async fn set(
     Ok(Json(change))
 }
 
-pub fn router() -> axum::Router<AppState> {
-    use axum::routing::{get, put};
-    axum::Router::new()
-        .route("/switches", get(list))
-        .route("/switches/{*path}", put(set))
+pub fn admin(routes: crate::admin::routes::AdminRoutes) -> crate::admin::routes::AdminRoutes {
+    routes.get("/switches", list).put("/switches/{*path}", set)
 }

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use crate::{
     admin::ops_audit::{self, OpsAction},
+    admin::reason::audited_reason,
     error::{ApiError, ApiResult},
     infra::paging::PageWindow,
     orders::{
-        audited_reason,
         dead_letter_store::{self as store, Lookup, NewDeadLetter, Waiting},
         mq::{
             batch::{ack_all, requeue_all as return_all},

@@ -34,9 +34,7 @@ use std::{sync::Arc, time::Duration};
 use tokio::task::JoinHandle;
 
 use crate::{
-    error::{ApiError, ApiResult},
     infra::{amqp::AmqpLink, config::Settings, metrics::Metrics},
-    orders::rules::ops_reason,
     state::AppState,
 };
 use mq::broker::Broker;
@@ -102,9 +100,4 @@ pub fn spawn_workers(state: &AppState) -> Vec<JoinHandle<()>> {
         gauges::spawn(state),
         pay_timeout::spawn(state),
     ]
-}
-
-/// The reason of an ops action, trimmed, or 400 when missing or too long.
-pub fn audited_reason(reason: &str) -> ApiResult<&str> {
-    ops_reason(reason).map_err(|message| ApiError::BadRequest(message.into()))
 }

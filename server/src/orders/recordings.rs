@@ -13,8 +13,9 @@ use serde_json::json;
 
 use crate::{
     admin::ops_audit::{self, OpsAction},
+    admin::reason::audited_reason,
     error::ApiResult,
-    orders::{audited_reason, outbox, relay},
+    orders::{outbox, relay},
     state::AppState,
 };
 

@@ -37,21 +37,6 @@ pub fn relay_backoff(attempts: i32, base: Duration) -> Duration {
     base.saturating_mul(1 << doublings).min(MAX_RELAY_BACKOFF)
 }
 
-/// Longest reason an operator may give for a pipeline action (it is kept in the audit).
-pub const MAX_REASON_CHARS: usize = 500;
-
-/// The reason of an ops action, trimmed; refused when empty or too long.
-pub fn ops_reason(reason: &str) -> Result<&str, &'static str> {
-    let reason = reason.trim();
-    if reason.is_empty() {
-        Err("a reason is required")
-    } else if reason.chars().count() > MAX_REASON_CHARS {
-        Err("the reason is longer than 500 characters")
-    } else {
-        Ok(reason)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,16 +70,5 @@ mod tests {
         assert_eq!(relay_backoff(4, base), Duration::from_secs(8));
         assert_eq!(relay_backoff(30, base), MAX_RELAY_BACKOFF);
         assert_eq!(relay_backoff(i32::MAX, base), MAX_RELAY_BACKOFF);
-    }
-
-    #[test]
-    fn an_ops_reason_is_required_and_bounded() {
-        assert_eq!(
-            ops_reason("  drain after the outage "),
-            Ok("drain after the outage")
-        );
-        assert!(ops_reason("   ").is_err());
-        assert!(ops_reason(&"x".repeat(MAX_REASON_CHARS + 1)).is_err());
-        assert!(ops_reason(&"é".repeat(MAX_REASON_CHARS)).is_ok());
     }
 }

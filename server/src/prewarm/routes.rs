@@ -18,7 +18,6 @@ pub async fn prewarm(
     Ok(Json(prewarm::prewarm(&state, &actor, id).await?))
 }
 
-pub fn router() -> axum::Router<AppState> {
-    use axum::routing::post;
-    axum::Router::new().route("/activities/{id}/prewarm", post(prewarm))
+pub fn admin(routes: crate::admin::routes::AdminRoutes) -> crate::admin::routes::AdminRoutes {
+    routes.post("/activities/{id}/prewarm", prewarm)
 }

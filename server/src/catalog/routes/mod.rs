@@ -1,25 +1,18 @@
 //! The catalogue's admin routes: items and activities.
 
-use axum::{
-    routing::{get, put},
-    Router,
-};
-
-use crate::state::AppState;
+use crate::admin::routes::AdminRoutes;
 
 mod activities;
 mod items;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/items", get(items::list).post(items::create))
-        .route("/items/{id}", put(items::update).get(items::read))
-        .route(
-            "/activities",
-            get(activities::list).post(activities::create),
-        )
-        .route(
-            "/activities/{id}",
-            get(activities::read).put(activities::update),
-        )
+pub fn admin(routes: AdminRoutes) -> AdminRoutes {
+    routes
+        .get("/items", items::list)
+        .post("/items", items::create)
+        .get("/items/{id}", items::read)
+        .put("/items/{id}", items::update)
+        .get("/activities", activities::list)
+        .post("/activities", activities::create)
+        .get("/activities/{id}", activities::read)
+        .put("/activities/{id}", activities::update)
 }

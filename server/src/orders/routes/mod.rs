@@ -1,24 +1,19 @@
 //! The order pipeline's admin routes: orders, dead letters, the outbox and recorded pre-orders.
 
-use axum::{
-    routing::{get, post},
-    Router,
-};
-
-use crate::state::AppState;
+use crate::admin::routes::AdminRoutes;
 
 mod dead_letters;
 mod orders;
 mod outbox;
 mod recordings;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/orders", get(orders::list))
-        .route("/orders/{id}", get(orders::read))
-        .route("/dead-letters", get(dead_letters::list))
-        .route("/dead-letters/requeue-all", post(dead_letters::requeue_all))
-        .route("/dead-letters/{id}/requeue", post(dead_letters::requeue))
-        .route("/outbox", get(outbox::summary))
-        .route("/recordings/replay", post(recordings::replay))
+pub fn admin(routes: AdminRoutes) -> AdminRoutes {
+    routes
+        .get("/orders", orders::list)
+        .get("/orders/{id}", orders::read)
+        .get("/dead-letters", dead_letters::list)
+        .post("/dead-letters/requeue-all", dead_letters::requeue_all)
+        .post("/dead-letters/{id}/requeue", dead_letters::requeue)
+        .get("/outbox", outbox::summary)
+        .post("/recordings/replay", recordings::replay)
 }
