@@ -16,4 +16,5 @@ mod health;
 mod identity;
 mod payment;
 mod pipeline;
+mod rbac;
 mod support;

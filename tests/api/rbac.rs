@@ -1,0 +1,425 @@
+//! The RBAC matrix: every admin route and every console server function, called by every
+//! role and without credentials, answers what the permission table says: 401 without
+//! credentials, 403 for a role that may not, and the row's own answer for a role that may
+//! (a well-formed request the use case then refuses or serves, so a 403 can only come from
+//! the permission check). The rows are one table; a route or server function the server
+//! serves without a row here fails the test, so a new one cannot skip the matrix.
+
+use crate::support::app::{spawn_app, with_session, TestApp};
+use contract::{Permission, Role};
+use leptos::server_fn::ServerFn;
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+/// Who may call a row.
+#[derive(Clone, Copy)]
+enum Gate {
+    /// Roles the permission table allows.
+    Needs(Permission),
+    /// Any signed-in role.
+    SignedIn,
+    /// Anyone, signed in or not (logging in).
+    Open,
+}
+
+/// How a row's request carries its arguments.
+enum Body {
+    None,
+    Json(Value),
+    Form(Vec<(&'static str, &'static str)>),
+}
+
+struct Row {
+    method: Method,
+    /// The admin route's path template, or the server function's path.
+    listed: &'static str,
+    /// The path called.
+    path: String,
+    body: Body,
+    gate: Gate,
+    /// The status a caller the gate lets through gets.
+    allowed: u16,
+}
+
+const NO_ID: &str = "999999999";
+const NO_ORDER: &str = "00000000-0000-0000-0000-000000000000";
+
+fn admin(
+    method: Method,
+    listed: &'static str,
+    path: &str,
+    body: Body,
+    gate: Gate,
+    allowed: u16,
+) -> Row {
+    Row {
+        method,
+        listed,
+        path: format!("/admin/api{path}"),
+        body,
+        gate,
+        allowed,
+    }
+}
+
+fn server_fn(path: &'static str, body: Body, gate: Gate, allowed: u16) -> Row {
+    Row {
+        method: Method::POST,
+        listed: path,
+        path: path.to_owned(),
+        body,
+        gate,
+        allowed,
+    }
+}
+
+fn rows() -> Vec<Row> {
+    use app::api::*;
+    use Body::{Form, Json};
+    use Gate::{Needs, Open, SignedIn};
+    use Method as M;
+    use Permission as P;
+    let bad_item = || json!({ "name": "", "price_cents": 100 });
+    let bad_activity = || {
+        json!({ "title": "", "starts_at": "2030-01-01T00:00:00Z", "ends_at": "2030-01-01T01:00:00Z",
+                "kind": "standard", "pay_timeout_s": 900, "items": [] })
+    };
+    let no_reason = || json!({ "reason": "" });
+    vec![
+        admin(
+            M::GET,
+            "/audit",
+            "/audit",
+            Body::None,
+            Needs(P::WatchOperations),
+            200,
+        ),
+        admin(
+            M::GET,
+            "/items",
+            "/items",
+            Body::None,
+            Needs(P::ReadCatalog),
+            200,
+        ),
+        admin(
+            M::POST,
+            "/items",
+            "/items",
+            Json(bad_item()),
+            Needs(P::WriteCatalog),
+            400,
+        ),
+        admin(
+            M::GET,
+            "/items/{id}",
+            &format!("/items/{NO_ID}"),
+            Body::None,
+            Needs(P::ReadCatalog),
+            404,
+        ),
+        admin(
+            M::PUT,
+            "/items/{id}",
+            &format!("/items/{NO_ID}"),
+            Json(bad_item()),
+            Needs(P::WriteCatalog),
+            400,
+        ),
+        admin(
+            M::GET,
+            "/activities",
+            "/activities",
+            Body::None,
+            Needs(P::ReadCatalog),
+            200,
+        ),
+        admin(
+            M::POST,
+            "/activities",
+            "/activities",
+            Json(bad_activity()),
+            Needs(P::WriteCatalog),
+            400,
+        ),
+        admin(
+            M::GET,
+            "/activities/{id}",
+            &format!("/activities/{NO_ID}"),
+            Body::None,
+            Needs(P::ReadCatalog),
+            404,
+        ),
+        admin(
+            M::PUT,
+            "/activities/{id}",
+            &format!("/activities/{NO_ID}"),
+            Json(bad_activity()),
+            Needs(P::WriteCatalog),
+            400,
+        ),
+        admin(
+            M::POST,
+            "/activities/{id}/prewarm",
+            &format!("/activities/{NO_ID}/prewarm"),
+            Body::None,
+            Needs(P::Prewarm),
+            404,
+        ),
+        admin(
+            M::GET,
+            "/switches",
+            "/switches",
+            Body::None,
+            Needs(P::ReadSwitches),
+            200,
+        ),
+        admin(
+            M::PUT,
+            "/switches/{*path}",
+            "/switches/switches/entry",
+            Json(json!({ "value": "open", "reason": "" })),
+            Needs(P::FlipSwitch),
+            400,
+        ),
+        admin(
+            M::GET,
+            "/orders",
+            "/orders",
+            Body::None,
+            Needs(P::ReadOrders),
+            200,
+        ),
+        admin(
+            M::GET,
+            "/orders/{id}",
+            &format!("/orders/{NO_ORDER}"),
+            Body::None,
+            Needs(P::ReadOrders),
+            404,
+        ),
+        admin(
+            M::GET,
+            "/dead-letters",
+            "/dead-letters",
+            Body::None,
+            Needs(P::WatchOperations),
+            200,
+        ),
+        admin(
+            M::POST,
+            "/dead-letters/requeue-all",
+            "/dead-letters/requeue-all",
+            Json(no_reason()),
+            Needs(P::OperatePipeline),
+            400,
+        ),
+        admin(
+            M::POST,
+            "/dead-letters/{id}/requeue",
+            &format!("/dead-letters/{NO_ID}/requeue"),
+            Json(no_reason()),
+            Needs(P::OperatePipeline),
+            400,
+        ),
+        admin(
+            M::GET,
+            "/outbox",
+            "/outbox",
+            Body::None,
+            Needs(P::WatchOperations),
+            200,
+        ),
+        admin(
+            M::POST,
+            "/recordings/replay",
+            "/recordings/replay",
+            Json(no_reason()),
+            Needs(P::OperatePipeline),
+            400,
+        ),
+        server_fn(
+            Login::PATH,
+            Form(vec![("username", "nobody"), ("password", "wrong")]),
+            Open,
+            400,
+        ),
+        server_fn(Whoami::PATH, Form(vec![]), SignedIn, 200),
+        server_fn(ListItems::PATH, Form(vec![]), Needs(P::ReadCatalog), 200),
+        server_fn(
+            GetItem::PATH,
+            Form(vec![("id", NO_ID)]),
+            Needs(P::ReadCatalog),
+            404,
+        ),
+        server_fn(
+            SaveItem::PATH,
+            Form(vec![("name", ""), ("description", ""), ("price", "1.00")]),
+            Needs(P::WriteCatalog),
+            400,
+        ),
+        server_fn(
+            ListActivities::PATH,
+            Form(vec![]),
+            Needs(P::ReadCatalog),
+            200,
+        ),
+        server_fn(
+            GetActivity::PATH,
+            Form(vec![("id", NO_ID)]),
+            Needs(P::ReadCatalog),
+            404,
+        ),
+        server_fn(
+            SaveActivity::PATH,
+            Json(json!({ "id": null, "input": bad_activity() })),
+            Needs(P::WriteCatalog),
+            400,
+        ),
+        server_fn(
+            PrewarmActivity::PATH,
+            Form(vec![("id", NO_ID)]),
+            Needs(P::Prewarm),
+            404,
+        ),
+        server_fn(ListOrders::PATH, Form(vec![]), Needs(P::ReadOrders), 200),
+        server_fn(
+            GetOrder::PATH,
+            Form(vec![("id", NO_ORDER)]),
+            Needs(P::ReadOrders),
+            404,
+        ),
+        server_fn(
+            GetSwitchBoard::PATH,
+            Form(vec![]),
+            Needs(P::ReadSwitches),
+            200,
+        ),
+        server_fn(
+            FlipSwitch::PATH,
+            Form(vec![
+                ("path", "switches/entry"),
+                ("value", "open"),
+                ("reason", ""),
+            ]),
+            Needs(P::FlipSwitch),
+            400,
+        ),
+        server_fn(AuditLog::PATH, Form(vec![]), Needs(P::WatchOperations), 200),
+        server_fn(
+            ListDeadLetters::PATH,
+            Form(vec![]),
+            Needs(P::WatchOperations),
+            200,
+        ),
+        server_fn(
+            RequeueDeadLetter::PATH,
+            Form(vec![("id", NO_ID), ("reason", "")]),
+            Needs(P::OperatePipeline),
+            400,
+        ),
+        server_fn(
+            RequeueAllDeadLetters::PATH,
+            Form(vec![("reason", "")]),
+            Needs(P::OperatePipeline),
+            400,
+        ),
+        server_fn(
+            GetOutboxSummary::PATH,
+            Form(vec![]),
+            Needs(P::WatchOperations),
+            200,
+        ),
+        server_fn(
+            ReplayRecordedOrders::PATH,
+            Form(vec![("reason", "")]),
+            Needs(P::OperatePipeline),
+            400,
+        ),
+        // Last, because it ends the session it is called with.
+        server_fn(Logout::PATH, Form(vec![]), Open, 200),
+    ]
+}
+
+/// What `role` (`None`: no credentials) gets from `row`.
+fn expected(row: &Row, role: Option<Role>) -> u16 {
+    match (row.gate, role) {
+        (Gate::Open, _) => row.allowed,
+        (_, None) => 401,
+        (Gate::SignedIn, Some(_)) => row.allowed,
+        (Gate::Needs(permission), Some(role)) if role.may(permission) => row.allowed,
+        (Gate::Needs(_), Some(_)) => 403,
+    }
+}
+
+/// Calls `row`, as an admin API client with `token`, or as the console with `session`.
+async fn call(app: &TestApp, row: &Row, token: Option<&str>, session: Option<&str>) -> u16 {
+    let mut request = app
+        .client
+        .request(row.method.clone(), format!("{}{}", app.address, row.path));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(session) = session {
+        request = with_session(request, session);
+    }
+    request = match &row.body {
+        Body::None => request,
+        Body::Json(body) => request.json(body),
+        Body::Form(form) => request.form(form),
+    };
+    let response = request.send().await.expect("request sent");
+    response.status().as_u16()
+}
+
+#[tokio::test]
+async fn every_admin_route_and_server_function_answers_each_role_as_the_permission_table_says() {
+    let app = spawn_app().await;
+    let rows = rows();
+
+    let served: BTreeSet<(String, String)> = seckill::admin::routes::listed()
+        .into_iter()
+        .map(|(method, path)| (method.to_string(), path.to_owned()))
+        .chain(
+            leptos::server_fn::axum::server_fn_paths()
+                .map(|(path, method)| (method.to_string(), path.to_owned())),
+        )
+        .collect();
+    let tabled: BTreeSet<(String, String)> = rows
+        .iter()
+        .map(|row| (row.method.to_string(), row.listed.to_owned()))
+        .collect();
+    assert_eq!(
+        served, tabled,
+        "every route and server function has exactly one row"
+    );
+    assert_eq!(tabled.len(), rows.len(), "no route has two rows");
+
+    let mut wrong = Vec::new();
+    let mut callers = vec![(None, None, None)];
+    for role in Role::ALL {
+        let merchant = (role == Role::Merchant).then_some("RBAC merchant");
+        let caller = app.caller(role, merchant).await;
+        let session = app.console_session(&caller).await;
+        callers.push((Some(role), Some(caller.token), Some(session)));
+    }
+    for row in &rows {
+        for (role, token, session) in &callers {
+            let want = expected(row, *role);
+            let is_admin_route = row.path.starts_with("/admin/api");
+            let got = if is_admin_route {
+                call(&app, row, token.as_deref(), None).await
+            } else {
+                call(&app, row, None, session.as_deref()).await
+            };
+            if got != want {
+                wrong.push(format!(
+                    "{} {} as {role:?}: {got}, expected {want}",
+                    row.method, row.listed
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
