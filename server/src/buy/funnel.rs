@@ -24,7 +24,7 @@ use crate::{
         challenge::Challenges,
         deduction::DeductionGate,
         preorders::{PreOrder, PreorderWriter, Reservation, Verdict},
-        rules::{phase, valid_quantity, Deduction, Outcome},
+        rules::{phase, valid_quantity, Outcome, Refusal, ScriptAnswer, UnknownAnswer},
     },
     catalog::rules::{valid_seat_code, MAX_PER_USER_LIMIT},
     control::switches::{SwitchValues, Switches},
@@ -233,6 +233,44 @@ impl Drop for Admitted<'_> {
     }
 }
 
+/// The stage counters of `seckill_funnel_requests_total`: every request is counted at each
+/// stage it passes, and at the stage that stops it, by the code it is answered with.
+struct Stages(Metrics);
+
+impl Stages {
+    fn pass(&self, stage: &str) {
+        self.count(stage, "pass");
+    }
+
+    /// Counts what happened at `stage` besides passing or stopping (`REPLAY`, `OVERRULED`).
+    fn count(&self, stage: &str, outcome: &str) {
+        self.0.funnel.with_label_values(&[stage, outcome]).inc();
+    }
+
+    fn stop(&self, stage: &str, outcome: Outcome) -> Answer {
+        self.stop_with(stage, outcome, outcome.message())
+    }
+
+    fn stop_with(&self, stage: &str, outcome: Outcome, message: &str) -> Answer {
+        self.count(stage, outcome.code());
+        Answer::refusal(outcome, message)
+    }
+
+    /// A stock script answered a code it does not document: no refusal can be read into it,
+    /// so it is answered like any other internal failure, and counted apart for ops.
+    fn unknown_answer(&self, script: &str, unknown: UnknownAnswer, order: &PreOrder) -> Answer {
+        tracing::error!(
+            script, error = %unknown, order = %order.id, activity = order.activity_id,
+            item = order.item_id, "stock script out of step with the server; the deduction is unknown"
+        );
+        self.0
+            .stock_script_unknown_answers
+            .with_label_values(&[script])
+            .inc();
+        self.stop("deduction", Outcome::Degraded)
+    }
+}
+
 pub struct Funnel {
     settings: BuySettings,
     switches: Switches,
@@ -246,7 +284,7 @@ pub struct Funnel {
     preorders: PreorderWriter,
     publisher: Publisher,
     redis: RedisStore,
-    metrics: Metrics,
+    stages: Stages,
 }
 
 /// What a funnel is made of; named, because most of these are handles of one type family.
@@ -287,7 +325,7 @@ impl Funnel {
             preorders,
             publisher,
             redis,
-            metrics,
+            stages: Stages(metrics),
         }
     }
 
@@ -300,44 +338,25 @@ impl Funnel {
         self.switches.current()
     }
 
-    fn pass(&self, stage: &str) {
-        self.metrics
-            .funnel
-            .with_label_values(&[stage, "pass"])
-            .inc();
-    }
-
-    fn stop(&self, stage: &str, outcome: Outcome) -> Answer {
-        self.stop_with(stage, outcome, outcome.message())
-    }
-
-    fn stop_with(&self, stage: &str, outcome: Outcome, message: &str) -> Answer {
-        self.metrics
-            .funnel
-            .with_label_values(&[stage, outcome.code()])
-            .inc();
-        Answer::refusal(outcome, message)
-    }
-
     /// Runs a buy (`Ask::Units`) or seats (`Ask::Seats`) request through the whole funnel.
     pub async fn buy(&self, ask: Ask, headers: &HeaderMap, client: IpAddr, body: &[u8]) -> Answer {
         // One snapshot for the whole request: a flip applies from the next request on.
         let switches = self.switches.current();
         let Some(_in_flight) = self.admission.enter(switches.limits.max_in_flight) else {
-            return self.stop("admission", Outcome::Overloaded);
+            return self.stages.stop("admission", Outcome::Overloaded);
         };
-        self.pass("admission");
+        self.stages.pass("admission");
 
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         let Some(request_id) = header("x-request-id").filter(|id| valid_request_id(id)) else {
-            return self.stop_with(
+            return self.stages.stop_with(
                 "validate",
                 Outcome::BadRequest,
                 "an X-Request-ID header of 1-64 letters, digits, - or _ is required",
             );
         };
         if body.len() > self.settings.max_body_bytes {
-            return self.stop_with(
+            return self.stages.stop_with(
                 "validate",
                 Outcome::BadRequest,
                 "the request body is too large",
@@ -345,14 +364,18 @@ impl Funnel {
         }
         let purchase = match parse(ask, body) {
             Ok(purchase) => purchase,
-            Err(message) => return self.stop_with("validate", Outcome::BadRequest, &message),
+            Err(message) => {
+                return self
+                    .stages
+                    .stop_with("validate", Outcome::BadRequest, &message)
+            }
         };
-        self.pass("validate");
+        self.stages.pass("validate");
 
         let Some(user_id) = self.tokens.buyer(header("authorization")) else {
-            return self.stop("auth", Outcome::Unauthenticated);
+            return self.stages.stop("auth", Outcome::Unauthenticated);
         };
-        self.pass("auth");
+        self.stages.pass("auth");
 
         let looked_up = match purchase.item_id {
             Some(item_id) => {
@@ -364,18 +387,20 @@ impl Funnel {
         };
         let activity = match looked_up {
             Ok(activity) => activity,
-            Err(LookupError::Missing) => return self.stop("catalogue", Outcome::ItemNotFound),
+            Err(LookupError::Missing) => {
+                return self.stages.stop("catalogue", Outcome::ItemNotFound)
+            }
             Err(error) => {
                 tracing::warn!(error = %error, "activity lookup failed");
-                return self.stop("catalogue", Outcome::Degraded);
+                return self.stages.stop("catalogue", Outcome::Degraded);
             }
         };
         let (item_id, per_user_limit, price_cents) = match target(&activity, ask, purchase.item_id)
         {
             Ok(item) => (item.item_id, item.per_user_limit, item.price_cents),
-            Err((outcome, message)) => return self.stop_with("catalogue", outcome, message),
+            Err((outcome, message)) => return self.stages.stop_with("catalogue", outcome, message),
         };
-        self.pass("catalogue");
+        self.stages.pass("catalogue");
 
         if let Some(refusal) = Outcome::from_phase(phase(
             activity.starts_at,
@@ -383,35 +408,32 @@ impl Funnel {
             chrono::Utc::now(),
             switches.entry_open_for(activity.id),
         )) {
-            return self.stop("phase", refusal);
+            return self.stages.stop("phase", refusal);
         }
         if !valid_quantity(purchase.quantity, per_user_limit) {
-            return self.stop_with(
+            return self.stages.stop_with(
                 "phase",
                 Outcome::BadRequest,
                 "quantity must be between 1 and the per-user limit",
             );
         }
-        self.pass("phase");
+        self.stages.pass("phase");
 
         if self.catalogue.is_sold_out(activity.id, item_id) {
-            return self.stop("sold_out_flag", Outcome::SoldOut);
+            return self.stages.stop("sold_out_flag", Outcome::SoldOut);
         }
-        self.pass("sold_out_flag");
+        self.stages.pass("sold_out_flag");
 
         let request_key = self.redis.request_key(user_id, request_id);
         match self.redis.claim_request(&request_key, IN_FLIGHT_MS).await {
-            Ok(None) => self.pass("idempotency"),
+            Ok(None) => self.stages.pass("idempotency"),
             Ok(Some(stored)) => {
-                self.metrics
-                    .funnel
-                    .with_label_values(&["idempotency", "REPLAY"])
-                    .inc();
+                self.stages.count("idempotency", "REPLAY");
                 return self.replay(&request_key, stored).await;
             }
             Err(error) => {
                 tracing::warn!(error = %error, "request claim failed");
-                return self.stop("idempotency", Outcome::Degraded);
+                return self.stages.stop("idempotency", Outcome::Degraded);
             }
         }
 
@@ -483,11 +505,11 @@ impl Funnel {
             )
             .await
         {
-            Ok(0) => self.pass("rate_limit"),
+            Ok(0) => self.stages.pass("rate_limit"),
             Ok(_) => return self.rate_limited(limits.rate_window_s),
             Err(error) => {
                 tracing::warn!(error = %error, "rate windows failed");
-                return self.stop("rate_limit", Outcome::Degraded);
+                return self.stages.stop("rate_limit", Outcome::Degraded);
             }
         }
 
@@ -497,11 +519,11 @@ impl Funnel {
                 _ => Ok(false),
             };
             match passed {
-                Ok(true) => self.pass("challenge"),
-                Ok(false) => return self.stop("challenge", Outcome::ChallengeFailed),
+                Ok(true) => self.stages.pass("challenge"),
+                Ok(false) => return self.stages.stop("challenge", Outcome::ChallengeFailed),
                 Err(error) => {
                     tracing::warn!(error = %error, "challenge check failed");
-                    return self.stop("challenge", Outcome::Degraded);
+                    return self.stages.stop("challenge", Outcome::Degraded);
                 }
             }
         }
@@ -526,9 +548,9 @@ impl Funnel {
         match self.preorders.write(order.clone()).await {
             Ok(Verdict::Written) => {
                 if mode == DeductionMode::Db {
-                    self.pass("deduction");
+                    self.stages.pass("deduction");
                 }
-                self.pass("preorder");
+                self.stages.pass("preorder");
                 // Step 12; in `record` mode the outbox row waits for an ops replay instead.
                 if !order.recorded {
                     self.publisher.offer(OrderCreated {
@@ -556,15 +578,16 @@ impl Funnel {
                 if matches!(order.reservation, Reservation::Redis { .. }) {
                     self.give_back(&order).await;
                 }
-                self.stop("preorder", Outcome::Degraded)
+                self.stages.stop("preorder", Outcome::Degraded)
             }
         }
     }
 
     /// Step 10 on the Redis path: the Lua deduction (units or seats).
     async fn deduct_in_redis(&self, order: &PreOrder, limit: i64) -> Result<(), Answer> {
-        let deducted = if order.seats.is_empty() {
-            self.redis
+        let (script, answered) = if order.seats.is_empty() {
+            let answered = self
+                .redis
                 .deduct_stock(
                     order.activity_id,
                     order.item_id,
@@ -572,9 +595,11 @@ impl Funnel {
                     order.quantity,
                     limit,
                 )
-                .await
+                .await;
+            ("deduct_stock", answered)
         } else {
-            self.redis
+            let answered = self
+                .redis
                 .take_seats(
                     order.activity_id,
                     order.item_id,
@@ -582,77 +607,53 @@ impl Funnel {
                     limit,
                     &order.seats,
                 )
-                .await
+                .await;
+            ("take_seats", answered)
         };
-        match deducted.map(Deduction::from_script) {
-            Ok(Deduction::Deducted { stock_left }) => {
+        let answer = answered.map_err(|error| {
+            tracing::warn!(error = %error, "deduction failed");
+            self.stages.stop("deduction", Outcome::Degraded)
+        })?;
+        match ScriptAnswer::read(answer) {
+            Ok(ScriptAnswer::Deducted { stock_left }) => {
                 if stock_left == 0 {
                     self.catalogue
                         .mark_sold_out(order.activity_id, order.item_id);
                 }
-                self.pass("deduction");
+                self.stages.pass("deduction");
                 Ok(())
             }
-            Ok(refusal) => Err(self.refuse_deduction(order, refusal)),
-            Err(error) => {
-                tracing::warn!(error = %error, "deduction failed");
-                Err(self.stop("deduction", Outcome::Degraded))
-            }
+            Ok(ScriptAnswer::Refused(refusal)) => Err(self.refuse_deduction(order, refusal)),
+            Err(unknown) => Err(self.stages.unknown_answer(script, unknown, order)),
         }
     }
 
     /// The answer to a deduction refused by Redis or by the database allocation.
-    fn refuse_deduction(&self, order: &PreOrder, refusal: Deduction) -> Answer {
+    fn refuse_deduction(&self, order: &PreOrder, refusal: Refusal) -> Answer {
+        let seats = !order.seats.is_empty();
         match refusal {
-            Deduction::SoldOut if !order.seats.is_empty() => self.stop_with(
-                "deduction",
-                Outcome::SoldOut,
-                "a chosen seat is already taken",
+            Refusal::SoldOut if !seats => self
+                .catalogue
+                .mark_sold_out(order.activity_id, order.item_id),
+            Refusal::NotPrewarmed => tracing::warn!(
+                activity = order.activity_id,
+                item = order.item_id,
+                "stock missing from Redis; pre-warm the activity"
             ),
-            // Callers pass refusals only; should a success ever arrive here, refusing it is
-            // the answer that cannot oversell.
-            Deduction::SoldOut | Deduction::Deducted { .. } => {
-                self.catalogue
-                    .mark_sold_out(order.activity_id, order.item_id);
-                self.stop("deduction", Outcome::SoldOut)
-            }
-            Deduction::NotEnough => self.stop_with(
-                "deduction",
-                Outcome::SoldOut,
-                "fewer units are left than asked for",
-            ),
-            Deduction::UnknownSeat => self.stop_with(
-                "deduction",
-                Outcome::ItemNotFound,
-                "a chosen seat does not exist",
-            ),
-            Deduction::AlreadyPurchased => self.stop("deduction", Outcome::AlreadyPurchased),
-            Deduction::LimitExceeded => self.stop("deduction", Outcome::LimitExceeded),
-            Deduction::NotPrewarmed => {
-                tracing::warn!(
-                    activity = order.activity_id,
-                    item = order.item_id,
-                    "stock missing from Redis; pre-warm the activity"
-                );
-                self.stop("deduction", Outcome::Degraded)
-            }
+            _ => {}
         }
+        let (outcome, message) = refusal.answer(seats);
+        self.stages.stop_with("deduction", outcome, message)
     }
 
     /// PostgreSQL refused a pre-order that Redis had granted: Redis was off the truth (a
     /// deduction flip or a re-derivation raced an in-flight deduction). When the database
     /// has no stock left, the unit Redis just spent brings it closer to the truth, so it
     /// stays spent; a refusal on the buyer's limit gives the unit back for others.
-    async fn overruled(&self, order: &PreOrder, refusal: Deduction) {
+    async fn overruled(&self, order: &PreOrder, refusal: Refusal) {
         tracing::warn!(order = %order.id, activity = order.activity_id, item = order.item_id, ?refusal, "PostgreSQL overruled a Redis deduction");
-        self.metrics
-            .funnel
-            .with_label_values(&["preorder", "OVERRULED"])
-            .inc();
-        if matches!(
-            refusal,
-            Deduction::AlreadyPurchased | Deduction::LimitExceeded
-        ) {
+        self.stages.count("preorder", "OVERRULED");
+        if matches!(refusal, Refusal::AlreadyPurchased | Refusal::LimitExceeded) {
             self.give_back(order).await;
         }
     }
@@ -685,7 +686,7 @@ impl Funnel {
     }
 
     fn rate_limited(&self, window_s: u64) -> Answer {
-        let mut answer = self.stop("rate_limit", Outcome::RateLimited);
+        let mut answer = self.stages.stop("rate_limit", Outcome::RateLimited);
         answer.retry_after_s = Some(u32::try_from(window_s.max(1)).unwrap_or(u32::MAX));
         answer
     }
@@ -763,6 +764,34 @@ mod tests {
         assert!(!valid_request_id(&"a".repeat(65)));
         assert!(!valid_request_id("a b"));
         assert!(!valid_request_id("a:b"));
+    }
+
+    #[test]
+    fn an_undocumented_script_code_answers_503_and_is_counted() {
+        let stages = Stages(Metrics::new());
+        let order = PreOrder {
+            id: Uuid::new_v4(),
+            activity_id: 1,
+            item_id: 2,
+            user_id: 3,
+            quantity: 1,
+            amount_cents: 100,
+            request_id: "r-1".into(),
+            seats: Vec::new(),
+            reservation: Reservation::Redis { per_user_limit: 1 },
+            recorded: false,
+        };
+        let answer = stages.unknown_answer("deduct_stock", UnknownAnswer(-7), &order);
+        assert_eq!(answer.status, 503);
+        let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("json");
+        assert_eq!(body["code"], "DEGRADED");
+        let text = stages.0.render();
+        for counted in [
+            r#"seckill_stock_script_unknown_answers_total{script="deduct_stock"} 1"#,
+            r#"seckill_funnel_requests_total{outcome="DEGRADED",stage="deduction"} 1"#,
+        ] {
+            assert!(text.contains(counted), "{counted} missing from:\n{text}");
+        }
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub struct Inner {
     pub funnel: IntCounterVec,
     /// Pre-orders per group-commit batch.
     pub preorder_batch_size: prometheus::Histogram,
+    /// Stock script answers outside the codes the scripts document, by script
+    /// (`deduct_stock`, `take_seats`): the scripts and the server are out of step.
+    pub stock_script_unknown_answers: IntCounterVec,
     /// Money recorded against orders, by where it was learnt (`notify`, `timeout_check`) and
     /// outcome (`paid`, `refund_pending`, `repeated`, `refused`, `amount_mismatch`).
     pub payments: IntCounterVec,
@@ -104,6 +107,14 @@ impl Metrics {
             .buckets(exponential_buckets(1.0, 2.0, 10).expect("valid buckets")),
         )
         .expect("valid metric");
+        let stock_script_unknown_answers = IntCounterVec::new(
+            Opts::new(
+                "seckill_stock_script_unknown_answers_total",
+                "Stock script answers outside the documented codes, by script",
+            ),
+            &["script"],
+        )
+        .expect("valid metric");
         let payments = IntCounterVec::new(
             Opts::new(
                 "seckill_payments_total",
@@ -148,6 +159,7 @@ impl Metrics {
             Box::new(dependency_up.clone()),
             Box::new(funnel.clone()),
             Box::new(preorder_batch_size.clone()),
+            Box::new(stock_script_unknown_answers.clone()),
             Box::new(payments.clone()),
             Box::new(pay_notify_rejected.clone()),
             Box::new(pay_callbacks.clone()),
@@ -166,6 +178,7 @@ impl Metrics {
             dependency_up,
             funnel,
             preorder_batch_size,
+            stock_script_unknown_answers,
             payments,
             pay_notify_rejected,
             pay_callbacks,
@@ -439,6 +452,10 @@ mod tests {
             .inc();
         metrics.preorder_batch_size.observe(3.0);
         metrics
+            .stock_script_unknown_answers
+            .with_label_values(&["deduct_stock"])
+            .inc();
+        metrics
             .payments
             .with_label_values(&["notify", "paid"])
             .inc();
@@ -463,6 +480,7 @@ mod tests {
             "seckill_dependency_up",
             "seckill_funnel_requests_total",
             "seckill_preorder_batch_size_bucket",
+            "seckill_stock_script_unknown_answers_total",
             "seckill_payments_total",
             "seckill_pay_notify_rejected_total",
             "seckill_pay_callbacks_total",
