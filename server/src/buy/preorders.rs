@@ -55,7 +55,7 @@ pub enum Reservation {
 }
 
 impl Reservation {
-    fn per_user_limit(self) -> i64 {
+    pub fn per_user_limit(self) -> i64 {
         match self {
             Self::Redis { per_user_limit } | Self::Database { per_user_limit } => per_user_limit,
         }
