@@ -1,5 +1,9 @@
 //! The buy funnel (docs/buyer-api.md): each stage in order, cheapest first, each counted as
-//! passed or stopped by reason in `seckill_funnel_requests_total`.
+//! passed or stopped by reason in `seckill_funnel_requests_total`, each one method of
+//! [`Funnel`] in this order: (1) admission, (2) validation, (3) the buyer token, (4) the
+//! activity and item from the in-memory catalogue, (5) the phase, (6) the local sold-out
+//! flag, (7) the claim of the request id, (8) the rate limits, (9) the challenge, (10) the
+//! deduction, (11) the pre-order, (12) the publish.
 //!
 //! Once a request id is claimed (step 7), every answer is stored under it, so a replay
 //! gets the first answer byte for byte (success kept an hour, failures five minutes).
@@ -24,7 +28,7 @@ use crate::{
         challenge::Challenges,
         deduction::DeductionGate,
         preorders::{PreOrder, PreorderWriter, Reservation, Verdict},
-        rules::{phase, valid_quantity, Deduction, Outcome},
+        rules::{phase, valid_quantity, Outcome, Refusal, ScriptAnswer, UnknownAnswer},
     },
     catalog::rules::{valid_seat_code, MAX_PER_USER_LIMIT},
     control::switches::{SwitchValues, Switches},
@@ -127,6 +131,55 @@ fn parse(ask: Ask, body: &[u8]) -> Result<Purchase, String> {
     Ok(purchase)
 }
 
+/// A stage's result: what the next stage needs, or the request's answer (a refusal, or
+/// a replay's first answer).
+type Stage<T> = Result<T, Answer>;
+
+/// The activity item a request buys, as the catalogue has it.
+struct Target {
+    activity_id: i64,
+    item_id: i64,
+    per_user_limit: i64,
+    price_cents: i64,
+}
+
+impl Target {
+    /// The pre-order a claimed `purchase` makes, to be deducted in Redis unless the
+    /// deduction gate sends it to the database.
+    fn pre_order(
+        &self,
+        user_id: i64,
+        request_id: &str,
+        purchase: &Purchase,
+        switches: &SwitchValues,
+    ) -> PreOrder {
+        PreOrder {
+            id: Uuid::new_v4(),
+            activity_id: self.activity_id,
+            item_id: self.item_id,
+            user_id,
+            quantity: purchase.quantity,
+            amount_cents: self.price_cents.saturating_mul(purchase.quantity),
+            request_id: request_id.to_owned(),
+            seats: purchase.seats.clone(),
+            reservation: Reservation::Redis {
+                per_user_limit: self.per_user_limit,
+            },
+            recorded: switches.async_mode == AsyncMode::Record,
+        }
+    }
+}
+
+/// What steps 8–12 need of a request whose id is claimed.
+struct Claimed<'a> {
+    switches: &'a SwitchValues,
+    client: IpAddr,
+    challenge_id: Option<&'a str>,
+    challenge_answer: Option<i64>,
+    /// Under `Reservation::Redis`, with the item's per-user limit.
+    order: PreOrder,
+}
+
 /// A finished answer: what the client gets, and what a replay gets again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
@@ -170,6 +223,10 @@ impl Answer {
             body: Bytes::copy_from_slice(&stored[newline + 1..]),
         })
     }
+}
+
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|value| value.to_str().ok())
 }
 
 /// A request id as clients send it: 1–64 letters, digits, `-` or `_`.
@@ -233,6 +290,44 @@ impl Drop for Admitted<'_> {
     }
 }
 
+/// The stage counters of `seckill_funnel_requests_total`: every request is counted at each
+/// stage it passes, and at the stage that stops it, by the code it is answered with.
+struct Stages(Metrics);
+
+impl Stages {
+    fn pass(&self, stage: &str) {
+        self.count(stage, "pass");
+    }
+
+    /// Counts what happened at `stage` besides passing or stopping (`REPLAY`, `OVERRULED`).
+    fn count(&self, stage: &str, outcome: &str) {
+        self.0.funnel.with_label_values(&[stage, outcome]).inc();
+    }
+
+    fn stop(&self, stage: &str, outcome: Outcome) -> Answer {
+        self.stop_with(stage, outcome, outcome.message())
+    }
+
+    fn stop_with(&self, stage: &str, outcome: Outcome, message: &str) -> Answer {
+        self.count(stage, outcome.code());
+        Answer::refusal(outcome, message)
+    }
+
+    /// A stock script answered a code it does not document: no refusal can be read into it,
+    /// so it is answered like any other internal failure, and counted apart for ops.
+    fn unknown_answer(&self, script: &str, unknown: UnknownAnswer, order: &PreOrder) -> Answer {
+        tracing::error!(
+            script, error = %unknown, order = %order.id, activity = order.activity_id,
+            item = order.item_id, "stock script out of step with the server; the deduction is unknown"
+        );
+        self.0
+            .stock_script_unknown_answers
+            .with_label_values(&[script])
+            .inc();
+        self.stop("deduction", Outcome::Degraded)
+    }
+}
+
 pub struct Funnel {
     settings: BuySettings,
     switches: Switches,
@@ -246,7 +341,7 @@ pub struct Funnel {
     preorders: PreorderWriter,
     publisher: Publisher,
     redis: RedisStore,
-    metrics: Metrics,
+    stages: Stages,
 }
 
 /// What a funnel is made of; named, because most of these are handles of one type family.
@@ -287,7 +382,7 @@ impl Funnel {
             preorders,
             publisher,
             redis,
-            metrics,
+            stages: Stages(metrics),
         }
     }
 
@@ -300,60 +395,91 @@ impl Funnel {
         self.switches.current()
     }
 
-    fn pass(&self, stage: &str) {
-        self.metrics
-            .funnel
-            .with_label_values(&[stage, "pass"])
-            .inc();
-    }
-
-    fn stop(&self, stage: &str, outcome: Outcome) -> Answer {
-        self.stop_with(stage, outcome, outcome.message())
-    }
-
-    fn stop_with(&self, stage: &str, outcome: Outcome, message: &str) -> Answer {
-        self.metrics
-            .funnel
-            .with_label_values(&[stage, outcome.code()])
-            .inc();
-        Answer::refusal(outcome, message)
-    }
-
     /// Runs a buy (`Ask::Units`) or seats (`Ask::Seats`) request through the whole funnel.
     pub async fn buy(&self, ask: Ask, headers: &HeaderMap, client: IpAddr, body: &[u8]) -> Answer {
         // One snapshot for the whole request: a flip applies from the next request on.
         let switches = self.switches.current();
-        let Some(_in_flight) = self.admission.enter(switches.limits.max_in_flight) else {
-            return self.stop("admission", Outcome::Overloaded);
-        };
-        self.pass("admission");
-
-        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        let Some(request_id) = header("x-request-id").filter(|id| valid_request_id(id)) else {
-            return self.stop_with(
-                "validate",
-                Outcome::BadRequest,
-                "an X-Request-ID header of 1-64 letters, digits, - or _ is required",
-            );
-        };
-        if body.len() > self.settings.max_body_bytes {
-            return self.stop_with(
-                "validate",
-                Outcome::BadRequest,
-                "the request body is too large",
-            );
+        match self.run(ask, &switches, headers, client, body).await {
+            Ok(answer) | Err(answer) => answer,
         }
-        let purchase = match parse(ask, body) {
-            Ok(purchase) => purchase,
-            Err(message) => return self.stop_with("validate", Outcome::BadRequest, &message),
-        };
-        self.pass("validate");
+    }
 
-        let Some(user_id) = self.tokens.buyer(header("authorization")) else {
-            return self.stop("auth", Outcome::Unauthenticated);
+    /// The stages in order; the first that stops the request answers it.
+    async fn run(
+        &self,
+        ask: Ask,
+        switches: &SwitchValues,
+        headers: &HeaderMap,
+        client: IpAddr,
+        body: &[u8],
+    ) -> Stage<Answer> {
+        let _in_flight = self.admit(switches)?;
+        let (request_id, purchase) = self.validate(ask, headers, body)?;
+        let user_id = self.authenticate(headers)?;
+        let (activity, target) = self.look_up(ask, &purchase).await?;
+        self.check_phase(switches, &activity, &target, purchase.quantity)?;
+        self.check_sold_out_flag(&target)?;
+        let request_key = self.claim(user_id, request_id).await?;
+        let claimed = Claimed {
+            switches,
+            client,
+            challenge_id: purchase.challenge_id.as_deref(),
+            challenge_answer: purchase.answer,
+            order: target.pre_order(user_id, request_id, &purchase, switches),
         };
-        self.pass("auth");
+        let answer = match self.claimed(&claimed).await {
+            Ok(answer) | Err(answer) => answer,
+        };
+        self.keep_for_replay(&request_key, &answer).await;
+        Ok(answer)
+    }
 
+    /// Step 1: a place among the requests in flight on this instance.
+    fn admit(&self, switches: &SwitchValues) -> Stage<Admitted<'_>> {
+        let admitted = self
+            .admission
+            .enter(switches.limits.max_in_flight)
+            .ok_or_else(|| self.stages.stop("admission", Outcome::Overloaded))?;
+        self.stages.pass("admission");
+        Ok(admitted)
+    }
+
+    /// Step 2: the request id, the body's size and shape.
+    fn validate<'h>(
+        &self,
+        ask: Ask,
+        headers: &'h HeaderMap,
+        body: &[u8],
+    ) -> Stage<(&'h str, Purchase)> {
+        let refuse = |message: &str| {
+            self.stages
+                .stop_with("validate", Outcome::BadRequest, message)
+        };
+        let request_id = header(headers, "x-request-id")
+            .filter(|id| valid_request_id(id))
+            .ok_or_else(|| {
+                refuse("an X-Request-ID header of 1-64 letters, digits, - or _ is required")
+            })?;
+        if body.len() > self.settings.max_body_bytes {
+            return Err(refuse("the request body is too large"));
+        }
+        let purchase = parse(ask, body).map_err(|message| refuse(&message))?;
+        self.stages.pass("validate");
+        Ok((request_id, purchase))
+    }
+
+    /// Step 3: the buyer token.
+    fn authenticate(&self, headers: &HeaderMap) -> Stage<i64> {
+        let user_id = self
+            .tokens
+            .buyer(header(headers, "authorization"))
+            .ok_or_else(|| self.stages.stop("auth", Outcome::Unauthenticated))?;
+        self.stages.pass("auth");
+        Ok(user_id)
+    }
+
+    /// Step 4: the activity and the item bought, from the in-memory catalogue.
+    async fn look_up(&self, ask: Ask, purchase: &Purchase) -> Stage<(Arc<CachedActivity>, Target)> {
         let looked_up = match purchase.item_id {
             Some(item_id) => {
                 self.catalogue
@@ -362,81 +488,89 @@ impl Funnel {
             }
             None => self.catalogue.activity(purchase.activity_id).await,
         };
-        let activity = match looked_up {
-            Ok(activity) => activity,
-            Err(LookupError::Missing) => return self.stop("catalogue", Outcome::ItemNotFound),
-            Err(error) => {
+        let activity = looked_up.map_err(|error| match error {
+            LookupError::Missing => self.stages.stop("catalogue", Outcome::ItemNotFound),
+            error => {
                 tracing::warn!(error = %error, "activity lookup failed");
-                return self.stop("catalogue", Outcome::Degraded);
+                self.stages.stop("catalogue", Outcome::Degraded)
+            }
+        })?;
+        let target = match target(&activity, ask, purchase.item_id) {
+            Ok(item) => Target {
+                activity_id: activity.id,
+                item_id: item.item_id,
+                per_user_limit: item.per_user_limit,
+                price_cents: item.price_cents,
+            },
+            Err((outcome, message)) => {
+                return Err(self.stages.stop_with("catalogue", outcome, message))
             }
         };
-        let (item_id, per_user_limit, price_cents) = match target(&activity, ask, purchase.item_id)
-        {
-            Ok(item) => (item.item_id, item.per_user_limit, item.price_cents),
-            Err((outcome, message)) => return self.stop_with("catalogue", outcome, message),
-        };
-        self.pass("catalogue");
+        self.stages.pass("catalogue");
+        Ok((activity, target))
+    }
 
+    /// Step 5: the entry switches and the activity's times, then the item's own limit.
+    fn check_phase(
+        &self,
+        switches: &SwitchValues,
+        activity: &CachedActivity,
+        target: &Target,
+        quantity: i64,
+    ) -> Stage<()> {
         if let Some(refusal) = Outcome::from_phase(phase(
             activity.starts_at,
             activity.ends_at,
             chrono::Utc::now(),
             switches.entry_open_for(activity.id),
         )) {
-            return self.stop("phase", refusal);
+            return Err(self.stages.stop("phase", refusal));
         }
-        if !valid_quantity(purchase.quantity, per_user_limit) {
-            return self.stop_with(
+        if !valid_quantity(quantity, target.per_user_limit) {
+            return Err(self.stages.stop_with(
                 "phase",
                 Outcome::BadRequest,
                 "quantity must be between 1 and the per-user limit",
-            );
+            ));
         }
-        self.pass("phase");
+        self.stages.pass("phase");
+        Ok(())
+    }
 
-        if self.catalogue.is_sold_out(activity.id, item_id) {
-            return self.stop("sold_out_flag", Outcome::SoldOut);
+    /// Step 6: an item this instance saw sell out is refused without asking Redis.
+    fn check_sold_out_flag(&self, target: &Target) -> Stage<()> {
+        if self
+            .catalogue
+            .is_sold_out(target.activity_id, target.item_id)
+        {
+            return Err(self.stages.stop("sold_out_flag", Outcome::SoldOut));
         }
-        self.pass("sold_out_flag");
+        self.stages.pass("sold_out_flag");
+        Ok(())
+    }
 
+    /// Step 7: claims the request id for this buyer; returns the key its answer is kept
+    /// under. A request id seen before is answered with its first answer.
+    async fn claim(&self, user_id: i64, request_id: &str) -> Stage<String> {
         let request_key = self.redis.request_key(user_id, request_id);
         match self.redis.claim_request(&request_key, IN_FLIGHT_MS).await {
-            Ok(None) => self.pass("idempotency"),
+            Ok(None) => {
+                self.stages.pass("idempotency");
+                Ok(request_key)
+            }
             Ok(Some(stored)) => {
-                self.metrics
-                    .funnel
-                    .with_label_values(&["idempotency", "REPLAY"])
-                    .inc();
-                return self.replay(&request_key, stored).await;
+                self.stages.count("idempotency", "REPLAY");
+                Err(self.replay(&request_key, stored).await)
             }
             Err(error) => {
                 tracing::warn!(error = %error, "request claim failed");
-                return self.stop("idempotency", Outcome::Degraded);
+                Err(self.stages.stop("idempotency", Outcome::Degraded))
             }
         }
+    }
 
-        let order = PreOrder {
-            id: Uuid::new_v4(),
-            activity_id: activity.id,
-            item_id,
-            user_id,
-            quantity: purchase.quantity,
-            amount_cents: price_cents.saturating_mul(purchase.quantity),
-            request_id: request_id.to_owned(),
-            seats: purchase.seats,
-            reservation: Reservation::Redis { per_user_limit },
-            recorded: switches.async_mode == AsyncMode::Record,
-        };
-        let answer = self
-            .claimed(
-                &switches,
-                &order,
-                per_user_limit,
-                client,
-                purchase.challenge_id.as_deref(),
-                purchase.answer,
-            )
-            .await;
+    /// Keeps a claimed request's answer for its replays (success an hour, failures less).
+    async fn keep_for_replay(&self, request_key: &str, answer: &Answer) {
         let ttl = if answer.status == 200 {
             SUCCESS_TTL_S
         } else {
@@ -444,28 +578,37 @@ impl Funnel {
         };
         if let Err(error) = self
             .redis
-            .store_response(&request_key, &answer.encode(), ttl)
+            .store_response(request_key, &answer.encode(), ttl)
             .await
         {
             tracing::warn!(error = %error, "could not keep the response for replay");
         }
-        answer
     }
 
-    /// Steps 8–11, once the request id is this request's own.
-    async fn claimed(
-        &self,
-        switches: &SwitchValues,
-        order: &PreOrder,
-        limit: i64,
-        client: IpAddr,
-        challenge_id: Option<&str>,
-        answer: Option<i64>,
-    ) -> Answer {
-        let limits = &switches.limits;
+    /// Steps 8–12, once the request id is this request's own.
+    async fn claimed(&self, claimed: &Claimed<'_>) -> Stage<Answer> {
+        self.rate_limit(claimed).await?;
+        self.challenge(claimed).await?;
+        let mode = self.deduction.mode(claimed.switches.deduction);
+        // Counted until the pre-order is written, for the db → redis hand-over.
+        let _database_deduction =
+            (mode == DeductionMode::Db).then(|| self.deduction.enter_database());
+        let order = self.deduct(&claimed.order, mode).await?;
+        self.write_preorder(&order, mode).await?;
+        self.publish(&order);
+        Ok(Answer::json(
+            200,
+            serde_json::json!({ "order_id": order.id, "status": "PRE_CREATED" }),
+        ))
+    }
+
+    /// Step 8: the local token bucket, then the buyer, address and item windows in Redis.
+    async fn rate_limit(&self, claimed: &Claimed<'_>) -> Stage<()> {
+        let limits = &claimed.switches.limits;
         if !self.bucket.try_take(limits.local_rate_per_s) {
-            return self.rate_limited(limits.rate_window_s);
+            return Err(self.rate_limited(limits.rate_window_s));
         }
+        let order = &claimed.order;
         let windows = [
             limits.per_user_per_window,
             limits.per_ip_per_window,
@@ -477,94 +620,114 @@ impl Funnel {
                 order.activity_id,
                 order.item_id,
                 order.user_id,
-                &client.to_string(),
+                &claimed.client.to_string(),
                 limits.rate_window_s,
                 windows,
             )
             .await
         {
-            Ok(0) => self.pass("rate_limit"),
-            Ok(_) => return self.rate_limited(limits.rate_window_s),
+            Ok(0) => {
+                self.stages.pass("rate_limit");
+                Ok(())
+            }
+            Ok(_) => Err(self.rate_limited(limits.rate_window_s)),
             Err(error) => {
                 tracing::warn!(error = %error, "rate windows failed");
-                return self.stop("rate_limit", Outcome::Degraded);
+                Err(self.stages.stop("rate_limit", Outcome::Degraded))
             }
         }
+    }
 
-        if switches.challenge_required {
-            let passed = match (challenge_id, answer) {
-                (Some(id), Some(answer)) => self.challenges.check(id, order.user_id, answer).await,
-                _ => Ok(false),
-            };
-            match passed {
-                Ok(true) => self.pass("challenge"),
-                Ok(false) => return self.stop("challenge", Outcome::ChallengeFailed),
-                Err(error) => {
-                    tracing::warn!(error = %error, "challenge check failed");
-                    return self.stop("challenge", Outcome::Degraded);
-                }
-            }
+    /// Step 9: the human challenge, only while the switch asks for it.
+    async fn challenge(&self, claimed: &Claimed<'_>) -> Stage<()> {
+        if !claimed.switches.challenge_required {
+            return Ok(());
         }
-
-        let mode = self.deduction.mode(switches.deduction);
-        let _database_deduction =
-            (mode == DeductionMode::Db).then(|| self.deduction.enter_database());
-        let order = match mode {
-            DeductionMode::Redis => {
-                if let Err(refusal) = self.deduct_in_redis(order, limit).await {
-                    return refusal;
-                }
-                order.clone()
+        let passed = match (claimed.challenge_id, claimed.challenge_answer) {
+            (Some(id), Some(answer)) => {
+                self.challenges
+                    .check(id, claimed.order.user_id, answer)
+                    .await
             }
-            DeductionMode::Db => PreOrder {
-                reservation: Reservation::Database {
-                    per_user_limit: limit,
-                },
-                ..order.clone()
-            },
+            _ => Ok(false),
         };
+        match passed {
+            Ok(true) => {
+                self.stages.pass("challenge");
+                Ok(())
+            }
+            Ok(false) => Err(self.stages.stop("challenge", Outcome::ChallengeFailed)),
+            Err(error) => {
+                tracing::warn!(error = %error, "challenge check failed");
+                Err(self.stages.stop("challenge", Outcome::Degraded))
+            }
+        }
+    }
+
+    /// Step 10: deducts in Redis, or leaves the deduction to the database allocation of
+    /// step 11; returns the pre-order with the reservation it was made under.
+    async fn deduct(&self, order: &PreOrder, mode: DeductionMode) -> Stage<PreOrder> {
+        let per_user_limit = order.reservation.per_user_limit();
+        match mode {
+            DeductionMode::Redis => {
+                self.deduct_in_redis(order, per_user_limit).await?;
+                Ok(order.clone())
+            }
+            DeductionMode::Db => Ok(PreOrder {
+                reservation: Reservation::Database { per_user_limit },
+                ..order.clone()
+            }),
+        }
+    }
+
+    /// Step 11: the group-committed pre-order with its outbox row. A refusal by the
+    /// database allocation is answered like a deduction refusal.
+    async fn write_preorder(&self, order: &PreOrder, mode: DeductionMode) -> Stage<()> {
+        let redis_deducted = matches!(order.reservation, Reservation::Redis { .. });
         match self.preorders.write(order.clone()).await {
             Ok(Verdict::Written) => {
                 if mode == DeductionMode::Db {
-                    self.pass("deduction");
+                    self.stages.pass("deduction");
                 }
-                self.pass("preorder");
-                // Step 12; in `record` mode the outbox row waits for an ops replay instead.
-                if !order.recorded {
-                    self.publisher.offer(OrderCreated {
-                        order_id: order.id,
-                        activity_id: order.activity_id,
-                        item_id: order.item_id,
-                        user_id: order.user_id,
-                        quantity: order.quantity,
-                        amount_cents: order.amount_cents,
-                    });
-                }
-                Answer::json(
-                    200,
-                    serde_json::json!({ "order_id": order.id, "status": "PRE_CREATED" }),
-                )
+                self.stages.pass("preorder");
+                Ok(())
             }
-            Ok(Verdict::Refused(deduction)) => {
-                if matches!(order.reservation, Reservation::Redis { .. }) {
-                    self.overruled(&order, deduction).await;
+            Ok(Verdict::Refused(refusal)) => {
+                if redis_deducted {
+                    self.overruled(order, refusal).await;
                 }
-                self.refuse_deduction(&order, deduction)
+                Err(self.refuse_deduction(order, refusal))
             }
             Err(error) => {
                 tracing::error!(error = %error, order = %order.id, "pre-order not written; giving the stock back");
-                if matches!(order.reservation, Reservation::Redis { .. }) {
-                    self.give_back(&order).await;
+                if redis_deducted {
+                    self.give_back(order).await;
                 }
-                self.stop("preorder", Outcome::Degraded)
+                Err(self.stages.stop("preorder", Outcome::Degraded))
             }
+        }
+    }
+
+    /// Step 12: offers the event to the publisher; in `record` mode the outbox row waits
+    /// for an ops replay instead.
+    fn publish(&self, order: &PreOrder) {
+        if !order.recorded {
+            self.publisher.offer(OrderCreated {
+                order_id: order.id,
+                activity_id: order.activity_id,
+                item_id: order.item_id,
+                user_id: order.user_id,
+                quantity: order.quantity,
+                amount_cents: order.amount_cents,
+            });
         }
     }
 
     /// Step 10 on the Redis path: the Lua deduction (units or seats).
     async fn deduct_in_redis(&self, order: &PreOrder, limit: i64) -> Result<(), Answer> {
-        let deducted = if order.seats.is_empty() {
-            self.redis
+        let (script, answered) = if order.seats.is_empty() {
+            let answered = self
+                .redis
                 .deduct_stock(
                     order.activity_id,
                     order.item_id,
@@ -572,9 +735,11 @@ impl Funnel {
                     order.quantity,
                     limit,
                 )
-                .await
+                .await;
+            ("deduct_stock", answered)
         } else {
-            self.redis
+            let answered = self
+                .redis
                 .take_seats(
                     order.activity_id,
                     order.item_id,
@@ -582,77 +747,53 @@ impl Funnel {
                     limit,
                     &order.seats,
                 )
-                .await
+                .await;
+            ("take_seats", answered)
         };
-        match deducted.map(Deduction::from_script) {
-            Ok(Deduction::Deducted { stock_left }) => {
+        let answer = answered.map_err(|error| {
+            tracing::warn!(error = %error, "deduction failed");
+            self.stages.stop("deduction", Outcome::Degraded)
+        })?;
+        match ScriptAnswer::read(answer) {
+            Ok(ScriptAnswer::Deducted { stock_left }) => {
                 if stock_left == 0 {
                     self.catalogue
                         .mark_sold_out(order.activity_id, order.item_id);
                 }
-                self.pass("deduction");
+                self.stages.pass("deduction");
                 Ok(())
             }
-            Ok(refusal) => Err(self.refuse_deduction(order, refusal)),
-            Err(error) => {
-                tracing::warn!(error = %error, "deduction failed");
-                Err(self.stop("deduction", Outcome::Degraded))
-            }
+            Ok(ScriptAnswer::Refused(refusal)) => Err(self.refuse_deduction(order, refusal)),
+            Err(unknown) => Err(self.stages.unknown_answer(script, unknown, order)),
         }
     }
 
     /// The answer to a deduction refused by Redis or by the database allocation.
-    fn refuse_deduction(&self, order: &PreOrder, refusal: Deduction) -> Answer {
+    fn refuse_deduction(&self, order: &PreOrder, refusal: Refusal) -> Answer {
+        let seats = !order.seats.is_empty();
         match refusal {
-            Deduction::SoldOut if !order.seats.is_empty() => self.stop_with(
-                "deduction",
-                Outcome::SoldOut,
-                "a chosen seat is already taken",
+            Refusal::SoldOut if !seats => self
+                .catalogue
+                .mark_sold_out(order.activity_id, order.item_id),
+            Refusal::NotPrewarmed => tracing::warn!(
+                activity = order.activity_id,
+                item = order.item_id,
+                "stock missing from Redis; pre-warm the activity"
             ),
-            // Callers pass refusals only; should a success ever arrive here, refusing it is
-            // the answer that cannot oversell.
-            Deduction::SoldOut | Deduction::Deducted { .. } => {
-                self.catalogue
-                    .mark_sold_out(order.activity_id, order.item_id);
-                self.stop("deduction", Outcome::SoldOut)
-            }
-            Deduction::NotEnough => self.stop_with(
-                "deduction",
-                Outcome::SoldOut,
-                "fewer units are left than asked for",
-            ),
-            Deduction::UnknownSeat => self.stop_with(
-                "deduction",
-                Outcome::ItemNotFound,
-                "a chosen seat does not exist",
-            ),
-            Deduction::AlreadyPurchased => self.stop("deduction", Outcome::AlreadyPurchased),
-            Deduction::LimitExceeded => self.stop("deduction", Outcome::LimitExceeded),
-            Deduction::NotPrewarmed => {
-                tracing::warn!(
-                    activity = order.activity_id,
-                    item = order.item_id,
-                    "stock missing from Redis; pre-warm the activity"
-                );
-                self.stop("deduction", Outcome::Degraded)
-            }
+            _ => {}
         }
+        let (outcome, message) = refusal.answer(seats);
+        self.stages.stop_with("deduction", outcome, message)
     }
 
     /// PostgreSQL refused a pre-order that Redis had granted: Redis was off the truth (a
     /// deduction flip or a re-derivation raced an in-flight deduction). When the database
     /// has no stock left, the unit Redis just spent brings it closer to the truth, so it
     /// stays spent; a refusal on the buyer's limit gives the unit back for others.
-    async fn overruled(&self, order: &PreOrder, refusal: Deduction) {
+    async fn overruled(&self, order: &PreOrder, refusal: Refusal) {
         tracing::warn!(order = %order.id, activity = order.activity_id, item = order.item_id, ?refusal, "PostgreSQL overruled a Redis deduction");
-        self.metrics
-            .funnel
-            .with_label_values(&["preorder", "OVERRULED"])
-            .inc();
-        if matches!(
-            refusal,
-            Deduction::AlreadyPurchased | Deduction::LimitExceeded
-        ) {
+        self.stages.count("preorder", "OVERRULED");
+        if matches!(refusal, Refusal::AlreadyPurchased | Refusal::LimitExceeded) {
             self.give_back(order).await;
         }
     }
@@ -685,7 +826,7 @@ impl Funnel {
     }
 
     fn rate_limited(&self, window_s: u64) -> Answer {
-        let mut answer = self.stop("rate_limit", Outcome::RateLimited);
+        let mut answer = self.stages.stop("rate_limit", Outcome::RateLimited);
         answer.retry_after_s = Some(u32::try_from(window_s.max(1)).unwrap_or(u32::MAX));
         answer
     }
@@ -763,6 +904,34 @@ mod tests {
         assert!(!valid_request_id(&"a".repeat(65)));
         assert!(!valid_request_id("a b"));
         assert!(!valid_request_id("a:b"));
+    }
+
+    #[test]
+    fn an_undocumented_script_code_answers_503_and_is_counted() {
+        let stages = Stages(Metrics::new());
+        let order = PreOrder {
+            id: Uuid::new_v4(),
+            activity_id: 1,
+            item_id: 2,
+            user_id: 3,
+            quantity: 1,
+            amount_cents: 100,
+            request_id: "r-1".into(),
+            seats: Vec::new(),
+            reservation: Reservation::Redis { per_user_limit: 1 },
+            recorded: false,
+        };
+        let answer = stages.unknown_answer("deduct_stock", UnknownAnswer(-7), &order);
+        assert_eq!(answer.status, 503);
+        let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("json");
+        assert_eq!(body["code"], "DEGRADED");
+        let text = stages.0.render();
+        for counted in [
+            r#"seckill_stock_script_unknown_answers_total{script="deduct_stock"} 1"#,
+            r#"seckill_funnel_requests_total{outcome="DEGRADED",stage="deduction"} 1"#,
+        ] {
+            assert!(text.contains(counted), "{counted} missing from:\n{text}");
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::{
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use uuid::Uuid;
 
-use crate::buy::rules::Deduction;
+use crate::buy::rules::Refusal;
 
 /// Outbox topic of a pre-order waiting for the create-order consumer.
 pub const CREATE_ORDER_TOPIC: &str = "order.create";
@@ -55,7 +55,7 @@ pub enum Reservation {
 }
 
 impl Reservation {
-    fn per_user_limit(self) -> i64 {
+    pub fn per_user_limit(self) -> i64 {
         match self {
             Self::Redis { per_user_limit } | Self::Database { per_user_limit } => per_user_limit,
         }
@@ -67,7 +67,7 @@ impl Reservation {
 pub enum Verdict {
     Written,
     /// The database allocation refused it: no stock left there, or the buyer's limit.
-    Refused(Deduction),
+    Refused(Refusal),
 }
 
 type Reply = oneshot::Sender<Result<Verdict, Arc<sqlx::Error>>>;
@@ -245,32 +245,31 @@ async fn allocate(
             let limit = order.reservation.per_user_limit();
             let holding = held.entry(order.user_id).or_default();
             verdicts[index] = match allocation(left, *holding, order.quantity, limit) {
-                Deduction::Deducted { stock_left } => {
+                Ok(stock_left) => {
                     left = stock_left;
                     *holding += order.quantity;
                     Verdict::Written
                 }
-                refusal => Verdict::Refused(refusal),
+                Err(refusal) => Verdict::Refused(refusal),
             };
         }
     }
     Ok(verdicts)
 }
 
-/// The same rule as `lua/deduct_stock.lua`, for the database path.
-fn allocation(left: i64, held: i64, quantity: i64, limit: i64) -> Deduction {
+/// The same rule as `lua/deduct_stock.lua`, for the database path: the stock left after
+/// granting `quantity`, or why not.
+fn allocation(left: i64, held: i64, quantity: i64, limit: i64) -> Result<i64, Refusal> {
     if held >= limit {
-        Deduction::AlreadyPurchased
+        Err(Refusal::AlreadyPurchased)
     } else if held + quantity > limit {
-        Deduction::LimitExceeded
+        Err(Refusal::LimitExceeded)
     } else if left <= 0 {
-        Deduction::SoldOut
+        Err(Refusal::SoldOut)
     } else if left < quantity {
-        Deduction::NotEnough
+        Err(Refusal::NotEnough)
     } else {
-        Deduction::Deducted {
-            stock_left: left - quantity,
-        }
+        Ok(left - quantity)
     }
 }
 
@@ -470,13 +469,10 @@ mod tests {
 
     #[test]
     fn database_allocation_follows_the_lua_rule() {
-        assert_eq!(
-            allocation(5, 0, 2, 2),
-            Deduction::Deducted { stock_left: 3 }
-        );
-        assert_eq!(allocation(0, 0, 1, 2), Deduction::SoldOut);
-        assert_eq!(allocation(1, 0, 2, 2), Deduction::NotEnough);
-        assert_eq!(allocation(5, 2, 1, 2), Deduction::AlreadyPurchased);
-        assert_eq!(allocation(5, 1, 2, 2), Deduction::LimitExceeded);
+        assert_eq!(allocation(5, 0, 2, 2), Ok(3));
+        assert_eq!(allocation(0, 0, 1, 2), Err(Refusal::SoldOut));
+        assert_eq!(allocation(1, 0, 2, 2), Err(Refusal::NotEnough));
+        assert_eq!(allocation(5, 2, 1, 2), Err(Refusal::AlreadyPurchased));
+        assert_eq!(allocation(5, 1, 2, 2), Err(Refusal::LimitExceeded));
     }
 }

@@ -31,10 +31,10 @@ pub fn phase(
     }
 }
 
-/// Every way a buy request ends, in funnel order. The stage counters use [`Outcome::code`].
+/// Every way the funnel refuses a buy request, in funnel order. The stage counters use
+/// [`Outcome::code`]. A granted request is no outcome of these: it answers its pre-order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Ok,
     BadRequest,
     Unauthenticated,
     NotStarted,
@@ -53,7 +53,6 @@ pub enum Outcome {
 impl Outcome {
     pub fn code(self) -> &'static str {
         match self {
-            Outcome::Ok => "OK",
             Outcome::BadRequest => "BAD_REQUEST",
             Outcome::Unauthenticated => "UNAUTHENTICATED",
             Outcome::NotStarted => "ACTIVITY_NOT_STARTED",
@@ -72,7 +71,6 @@ impl Outcome {
 
     pub fn status(self) -> u16 {
         match self {
-            Outcome::Ok => 200,
             Outcome::BadRequest => 400,
             Outcome::Unauthenticated => 401,
             Outcome::NotStarted | Outcome::Ended | Outcome::Closed | Outcome::ChallengeFailed => {
@@ -87,7 +85,6 @@ impl Outcome {
 
     pub fn message(self) -> &'static str {
         match self {
-            Outcome::Ok => "ok",
             Outcome::BadRequest => "the request is malformed",
             Outcome::Unauthenticated => "a valid buyer token is required",
             Outcome::NotStarted => "the activity has not started",
@@ -114,12 +111,10 @@ impl Outcome {
     }
 }
 
-/// What `lua/deduct_stock.lua` answered.
+/// Why a deduction was refused, by a stock script (`lua/deduct_stock.lua`,
+/// `lua/take_seats.lua`) or by the database allocation of the pre-order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Deduction {
-    Deducted {
-        stock_left: i64,
-    },
+pub enum Refusal {
     SoldOut,
     AlreadyPurchased,
     LimitExceeded,
@@ -130,17 +125,51 @@ pub enum Deduction {
     UnknownSeat,
 }
 
-impl Deduction {
-    pub fn from_script(answer: i64) -> Deduction {
-        match answer {
-            left if left >= 0 => Deduction::Deducted { stock_left: left },
-            -1 => Deduction::SoldOut,
-            -2 => Deduction::AlreadyPurchased,
-            -3 => Deduction::LimitExceeded,
-            -5 => Deduction::NotEnough,
-            -6 => Deduction::UnknownSeat,
-            _ => Deduction::NotPrewarmed,
+impl Refusal {
+    /// What the buyer is told. For a seats request, sold out means a chosen seat is taken.
+    pub fn answer(self, seats: bool) -> (Outcome, &'static str) {
+        match self {
+            Refusal::SoldOut if seats => (Outcome::SoldOut, "a chosen seat is already taken"),
+            Refusal::SoldOut => (Outcome::SoldOut, Outcome::SoldOut.message()),
+            Refusal::NotEnough => (Outcome::SoldOut, "fewer units are left than asked for"),
+            Refusal::UnknownSeat => (Outcome::ItemNotFound, "a chosen seat does not exist"),
+            Refusal::AlreadyPurchased => (
+                Outcome::AlreadyPurchased,
+                Outcome::AlreadyPurchased.message(),
+            ),
+            Refusal::LimitExceeded => (Outcome::LimitExceeded, Outcome::LimitExceeded.message()),
+            Refusal::NotPrewarmed => (Outcome::Degraded, Outcome::Degraded.message()),
         }
+    }
+}
+
+/// What a stock script answered, read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScriptAnswer {
+    Deducted { stock_left: i64 },
+    Refused(Refusal),
+}
+
+/// A code no stock script documents: the scripts and this server are out of step, and
+/// whether the script deducted anything is unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the stock script answered {0}, a code it does not document")]
+pub struct UnknownAnswer(pub i64);
+
+impl ScriptAnswer {
+    /// Reads the code table the stock scripts share: the stock left (`>= 0`) or a refusal.
+    pub fn read(answer: i64) -> Result<ScriptAnswer, UnknownAnswer> {
+        let refusal = match answer {
+            left if left >= 0 => return Ok(ScriptAnswer::Deducted { stock_left: left }),
+            -1 => Refusal::SoldOut,
+            -2 => Refusal::AlreadyPurchased,
+            -3 => Refusal::LimitExceeded,
+            -4 => Refusal::NotPrewarmed,
+            -5 => Refusal::NotEnough,
+            -6 => Refusal::UnknownSeat,
+            unknown => return Err(UnknownAnswer(unknown)),
+        };
+        Ok(ScriptAnswer::Refused(refusal))
     }
 }
 
@@ -168,17 +197,83 @@ mod tests {
     }
 
     #[test]
-    fn script_answers_map_to_outcomes() {
+    fn script_answers_read_as_deductions_or_refusals() {
         assert_eq!(
-            Deduction::from_script(0),
-            Deduction::Deducted { stock_left: 0 }
+            ScriptAnswer::read(0),
+            Ok(ScriptAnswer::Deducted { stock_left: 0 })
         );
-        assert_eq!(Deduction::from_script(-1), Deduction::SoldOut);
-        assert_eq!(Deduction::from_script(-2), Deduction::AlreadyPurchased);
-        assert_eq!(Deduction::from_script(-3), Deduction::LimitExceeded);
-        assert_eq!(Deduction::from_script(-4), Deduction::NotPrewarmed);
-        assert_eq!(Deduction::from_script(-5), Deduction::NotEnough);
-        assert_eq!(Deduction::from_script(-6), Deduction::UnknownSeat);
+        assert_eq!(
+            ScriptAnswer::read(7),
+            Ok(ScriptAnswer::Deducted { stock_left: 7 })
+        );
+        for (code, refusal) in [
+            (-1, Refusal::SoldOut),
+            (-2, Refusal::AlreadyPurchased),
+            (-3, Refusal::LimitExceeded),
+            (-4, Refusal::NotPrewarmed),
+            (-5, Refusal::NotEnough),
+            (-6, Refusal::UnknownSeat),
+        ] {
+            assert_eq!(
+                ScriptAnswer::read(code),
+                Ok(ScriptAnswer::Refused(refusal)),
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn undocumented_script_codes_are_errors_not_refusals() {
+        for code in [-7, -100, i64::MIN] {
+            assert_eq!(ScriptAnswer::read(code), Err(UnknownAnswer(code)));
+        }
+    }
+
+    #[test]
+    fn refusals_answer_with_their_codes() {
+        let answers = [
+            (Refusal::SoldOut, false, Outcome::SoldOut, "sold out"),
+            (
+                Refusal::SoldOut,
+                true,
+                Outcome::SoldOut,
+                "a chosen seat is already taken",
+            ),
+            (
+                Refusal::NotEnough,
+                false,
+                Outcome::SoldOut,
+                "fewer units are left than asked for",
+            ),
+            (
+                Refusal::UnknownSeat,
+                true,
+                Outcome::ItemNotFound,
+                "a chosen seat does not exist",
+            ),
+            (
+                Refusal::AlreadyPurchased,
+                false,
+                Outcome::AlreadyPurchased,
+                Outcome::AlreadyPurchased.message(),
+            ),
+            (
+                Refusal::LimitExceeded,
+                true,
+                Outcome::LimitExceeded,
+                Outcome::LimitExceeded.message(),
+            ),
+            (
+                Refusal::NotPrewarmed,
+                false,
+                Outcome::Degraded,
+                Outcome::Degraded.message(),
+            ),
+        ];
+        for (refusal, seats, outcome, message) in answers {
+            assert_eq!(refusal.answer(seats), (outcome, message), "{refusal:?}");
+        }
+        assert_eq!(Outcome::Degraded.status(), 503);
     }
 
     #[test]

@@ -6,8 +6,7 @@
 //! Defaults shown are this process's settings: a key absent from etcd means "the setting's
 //! value", and every instance of a deployment is expected to run with the same settings.
 
-use contract::Actor;
-use contract::Source;
+use contract::{Actor, Source};
 use contract::{
     AuditPage, EtcdReach, InstanceSync, NodeApplied, NodeState, SwitchBoard, SwitchChange,
     SwitchRow, SwitchWrite,
@@ -89,82 +88,24 @@ impl<'a> Board<'a> {
     /// waits for the live instances if asked. Nothing is written when anything is refused.
     pub async fn flip(&self, flip: Flip<'_>) -> ApiResult<SwitchChange> {
         crate::admin::authorize(flip.actor, contract::Permission::FlipSwitch)?;
-        let reason = crate::admin::reason::audited_reason(flip.reason)?;
-        let key = SwitchKey::parse(flip.path.trim_matches('/'))?;
-        let value = key.parse_value(flip.value)?.to_string();
-        if flip.wait.is_some_and(|wait| wait > MAX_WAIT) {
-            return Err(ApiError::Invalid {
-                code: "INVALID_WAIT",
-                message: format!("wait at most {} ms", MAX_WAIT.as_millis()),
-            });
-        }
-        let path = key.path();
+        let checked = Checked::of(&flip)?;
         let layout = Layout::new(&self.settings.etcd_prefix);
         let note = WriteNote {
             actor: flip.actor.username.clone(),
             source: flip.source,
-            reason: reason.to_owned(),
+            reason: checked.reason.to_owned(),
             written_at_us: now_us(),
         };
-        let note_json = serde_json::to_vec(&note).map_err(anyhow::Error::from)?;
-
-        // The row first, in a transaction: no flip lands in etcd unaudited because the
-        // database was away; the transaction commits once etcd has answered.
-        let mut tx = self.db.begin().await?;
-        let audit_id = audit::begin_flip(
-            &mut tx,
-            &PendingFlip {
-                actor: &note.actor,
-                source: flip.source,
-                path: &path,
-                new_value: &value,
-                reason,
-            },
-        )
-        .await?;
-        let mut client = self.etcd.client().await.map_err(etcd_unavailable)?;
-        let txn = Txn::new().and_then(vec![
-            TxnOp::put(
-                layout.key(&path),
-                value.clone(),
-                Some(PutOptions::new().with_prev_key()),
-            ),
-            TxnOp::put(layout.note_key(&path), note_json, None),
-        ]);
-        let response = client.txn(txn).await.map_err(|error| {
-            // A timeout may still have landed: the board shows the note if it did.
-            tracing::warn!(path, value, error = %error, "etcd did not confirm a flip; not audited");
-            etcd_unavailable(error)
-        })?;
-        let revision = response
-            .header()
-            .map(|header| header.revision())
-            .ok_or_else(|| etcd_unavailable(anyhow::anyhow!("etcd answered without a header")))?;
-        let old_value = response.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Put(put) => put
-                .prev_key()
-                .and_then(|kv| kv.value_str().ok())
-                .map(str::to_owned),
-            _ => None,
-        });
-        let audited = async {
-            audit::complete_flip(&mut tx, audit_id, old_value.as_deref(), revision).await?;
-            tx.commit().await
-        };
-        if let Err(error) = audited.await {
-            tracing::error!(
-                path, value, revision, actor = %note.actor, source = %note.source, reason,
-                error = %error, "a flip is in force in etcd but its audit row was lost"
-            );
-            return Err(error.into());
-        }
+        let (mut client, written) = self
+            .write_audited(&layout, flip.source, &checked, &note)
+            .await?;
         let propagation = match flip.wait {
             Some(wait) => Some(
                 nodes::await_applied(
                     &mut client,
                     &layout,
-                    &path,
-                    revision,
+                    &checked.path,
+                    written.revision,
                     note.written_at_us,
                     wait,
                 )
@@ -174,13 +115,60 @@ impl<'a> Board<'a> {
             None => None,
         };
         Ok(SwitchChange {
-            path,
-            old_value,
-            new_value: value,
-            revision,
-            audit_id,
+            path: checked.path,
+            old_value: written.old_value,
+            new_value: checked.value,
+            revision: written.revision,
+            audit_id: written.audit_id,
             propagation,
         })
+    }
+
+    /// Writes a checked flip with its note and audits it. The row first, in a transaction:
+    /// no flip lands in etcd unaudited because the database was away; the transaction
+    /// commits once etcd has answered. Returns the etcd client for the wait that may follow.
+    async fn write_audited(
+        &self,
+        layout: &Layout,
+        source: Source,
+        checked: &Checked<'_>,
+        note: &WriteNote,
+    ) -> ApiResult<(etcd_client::Client, Written)> {
+        let note_json = serde_json::to_vec(note).map_err(anyhow::Error::from)?;
+        let mut tx = self.db.begin().await?;
+        let audit_id = audit::begin_flip(
+            &mut tx,
+            &PendingFlip {
+                actor: &note.actor,
+                source,
+                path: &checked.path,
+                new_value: &checked.value,
+                reason: checked.reason,
+            },
+        )
+        .await?;
+        let mut client = self.etcd.client().await.map_err(etcd_unavailable)?;
+        let (revision, old_value) = put_with_note(&mut client, layout, checked, note_json).await?;
+        let audited = async {
+            audit::complete_flip(&mut tx, audit_id, old_value.as_deref(), revision).await?;
+            tx.commit().await
+        };
+        if let Err(error) = audited.await {
+            let (path, value, reason) = (&checked.path, &checked.value, checked.reason);
+            tracing::error!(
+                path, value, revision, actor = %note.actor, source = %note.source, reason,
+                error = %error, "a flip is in force in etcd but its audit row was lost"
+            );
+            return Err(error.into());
+        }
+        Ok((
+            client,
+            Written {
+                audit_id,
+                revision,
+                old_value,
+            },
+        ))
     }
 
     /// Every switch and limit with its etcd value and revision, and per live instance whether
@@ -284,6 +272,77 @@ impl<'a> Board<'a> {
             nodes: view.nodes.into_values().map(node_state).collect(),
         })
     }
+}
+
+/// A flip that passed its checks: the switch's path, the value as it is stored, the
+/// trimmed reason.
+struct Checked<'a> {
+    path: String,
+    value: String,
+    reason: &'a str,
+}
+
+impl<'a> Checked<'a> {
+    /// The reason, the switch and its value, the wait: each refused with its own code.
+    fn of(flip: &Flip<'a>) -> ApiResult<Self> {
+        let reason = crate::admin::reason::audited_reason(flip.reason)?;
+        let key = SwitchKey::parse(flip.path.trim_matches('/'))?;
+        let value = key.parse_value(flip.value)?.to_string();
+        if flip.wait.is_some_and(|wait| wait > MAX_WAIT) {
+            return Err(ApiError::Invalid {
+                code: "INVALID_WAIT",
+                message: format!("wait at most {} ms", MAX_WAIT.as_millis()),
+            });
+        }
+        Ok(Self {
+            path: key.path(),
+            value,
+            reason,
+        })
+    }
+}
+
+/// A flip in force and audited.
+struct Written {
+    audit_id: i64,
+    revision: i64,
+    old_value: Option<String>,
+}
+
+/// The value and its note in one etcd transaction; returns the revision it made and the
+/// value it replaced.
+async fn put_with_note(
+    client: &mut etcd_client::Client,
+    layout: &Layout,
+    checked: &Checked<'_>,
+    note_json: Vec<u8>,
+) -> ApiResult<(i64, Option<String>)> {
+    let (path, value) = (&checked.path, &checked.value);
+    let txn = Txn::new().and_then(vec![
+        TxnOp::put(
+            layout.key(path),
+            value.clone(),
+            Some(PutOptions::new().with_prev_key()),
+        ),
+        TxnOp::put(layout.note_key(path), note_json, None),
+    ]);
+    let response = client.txn(txn).await.map_err(|error| {
+        // A timeout may still have landed: the board shows the note if it did.
+        tracing::warn!(path, value, error = %error, "etcd did not confirm a flip; not audited");
+        etcd_unavailable(error)
+    })?;
+    let revision = response
+        .header()
+        .map(|header| header.revision())
+        .ok_or_else(|| etcd_unavailable(anyhow::anyhow!("etcd answered without a header")))?;
+    let old_value = response.op_responses().into_iter().find_map(|op| match op {
+        TxnOpResponse::Put(put) => put
+            .prev_key()
+            .and_then(|kv| kv.value_str().ok())
+            .map(str::to_owned),
+        _ => None,
+    });
+    Ok((revision, old_value))
 }
 
 /// What etcd holds under the prefix, read once.

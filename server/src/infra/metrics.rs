@@ -2,8 +2,8 @@
 //! `seckill_`; listed in docs/metrics.md). New metrics go here, not where they are used.
 
 use prometheus::{
-    exponential_buckets, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    core::Collector, exponential_buckets, Encoder, Gauge, Histogram, HistogramOpts, HistogramVec,
+    IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use std::sync::Arc;
 
@@ -24,7 +24,10 @@ pub struct Inner {
     /// Buy requests per funnel stage: `outcome` is `pass` or the code that stopped them.
     pub funnel: IntCounterVec,
     /// Pre-orders per group-commit batch.
-    pub preorder_batch_size: prometheus::Histogram,
+    pub preorder_batch_size: Histogram,
+    /// Stock script answers outside the codes the scripts document, by script
+    /// (`deduct_stock`, `take_seats`): the scripts and the server are out of step.
+    pub stock_script_unknown_answers: IntCounterVec,
     /// Money recorded against orders, by where it was learnt (`notify`, `timeout_check`) and
     /// outcome (`paid`, `refund_pending`, `repeated`, `refused`, `amount_mismatch`).
     pub payments: IntCounterVec,
@@ -39,7 +42,7 @@ pub struct Inner {
     pub order_cancellations: IntCounterVec,
     /// Redis give-backs of cancelled orders that failed every attempt (left to the scanner:
     /// `stock_restore_journal.redis_restored_at` stays NULL).
-    pub redis_giveback_failures: prometheus::IntCounter,
+    pub redis_giveback_failures: IntCounter,
     /// The etcd control plane: sync, propagation, invalid values, leadership.
     pub control: ControlMetrics,
     /// The RabbitMQ order pipeline: publishing, consuming, outbox, dead letters.
@@ -56,137 +59,79 @@ impl std::ops::Deref for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new();
-        let control = ControlMetrics::register(&registry);
-        let pipeline = PipelineMetrics::register(&registry);
-        let http_requests = IntCounterVec::new(
-            Opts::new(
+        let add = Registrar(&registry);
+        let inner = Inner {
+            http_requests: add.counters(
                 "seckill_http_requests_total",
                 "HTTP requests by route, method and status",
+                &["route", "method", "status"],
             ),
-            &["route", "method", "status"],
-        )
-        .expect("valid metric");
-        let http_duration = HistogramVec::new(
-            HistogramOpts::new(
+            http_duration: add.histograms(
                 "seckill_http_request_duration_seconds",
                 "HTTP request latency by route",
-            )
-            .buckets(exponential_buckets(0.000_05, 2.0, 18).expect("valid buckets")),
-            &["route"],
-        )
-        .expect("valid metric");
-        let admin_logins = IntCounterVec::new(
-            Opts::new(
+                buckets(0.000_05, 18),
+                &["route"],
+            ),
+            admin_logins: add.counters(
                 "seckill_admin_logins_total",
                 "Console login attempts by outcome",
+                &["outcome"],
             ),
-            &["outcome"],
-        )
-        .expect("valid metric");
-        let dependency_up = IntGaugeVec::new(
-            Opts::new(
+            dependency_up: add.gauges(
                 "seckill_dependency_up",
                 "Whether the last readiness probe reached the dependency",
+                &["dependency"],
             ),
-            &["dependency"],
-        )
-        .expect("valid metric");
-        let funnel = IntCounterVec::new(
-            Opts::new(
+            funnel: add.counters(
                 "seckill_funnel_requests_total",
                 "Buy requests per funnel stage, passed or stopped by reason",
+                &["stage", "outcome"],
             ),
-            &["stage", "outcome"],
-        )
-        .expect("valid metric");
-        let preorder_batch_size = prometheus::Histogram::with_opts(
-            HistogramOpts::new(
+            preorder_batch_size: add.histogram(
                 "seckill_preorder_batch_size",
                 "Pre-orders written per PostgreSQL transaction",
-            )
-            .buckets(exponential_buckets(1.0, 2.0, 10).expect("valid buckets")),
-        )
-        .expect("valid metric");
-        let payments = IntCounterVec::new(
-            Opts::new(
+                buckets(1.0, 10),
+            ),
+            stock_script_unknown_answers: add.counters(
+                "seckill_stock_script_unknown_answers_total",
+                "Stock script answers outside the documented codes, by script",
+                &["script"],
+            ),
+            payments: add.counters(
                 "seckill_payments_total",
                 "Payments recorded against orders, by source and outcome",
+                &["via", "outcome"],
             ),
-            &["via", "outcome"],
-        )
-        .expect("valid metric");
-        let pay_notify_rejected = IntCounterVec::new(
-            Opts::new(
+            pay_notify_rejected: add.counters(
                 "seckill_pay_notify_rejected_total",
                 "Payment callbacks refused without any change, by reason",
+                &["reason"],
             ),
-            &["reason"],
-        )
-        .expect("valid metric");
-        let pay_callbacks = IntCounterVec::new(
-            Opts::new(
+            pay_callbacks: add.counters(
                 "seckill_pay_callbacks_total",
                 "Callback attempts of the simulated payment center, by outcome",
+                &["outcome"],
             ),
-            &["outcome"],
-        )
-        .expect("valid metric");
-        let pay_center_settlements = IntCounterVec::new(
-            Opts::new(
+            pay_center_settlements: add.counters(
                 "seckill_pay_center_settlements_total",
                 "Trades the simulated payment center settled after the buyer's delay, by outcome",
+                &["outcome"],
             ),
-            &["outcome"],
-        )
-        .expect("valid metric");
-        let order_cancellations = IntCounterVec::new(
-            Opts::new(
+            order_cancellations: add.counters(
                 "seckill_order_cancellations_total",
                 "Unpaid orders cancelled at their pay deadline, by trigger",
+                &["trigger"],
             ),
-            &["trigger"],
-        )
-        .expect("valid metric");
-        let redis_giveback_failures = prometheus::IntCounter::new(
-            "seckill_redis_giveback_failures_total",
-            "Redis give-backs of cancelled orders that failed every attempt",
-        )
-        .expect("valid metric");
-        for collector in [
-            Box::new(http_requests.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(http_duration.clone()),
-            Box::new(admin_logins.clone()),
-            Box::new(dependency_up.clone()),
-            Box::new(funnel.clone()),
-            Box::new(preorder_batch_size.clone()),
-            Box::new(payments.clone()),
-            Box::new(pay_notify_rejected.clone()),
-            Box::new(pay_callbacks.clone()),
-            Box::new(pay_center_settlements.clone()),
-            Box::new(order_cancellations.clone()),
-            Box::new(redis_giveback_failures.clone()),
-        ] {
-            registry
-                .register(collector)
-                .expect("metric names are unique");
-        }
-        Self(Arc::new(Inner {
+            redis_giveback_failures: add.counter(
+                "seckill_redis_giveback_failures_total",
+                "Redis give-backs of cancelled orders that failed every attempt",
+            ),
+            control: ControlMetrics::register(&add),
+            pipeline: PipelineMetrics::register(&add),
+            // Last: the fields above borrow it through `add`.
             registry,
-            http_requests,
-            http_duration,
-            admin_logins,
-            dependency_up,
-            funnel,
-            preorder_batch_size,
-            payments,
-            pay_notify_rejected,
-            pay_callbacks,
-            pay_center_settlements,
-            order_cancellations,
-            redis_giveback_failures,
-            control,
-            pipeline,
-        }))
+        };
+        Self(Arc::new(inner))
     }
 
     /// The Prometheus text exposition of every metric.
@@ -203,95 +148,64 @@ impl Metrics {
 pub struct ControlMetrics {
     /// Seconds since etcd last confirmed this instance had every switch change; grows
     /// while etcd is unreachable (the last values stay in force meanwhile).
-    pub sync_age: prometheus::Gauge,
+    pub sync_age: Gauge,
     /// 1 while the watch on the prefix is open.
-    pub etcd_connected: prometheus::IntGauge,
+    pub etcd_connected: IntGauge,
     /// The etcd revision up to which this instance applied every change.
-    pub applied_revision: prometheus::IntGauge,
+    pub applied_revision: IntGauge,
     /// Values in etcd refused (unknown key or malformed value), by setting.
     pub invalid_values: IntCounterVec,
     /// Watch re-establishments: `resume` (from the last revision seen) or `reload` (full read).
     pub resyncs: IntCounterVec,
     /// From a control-plane write to this instance applying it, in seconds.
-    pub propagation: prometheus::Histogram,
+    pub propagation: Histogram,
     /// 1 while this instance holds the etcd election (runs the singleton jobs).
-    pub leader: prometheus::IntGauge,
+    pub leader: IntGauge,
     /// Changes written straight into etcd that this instance offered to the audit, by
     /// outcome: `recorded`, `known` (another instance recorded it first) or `failed`.
     pub external_audits: IntCounterVec,
 }
 
 impl ControlMetrics {
-    fn register(registry: &Registry) -> Self {
-        let metrics = Self {
-            sync_age: prometheus::Gauge::new(
+    fn register(add: &Registrar) -> Self {
+        Self {
+            sync_age: add.gauge(
                 "seckill_control_sync_age_seconds",
                 "Seconds since etcd last confirmed this instance had every switch change",
-            )
-            .expect("valid metric"),
-            etcd_connected: prometheus::IntGauge::new(
+            ),
+            etcd_connected: add.int_gauge(
                 "seckill_control_etcd_connected",
                 "Whether the watch on the etcd prefix is open",
-            )
-            .expect("valid metric"),
-            applied_revision: prometheus::IntGauge::new(
+            ),
+            applied_revision: add.int_gauge(
                 "seckill_control_applied_revision",
                 "The etcd revision up to which this instance applied every change",
-            )
-            .expect("valid metric"),
-            invalid_values: IntCounterVec::new(
-                Opts::new(
-                    "seckill_control_invalid_values_total",
-                    "Switch and limit values in etcd refused, by setting",
-                ),
+            ),
+            invalid_values: add.counters(
+                "seckill_control_invalid_values_total",
+                "Switch and limit values in etcd refused, by setting",
                 &["setting"],
-            )
-            .expect("valid metric"),
-            resyncs: IntCounterVec::new(
-                Opts::new(
-                    "seckill_control_resyncs_total",
-                    "Watch re-establishments by kind (resume, reload)",
-                ),
+            ),
+            resyncs: add.counters(
+                "seckill_control_resyncs_total",
+                "Watch re-establishments by kind (resume, reload)",
                 &["kind"],
-            )
-            .expect("valid metric"),
-            propagation: prometheus::Histogram::with_opts(
-                HistogramOpts::new(
-                    "seckill_control_propagation_seconds",
-                    "From a control-plane write to this instance applying it",
-                )
-                .buckets(exponential_buckets(0.000_25, 2.0, 16).expect("valid buckets")),
-            )
-            .expect("valid metric"),
-            leader: prometheus::IntGauge::new(
+            ),
+            propagation: add.histogram(
+                "seckill_control_propagation_seconds",
+                "From a control-plane write to this instance applying it",
+                buckets(0.000_25, 16),
+            ),
+            leader: add.int_gauge(
                 "seckill_control_leader",
                 "Whether this instance holds the etcd election",
-            )
-            .expect("valid metric"),
-            external_audits: IntCounterVec::new(
-                Opts::new(
-                    "seckill_control_external_audits_total",
-                    "Changes written straight into etcd offered to the audit, by outcome",
-                ),
+            ),
+            external_audits: add.counters(
+                "seckill_control_external_audits_total",
+                "Changes written straight into etcd offered to the audit, by outcome",
                 &["outcome"],
-            )
-            .expect("valid metric"),
-        };
-        for collector in [
-            Box::new(metrics.sync_age.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(metrics.etcd_connected.clone()),
-            Box::new(metrics.applied_revision.clone()),
-            Box::new(metrics.invalid_values.clone()),
-            Box::new(metrics.resyncs.clone()),
-            Box::new(metrics.propagation.clone()),
-            Box::new(metrics.leader.clone()),
-            Box::new(metrics.external_audits.clone()),
-        ] {
-            registry
-                .register(collector)
-                .expect("metric names are unique");
+            ),
         }
-        metrics
     }
 }
 
@@ -303,120 +217,134 @@ pub struct PipelineMetrics {
     /// `unconfirmed` (no confirm in time), `failed`, `dropped` (offer not taken: the relay resends).
     pub published: IntCounterVec,
     /// From a pre-order's commit to the create-order consumer completing it.
-    pub consumer_lag_seconds: prometheus::Histogram,
+    pub consumer_lag_seconds: Histogram,
     /// Deliveries per create-order batch (one DB transaction each).
-    pub order_batch_size: prometheus::Histogram,
+    pub order_batch_size: Histogram,
     /// Create-order events by outcome: `unpaid` (completed), `failed` (stock no longer
     /// covered it), `duplicate` (processed before or repeated: nothing changed).
     pub orders_completed: IntCounterVec,
     /// Outbox rows by status (`pending`, `failed`, `recorded`).
     pub outbox_rows: IntGaugeVec,
     /// Dead letters not requeued yet (the DLQ depth as ops see it).
-    pub dead_letters_waiting: prometheus::IntGauge,
+    pub dead_letters_waiting: IntGauge,
     /// Messages ready in the pipeline's queues (the MQ backlog), by queue role.
     pub queue_depth: IntGaugeVec,
     /// Passes of the outbox relay completed (whatever each found to resend).
-    pub relay_passes: prometheus::IntCounter,
+    pub relay_passes: IntCounter,
     /// Pay-timeout messages the consumer is done with, by outcome: `acked` (settled, or put
     /// back into a delay queue when early), `requeued` (failed) or `rejected` (malformed).
     pub pay_timeout_messages: IntCounterVec,
 }
 
 impl PipelineMetrics {
-    fn register(registry: &Registry) -> Self {
-        let metrics = Self {
-            publish_confirm_seconds: HistogramVec::new(
-                HistogramOpts::new(
-                    "seckill_mq_publish_confirm_seconds",
-                    "From a RabbitMQ publish to its confirm, by publishing role",
-                )
-                .buckets(exponential_buckets(0.000_1, 2.0, 17).expect("valid buckets")),
+    fn register(add: &Registrar) -> Self {
+        Self {
+            publish_confirm_seconds: add.histograms(
+                "seckill_mq_publish_confirm_seconds",
+                "From a RabbitMQ publish to its confirm, by publishing role",
+                buckets(0.000_1, 17),
                 &["role"],
-            )
-            .expect("valid metric"),
-            published: IntCounterVec::new(
-                Opts::new(
-                    "seckill_mq_published_total",
-                    "RabbitMQ publishes by role and outcome",
-                ),
+            ),
+            published: add.counters(
+                "seckill_mq_published_total",
+                "RabbitMQ publishes by role and outcome",
                 &["role", "outcome"],
-            )
-            .expect("valid metric"),
-            consumer_lag_seconds: prometheus::Histogram::with_opts(
-                HistogramOpts::new(
-                    "seckill_order_consumer_lag_seconds",
-                    "From a pre-order's commit to its completion by the create-order consumer",
-                )
-                .buckets(exponential_buckets(0.001, 2.0, 18).expect("valid buckets")),
-            )
-            .expect("valid metric"),
-            order_batch_size: prometheus::Histogram::with_opts(
-                HistogramOpts::new(
-                    "seckill_order_batch_size",
-                    "Create-order deliveries completed per PostgreSQL transaction",
-                )
-                .buckets(exponential_buckets(1.0, 2.0, 11).expect("valid buckets")),
-            )
-            .expect("valid metric"),
-            orders_completed: IntCounterVec::new(
-                Opts::new(
-                    "seckill_orders_completed_total",
-                    "Orders completed by the create-order consumer, by outcome",
-                ),
+            ),
+            consumer_lag_seconds: add.histogram(
+                "seckill_order_consumer_lag_seconds",
+                "From a pre-order's commit to its completion by the create-order consumer",
+                buckets(0.001, 18),
+            ),
+            order_batch_size: add.histogram(
+                "seckill_order_batch_size",
+                "Create-order deliveries completed per PostgreSQL transaction",
+                buckets(1.0, 11),
+            ),
+            orders_completed: add.counters(
+                "seckill_orders_completed_total",
+                "Orders completed by the create-order consumer, by outcome",
                 &["outcome"],
-            )
-            .expect("valid metric"),
-            outbox_rows: IntGaugeVec::new(
-                Opts::new("seckill_outbox_rows", "Outbox rows by status"),
-                &["status"],
-            )
-            .expect("valid metric"),
-            dead_letters_waiting: prometheus::IntGauge::new(
+            ),
+            outbox_rows: add.gauges("seckill_outbox_rows", "Outbox rows by status", &["status"]),
+            dead_letters_waiting: add.int_gauge(
                 "seckill_dead_letters_waiting",
                 "Dead letters not requeued yet",
-            )
-            .expect("valid metric"),
-            queue_depth: IntGaugeVec::new(
-                Opts::new(
-                    "seckill_mq_queue_depth",
-                    "Messages ready in the order pipeline's queues",
-                ),
+            ),
+            queue_depth: add.gauges(
+                "seckill_mq_queue_depth",
+                "Messages ready in the order pipeline's queues",
                 &["queue"],
-            )
-            .expect("valid metric"),
-            relay_passes: prometheus::IntCounter::new(
+            ),
+            relay_passes: add.counter(
                 "seckill_outbox_relay_passes_total",
                 "Passes of the outbox relay completed",
-            )
-            .expect("valid metric"),
-            pay_timeout_messages: IntCounterVec::new(
-                Opts::new(
-                    "seckill_pay_timeout_messages_total",
-                    "Pay-timeout messages the consumer is done with, by outcome",
-                ),
+            ),
+            pay_timeout_messages: add.counters(
+                "seckill_pay_timeout_messages_total",
+                "Pay-timeout messages the consumer is done with, by outcome",
                 &["outcome"],
-            )
-            .expect("valid metric"),
-        };
-        for collector in [
-            Box::new(metrics.publish_confirm_seconds.clone())
-                as Box<dyn prometheus::core::Collector>,
-            Box::new(metrics.published.clone()),
-            Box::new(metrics.consumer_lag_seconds.clone()),
-            Box::new(metrics.order_batch_size.clone()),
-            Box::new(metrics.orders_completed.clone()),
-            Box::new(metrics.outbox_rows.clone()),
-            Box::new(metrics.dead_letters_waiting.clone()),
-            Box::new(metrics.queue_depth.clone()),
-            Box::new(metrics.relay_passes.clone()),
-            Box::new(metrics.pay_timeout_messages.clone()),
-        ] {
-            registry
-                .register(collector)
-                .expect("metric names are unique");
+            ),
         }
-        metrics
     }
+}
+
+/// Makes each metric and registers it at once. Names and help texts are fixed in the
+/// code, so a failure here is a programming error that the first test building
+/// [`Metrics`] finds.
+struct Registrar<'a>(&'a Registry);
+
+impl Registrar<'_> {
+    fn registered<M: Collector + Clone + 'static>(&self, made: prometheus::Result<M>) -> M {
+        let metric = made.expect("valid metric");
+        self.0
+            .register(Box::new(metric.clone()))
+            .expect("metric names are unique");
+        metric
+    }
+
+    fn counter(&self, name: &str, help: &str) -> IntCounter {
+        self.registered(IntCounter::new(name, help))
+    }
+
+    fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        self.registered(IntCounterVec::new(Opts::new(name, help), labels))
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> Gauge {
+        self.registered(Gauge::new(name, help))
+    }
+
+    fn int_gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.registered(IntGauge::new(name, help))
+    }
+
+    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        self.registered(IntGaugeVec::new(Opts::new(name, help), labels))
+    }
+
+    fn histogram(&self, name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
+        self.registered(Histogram::with_opts(
+            HistogramOpts::new(name, help).buckets(buckets),
+        ))
+    }
+
+    fn histograms(
+        &self,
+        name: &str,
+        help: &str,
+        buckets: Vec<f64>,
+        labels: &[&str],
+    ) -> HistogramVec {
+        self.registered(HistogramVec::new(
+            HistogramOpts::new(name, help).buckets(buckets),
+            labels,
+        ))
+    }
+}
+
+/// `count` buckets from `start`, each twice the one before.
+fn buckets(start: f64, count: usize) -> Vec<f64> {
+    exponential_buckets(start, 2.0, count).expect("valid buckets")
 }
 
 impl Default for Metrics {
@@ -491,6 +419,10 @@ mod tests {
             .inc();
         metrics.preorder_batch_size.observe(3.0);
         metrics
+            .stock_script_unknown_answers
+            .with_label_values(&["deduct_stock"])
+            .inc();
+        metrics
             .payments
             .with_label_values(&["notify", "paid"])
             .inc();
@@ -519,6 +451,7 @@ mod tests {
             "seckill_dependency_up",
             "seckill_funnel_requests_total",
             "seckill_preorder_batch_size_bucket",
+            "seckill_stock_script_unknown_answers_total",
             "seckill_payments_total",
             "seckill_pay_notify_rejected_total",
             "seckill_pay_callbacks_total",
