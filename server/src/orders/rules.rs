@@ -1,8 +1,6 @@
 //! Rules of the order pipeline apart from I/O: which pre-orders of a batch the
-//! database stock still covers, how long the outbox relay waits before a row's next
-//! attempt, and what an operator must say when they act (who may watch or act is
-//! [`Role::may_watch_operations`](contract::Role::may_watch_operations) and
-//! [`Role::may_operate`](contract::Role::may_operate)).
+//! database stock still covers, and how long the outbox relay waits before a row's next
+//! attempt.
 
 use std::time::Duration;
 
