@@ -361,7 +361,7 @@ async fn a_pre_order_that_cannot_be_written_gives_its_stock_back() {
     let holders = app
         .state
         .redis
-        .holders(sale.activity_id, sale.item_id)
+        .holders(contract::SaleItem::new(sale.activity_id, sale.item_id))
         .await
         .expect("holders");
     assert!(!holders.iter().any(|(user, _)| *user == 42), "{holders:?}");

@@ -135,7 +135,10 @@ async fn ops_pre_warms_an_activity_from_the_console_and_sre_is_refused() {
     .await;
     assert_eq!(status, 201, "{activity}");
     let activity_id = activity["id"].as_i64().expect("activity id");
-    let stock_key = app.state.redis.stock_key(activity_id, item_id);
+    let stock_key = app
+        .state
+        .redis
+        .stock_key(contract::SaleItem::new(activity_id, item_id));
     let redis_stock = || {
         app.state
             .redis

@@ -455,7 +455,11 @@ async fn unpaid_orders_time_out_exactly_once_despite_duplicate_messages() {
     assert_eq!(app.db_stock_left(&sale).await, (10, 10));
     assert_eq!(app.metric("seckill_order_cancellations_total").await, 5.0);
     let buyers: i64 = redis::cmd("HLEN")
-        .arg(app.state.redis.bought_key(sale.activity_id, sale.item_id))
+        .arg(
+            app.state
+                .redis
+                .bought_key(contract::SaleItem::new(sale.activity_id, sale.item_id)),
+        )
         .query_async(&mut app.state.redis.connection())
         .await
         .expect("hlen");
@@ -633,14 +637,14 @@ async fn undo_redis_give_back(app: &TestApp, sale: &Sale, order_id: Uuid, user_i
     redis::pipe()
         .atomic()
         .cmd("DECRBY")
-        .arg(redis.stock_key(sale.activity_id, sale.item_id))
+        .arg(redis.stock_key(contract::SaleItem::new(sale.activity_id, sale.item_id)))
         .arg(1)
         .cmd("HINCRBY")
-        .arg(redis.bought_key(sale.activity_id, sale.item_id))
+        .arg(redis.bought_key(contract::SaleItem::new(sale.activity_id, sale.item_id)))
         .arg(user_id)
         .arg(1)
         .cmd("SREM")
-        .arg(redis.restored_key(sale.activity_id, sale.item_id))
+        .arg(redis.restored_key(contract::SaleItem::new(sale.activity_id, sale.item_id)))
         .arg(order_id.to_string())
         .query_async::<()>(&mut redis.connection())
         .await
@@ -699,11 +703,16 @@ async fn a_storm_then_half_paid_gives_the_unpaid_half_back_everywhere() {
 async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
     let app = spawn_app_with(|_| {}).await;
     let redis = &app.state.redis;
-    let (activity, item) = (7, 8);
+    let sale = contract::SaleItem::new(7, 8);
     let seats = ["A1".to_owned(), "A2".to_owned(), "A3".to_owned()];
     let restore = |order: &'static str, quantity: i64, seats: Vec<String>| async move {
+        let held = seckill::infra::redis::Holding {
+            sale,
+            buyer: contract::UserId(42),
+            quantity,
+        };
         redis
-            .restore_order(activity, item, order, 42, quantity, &seats)
+            .restore_order(order, held, &seats)
             .await
             .expect("script runs")
     };
@@ -714,8 +723,7 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
     );
     redis
         .load_item(
-            activity,
-            item,
+            sale,
             0,
             &[(42, 3)],
             &[
@@ -739,10 +747,10 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
         "a standard order of one unit"
     );
     assert_eq!(restore("o3", 1, vec![]).await, -7);
-    let holders = redis.holders(activity, item).await.expect("holders");
+    let holders = redis.holders(sale).await.expect("holders");
     assert!(holders.is_empty(), "{holders:?}");
     let seat_map: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
-        .arg(redis.seats_key(activity, item))
+        .arg(redis.seats_key(sale))
         .query_async(&mut redis.connection())
         .await
         .expect("seats");

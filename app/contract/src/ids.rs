@@ -32,6 +32,22 @@ id!(
     UserId
 );
 
+/// One item of one activity: the unit stock is counted in, and what its Redis keys name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SaleItem {
+    pub activity: ActivityId,
+    pub item: ItemId,
+}
+
+impl SaleItem {
+    pub fn new(activity_id: i64, item_id: i64) -> Self {
+        Self {
+            activity: ActivityId(activity_id),
+            item: ItemId(item_id),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,6 +25,7 @@
 //! If the re-derivation fails (Redis sick, which is why one flips to `db`), the instance
 //! stays on the database path and retries, so a flip back can never open a stale Redis.
 
+use contract::SaleItem;
 use std::{
     sync::atomic::{AtomicBool, AtomicU64, Ordering},
     time::Duration,
@@ -148,7 +149,7 @@ async fn reopen_redis(state: &AppState) -> ApiResult<()> {
         let keys: Vec<String> = activity
             .lines
             .iter()
-            .map(|line| state.redis.stock_key(id, line.item_id))
+            .map(|line| state.redis.stock_key(SaleItem::new(id, line.item_id)))
             .collect();
         // Only what was pre-warmed: a pre-warm is an ops decision, not this task's.
         if state

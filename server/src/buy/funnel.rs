@@ -726,27 +726,12 @@ impl Funnel {
     /// Step 10 on the Redis path: the Lua deduction (units or seats).
     async fn deduct_in_redis(&self, order: &PreOrder, limit: i64) -> Result<(), Answer> {
         let (script, answered) = if order.seats.is_empty() {
-            let answered = self
-                .redis
-                .deduct_stock(
-                    order.activity_id,
-                    order.item_id,
-                    order.user_id,
-                    order.quantity,
-                    limit,
-                )
-                .await;
+            let answered = self.redis.deduct_stock(order.holding(), limit).await;
             ("deduct_stock", answered)
         } else {
             let answered = self
                 .redis
-                .take_seats(
-                    order.activity_id,
-                    order.item_id,
-                    order.user_id,
-                    limit,
-                    &order.seats,
-                )
+                .take_seats(order.sale_item(), order.buyer(), limit, &order.seats)
                 .await;
             ("take_seats", answered)
         };
@@ -801,22 +786,10 @@ impl Funnel {
     /// Returns a Redis deduction whose pre-order was not written.
     async fn give_back(&self, order: &PreOrder) {
         let given_back = if order.seats.is_empty() {
-            self.redis
-                .restore_stock(
-                    order.activity_id,
-                    order.item_id,
-                    order.user_id,
-                    order.quantity,
-                )
-                .await
+            self.redis.restore_stock(order.holding()).await
         } else {
             self.redis
-                .release_seats(
-                    order.activity_id,
-                    order.item_id,
-                    order.user_id,
-                    &order.seats,
-                )
+                .release_seats(order.sale_item(), order.buyer(), &order.seats)
                 .await
         };
         if let Err(error) = given_back {

@@ -20,7 +20,10 @@ use std::{
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use uuid::Uuid;
 
+use contract::{SaleItem, UserId};
+
 use crate::buy::rules::Refusal;
+use crate::infra::redis::Holding;
 
 /// Outbox topic of a pre-order waiting for the create-order consumer.
 pub const CREATE_ORDER_TOPIC: &str = "order.create";
@@ -42,6 +45,25 @@ pub struct PreOrder {
     /// Written while the async switch is on `record`: the outbox row waits for an ops
     /// replay instead of the relay.
     pub recorded: bool,
+}
+
+impl PreOrder {
+    pub fn sale_item(&self) -> SaleItem {
+        SaleItem::new(self.activity_id, self.item_id)
+    }
+
+    pub fn buyer(&self) -> UserId {
+        UserId(self.user_id)
+    }
+
+    /// The units this pre-order takes, as the stock scripts count them.
+    pub fn holding(&self) -> Holding {
+        Holding {
+            sale: self.sale_item(),
+            buyer: self.buyer(),
+            quantity: self.quantity,
+        }
+    }
 }
 
 /// Where a pre-order's stock comes from. Either way the batch allocates it in PostgreSQL

@@ -9,6 +9,7 @@ use axum::{
     routing::{get, post},
     Json, Router,
 };
+use contract::SaleItem;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use uuid::Uuid;
@@ -161,7 +162,7 @@ async fn status(
     let keys: Vec<String> = activity
         .items
         .iter()
-        .map(|item| state.redis.stock_key(id, item.item_id))
+        .map(|item| state.redis.stock_key(SaleItem::new(id, item.item_id)))
         .collect();
     let stock = state.redis.get_integers(&keys).await?;
     let items = activity

@@ -3,7 +3,8 @@
 
 use contract::Actor;
 use contract::{
-    ActivityDetail, ActivityInput, ActivityItem, ActivitySummary, Item, ItemInput, Permission, Role,
+    ActivityDetail, ActivityInput, ActivityItem, ActivitySummary, Item, ItemInput, Permission,
+    Role, SaleItem,
 };
 
 use crate::{
@@ -123,7 +124,11 @@ pub async fn get_activity(state: &AppState, actor: &Actor, id: i64) -> ApiResult
     let keys: Vec<String> = stored
         .lines
         .iter()
-        .map(|line| state.redis.stock_key(stored.id, line.item_id))
+        .map(|line| {
+            state
+                .redis
+                .stock_key(SaleItem::new(stored.id, line.item_id))
+        })
         .collect();
     let redis_stock = state.redis.get_integers(&keys).await?;
     let prewarmed = redis_stock.iter().all(Option::is_some);

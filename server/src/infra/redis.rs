@@ -8,6 +8,8 @@ use redis::{aio::ConnectionManager, AsyncCommands, Script};
 use secrecy::ExposeSecret;
 use std::sync::{Arc, LazyLock};
 
+use contract::{SaleItem, UserId};
+
 use crate::infra::config::Settings;
 
 static FIXED_WINDOW: LazyLock<Script> =
@@ -31,6 +33,14 @@ static RESTORE_ORDER: LazyLock<Script> =
 
 /// The value `claim_request.lua` stores while the first request with an id is in flight.
 pub const IN_FLIGHT: &[u8] = b"\0in-flight";
+
+/// Units one buyer takes of (or holds in) one sale item, as the stock scripts move them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holding {
+    pub sale: SaleItem,
+    pub buyer: UserId,
+    pub quantity: i64,
+}
 
 #[derive(Clone)]
 pub struct RedisStore {
@@ -68,44 +78,46 @@ impl RedisStore {
 
     /// Stock left in Redis for one item of one activity. The hash tag groups it with the
     /// item's buyer records and rate windows for the scripts that touch them together.
-    pub fn stock_key(&self, activity_id: i64, item_id: i64) -> String {
-        self.key(&format!("{{a{activity_id}.i{item_id}}}:stock"))
+    pub fn stock_key(&self, sale: SaleItem) -> String {
+        let (activity, item) = (sale.activity, sale.item);
+        self.key(&format!("{{a{activity}.i{item}}}:stock"))
     }
 
     /// Hash of buyer id → units that buyer holds of the item.
-    pub fn bought_key(&self, activity_id: i64, item_id: i64) -> String {
-        self.key(&format!("{{a{activity_id}.i{item_id}}}:bought"))
+    pub fn bought_key(&self, sale: SaleItem) -> String {
+        let (activity, item) = (sale.activity, sale.item);
+        self.key(&format!("{{a{activity}.i{item}}}:bought"))
     }
 
     /// Hash of seat code → '' (free) or the buyer holding it, for seated activities.
-    pub fn seats_key(&self, activity_id: i64, item_id: i64) -> String {
-        self.key(&format!("{{a{activity_id}.i{item_id}}}:seats"))
+    pub fn seats_key(&self, sale: SaleItem) -> String {
+        let (activity, item) = (sale.activity, sale.item);
+        self.key(&format!("{{a{activity}.i{item}}}:seats"))
     }
 
     /// Set of cancelled orders whose units Redis has taken back (`lua/restore_order.lua`).
-    pub fn restored_key(&self, activity_id: i64, item_id: i64) -> String {
-        self.key(&format!("{{a{activity_id}.i{item_id}}}:restored"))
+    pub fn restored_key(&self, sale: SaleItem) -> String {
+        let (activity, item) = (sale.activity, sale.item);
+        self.key(&format!("{{a{activity}.i{item}}}:restored"))
     }
 
     /// Gives a cancelled order's units (or seats) back once per order id
     /// (`lua/restore_order.lua`): the stock afterwards, or -4 / -7 as the script documents.
     pub async fn restore_order(
         &self,
-        activity_id: i64,
-        item_id: i64,
         order_id: &str,
-        user_id: i64,
-        quantity: i64,
+        held: Holding,
         seats: &[String],
     ) -> redis::RedisResult<i64> {
+        let sale = held.sale;
         RESTORE_ORDER
-            .key(self.stock_key(activity_id, item_id))
-            .key(self.bought_key(activity_id, item_id))
-            .key(self.seats_key(activity_id, item_id))
-            .key(self.restored_key(activity_id, item_id))
+            .key(self.stock_key(sale))
+            .key(self.bought_key(sale))
+            .key(self.seats_key(sale))
+            .key(self.restored_key(sale))
             .arg(order_id)
-            .arg(user_id)
-            .arg(quantity)
+            .arg(held.buyer.0)
+            .arg(held.quantity)
             .arg(seats)
             .invoke_async(&mut self.connection())
             .await
@@ -114,17 +126,16 @@ impl RedisStore {
     /// All the seats or none, within the per-user limit (`lua/take_seats.lua`).
     pub async fn take_seats(
         &self,
-        activity_id: i64,
-        item_id: i64,
-        user_id: i64,
+        sale: SaleItem,
+        buyer: UserId,
         limit: i64,
         seats: &[String],
     ) -> redis::RedisResult<i64> {
         TAKE_SEATS
-            .key(self.seats_key(activity_id, item_id))
-            .key(self.stock_key(activity_id, item_id))
-            .key(self.bought_key(activity_id, item_id))
-            .arg(user_id)
+            .key(self.seats_key(sale))
+            .key(self.stock_key(sale))
+            .key(self.bought_key(sale))
+            .arg(buyer.0)
             .arg(limit)
             .arg(seats)
             .invoke_async(&mut self.connection())
@@ -134,16 +145,15 @@ impl RedisStore {
     /// Frees seats the buyer holds (`lua/release_seats.lua`); returns how many.
     pub async fn release_seats(
         &self,
-        activity_id: i64,
-        item_id: i64,
-        user_id: i64,
+        sale: SaleItem,
+        buyer: UserId,
         seats: &[String],
     ) -> redis::RedisResult<i64> {
         RELEASE_SEATS
-            .key(self.seats_key(activity_id, item_id))
-            .key(self.stock_key(activity_id, item_id))
-            .key(self.bought_key(activity_id, item_id))
-            .arg(user_id)
+            .key(self.seats_key(sale))
+            .key(self.stock_key(sale))
+            .key(self.bought_key(sale))
+            .arg(buyer.0)
             .arg(seats)
             .invoke_async(&mut self.connection())
             .await
@@ -165,37 +175,26 @@ impl RedisStore {
     }
 
     /// Atomic check-and-deduct of stock and the buyer's count (`lua/deduct_stock.lua`).
-    pub async fn deduct_stock(
-        &self,
-        activity_id: i64,
-        item_id: i64,
-        user_id: i64,
-        quantity: i64,
-        limit: i64,
-    ) -> redis::RedisResult<i64> {
+    pub async fn deduct_stock(&self, take: Holding, limit: i64) -> redis::RedisResult<i64> {
+        let sale = take.sale;
         DEDUCT_STOCK
-            .key(self.stock_key(activity_id, item_id))
-            .key(self.bought_key(activity_id, item_id))
-            .arg(user_id)
-            .arg(quantity)
+            .key(self.stock_key(sale))
+            .key(self.bought_key(sale))
+            .arg(take.buyer.0)
+            .arg(take.quantity)
             .arg(limit)
             .invoke_async(&mut self.connection())
             .await
     }
 
     /// Gives a deduction back (`lua/restore_stock.lua`).
-    pub async fn restore_stock(
-        &self,
-        activity_id: i64,
-        item_id: i64,
-        user_id: i64,
-        quantity: i64,
-    ) -> redis::RedisResult<i64> {
+    pub async fn restore_stock(&self, held: Holding) -> redis::RedisResult<i64> {
+        let sale = held.sale;
         RESTORE_STOCK
-            .key(self.stock_key(activity_id, item_id))
-            .key(self.bought_key(activity_id, item_id))
-            .arg(user_id)
-            .arg(quantity)
+            .key(self.stock_key(sale))
+            .key(self.bought_key(sale))
+            .arg(held.buyer.0)
+            .arg(held.quantity)
             .invoke_async(&mut self.connection())
             .await
     }
@@ -279,17 +278,16 @@ impl RedisStore {
     /// transaction, replacing what was there. `seats` maps each seat to its holder, if any.
     pub async fn load_item(
         &self,
-        activity_id: i64,
-        item_id: i64,
+        sale: SaleItem,
         stock: i64,
         holders: &[(i64, i64)],
         seats: &[(String, Option<i64>)],
     ) -> redis::RedisResult<()> {
-        let bought = self.bought_key(activity_id, item_id);
-        let seat_map = self.seats_key(activity_id, item_id);
+        let bought = self.bought_key(sale);
+        let seat_map = self.seats_key(sale);
         let mut pipe = redis::pipe();
         pipe.atomic()
-            .set(self.stock_key(activity_id, item_id), stock)
+            .set(self.stock_key(sale), stock)
             .ignore()
             .del(&bought)
             .ignore()
@@ -314,14 +312,8 @@ impl RedisStore {
     }
 
     /// Units each buyer holds of an item, as Redis records them.
-    pub async fn holders(
-        &self,
-        activity_id: i64,
-        item_id: i64,
-    ) -> redis::RedisResult<Vec<(i64, i64)>> {
-        self.connection()
-            .hgetall(self.bought_key(activity_id, item_id))
-            .await
+    pub async fn holders(&self, sale: SaleItem) -> redis::RedisResult<Vec<(i64, i64)>> {
+        self.connection().hgetall(self.bought_key(sale)).await
     }
 
     /// Counts one hit in a fixed window and returns the hits so far (`lua/fixed_window.lua`).

@@ -12,6 +12,8 @@
 //! restore twice. A give-back that keeps failing is left with `redis_restored_at` NULL for
 //! the scanner to retry.
 
+use crate::infra::redis::Holding;
+use contract::{SaleItem, UserId};
 use futures::StreamExt;
 use lapin::{
     message::Delivery,
@@ -150,11 +152,12 @@ pub async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -> bool 
         let restored = state
             .redis
             .restore_order(
-                give_back.activity_id,
-                give_back.item_id,
                 &give_back.order_id.to_string(),
-                give_back.user_id,
-                i64::from(give_back.quantity),
+                Holding {
+                    sale: SaleItem::new(give_back.activity_id, give_back.item_id),
+                    buyer: UserId(give_back.user_id),
+                    quantity: i64::from(give_back.quantity),
+                },
                 &give_back.seats,
             )
             .await;

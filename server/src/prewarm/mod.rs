@@ -9,7 +9,7 @@
 pub mod routes;
 
 use contract::Actor;
-use contract::{ActivityKind, PrewarmReport, PrewarmedItem};
+use contract::{ActivityKind, PrewarmReport, PrewarmedItem, SaleItem};
 
 use crate::{
     buy::{
@@ -77,7 +77,12 @@ pub async fn load(
         let redis_stock = (total_stock - held_in_db).max(0);
         state
             .redis
-            .load_item(activity_id, line.item_id, redis_stock, &holders, &seats)
+            .load_item(
+                SaleItem::new(activity_id, line.item_id),
+                redis_stock,
+                &holders,
+                &seats,
+            )
             .await?;
         bloom_bits_set += state
             .redis

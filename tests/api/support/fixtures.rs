@@ -266,7 +266,10 @@ impl TestApp {
         let stock = self
             .state
             .redis
-            .get_integers(&[self.state.redis.stock_key(sale.activity_id, sale.item_id)])
+            .get_integers(&[self
+                .state
+                .redis
+                .stock_key(contract::SaleItem::new(sale.activity_id, sale.item_id))])
             .await
             .expect("redis");
         stock[0].expect("pre-warmed")

@@ -227,7 +227,7 @@ async fn redis_agrees(
     item: &Item,
     settle: Duration,
 ) -> anyhow::Result<Check> {
-    let key = redis.stock_key(item.activity_id, item.item_id);
+    let key = redis.stock_key(contract::SaleItem::new(item.activity_id, item.item_id));
     let deadline = Instant::now() + settle;
     loop {
         let stock = redis
