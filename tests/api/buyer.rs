@@ -596,16 +596,8 @@ fn seat_codes(count: usize) -> Vec<String> {
 
 impl TestApp {
     async fn take_seats(&self, user_id: i64, request_id: &str, body: &Value) -> (u16, Value) {
-        let response = self
-            .client
-            .post(format!("{}/api/seckill/seats", self.address))
-            .bearer_auth(token(self, user_id))
-            .header("X-Request-ID", request_id)
-            .json(body)
-            .send()
+        self.buyer_post("/api/seckill/seats", user_id, request_id, body)
             .await
-            .expect("sent");
-        json(response).await
     }
 }
 

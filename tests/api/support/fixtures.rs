@@ -242,9 +242,21 @@ pub(crate) fn order_id(body: &Value) -> Uuid {
 impl TestApp {
     /// A buy as buyer `user_id` with `request_id`; the status and the JSON answer.
     pub(crate) async fn buy(&self, user_id: i64, request_id: &str, body: &Value) -> (u16, Value) {
+        self.buyer_post("/api/seckill/buy", user_id, request_id, body)
+            .await
+    }
+
+    /// A buyer's POST to `path` as `user_id` with `request_id`; the status and the answer.
+    pub(crate) async fn buyer_post(
+        &self,
+        path: &str,
+        user_id: i64,
+        request_id: &str,
+        body: &Value,
+    ) -> (u16, Value) {
         let response = self
             .client
-            .post(format!("{}/api/seckill/buy", self.address))
+            .post(format!("{}{path}", self.address))
             .bearer_auth(token(self, user_id))
             .header("X-Request-ID", request_id)
             .json(body)
