@@ -27,7 +27,7 @@ use crate::{
         amqp::AmqpLink, config::Settings, db, etcd::EtcdLink, metrics::Metrics, redis::RedisStore,
     },
     orders::{self as pipeline, Pipeline},
-    payment::simulated::SimulatedCenter,
+    payment::{self, simulated::SimulatedCenter},
     state::{AppState, Shared},
 };
 
@@ -50,13 +50,13 @@ impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let state = connect(settings).await?;
         db::migrate(&state.db).await?;
-        deduction::spawn_handover(state.clone());
+        deduction::handover::spawn(state.clone());
         let listener = tokio::net::TcpListener::bind(state.settings.bind).await?;
         state.payment.listening_on(listener.local_addr()?);
         let router = router(state.clone());
         let control = control::start(&state, listener.local_addr()?).await;
         if state.settings.workers {
-            pipeline::spawn_workers(&state);
+            pipeline::workers::spawn(&state);
         }
         Ok(Self {
             listener,
@@ -162,7 +162,7 @@ pub async fn run_workers(settings: Settings) -> anyhow::Result<()> {
     let state = connect(settings).await?;
     db::migrate(&state.db).await?;
     let control = control::start(&state, state.settings.bind).await;
-    let workers = pipeline::spawn_workers(&state);
+    let workers = pipeline::workers::spawn(&state);
     tracing::info!("workers running");
     shutdown_signal().await;
     control.shutdown().await;
@@ -177,7 +177,10 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(infra::health::healthz))
         .route("/readyz", get(infra::health::readyz))
         .route("/metrics", get(infra::http_metrics::render))
-        .nest("/api", buy::routes::router())
+        .nest(
+            "/api",
+            buy::routes::router().merge(payment::routes::router()),
+        )
         .nest("/admin/api", admin::routes::router())
         .merge(admin::console::router(state.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), infra::http_metrics::track))

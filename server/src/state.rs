@@ -2,6 +2,7 @@
 //! and middleware, so it is one `Arc` around the [`Shared`] parts (profiling showed the
 //! field-by-field clone, Leptos options included, at 3-5% of a request's CPU).
 
+use axum::{extract::FromRequestParts, http::request::Parts};
 use leptos::config::LeptosOptions;
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use crate::{
         status::ControlStatus,
         switches::Switches,
     },
-    identity::authenticate::Authenticator,
+    error::ApiError,
+    identity::{actor::Actor, authenticate::Authenticator},
     infra::{
         amqp::AmqpLink, config::Settings, etcd::EtcdLink, metrics::Metrics, redis::RedisStore,
     },
@@ -34,6 +36,15 @@ impl std::ops::Deref for AppState {
     type Target = Shared;
     fn deref(&self) -> &Shared {
         &self.0
+    }
+}
+
+/// Admin routes take an [`Actor`], authenticated from the request's credentials.
+impl FromRequestParts<AppState> for Actor {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        state.auth.actor(&parts.headers).await
     }
 }
 

@@ -9,6 +9,7 @@ pub mod notice;
 pub mod routes;
 pub mod signature;
 pub mod simulated;
+pub mod status;
 pub mod store;
 
 use serde::{Deserialize, Serialize};
@@ -19,7 +20,10 @@ use uuid::Uuid;
 use crate::{
     infra::metrics::Metrics,
     orders::status::PaymentEffect,
-    payment::store::{self as payments, Recorded},
+    payment::{
+        status::TradeStatus,
+        store::{self as payments, Recorded},
+    },
 };
 
 /// An order about to be paid.
@@ -55,33 +59,6 @@ pub trait PaymentGateway: Send + Sync {
     /// Told once the HTTP listener is bound: a center that calls this instance back learns
     /// its real address here (tests bind port 0).
     fn listening_on(&self, _address: SocketAddr) {}
-}
-
-/// State of a trade at the payment center.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TradeStatus {
-    /// Started; the buyer's money has not arrived.
-    Pending,
-    Paid,
-    /// Refused by the center, or closed unpaid before the order was cancelled.
-    Failed,
-}
-
-impl TradeStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Paid => "paid",
-            Self::Failed => "failed",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        [Self::Pending, Self::Paid, Self::Failed]
-            .into_iter()
-            .find(|status| status.as_str() == text)
-    }
 }
 
 /// The body of a payment-center callback (`POST /api/pay/notify`). Fields a
@@ -142,21 +119,4 @@ pub async fn record_payment(
     };
     metrics.payments.with_label_values(&[via, outcome]).inc();
     Ok(recorded)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn trade_status_names_round_trip() {
-        for status in [TradeStatus::Pending, TradeStatus::Paid, TradeStatus::Failed] {
-            assert_eq!(TradeStatus::parse(status.as_str()), Some(status));
-            assert_eq!(
-                serde_json::to_string(&status).expect("json"),
-                format!("\"{}\"", status.as_str())
-            );
-        }
-        assert_eq!(TradeStatus::parse("PAID"), None);
-    }
 }
