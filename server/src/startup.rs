@@ -16,7 +16,7 @@ use crate::{
     },
     control::{
         self,
-        leader::Leadership,
+        leader::{Leadership, LeadershipSignal},
         status::ControlStatus,
         switches::{SwitchValues, Switches},
         ControlPlane,
@@ -48,13 +48,13 @@ impl Application {
     /// Connects PostgreSQL and Redis (required to serve), prepares the lazy RabbitMQ and
     /// etcd links, migrates, and binds the listener.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
-        let state = connect(settings).await?;
+        let (state, election) = assemble(settings).await?;
         db::migrate(&state.db).await?;
         deduction::handover::spawn(state.clone());
         let listener = tokio::net::TcpListener::bind(state.settings.bind).await?;
         state.payment.listening_on(listener.local_addr()?);
         let router = router(state.clone());
-        let control = control::start(&state, listener.local_addr()?).await;
+        let control = control::start(&state, election, listener.local_addr()?).await;
         if state.settings.workers {
             pipeline::workers::spawn(&state);
         }
@@ -97,8 +97,16 @@ impl Application {
     }
 }
 
-/// Opens every store and assembles the shared state (used by `serve` and the CLI).
+/// Opens every store and assembles the shared state, for the CLI: it runs no election,
+/// so it never leads.
 pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
+    let (state, _no_election) = assemble(settings).await?;
+    Ok(state)
+}
+
+/// Opens every store and assembles the shared state. The election's signal is handed
+/// back apart, for the control plane alone: no handler can set the leadership.
+async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSignal)> {
     let db = db::connect(&settings).await?;
     let redis = RedisStore::connect(&settings).await?;
     let metrics = Metrics::new();
@@ -137,7 +145,7 @@ pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         settings.payment.clone(),
         metrics.clone(),
     ));
-    Ok(AppState::new(Shared {
+    let state = AppState::new(Shared {
         amqp,
         pipeline,
         etcd: EtcdLink::new(settings.etcd_endpoints.clone()),
@@ -150,18 +158,18 @@ pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         funnel,
         switches,
         leadership,
-        election,
         payment,
         control,
-    }))
+    });
+    Ok((state, election))
 }
 
 /// `seckill worker`: the pipeline's workers and the control plane (which elects the leader
 /// of the singleton jobs), without the HTTP server, until SIGINT or SIGTERM.
 pub async fn run_workers(settings: Settings) -> anyhow::Result<()> {
-    let state = connect(settings).await?;
+    let (state, election) = assemble(settings).await?;
     db::migrate(&state.db).await?;
-    let control = control::start(&state, state.settings.bind).await;
+    let control = control::start(&state, election, state.settings.bind).await;
     let workers = pipeline::workers::spawn(&state);
     tracing::info!("workers running");
     shutdown_signal().await;

@@ -9,11 +9,7 @@ use std::sync::Arc;
 
 use crate::{
     buy::funnel::Funnel,
-    control::{
-        leader::{Leadership, LeadershipSignal},
-        status::ControlStatus,
-        switches::Switches,
-    },
+    control::{leader::Leadership, status::ControlStatus, switches::Switches},
     error::ApiError,
     identity::{actor::Actor, authenticate::Authenticator},
     infra::{
@@ -76,10 +72,9 @@ pub struct Shared {
     pub funnel: Arc<Funnel>,
     /// Switches and limits as this instance applies them (watched from etcd).
     pub switches: Switches,
-    /// Whether this instance runs the singleton jobs now (driven by the etcd election).
+    /// Whether this instance runs the singleton jobs now: read-only, the control plane's
+    /// election alone sets it.
     pub leadership: Leadership,
-    /// The election's end of `leadership`: only the control plane's election sets it.
-    pub election: LeadershipSignal,
     /// This instance in the control plane: node id, how current its switches are.
     pub control: ControlStatus,
     /// The payment center orders are paid through (only the built-in simulated one exists).
