@@ -16,7 +16,7 @@ use crate::{
     },
     control::{
         self,
-        leader::Leadership,
+        leader::{Leadership, LeadershipSignal},
         status::ControlStatus,
         switches::{SwitchValues, Switches},
         ControlPlane,
@@ -27,7 +27,7 @@ use crate::{
         amqp::AmqpLink, config::Settings, db, etcd::EtcdLink, metrics::Metrics, redis::RedisStore,
     },
     orders::{self as pipeline, Pipeline},
-    payment::simulated::SimulatedCenter,
+    payment::{self, simulated::SimulatedCenter},
     state::{AppState, Shared},
 };
 
@@ -48,15 +48,15 @@ impl Application {
     /// Connects PostgreSQL and Redis (required to serve), prepares the lazy RabbitMQ and
     /// etcd links, migrates, and binds the listener.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
-        let state = connect(settings).await?;
+        let (state, election) = assemble(settings).await?;
         db::migrate(&state.db).await?;
-        deduction::spawn_handover(state.clone());
+        deduction::handover::spawn(state.clone());
         let listener = tokio::net::TcpListener::bind(state.settings.bind).await?;
         state.payment.listening_on(listener.local_addr()?);
         let router = router(state.clone());
-        let control = control::start(&state, listener.local_addr()?).await;
+        let control = control::start(&state, election, listener.local_addr()?).await;
         if state.settings.workers {
-            pipeline::spawn_workers(&state);
+            pipeline::workers::spawn(&state);
         }
         Ok(Self {
             listener,
@@ -97,8 +97,16 @@ impl Application {
     }
 }
 
-/// Opens every store and assembles the shared state (used by `serve` and the CLI).
+/// Opens every store and assembles the shared state, for the CLI: it runs no election,
+/// so it never leads.
 pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
+    let (state, _no_election) = assemble(settings).await?;
+    Ok(state)
+}
+
+/// Opens every store and assembles the shared state. The election's signal is handed
+/// back apart, for the control plane alone: no handler can set the leadership.
+async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSignal)> {
     let db = db::connect(&settings).await?;
     let redis = RedisStore::connect(&settings).await?;
     let metrics = Metrics::new();
@@ -137,7 +145,7 @@ pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         settings.payment.clone(),
         metrics.clone(),
     ));
-    Ok(AppState::new(Shared {
+    let state = AppState::new(Shared {
         amqp,
         pipeline,
         etcd: EtcdLink::new(settings.etcd_endpoints.clone()),
@@ -150,19 +158,19 @@ pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         funnel,
         switches,
         leadership,
-        election,
         payment,
         control,
-    }))
+    });
+    Ok((state, election))
 }
 
 /// `seckill worker`: the pipeline's workers and the control plane (which elects the leader
 /// of the singleton jobs), without the HTTP server, until SIGINT or SIGTERM.
 pub async fn run_workers(settings: Settings) -> anyhow::Result<()> {
-    let state = connect(settings).await?;
+    let (state, election) = assemble(settings).await?;
     db::migrate(&state.db).await?;
-    let control = control::start(&state, state.settings.bind).await;
-    let workers = pipeline::spawn_workers(&state);
+    let control = control::start(&state, election, state.settings.bind).await;
+    let workers = pipeline::workers::spawn(&state);
     tracing::info!("workers running");
     shutdown_signal().await;
     control.shutdown().await;
@@ -177,7 +185,10 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(infra::health::healthz))
         .route("/readyz", get(infra::health::readyz))
         .route("/metrics", get(infra::http_metrics::render))
-        .nest("/api", buy::routes::router())
+        .nest(
+            "/api",
+            buy::routes::router().merge(payment::routes::router()),
+        )
         .nest("/admin/api", admin::routes::router())
         .merge(admin::console::router(state.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), infra::http_metrics::track))

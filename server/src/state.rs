@@ -2,17 +2,16 @@
 //! and middleware, so it is one `Arc` around the [`Shared`] parts (profiling showed the
 //! field-by-field clone, Leptos options included, at 3-5% of a request's CPU).
 
+use axum::{extract::FromRequestParts, http::request::Parts};
+use contract::Actor;
 use leptos::config::LeptosOptions;
 use sqlx::PgPool;
 use std::sync::Arc;
 
 use crate::{
     buy::funnel::Funnel,
-    control::{
-        leader::{Leadership, LeadershipSignal},
-        status::ControlStatus,
-        switches::Switches,
-    },
+    control::{leader::Leadership, status::ControlStatus, switches::Switches},
+    error::ApiError,
     identity::authenticate::Authenticator,
     infra::{
         amqp::AmqpLink, config::Settings, etcd::EtcdLink, metrics::Metrics, redis::RedisStore,
@@ -34,6 +33,15 @@ impl std::ops::Deref for AppState {
     type Target = Shared;
     fn deref(&self) -> &Shared {
         &self.0
+    }
+}
+
+/// Admin routes take an [`Actor`], authenticated from the request's credentials.
+impl FromRequestParts<AppState> for Actor {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        state.auth.actor(&parts.headers).await
     }
 }
 
@@ -65,10 +73,9 @@ pub struct Shared {
     pub funnel: Arc<Funnel>,
     /// Switches and limits as this instance applies them (watched from etcd).
     pub switches: Switches,
-    /// Whether this instance runs the singleton jobs now (driven by the etcd election).
+    /// Whether this instance runs the singleton jobs now: read-only, the control plane's
+    /// election alone sets it.
     pub leadership: Leadership,
-    /// The election's end of `leadership`: only the control plane's election sets it.
-    pub election: LeadershipSignal,
     /// This instance in the control plane: node id, how current its switches are.
     pub control: ControlStatus,
     /// The payment center orders are paid through (only the built-in simulated one exists).

@@ -611,7 +611,11 @@ async fn the_leader_scanner_cancels_orders_whose_timeout_was_lost_and_retries_gi
         (status, body["code"].as_str()),
         (409, Some("PAY_DEADLINE_PASSED"))
     );
-    app.state.election.set(true);
+    // The scanner runs on the leader only: this instance's election must have made it one.
+    eventually("this instance to lead", PATIENCE, || async {
+        app.state.leadership.is_leader()
+    })
+    .await;
     app.all_reach(&[lost], "CANCELLED").await;
     wait::until("the owed give-back to be retried", PATIENCE, || async {
         app.count_where(

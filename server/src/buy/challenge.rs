@@ -107,7 +107,7 @@ impl Challenges {
         user_id: i64,
         answer: i64,
     ) -> redis::RedisResult<bool> {
-        if !crate::buy::funnel::valid_request_id(challenge_id) {
+        if !crate::buy::rules::valid_request_id(challenge_id) {
             return Ok(false);
         }
         let stored = self

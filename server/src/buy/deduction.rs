@@ -24,23 +24,22 @@
 //!
 //! If the re-derivation fails (Redis sick, which is why one flips to `db`), the instance
 //! stays on the database path and retries, so a flip back can never open a stale Redis.
+//!
+//! The gate is here; the task that runs the hand-over, and needs the whole state to
+//! re-derive Redis, is in [`handover`].
 
-use contract::SaleItem;
 use std::{
     sync::atomic::{AtomicBool, AtomicU64, Ordering},
     time::Duration,
 };
 use tokio::sync::Notify;
 
-use crate::{
-    catalog::store as catalog, error::ApiResult, infra::config::DeductionMode, prewarm,
-    state::AppState,
-};
+use crate::infra::config::DeductionMode;
+
+pub mod handover;
 
 /// How long the hand-over waits for this instance's database-path pre-orders to commit.
 const DRAIN_WAIT: Duration = Duration::from_secs(10);
-/// Pause before retrying a failed re-derivation.
-const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Which layer this instance deducts in now, given the switch.
 pub struct DeductionGate {
@@ -111,67 +110,6 @@ impl DeductionGate {
         }
         true
     }
-}
-
-/// Follows the deduction switch for the life of the process.
-pub fn spawn_handover(state: AppState) {
-    tokio::spawn(async move {
-        let mut changes = state.switches.subscribe();
-        loop {
-            let switched = changes.borrow_and_update().deduction;
-            let gate = &state.funnel.deduction;
-            if gate.mode(switched) != switched {
-                if let Err(error) = reopen_redis(&state).await {
-                    tracing::error!(error = %error, "re-deriving Redis for the deduction switch failed; staying on the database path");
-                    tokio::time::sleep(RETRY_AFTER).await;
-                    continue;
-                }
-            }
-            tokio::select! {
-                changed = changes.changed() => if changed.is_err() { return },
-                () = gate.closed.notified() => {}
-            }
-        }
-    });
-}
-
-/// Steps (1) to (3) of the db → redis hand-over.
-async fn reopen_redis(state: &AppState) -> ApiResult<()> {
-    let gate = &state.funnel.deduction;
-    if !gate.drained().await {
-        tracing::warn!("database-path pre-orders still in flight after the drain wait; re-deriving anyway, the arbiter covers them");
-    }
-    let mut activities = 0;
-    for id in catalog::unfinished_activity_ids(&state.db).await? {
-        let Some(activity) = catalog::get_activity(&state.db, id, None).await? else {
-            continue;
-        };
-        let keys: Vec<String> = activity
-            .lines
-            .iter()
-            .map(|line| state.redis.stock_key(SaleItem::new(id, line.item_id)))
-            .collect();
-        // Only what was pre-warmed: a pre-warm is an ops decision, not this task's.
-        if state
-            .redis
-            .get_integers(&keys)
-            .await?
-            .iter()
-            .any(Option::is_some)
-        {
-            prewarm::load(state, &activity).await?;
-            activities += 1;
-        }
-    }
-    // A flip back to `db` during the re-derivation wins: open only if still on `redis`.
-    if state.switches.current().deduction == DeductionMode::Redis {
-        gate.open_redis();
-    }
-    tracing::info!(
-        activities,
-        "deduction back on redis; Redis re-derived from PostgreSQL"
-    );
-    Ok(())
 }
 
 #[cfg(test)]

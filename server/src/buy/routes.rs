@@ -34,7 +34,6 @@ pub fn router() -> Router<AppState> {
         .route("/seckill/buy", post(buy))
         .route("/seckill/seats", post(seats))
         .route("/orders/{id}", get(order))
-        .merge(crate::payment::routes::router())
 }
 
 impl IntoResponse for Answer {

@@ -173,6 +173,14 @@ impl ScriptAnswer {
     }
 }
 
+/// A request id as clients send it: 1–64 letters, digits, `-` or `_`.
+pub fn valid_request_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// The quantity a buyer may ask for in one request: 1 up to the item's per-user limit.
 pub fn valid_quantity(quantity: i64, per_user_limit: i64) -> bool {
     (1..=per_user_limit).contains(&quantity)
@@ -274,6 +282,15 @@ mod tests {
             assert_eq!(refusal.answer(seats), (outcome, message), "{refusal:?}");
         }
         assert_eq!(Outcome::Degraded.status(), 503);
+    }
+
+    #[test]
+    fn request_ids_are_short_and_plain() {
+        assert!(valid_request_id("3f2c-11_ab"));
+        assert!(!valid_request_id(""));
+        assert!(!valid_request_id(&"a".repeat(65)));
+        assert!(!valid_request_id("a b"));
+        assert!(!valid_request_id("a:b"));
     }
 
     #[test]

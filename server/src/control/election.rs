@@ -16,11 +16,12 @@
 use etcd_client::{
     Client, ConnectOptions, EventType, LeaseKeepAliveStream, LeaseKeeper, WatchOptions,
 };
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 use tokio::{sync::watch, time::Instant};
 
 use crate::control::{
     layout::Layout,
+    leader::LeadershipSignal,
     status::{Backoff, Complaint},
 };
 use crate::state::AppState;
@@ -28,15 +29,47 @@ use crate::state::AppState;
 /// Bound on every single election call that is not the campaign itself.
 const CALL: Duration = Duration::from_secs(3);
 
-pub(super) async fn run(state: AppState, layout: Layout, mut stop: watch::Receiver<bool>) {
+/// This instance as a candidate: its state, and the one handle that sets its leadership.
+struct Candidate {
+    state: AppState,
+    signal: Arc<LeadershipSignal>,
+}
+
+impl Candidate {
+    fn lead(&self) {
+        self.signal.set(true);
+        self.state.metrics.control.leader.set(1);
+        tracing::info!(
+            node = self.state.control.node_id(),
+            "leading the singleton jobs"
+        );
+    }
+
+    fn step_down(&self) {
+        let state = &self.state;
+        if state.leadership.is_leader() {
+            tracing::info!(node = state.control.node_id(), "leadership given up");
+        }
+        self.signal.set(false);
+        state.metrics.control.leader.set(0);
+    }
+}
+
+pub(super) async fn run(
+    state: AppState,
+    signal: Arc<LeadershipSignal>,
+    layout: Layout,
+    mut stop: watch::Receiver<bool>,
+) {
+    let candidate = Candidate { state, signal };
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
     let mut complaint = Complaint::new(Duration::from_secs(30));
     let mut client: Option<Client> = None;
     while !*stop.borrow() {
         let outcome = match client.as_mut() {
-            Some(client) => term(&state, &layout, client, &mut stop).await,
+            Some(client) => term(&candidate, &layout, client, &mut stop).await,
             // The balanced channel reconnects by itself once made: one client for good.
-            None => connect(&state).await.map(|made| {
+            None => connect(&candidate.state).await.map(|made| {
                 client = Some(made);
             }),
         };
@@ -50,15 +83,7 @@ pub(super) async fn run(state: AppState, layout: Layout, mut stop: watch::Receiv
             backoff.reset();
         }
     }
-    step_down(&state);
-}
-
-fn step_down(state: &AppState) {
-    if state.leadership.is_leader() {
-        tracing::info!(node = state.control.node_id(), "leadership given up");
-    }
-    state.election.set(false);
-    state.metrics.control.leader.set(0);
+    candidate.step_down();
 }
 
 async fn connect(state: &AppState) -> anyhow::Result<Client> {
@@ -73,11 +98,12 @@ async fn connect(state: &AppState) -> anyhow::Result<Client> {
 /// One lease's life: campaign, lead until the lease is in doubt, give everything back.
 /// Returns `Ok` only when asked to stop; otherwise the reason the term ended.
 async fn term(
-    state: &AppState,
+    candidate: &Candidate,
     layout: &Layout,
     client: &mut Client,
     stop: &mut watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    let state = &candidate.state;
     let ttl = Duration::from_secs(state.settings.control.lease_ttl_s.max(1) as u64);
     let granted_at = Instant::now();
     let lease = tokio::time::timeout(CALL, client.lease_grant(ttl.as_secs() as i64, None))
@@ -105,9 +131,7 @@ async fn term(
         }
         let options = WatchOptions::new().with_start_revision(leader.rev() + 1);
         let mut own_key = tokio::time::timeout(CALL, client.watch(leader.key(), Some(options))).await??;
-        state.election.set(true);
-        state.metrics.control.leader.set(1);
-        tracing::info!(node = state.control.node_id(), "leading the singleton jobs");
+        candidate.lead();
         loop {
             tokio::select! {
                 error = keep(&mut keeper, &mut acks, &mut lease_clock) => return Err(error),
@@ -123,7 +147,7 @@ async fn term(
     }
     .await;
     // Signal first, then free the election for the next candidate.
-    step_down(state);
+    candidate.step_down();
     let _ = tokio::time::timeout(Duration::from_secs(1), client.lease_revoke(lease)).await;
     outcome
 }

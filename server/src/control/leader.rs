@@ -1,5 +1,7 @@
 //! Who runs the singleton jobs (the outbox relay, and the pay-timeout scanner with its
-//! Redis give-back retries). The etcd election drives a [`Leadership`]; jobs only read it.
+//! Redis give-back retries). The etcd election drives a [`Leadership`] through the
+//! [`LeadershipSignal`] only the control plane holds; the shared state and the jobs hold
+//! the [`Leadership`] and can only read it.
 
 use tokio::sync::watch;
 
@@ -21,14 +23,12 @@ impl Leadership {
         *self.0.borrow()
     }
 
-    /// Waits until this instance leads (at once if it does).
+    /// Waits until this instance leads (at once if it does). Without an election (its
+    /// signal dropped, as in the CLI) that is never.
     pub async fn until_leader(&mut self) {
-        let _ = self.0.wait_for(|leading| *leading).await;
-    }
-
-    /// Waits until this instance stops leading (at once if it does not lead).
-    pub async fn until_follower(&mut self) {
-        let _ = self.0.wait_for(|leading| !*leading).await;
+        if self.0.wait_for(|leading| *leading).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 use std::{net::SocketAddr, sync::Arc};
 use tokio::{sync::watch, task::JoinHandle};
 
-use crate::state::AppState;
+use crate::{control::leader::LeadershipSignal, state::AppState};
 
 pub mod accepted;
 pub mod board;
@@ -27,6 +27,8 @@ pub struct ControlPlane(Arc<Tasks>);
 
 struct Tasks {
     state: AppState,
+    /// The election's end of `state.leadership`: the control plane alone holds it.
+    election: Arc<LeadershipSignal>,
     stop: watch::Sender<bool>,
     /// The heartbeat and the election: they end on `stop`, giving their leases back.
     stoppable: std::sync::Mutex<Vec<JoinHandle<()>>>,
@@ -39,8 +41,14 @@ const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Puts the best switch values available in force (etcd, else the local snapshot, else
 /// the settings; at most a couple of seconds' wait for etcd), then runs the watcher, the
-/// node heartbeat, the election and the staleness gauge in the background.
-pub async fn start(state: &AppState, address: SocketAddr) -> ControlPlane {
+/// node heartbeat, the election and the staleness gauge in the background. `election` is
+/// the only handle that sets `state.leadership`; the election keeps it.
+pub async fn start(
+    state: &AppState,
+    election: LeadershipSignal,
+    address: SocketAddr,
+) -> ControlPlane {
+    let election = Arc::new(election);
     let layout = layout::Layout::new(&state.settings.etcd_prefix);
     state.control.set_running(true);
     let watcher = watcher::Watcher::start(state.clone(), layout.clone()).await;
@@ -52,7 +60,12 @@ pub async fn start(state: &AppState, address: SocketAddr) -> ControlPlane {
             address.to_string(),
             stopped.clone(),
         )),
-        tokio::spawn(election::run(state.clone(), layout, stopped)),
+        tokio::spawn(election::run(
+            state.clone(),
+            election.clone(),
+            layout,
+            stopped,
+        )),
     ];
     let endless = vec![
         tokio::spawn(watcher.run()),
@@ -60,6 +73,7 @@ pub async fn start(state: &AppState, address: SocketAddr) -> ControlPlane {
     ];
     ControlPlane(Arc::new(Tasks {
         state: state.clone(),
+        election,
         stop,
         stoppable: std::sync::Mutex::new(stoppable),
         endless: std::sync::Mutex::new(endless),
@@ -94,7 +108,7 @@ impl ControlPlane {
 
     fn finish(&self) {
         let state = &self.0.state;
-        state.election.set(false);
+        self.0.election.set(false);
         state.metrics.control.leader.set(0);
         state.control.set_running(false);
     }

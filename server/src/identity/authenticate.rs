@@ -1,8 +1,9 @@
 //! Turning credentials into an [`Actor`]: console login (rate-limited), session lookup,
-//! API-token lookup, and the axum extractor used by every admin route.
+//! API-token lookup, and the credentials of an admin request (the extractor every admin
+//! route uses is in `state`, which holds the [`Authenticator`]).
 
 use app::backend::session_token;
-use axum::{extract::FromRequestParts, http::request::Parts};
+use axum::http::HeaderMap;
 use chrono::Utc;
 use contract::Actor;
 use sqlx::PgPool;
@@ -13,7 +14,6 @@ use crate::{
     error::ApiError,
     identity::users,
     infra::{metrics::Metrics, redis::RedisStore},
-    state::AppState,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -143,34 +143,23 @@ impl Authenticator {
     pub async fn by_api_token(&self, token: &str) -> Result<Option<Actor>, sqlx::Error> {
         users::actor_by_api_token(&self.db, &secret_token::digest(token)).await
     }
-}
 
-/// Admin routes take an `Actor`: from `Authorization: Bearer <API token>`, else from the
-/// console's session cookie. Neither → 401.
-impl FromRequestParts<AppState> for Actor {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        let headers = &parts.headers;
+    /// The actor of an admin request: from `Authorization: Bearer <API token>`, else from
+    /// the console's session cookie. Neither → 401.
+    pub async fn actor(&self, headers: &HeaderMap) -> Result<Actor, ApiError> {
         if let Some(authorization) = headers.get(http::header::AUTHORIZATION) {
             let token = authorization
                 .to_str()
                 .ok()
                 .and_then(|value| value.strip_prefix("Bearer "))
                 .ok_or(ApiError::Unauthenticated)?;
-            return state
-                .auth
+            return self
                 .by_api_token(token.trim())
                 .await?
                 .ok_or(ApiError::Unauthenticated);
         }
         let session = session_token(headers).ok_or(ApiError::Unauthenticated)?;
-        state
-            .auth
-            .by_session(session)
+        self.by_session(session)
             .await?
             .ok_or(ApiError::Unauthenticated)
     }

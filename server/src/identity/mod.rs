@@ -1,5 +1,5 @@
 //! Admin identity: password hashing, console sessions, admin API tokens, login rate
-//! limiting, and the extractor that turns a request into an [`Actor`].
+//! limiting, and the credentials check that turns an admin request into an [`Actor`].
 //!
 //! [`Actor`]: contract::Actor
 

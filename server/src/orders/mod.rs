@@ -28,15 +28,12 @@ pub mod release;
 pub mod routes;
 pub mod rules;
 pub mod status;
+pub mod workers;
 
 use sqlx::PgPool;
 use std::{sync::Arc, time::Duration};
-use tokio::task::JoinHandle;
 
-use crate::{
-    infra::{amqp::AmqpLink, config::Settings, metrics::Metrics},
-    state::AppState,
-};
+use crate::infra::{amqp::AmqpLink, config::Settings, metrics::Metrics};
 use mq::broker::Broker;
 use mq::publisher::Publisher;
 use mq::topology::Topology;
@@ -87,17 +84,4 @@ impl Pipeline {
             topology,
         }
     }
-}
-
-/// Starts the pipeline's background workers: the create-order consumer, the DLQ sink, the
-/// outbox relay (it works only while this instance leads) and the gauges. Returns their
-/// handles; aborting one stops that worker.
-pub fn spawn_workers(state: &AppState) -> Vec<JoinHandle<()>> {
-    vec![
-        create_order::spawn(state),
-        dead_letters::spawn_sink(state),
-        tokio::spawn(relay::run(state.clone())),
-        gauges::spawn(state),
-        pay_timeout::spawn(state),
-    ]
 }

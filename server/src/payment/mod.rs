@@ -9,6 +9,7 @@ pub mod notice;
 pub mod routes;
 pub mod signature;
 pub mod simulated;
+pub mod status;
 pub mod store;
 
 use serde::{Deserialize, Serialize};
@@ -19,7 +20,10 @@ use uuid::Uuid;
 use crate::{
     infra::metrics::Metrics,
     orders::status::PaymentEffect,
-    payment::store::{self as payments, Recorded},
+    payment::{
+        status::TradeStatus,
+        store::{self as payments, Recorded},
+    },
 };
 
 /// An order about to be paid.
@@ -56,8 +60,6 @@ pub trait PaymentGateway: Send + Sync {
     /// its real address here (tests bind port 0).
     fn listening_on(&self, _address: SocketAddr) {}
 }
-
-pub use contract::TradeStatus;
 
 /// The body of a payment-center callback (`POST /api/pay/notify`). Fields a
 /// center adds later are ignored: the signature covers the raw body anyway.
@@ -117,21 +119,4 @@ pub async fn record_payment(
     };
     metrics.payments.with_label_values(&[via, outcome]).inc();
     Ok(recorded)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn trade_status_names_round_trip() {
-        for status in [TradeStatus::Pending, TradeStatus::Paid, TradeStatus::Failed] {
-            assert_eq!(TradeStatus::parse(status.as_str()), Some(status));
-            assert_eq!(
-                serde_json::to_string(&status).expect("json"),
-                format!("\"{}\"", status.as_str())
-            );
-        }
-        assert_eq!(TradeStatus::parse("PAID"), None);
-    }
 }

@@ -5,7 +5,7 @@
 use secrecy::SecretString;
 use sqlx::PgPool;
 
-use crate::payment::{record_payment, signature, PayNotice, Settled, TradeStatus};
+use crate::payment::{record_payment, signature, status::TradeStatus, PayNotice, Settled};
 use crate::{infra::metrics::Metrics, orders::status::OrderStatus, payment::store as payments};
 
 /// What an accepted callback did.

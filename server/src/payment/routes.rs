@@ -1,6 +1,6 @@
 //! Paying an order: `POST /api/orders/{id}/pay` starts a trade with the payment
 //! center for the buyer's own unpaid order; `POST /api/pay/notify` takes the center's
-//! signed callback. Merged into the buyer router under `/api`.
+//! signed callback. Served under `/api` beside the buyer API.
 
 use axum::{
     body::Bytes,

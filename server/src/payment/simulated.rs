@@ -16,7 +16,7 @@ use std::{
 use uuid::Uuid;
 
 use crate::payment::{
-    signature, GatewayError, PayNotice, Payable, PaymentGateway, PaymentState, TradeStatus,
+    signature, status::TradeStatus, GatewayError, PayNotice, Payable, PaymentGateway, PaymentState,
 };
 use crate::{
     infra::{config::PaymentSettings, metrics::Metrics},

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::{
     orders::status::{payment_effect, OrderStatus, PaymentEffect},
-    payment::TradeStatus,
+    payment::status::TradeStatus,
 };
 
 /// One trade of the payment center.
