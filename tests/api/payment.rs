@@ -612,7 +612,7 @@ async fn the_leader_scanner_cancels_orders_whose_timeout_was_lost_and_retries_gi
         (409, Some("PAY_DEADLINE_PASSED"))
     );
     // The scanner runs on the leader only: this instance's election must have made it one.
-    eventually("this instance to lead", PATIENCE, || async {
+    wait::until("this instance to lead", PATIENCE, || async {
         app.state.leadership.is_leader()
     })
     .await;
