@@ -1,5 +1,5 @@
 //! The command line of `seckill-load`: what to hit, how hard, for how long, and whether to
-//! check the invariants of SPEC §11 afterwards.
+//! check the stock invariants afterwards.
 
 use clap::{ArgGroup, Parser, ValueEnum};
 use seckill::config::Settings;
