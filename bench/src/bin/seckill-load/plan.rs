@@ -89,7 +89,7 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use seckill::identity::buyer_token::BuyerClaims;
+    use seckill::identity::buyer_token::BuyerTokens;
 
     fn plan(users: u64, retries_per_user: u64, request_cap: u64) -> Plan {
         let shape = Shape {
@@ -104,17 +104,11 @@ mod tests {
         Plan::new(shape, &"s".into(), chrono::Duration::hours(1)).expect("plan")
     }
 
-    /// The user id a buyer's token speaks for.
+    /// The user id a buyer's token speaks for, as the server's verifier reads it.
     fn user_of(buyer: &Buyer) -> i64 {
-        let token = buyer.authorization.strip_prefix("Bearer ").expect("bearer");
-        let claims = jsonwebtoken::decode::<BuyerClaims>(
-            token,
-            &jsonwebtoken::DecodingKey::from_secret(b"s"),
-            &jsonwebtoken::Validation::default(),
-        )
-        .expect("valid token")
-        .claims;
-        claims.sub.parse().expect("numeric sub")
+        BuyerTokens::new(&"s".into())
+            .buyer(Some(&buyer.authorization))
+            .expect("a valid buyer token")
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The command line of `seckill-load`: what to hit, how hard, for how long, and whether to
-//! check the invariants (docs/invariants.md) afterwards.
+//! check the stock invariants afterwards.
 
 use clap::{ArgGroup, Parser, ValueEnum};
 use seckill::infra::config::Settings;

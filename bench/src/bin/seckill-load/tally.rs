@@ -131,7 +131,7 @@ fn millis(us: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seckill_load::http::Reply;
+    use crate::http::Reply;
 
     fn answered(ms: u64, status: u16, code: &str, order_id: Option<Uuid>) -> Sample {
         Sample {

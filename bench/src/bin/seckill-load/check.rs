@@ -1,12 +1,14 @@
-//! The invariants' check after a run, against PostgreSQL and Redis. Per item under
+//! The stock invariants checked after a run, against PostgreSQL and Redis. Per item under
 //! load: (1) never oversold, (2) nobody over the per-user limit, (4) Redis stock plus the
 //! units held by orders equals the total stock; and for the run: (3) every order id a
 //! buyer got with a 200 is in `orders`. (4) only warns: orders may still be in flight.
 
 use anyhow::Context;
-use seckill::infra::{config::Settings, db, redis::RedisStore};
+use redis::aio::MultiplexedConnection;
+use seckill::infra::config::Settings;
+use secrecy::ExposeSecret;
 use serde::Serialize;
-use sqlx::PgPool;
+use sqlx::{postgres::PgPoolOptions, PgPool};
 use std::{
     collections::HashSet,
     time::{Duration, Instant},
@@ -55,6 +57,38 @@ impl Verdict {
     }
 }
 
+/// The server's Redis, read-only, under the deployment's key prefix.
+struct Redis {
+    connection: MultiplexedConnection,
+    prefix: String,
+}
+
+impl Redis {
+    async fn connect(settings: &Settings) -> redis::RedisResult<Self> {
+        let client = redis::Client::open(settings.redis_url.expose_secret())?;
+        Ok(Self {
+            connection: client.get_multiplexed_async_connection().await?,
+            prefix: settings.redis_prefix.clone(),
+        })
+    }
+
+    /// The server's stock counter of one activity item (its hash tag keeps an item's keys
+    /// on one cluster slot).
+    fn stock_key(&self, item: &Item) -> String {
+        format!(
+            "{}{{a{}.i{}}}:stock",
+            self.prefix, item.activity_id, item.item_id
+        )
+    }
+
+    async fn get(&self, key: &str) -> redis::RedisResult<Option<i64>> {
+        redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut self.connection.clone())
+            .await
+    }
+}
+
 /// One item of the activity with its stock settings.
 struct Item {
     activity_id: i64,
@@ -71,17 +105,18 @@ impl Item {
 
 /// Runs every check; an error means a store could not be asked, not that a check failed.
 pub async fn run(
-    mut settings: Settings,
+    settings: Settings,
     activity_id: i64,
     items: &[i64],
     order_ids: &HashSet<Uuid>,
     settle: Duration,
 ) -> anyhow::Result<Vec<Check>> {
-    settings.db_max_connections = 2;
-    let pool = db::connect(&settings)
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(settings.database_url.expose_secret())
         .await
         .context("connecting to PostgreSQL")?;
-    let redis = RedisStore::connect(&settings)
+    let redis = Redis::connect(&settings)
         .await
         .context("connecting to Redis")?;
     let mut checks = Vec::new();
@@ -101,7 +136,7 @@ pub async fn run(
 
 async fn check_item(
     pool: &PgPool,
-    redis: &RedisStore,
+    redis: &Redis,
     item: &Item,
     settle: Duration,
 ) -> anyhow::Result<Vec<Check>> {
@@ -223,18 +258,14 @@ async fn orders_exist(pool: &PgPool, order_ids: &HashSet<Uuid>) -> sqlx::Result<
 /// an order, or waiting to be given back).
 async fn redis_agrees(
     pool: &PgPool,
-    redis: &RedisStore,
+    redis: &Redis,
     item: &Item,
     settle: Duration,
 ) -> anyhow::Result<Check> {
-    let key = redis.stock_key(contract::SaleItem::new(item.activity_id, item.item_id));
+    let key = redis.stock_key(item);
     let deadline = Instant::now() + settle;
     loop {
-        let stock = redis
-            .get_integers(std::slice::from_ref(&key))
-            .await?
-            .pop()
-            .flatten();
+        let stock = redis.get(&key).await?;
         let held = held_units(pool, item).await?;
         let agrees = stock.is_some_and(|stock| stock + held == item.total_stock);
         if agrees || Instant::now() >= deadline {

@@ -1,21 +1,26 @@
 //! `seckill-load`, the product's load generator: many buyers with pre-minted tokens hammer
 //! one hot item or a spread of items of one activity (or `/healthz`, as a baseline), then it
 //! reports throughput, latency percentiles and outcomes by code and, with `--check`, checks
-//! the invariants against PostgreSQL and Redis (docs/invariants.md); see `--help`.
+//! the stock invariants against PostgreSQL and Redis. See `seckill-load --help`.
+//!
+//! Its modules: the command line, the plan of who buys what, the HTTP side, the bounded load
+//! loop, the tally of what came back, the invariant check, and the report.
 
-mod seckill_load;
+mod args;
+mod check;
+mod http;
+mod plan;
+mod report;
+mod runner;
+mod tally;
 
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;
 
-use seckill_load::{
-    args::Args,
-    check, http,
-    plan::{Plan, Shape},
-    report::{Report, Setup},
-    runner,
-};
+use args::Args;
+use plan::{Plan, Shape};
+use report::{Report, Setup};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {

@@ -1,0 +1,626 @@
+//! The funnel benchmark's figures: each measurement's raw output and probes reduced to
+//! numbers ([`Measurement::new`]), and the result block of BENCHMARKS.md ([`render`]).
+
+use regex::Regex;
+use serde::Serialize;
+use serde_json::Value;
+use std::{collections::BTreeMap, sync::LazyLock, time::Duration};
+
+use super::NAMES;
+use crate::{cpu::Ticks, run::grouped};
+
+/// Which tool took a measurement, and so how its output reads.
+#[derive(Clone, Copy, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Load,
+    RedisBenchmark,
+    Pgbench,
+}
+
+impl Kind {
+    fn tool(self) -> &'static str {
+        match self {
+            Self::Load => "seckill-load",
+            Self::RedisBenchmark => "redis-benchmark",
+            Self::Pgbench => "pgbench",
+        }
+    }
+}
+
+/// The stores and the server at one moment.
+pub struct Snapshot {
+    pub ticks: Ticks,
+    /// Redis `INFO commandstats`.
+    pub commandstats: String,
+    /// The server's `/metrics` (empty without a server).
+    pub metrics: String,
+}
+
+/// What the probes saw around one measurement.
+pub struct Probed {
+    pub wall: Duration,
+    pub before: Snapshot,
+    pub after: Snapshot,
+    pub ticks_per_s: f64,
+    /// `perf report --sort dso,sym` of the server (empty without perf).
+    pub profile: String,
+    /// PostgreSQL wait samples, one busy backend each.
+    pub waits: Vec<String>,
+    /// EVALSHA calls of the Redis baseline (redis-benchmark does not print them).
+    pub redis_n: u64,
+}
+
+/// CPU seconds used during a measurement.
+#[derive(Default, Serialize)]
+pub struct CpuSeconds {
+    busy: f64,
+    server: f64,
+    redis: f64,
+    postgres: f64,
+    postgres_other_dbs: f64,
+    rabbitmq: f64,
+    tool: f64,
+}
+
+#[derive(Default, Serialize)]
+pub struct Measurement {
+    name: String,
+    tool: &'static str,
+    rps: Option<f64>,
+    requests: Option<f64>,
+    /// The tool's own timing of its run; else the wall time around it.
+    wall: Option<f64>,
+    tool_wall: f64,
+    p50: Option<f64>,
+    p99: Option<f64>,
+    outcomes: String,
+    transport: String,
+    checks: Vec<String>,
+    error: Option<String>,
+    cpu: CpuSeconds,
+    redis_cmds: Vec<(String, u64)>,
+    funnel: BTreeMap<String, i64>,
+    batches: Option<(u64, f64)>,
+    perf_areas: Vec<(String, f64)>,
+    pgwait: Vec<(String, usize)>,
+}
+
+impl Measurement {
+    pub fn new(name: &str, kind: Kind, out: &str, probed: Probed) -> Self {
+        let mut m = Self {
+            name: name.to_owned(),
+            tool: kind.tool(),
+            tool_wall: probed.wall.as_secs_f64(),
+            ..Self::default()
+        };
+        let parsed = match kind {
+            Kind::Load => m.read_load(out),
+            Kind::RedisBenchmark => m.read_redis_benchmark(out, probed.redis_n),
+            Kind::Pgbench => m.read_pgbench(out),
+        };
+        // A broken run shows up in the table, not as an error of the whole benchmark.
+        if let Err(error) = parsed {
+            m.rps = None;
+            m.error = Some(error.to_string());
+        }
+        let tick = |t: u64| t as f64 / probed.ticks_per_s;
+        let d = probed.after.ticks - probed.before.ticks;
+        m.cpu = CpuSeconds {
+            busy: tick(d.busy),
+            server: tick(d.server),
+            redis: tick(d.redis),
+            postgres: tick(d.postgres),
+            postgres_other_dbs: tick(d.postgres_other_dbs),
+            rabbitmq: tick(d.rabbitmq),
+            tool: tick(d.waited_children),
+        };
+        m.redis_cmds = command_deltas(&probed.before.commandstats, &probed.after.commandstats);
+        m.read_metrics(&probed.before.metrics, &probed.after.metrics);
+        m.perf_areas = perf_areas(&probed.profile);
+        m.pgwait = counted(&probed.waits);
+        m
+    }
+
+    fn read_load(&mut self, out: &str) -> anyhow::Result<()> {
+        let report: Value = serde_json::from_str(out)?;
+        let s = &report["summary"];
+        let number = |v: &Value| v.as_f64();
+        self.rps = number(&s["throughput_rps"]);
+        self.requests = number(&s["requests"]);
+        self.wall = number(&s["wall_s"]);
+        self.p50 = number(&s["latency_ms"]["p50"]);
+        self.p99 = number(&s["latency_ms"]["p99"]);
+        anyhow::ensure!(self.rps.is_some(), "no throughput in the report");
+        self.outcomes = s["outcomes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|o| format!("{} {} {}", o["status"], text(&o["code"]), o["count"]))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.transport = s["transport_errors"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(kind, count)| format!("{kind} {count}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.checks = report["checks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                format!(
+                    "{}  {}: {}",
+                    text(&c["verdict"]),
+                    text(&c["name"]),
+                    text(&c["detail"])
+                )
+            })
+            .collect();
+        Ok(())
+    }
+
+    fn read_redis_benchmark(&mut self, out: &str, calls: u64) -> anyhow::Result<()> {
+        let mut lines = out.lines().filter(|l| !l.trim().is_empty());
+        let header = csv_row(lines.next().unwrap_or_default());
+        let row = csv_row(lines.next_back().unwrap_or_default());
+        let field = |name: &str| -> anyhow::Result<f64> {
+            let at = header
+                .iter()
+                .position(|h| h == name)
+                .ok_or_else(|| anyhow::anyhow!("no {name} column"))?;
+            Ok(row
+                .get(at)
+                .map(String::as_str)
+                .unwrap_or_default()
+                .parse()?)
+        };
+        self.rps = Some(field("rps")?);
+        self.p50 = Some(field("p50_latency_ms")?);
+        self.p99 = Some(field("p99_latency_ms")?);
+        self.requests = Some(calls as f64);
+        self.outcomes = "all EVALSHA replies counted (script always deducts)".into();
+        Ok(())
+    }
+
+    fn read_pgbench(&mut self, out: &str) -> anyhow::Result<()> {
+        static TPS: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"tps = ([\d.]+) \(without initial connection time\)").expect("regex")
+        });
+        static LATENCY: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(r"latency average = ([\d.]+) ms").expect("regex"));
+        static DONE: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"number of transactions actually processed: (\d+)").expect("regex")
+        });
+        let capture = |re: &Regex| re.captures(out).map(|c| c[1].to_owned());
+        self.rps = Some(
+            capture(&TPS)
+                .ok_or_else(|| anyhow::anyhow!("no tps line"))?
+                .parse()?,
+        );
+        self.requests = capture(&DONE).and_then(|n| n.parse().ok());
+        if let Some(latency) = capture(&LATENCY) {
+            self.outcomes = format!("latency average {latency} ms");
+        }
+        Ok(())
+    }
+
+    /// Funnel stages and pre-order batches, from the `/metrics` deltas.
+    fn read_metrics(&mut self, before: &str, after: &str) {
+        static STAGE: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r#"^seckill_funnel_requests_total\{outcome="([^"]*)",stage="([^"]*)"\}$"#)
+                .expect("regex")
+        });
+        let (before, after) = (metrics(before), metrics(after));
+        let delta = |key: &str| {
+            after.get(key).copied().unwrap_or(0.0) - before.get(key).copied().unwrap_or(0.0)
+        };
+        for key in after.keys() {
+            if let Some(c) = STAGE.captures(key) {
+                let d = delta(key);
+                if d > 0.0 {
+                    self.funnel.insert(format!("{}:{}", &c[2], &c[1]), d as i64);
+                }
+            }
+        }
+        let count = delta("seckill_preorder_batch_size_count");
+        if count > 0.0 {
+            self.batches = Some((
+                count as u64,
+                delta("seckill_preorder_batch_size_sum") / count,
+            ));
+        }
+    }
+}
+
+/// A JSON string as text, anything else as JSON.
+fn text(value: &Value) -> String {
+    value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_owned)
+}
+
+/// One line of redis-benchmark's CSV (every field quoted, none holding a comma or quote).
+fn csv_row(line: &str) -> Vec<String> {
+    line.split(',')
+        .map(|f| f.trim().trim_matches('"').to_owned())
+        .collect()
+}
+
+/// Prometheus text exposition: series → value.
+fn metrics(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|line| {
+            let (key, value) = line.rsplit_once(' ')?;
+            Some((key.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Commands Redis ran between two `INFO commandstats`, busiest first (INFO itself left out).
+fn command_deltas(before: &str, after: &str) -> Vec<(String, u64)> {
+    static CALLS: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"cmdstat_(\S+):calls=(\d+)").expect("regex"));
+    let calls = |text: &str| -> BTreeMap<String, u64> {
+        CALLS
+            .captures_iter(text)
+            .filter_map(|c| Some((c[1].to_owned(), c[2].parse().ok()?)))
+            .collect()
+    };
+    let before = calls(before);
+    let mut deltas: Vec<(String, u64)> = calls(after)
+        .into_iter()
+        .filter(|(name, _)| name != "info")
+        .filter_map(|(name, n)| {
+            let d = n.saturating_sub(before.get(&name).copied().unwrap_or(0));
+            (d > 0).then_some((name, d))
+        })
+        .collect();
+    deltas.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    deltas
+}
+
+/// Where the server's samples go, by symbol.
+static AREAS: LazyLock<Vec<(&str, Regex)>> = LazyLock::new(|| {
+    [
+        (
+            "HTTP (hyper, axum, tower)",
+            r"hyper|httparse|\bhttp::|axum|tower|bytes::|h2::",
+        ),
+        ("Redis client", r"\bredis::|combine::"),
+        ("PostgreSQL client (sqlx)", r"sqlx"),
+        ("JSON (serde)", r"serde"),
+        (
+            "JWT (HMAC-SHA256, base64)",
+            r"jsonwebtoken|sha2|hmac|base64|ring::|aws_lc",
+        ),
+        ("metrics (prometheus)", r"prometheus"),
+        (
+            "per-request AppState/LeptosOptions clone+drop",
+            r"AppState|LeptosOptions",
+        ),
+        ("tokio runtime", r"tokio::"),
+    ]
+    .into_iter()
+    .map(|(label, pattern)| (label, Regex::new(pattern).expect("regex")))
+    .collect()
+});
+
+fn area(dso: &str, symbol: &str) -> String {
+    if dso.starts_with("[kernel") {
+        return "kernel (TCP, syscalls, scheduler)".into();
+    }
+    if dso.starts_with("libc") {
+        return "libc (malloc/free, memmove)".into();
+    }
+    if dso.starts_with("[vdso]") {
+        return "clock_gettime".into();
+    }
+    AREAS
+        .iter()
+        .find(|(_, pattern)| pattern.is_match(symbol))
+        .map_or_else(
+            || {
+                if dso == "seckill" {
+                    "funnel and other server code".into()
+                } else {
+                    dso.to_owned()
+                }
+            },
+            |(label, _)| (*label).to_owned(),
+        )
+}
+
+/// The profile's shares summed by area, largest first.
+fn perf_areas(report: &str) -> Vec<(String, f64)> {
+    static ROW: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^\s+([\d.]+)%\s+(\S+)\s+\[.\]\s+(.*)").expect("regex"));
+    let mut areas: BTreeMap<String, f64> = BTreeMap::new();
+    for row in report.lines().filter_map(|line| ROW.captures(line)) {
+        let share: f64 = row[1].parse().unwrap_or(0.0);
+        *areas.entry(area(&row[2], &row[3])).or_default() += share;
+    }
+    let mut areas: Vec<(String, f64)> = areas.into_iter().collect();
+    areas.sort_by(|a, b| b.1.total_cmp(&a.1));
+    areas
+}
+
+/// Distinct samples with their counts, most frequent first.
+fn counted(samples: &[String]) -> Vec<(String, usize)> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for sample in samples.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        *counts.entry(sample).or_default() += 1;
+    }
+    let mut counts: Vec<(String, usize)> =
+        counts.into_iter().map(|(s, n)| (s.to_owned(), n)).collect();
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    counts
+}
+
+/// `x` grouped by thousands with `decimals` places; `n/a` when absent.
+fn num(x: Option<f64>, decimals: usize) -> String {
+    x.map_or_else(|| "n/a".into(), |x| grouped(x, decimals))
+}
+
+/// The benchmarks: number, title, seckill side, baseline side, target ratio.
+const BENCHMARKS: [(&str, &str, &str, &str, f64); 4] = [
+    (
+        "1",
+        "sold-out storm vs /healthz",
+        "1b-storm",
+        "1a-healthz",
+        0.7,
+    ),
+    (
+        "2",
+        "success path vs Redis EVALSHA deduct_stock.lua",
+        "2a-success",
+        "2b-redis-evalsha",
+        0.5,
+    ),
+    (
+        "3",
+        "group commit (batch 256) vs one txn per request (batch 1)",
+        "3b-batch256",
+        "3a-batch1",
+        3.0,
+    ),
+    (
+        "4",
+        "DB deduction path vs pgbench hot-row UPDATE",
+        "4a-db-deduction",
+        "4b-pgbench-hot",
+        5.0,
+    ),
+];
+
+/// The result block: the header line, the ratios, every measurement, and per measurement
+/// its outcomes, checks and counters.
+pub fn render(
+    header: &str,
+    measurements: &[Measurement],
+    failures: &[String],
+    bench_db: &str,
+    cores: usize,
+) -> String {
+    let find = |name: &str| measurements.iter().find(|m| m.name == name);
+    let rps = |name: &str| find(name).and_then(|m| m.rps);
+    let mut l: Vec<String> = vec![header.to_owned(), String::new()];
+    l.push("| # | benchmark | seckill side | baseline side | ratio | target | met |".into());
+    l.push("|---|---|---|---|---|---|---|".into());
+    for (number, title, ours, base, target) in BENCHMARKS {
+        let (a, b) = (rps(ours), rps(base));
+        let ratio = a
+            .zip(b)
+            .filter(|(a, b)| *a > 0.0 && *b > 0.0)
+            .map(|(a, b)| a / b);
+        let met = match ratio {
+            None => "n/a",
+            Some(r) if r >= target => "yes",
+            Some(_) => "**no**",
+        };
+        let target = if target < 1.0 {
+            format!(">= {target}")
+        } else {
+            format!(">= {target}x")
+        };
+        l.push(format!(
+            "| {number} | {title} | {} /s | {} /s | {} | {target} | {met} |",
+            num(a, 0),
+            num(b, 0),
+            num(ratio, 2)
+        ));
+    }
+    l.push(String::new());
+    l.push(
+        "Every measurement (CPU is seconds used during the measurement; `other` is the rest of the \
+         machine's busy time: other users' builds and tests, interrupts):"
+            .into(),
+    );
+    l.push(String::new());
+    l.push(
+        "| measurement | tool | requests | wall s | throughput /s | p50 ms | p99 ms | CPU s: server / \
+         redis / postgres / rabbitmq / load tool / other | machine busy |"
+            .into(),
+    );
+    l.push("|---|---|---|---|---|---|---|---|---|".into());
+    for name in NAMES {
+        let Some(m) = find(name) else {
+            l.push(format!("| {name} | not run | | | | | | | |"));
+            continue;
+        };
+        let c = &m.cpu;
+        let other = c.busy - c.server - c.redis - c.postgres - c.rabbitmq - c.tool;
+        let wall = m.wall.unwrap_or(m.tool_wall);
+        let busy = if m.tool_wall > 0.0 {
+            100.0 * c.busy / (cores as f64 * m.tool_wall)
+        } else {
+            0.0
+        };
+        l.push(format!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {:.1} / {:.1} / {:.1} / {:.1} / {:.1} / {:.1} | {busy:.0}% |",
+            m.tool,
+            num(m.requests, 0),
+            num(Some(wall), 2),
+            num(m.rps, 0),
+            num(m.p50, 2),
+            num(m.p99, 2),
+            c.server,
+            c.redis,
+            c.postgres,
+            c.rabbitmq,
+            c.tool,
+            other.max(0.0)
+        ));
+    }
+    l.push(String::new());
+    l.push("Outcomes, checks and counters per measurement:".into());
+    l.push(String::new());
+    for name in NAMES {
+        let Some(m) = find(name) else { continue };
+        l.extend(counters(m, bench_db));
+    }
+    if !failures.is_empty() {
+        l.push(String::new());
+        l.push("Failures in this run:".into());
+        l.extend(failures.iter().map(|f| format!("* {f}")));
+    }
+    l.join("\n")
+}
+
+/// One measurement's bullet and its sub-bullets.
+fn counters(m: &Measurement, bench_db: &str) -> Vec<String> {
+    let mut l = Vec::new();
+    let mut line = format!("* **{}**: {}", m.name, m.outcomes);
+    if !m.transport.is_empty() {
+        line.push_str(&format!("; transport errors {}", m.transport));
+    }
+    if let Some(error) = &m.error {
+        line.push_str(&format!("; ERROR {error}"));
+    }
+    l.push(line);
+    l.extend(m.checks.iter().map(|c| format!("  * `{c}`")));
+    if !m.funnel.is_empty() {
+        let stages: Vec<String> = m.funnel.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        l.push(format!("  * funnel: {}", stages.join(", ")));
+    }
+    if let Some((count, average)) = m.batches {
+        let rate = m.wall.filter(|w| *w > 0.0).map_or(String::new(), |w| {
+            format!(", {:.0} commits/s", count as f64 / w)
+        });
+        l.push(format!(
+            "  * pre-order transactions: {count}, average batch {average:.1} pre-orders{rate}"
+        ));
+    }
+    if !m.redis_cmds.is_empty() {
+        let total: u64 = m.redis_cmds.iter().map(|(_, n)| n).sum();
+        // Commands a client sends itself; the rest of INFO commandstats ran inside scripts.
+        let trips: u64 = m
+            .redis_cmds
+            .iter()
+            .filter(|(k, _)| ["evalsha", "eval", "setex", "getdel", "mget"].contains(&k.as_str()))
+            .map(|(_, n)| n)
+            .sum();
+        let per = match m.requests.filter(|n| *n > 0.0) {
+            Some(n) => format!(
+                ": {:.2} round trips (EVALSHA, SETEX, GETDEL, MGET) and {:.2} commands executed \
+                 (scripts' inner calls included) per request",
+                trips as f64 / n,
+                total as f64 / n
+            ),
+            None => String::new(),
+        };
+        let top: Vec<String> = m
+            .redis_cmds
+            .iter()
+            .take(8)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        l.push(format!(
+            "  * Redis, all clients: {trips} round trips, {total} commands{per}; top: {}",
+            top.join(", ")
+        ));
+    }
+    if !m.perf_areas.is_empty() {
+        let server_us = 1e6 * m.cpu.server / m.requests.filter(|n| *n > 0.0).unwrap_or(1.0);
+        let areas: Vec<String> = m
+            .perf_areas
+            .iter()
+            .filter(|(_, p)| *p >= 1.0)
+            .map(|(a, p)| format!("{a} {p:.0}%"))
+            .collect();
+        l.push(format!(
+            "  * perf, server CPU ({server_us:.0} us per request) by area: {}",
+            areas.join(", ")
+        ));
+    }
+    if !m.pgwait.is_empty() {
+        let total: usize = m.pgwait.iter().map(|(_, n)| n).sum();
+        let waits: Vec<String> = m
+            .pgwait
+            .iter()
+            .take(7)
+            .map(|(w, n)| format!("{w} {:.0}%", 100.0 * *n as f64 / total as f64))
+            .collect();
+        l.push(format!(
+            "  * PostgreSQL busy backends of {bench_db}, sampled every 100 ms ({total} \
+             backend-samples): {}",
+            waits.join(", ")
+        ));
+    }
+    l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_benchmark_csv_and_pgbench_output_are_read() {
+        let mut m = Measurement::default();
+        m.read_redis_benchmark(
+            "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_ms\",\"p50_latency_ms\",\"p95_latency_ms\",\"p99_latency_ms\",\"max_latency_ms\"\n\
+             \"EVALSHA abc 2 k b __rand_int__ 1 1000000\",\"58173.05\",\"0.7\",\"0.1\",\"0.66\",\"1.2\",\"1.92\",\"5.0\"\n",
+            200_000,
+        )
+        .expect("csv");
+        assert_eq!(
+            (m.rps, m.p50, m.p99),
+            (Some(58173.05), Some(0.66), Some(1.92))
+        );
+        let mut m = Measurement::default();
+        m.read_pgbench(
+            "number of transactions actually processed: 19500\nlatency average = 25.433 ms\n\
+             tps = 1966.1 (without initial connection time)\n",
+        )
+        .expect("pgbench");
+        assert_eq!((m.rps, m.requests), (Some(1966.1), Some(19500.0)));
+        assert_eq!(m.outcomes, "latency average 25.433 ms");
+    }
+
+    #[test]
+    fn funnel_stages_and_batches_come_from_metric_deltas() {
+        let before = "seckill_funnel_requests_total{outcome=\"OK\",stage=\"preorder\"} 5\n\
+                      seckill_preorder_batch_size_sum 10\nseckill_preorder_batch_size_count 2\n";
+        let after =
+            "# HELP x\nseckill_funnel_requests_total{outcome=\"OK\",stage=\"preorder\"} 105\n\
+                     seckill_preorder_batch_size_sum 110\nseckill_preorder_batch_size_count 6\n";
+        let mut m = Measurement::default();
+        m.read_metrics(before, after);
+        assert_eq!(m.funnel.get("preorder:OK"), Some(&100));
+        assert_eq!(m.batches, Some((4, 25.0)));
+    }
+
+    #[test]
+    fn perf_samples_are_grouped_by_area() {
+        let report = "    40.00%  seckill  [.] hyper::proto::h1::role::parse\n\
+                      \x20   10.00%  [kernel.kallsyms]  [k] tcp_sendmsg\n\
+                      \x20   5.00%  seckill  [.] seckill::buy::funnel::Funnel::buy\n";
+        let areas = perf_areas(report);
+        assert_eq!(areas[0], ("HTTP (hyper, axum, tower)".to_owned(), 40.0));
+        assert!(areas.contains(&("funnel and other server code".to_owned(), 5.0)));
+    }
+}

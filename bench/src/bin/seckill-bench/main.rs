@@ -1,0 +1,106 @@
+//! `seckill-bench`: the benchmarks recorded in BENCHMARKS.md, one subcommand each. Every
+//! benchmark is self-contained: a database, Redis key prefix, AMQP prefix, etcd prefix and
+//! port of its own, cleaned up afterwards; it prints its result block and writes it between
+//! its markers in BENCHMARKS.md.
+//!
+//! * `funnel`: the four buy-path ratios (sold-out storm, success path, group commit, DB
+//!   deduction), each against its baseline, with CPU, Redis, `/metrics` and PostgreSQL wait
+//!   figures per measurement;
+//! * `pipeline`: the order pipeline's drain against a bare consume-and-ack;
+//! * `control`: switch propagation over three instances against a bare etcd put and watch;
+//! * `all`: the three, one after the other, so they never share the machine.
+//!
+//! Modules: the shared run bookkeeping (`run`), the BENCHMARKS.md block (`doc`), the
+//! binaries under test (`binaries`), the child processes (`process`), the stores' set-up
+//! and clean-up (`stores`) and the `/proc` CPU accounting (`cpu`); then one module per
+//! benchmark.
+
+mod binaries;
+mod control;
+mod cpu;
+mod doc;
+mod funnel;
+mod pipeline;
+mod process;
+mod run;
+mod stores;
+
+use clap::{builder::BoolishValueParser, Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "seckill-bench",
+    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, or all"
+)]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+/// Knobs every benchmark shares.
+#[derive(Args)]
+pub struct Common {
+    /// Build the release binaries under test first (`cargo build --release`).
+    #[arg(long, env = "BENCH_BUILD", default_value = "1", value_parser = BoolishValueParser::new())]
+    pub build: bool,
+    /// Rewrite the benchmark's result block in BENCHMARKS.md.
+    #[arg(long, env = "BENCH_UPDATE_DOC", default_value = "1", value_parser = BoolishValueParser::new())]
+    pub update_doc: bool,
+    /// The repository: BENCHMARKS.md, `lua/`, and where `cargo build` runs.
+    #[arg(long, env = "SECKILL_ROOT", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/.."))]
+    pub root: PathBuf,
+    /// `RUST_LOG` of the servers and workers it starts.
+    #[arg(long, env = "BENCH_RUST_LOG", default_value = "warn")]
+    pub rust_log: String,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// The four buy-path benchmarks.
+    Funnel(funnel::FunnelArgs),
+    /// The order pipeline drain.
+    Pipeline(pipeline::PipelineArgs),
+    /// Switch propagation.
+    Control(control::ControlArgs),
+    /// funnel, then pipeline, then control.
+    All {
+        #[command(flatten)]
+        funnel: funnel::FunnelArgs,
+        #[command(flatten)]
+        pipeline: pipeline::PipelineArgs,
+        #[command(flatten)]
+        control: control::ControlArgs,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let common = &cli.common;
+    match &cli.bench {
+        Bench::Funnel(args) => funnel::run(common, args).await,
+        Bench::Pipeline(args) => pipeline::run(common, args).await,
+        Bench::Control(args) => control::run(common, args).await,
+        Bench::All {
+            funnel,
+            pipeline,
+            control,
+        } => {
+            // Each runs even when one before it failed; the command fails if any did.
+            let results = [
+                ("funnel", funnel::run(common, funnel).await),
+                ("pipeline", pipeline::run(common, pipeline).await),
+                ("control", control::run(common, control).await),
+            ];
+            let failed: Vec<String> = results
+                .into_iter()
+                .filter_map(|(name, result)| result.err().map(|e| format!("{name}: {e:#}")))
+                .collect();
+            anyhow::ensure!(failed.is_empty(), "failed: {}", failed.join("; "));
+            Ok(())
+        }
+    }
+}
