@@ -391,9 +391,7 @@ impl Funnel {
 
     /// Runs a buy (`Ask::Units`) or seats (`Ask::Seats`) request through the whole funnel.
     pub async fn buy(&self, ask: Ask, headers: &HeaderMap, client: IpAddr, body: &[u8]) -> Answer {
-        // One snapshot for the whole request: a flip applies from the next request on.
-        let switches = self.switches.current();
-        match self.run(ask, &switches, headers, client, body).await {
+        match self.run(ask, headers, client, body).await {
             Ok(answer) | Err(answer) => answer,
         }
     }
@@ -402,11 +400,13 @@ impl Funnel {
     async fn run(
         &self,
         ask: Ask,
-        switches: &SwitchValues,
         headers: &HeaderMap,
         client: IpAddr,
         body: &[u8],
     ) -> Stage<Answer> {
+        // One snapshot for the whole request: a flip applies from the next request on.
+        let snapshot = self.switches.current();
+        let switches = snapshot.as_ref();
         let _in_flight = self.admit(switches)?;
         let (request_id, purchase) = self.validate(ask, headers, body)?;
         let user_id = self.authenticate(headers)?;
