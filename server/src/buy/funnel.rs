@@ -286,9 +286,9 @@ impl Drop for Admitted<'_> {
 
 /// The stage counters of `seckill_funnel_requests_total`: every request is counted at each
 /// stage it passes, and at the stage that stops it, by the code it is answered with.
-struct Stages(Metrics);
+struct StageCounts(Metrics);
 
-impl Stages {
+impl StageCounts {
     fn pass(&self, stage: &str) {
         self.count(stage, "pass");
     }
@@ -335,7 +335,7 @@ pub struct Funnel {
     preorders: PreorderWriter,
     publisher: Publisher,
     redis: RedisStore,
-    stages: Stages,
+    counts: StageCounts,
 }
 
 /// What a funnel is made of; named, because most of these are handles of one type family.
@@ -376,7 +376,7 @@ impl Funnel {
             preorders,
             publisher,
             redis,
-            stages: Stages(metrics),
+            counts: StageCounts(metrics),
         }
     }
 
@@ -391,9 +391,7 @@ impl Funnel {
 
     /// Runs a buy (`Ask::Units`) or seats (`Ask::Seats`) request through the whole funnel.
     pub async fn buy(&self, ask: Ask, headers: &HeaderMap, client: IpAddr, body: &[u8]) -> Answer {
-        // One snapshot for the whole request: a flip applies from the next request on.
-        let switches = self.switches.current();
-        match self.run(ask, &switches, headers, client, body).await {
+        match self.run(ask, headers, client, body).await {
             Ok(answer) | Err(answer) => answer,
         }
     }
@@ -402,11 +400,13 @@ impl Funnel {
     async fn run(
         &self,
         ask: Ask,
-        switches: &SwitchValues,
         headers: &HeaderMap,
         client: IpAddr,
         body: &[u8],
     ) -> Stage<Answer> {
+        // One snapshot for the whole request: a flip applies from the next request on.
+        let snapshot = self.switches.current();
+        let switches = snapshot.as_ref();
         let _in_flight = self.admit(switches)?;
         let (request_id, purchase) = self.validate(ask, headers, body)?;
         let user_id = self.authenticate(headers)?;
@@ -433,8 +433,8 @@ impl Funnel {
         let admitted = self
             .admission
             .enter(switches.limits.max_in_flight)
-            .ok_or_else(|| self.stages.stop("admission", Outcome::Overloaded))?;
-        self.stages.pass("admission");
+            .ok_or_else(|| self.counts.stop("admission", Outcome::Overloaded))?;
+        self.counts.pass("admission");
         Ok(admitted)
     }
 
@@ -446,7 +446,7 @@ impl Funnel {
         body: &[u8],
     ) -> Stage<(&'h str, Purchase)> {
         let refuse = |message: &str| {
-            self.stages
+            self.counts
                 .stop_with("validate", Outcome::BadRequest, message)
         };
         let request_id = header(headers, "x-request-id")
@@ -458,7 +458,7 @@ impl Funnel {
             return Err(refuse("the request body is too large"));
         }
         let purchase = parse(ask, body).map_err(|message| refuse(&message))?;
-        self.stages.pass("validate");
+        self.counts.pass("validate");
         Ok((request_id, purchase))
     }
 
@@ -467,8 +467,8 @@ impl Funnel {
         let user_id = self
             .tokens
             .buyer(header(headers, "authorization"))
-            .ok_or_else(|| self.stages.stop("auth", Outcome::Unauthenticated))?;
-        self.stages.pass("auth");
+            .ok_or_else(|| self.counts.stop("auth", Outcome::Unauthenticated))?;
+        self.counts.pass("auth");
         Ok(user_id)
     }
 
@@ -483,10 +483,10 @@ impl Funnel {
             None => self.catalogue.activity(purchase.activity_id).await,
         };
         let activity = looked_up.map_err(|error| match error {
-            LookupError::Missing => self.stages.stop("catalogue", Outcome::ItemNotFound),
+            LookupError::Missing => self.counts.stop("catalogue", Outcome::ItemNotFound),
             error => {
                 tracing::warn!(error = %error, "activity lookup failed");
-                self.stages.stop("catalogue", Outcome::Degraded)
+                self.counts.stop("catalogue", Outcome::Degraded)
             }
         })?;
         let target = match target(&activity, ask, purchase.item_id) {
@@ -497,10 +497,10 @@ impl Funnel {
                 price_cents: item.price_cents,
             },
             Err((outcome, message)) => {
-                return Err(self.stages.stop_with("catalogue", outcome, message))
+                return Err(self.counts.stop_with("catalogue", outcome, message))
             }
         };
-        self.stages.pass("catalogue");
+        self.counts.pass("catalogue");
         Ok((activity, target))
     }
 
@@ -518,16 +518,16 @@ impl Funnel {
             chrono::Utc::now(),
             switches.entry_open_for(activity.id),
         )) {
-            return Err(self.stages.stop("phase", refusal));
+            return Err(self.counts.stop("phase", refusal));
         }
         if !valid_quantity(quantity, target.per_user_limit) {
-            return Err(self.stages.stop_with(
+            return Err(self.counts.stop_with(
                 "phase",
                 Outcome::BadRequest,
                 "quantity must be between 1 and the per-user limit",
             ));
         }
-        self.stages.pass("phase");
+        self.counts.pass("phase");
         Ok(())
     }
 
@@ -537,9 +537,9 @@ impl Funnel {
             .catalogue
             .is_sold_out(target.activity_id, target.item_id)
         {
-            return Err(self.stages.stop("sold_out_flag", Outcome::SoldOut));
+            return Err(self.counts.stop("sold_out_flag", Outcome::SoldOut));
         }
-        self.stages.pass("sold_out_flag");
+        self.counts.pass("sold_out_flag");
         Ok(())
     }
 
@@ -549,16 +549,16 @@ impl Funnel {
         let request_key = self.redis.request_key(user_id, request_id);
         match self.redis.claim_request(&request_key, IN_FLIGHT_MS).await {
             Ok(None) => {
-                self.stages.pass("idempotency");
+                self.counts.pass("idempotency");
                 Ok(request_key)
             }
             Ok(Some(stored)) => {
-                self.stages.count("idempotency", "REPLAY");
+                self.counts.count("idempotency", "REPLAY");
                 Err(self.replay(&request_key, stored).await)
             }
             Err(error) => {
                 tracing::warn!(error = %error, "request claim failed");
-                Err(self.stages.stop("idempotency", Outcome::Degraded))
+                Err(self.counts.stop("idempotency", Outcome::Degraded))
             }
         }
     }
@@ -621,13 +621,13 @@ impl Funnel {
             .await
         {
             Ok(0) => {
-                self.stages.pass("rate_limit");
+                self.counts.pass("rate_limit");
                 Ok(())
             }
             Ok(_) => Err(self.rate_limited(limits.rate_window_s)),
             Err(error) => {
                 tracing::warn!(error = %error, "rate windows failed");
-                Err(self.stages.stop("rate_limit", Outcome::Degraded))
+                Err(self.counts.stop("rate_limit", Outcome::Degraded))
             }
         }
     }
@@ -647,13 +647,13 @@ impl Funnel {
         };
         match passed {
             Ok(true) => {
-                self.stages.pass("challenge");
+                self.counts.pass("challenge");
                 Ok(())
             }
-            Ok(false) => Err(self.stages.stop("challenge", Outcome::ChallengeFailed)),
+            Ok(false) => Err(self.counts.stop("challenge", Outcome::ChallengeFailed)),
             Err(error) => {
                 tracing::warn!(error = %error, "challenge check failed");
-                Err(self.stages.stop("challenge", Outcome::Degraded))
+                Err(self.counts.stop("challenge", Outcome::Degraded))
             }
         }
     }
@@ -681,9 +681,9 @@ impl Funnel {
         match self.preorders.write(order.clone()).await {
             Ok(Verdict::Written) => {
                 if mode == DeductionMode::Db {
-                    self.stages.pass("deduction");
+                    self.counts.pass("deduction");
                 }
-                self.stages.pass("preorder");
+                self.counts.pass("preorder");
                 Ok(())
             }
             Ok(Verdict::Refused(refusal)) => {
@@ -697,7 +697,7 @@ impl Funnel {
                 if redis_deducted {
                     self.give_back(order).await;
                 }
-                Err(self.stages.stop("preorder", Outcome::Degraded))
+                Err(self.counts.stop("preorder", Outcome::Degraded))
             }
         }
     }
@@ -731,7 +731,7 @@ impl Funnel {
         };
         let answer = answered.map_err(|error| {
             tracing::warn!(error = %error, "deduction failed");
-            self.stages.stop("deduction", Outcome::Degraded)
+            self.counts.stop("deduction", Outcome::Degraded)
         })?;
         match ScriptAnswer::read(answer) {
             Ok(ScriptAnswer::Deducted { stock_left }) => {
@@ -739,11 +739,11 @@ impl Funnel {
                     self.catalogue
                         .mark_sold_out(order.activity_id, order.item_id);
                 }
-                self.stages.pass("deduction");
+                self.counts.pass("deduction");
                 Ok(())
             }
             Ok(ScriptAnswer::Refused(refusal)) => Err(self.refuse_deduction(order, refusal)),
-            Err(unknown) => Err(self.stages.unknown_answer(script, unknown, order)),
+            Err(unknown) => Err(self.counts.unknown_answer(script, unknown, order)),
         }
     }
 
@@ -762,7 +762,7 @@ impl Funnel {
             _ => {}
         }
         let (outcome, message) = refusal.answer(seats);
-        self.stages.stop_with("deduction", outcome, message)
+        self.counts.stop_with("deduction", outcome, message)
     }
 
     /// PostgreSQL refused a pre-order that Redis had granted: Redis was off the truth (a
@@ -771,7 +771,7 @@ impl Funnel {
     /// stays spent; a refusal on the buyer's limit gives the unit back for others.
     async fn overruled(&self, order: &PreOrder, refusal: Refusal) {
         tracing::warn!(order = %order.id, activity = order.activity_id, item = order.item_id, ?refusal, "PostgreSQL overruled a Redis deduction");
-        self.stages.count("preorder", "OVERRULED");
+        self.counts.count("preorder", "OVERRULED");
         if matches!(refusal, Refusal::AlreadyPurchased | Refusal::LimitExceeded) {
             self.give_back(order).await;
         }
@@ -793,7 +793,7 @@ impl Funnel {
     }
 
     fn rate_limited(&self, window_s: u64) -> Answer {
-        let mut answer = self.stages.stop("rate_limit", Outcome::RateLimited);
+        let mut answer = self.counts.stop("rate_limit", Outcome::RateLimited);
         answer.retry_after_s = Some(u32::try_from(window_s.max(1)).unwrap_or(u32::MAX));
         answer
     }
@@ -866,7 +866,7 @@ mod tests {
 
     #[test]
     fn an_undocumented_script_code_answers_503_and_is_counted() {
-        let stages = Stages(Metrics::new());
+        let counts = StageCounts(Metrics::new());
         let order = PreOrder {
             id: Uuid::new_v4(),
             activity_id: 1,
@@ -879,11 +879,11 @@ mod tests {
             reservation: Reservation::Redis { per_user_limit: 1 },
             recorded: false,
         };
-        let answer = stages.unknown_answer("deduct_stock", UnknownAnswer(-7), &order);
+        let answer = counts.unknown_answer("deduct_stock", UnknownAnswer(-7), &order);
         assert_eq!(answer.status, 503);
         let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("json");
         assert_eq!(body["code"], "DEGRADED");
-        let text = stages.0.render();
+        let text = counts.0.render();
         for counted in [
             r#"seckill_stock_script_unknown_answers_total{script="deduct_stock"} 1"#,
             r#"seckill_funnel_requests_total{outcome="DEGRADED",stage="deduction"} 1"#,

@@ -37,3 +37,30 @@ impl LeadershipSignal {
         self.0.send_replace(leading);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+
+    #[tokio::test]
+    async fn only_the_signal_makes_an_instance_lead() {
+        let (signal, mut leadership) = Leadership::channel();
+        assert!(!leadership.is_leader());
+        signal.set(true);
+        leadership.until_leader().await;
+        assert!(leadership.is_leader());
+        signal.set(false);
+        assert!(!leadership.is_leader());
+    }
+
+    #[test]
+    fn without_an_election_the_wait_for_leadership_never_ends() {
+        let (signal, mut leadership) = Leadership::channel();
+        drop(signal);
+        // One poll is decisive: the closed channel answers at once, and what follows
+        // the answer is a future that never completes.
+        assert!(leadership.until_leader().now_or_never().is_none());
+        assert!(!leadership.is_leader());
+    }
+}
