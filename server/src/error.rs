@@ -37,13 +37,13 @@ pub enum ApiError {
 }
 
 #[derive(Serialize)]
-pub struct ErrorBody<'a> {
-    pub code: &'a str,
-    pub message: String,
+pub(crate) struct ErrorBody<'a> {
+    pub(crate) code: &'a str,
+    pub(crate) message: String,
 }
 
 impl ApiError {
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -58,7 +58,7 @@ impl ApiError {
         }
     }
 
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "BAD_REQUEST",
             ApiError::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
@@ -132,4 +132,4 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
     }
 }
 
-pub type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;

@@ -9,14 +9,14 @@
 
 pub mod admin;
 pub mod buy;
-pub mod catalog;
+pub(crate) mod catalog;
 pub mod cli;
 pub mod control;
-pub mod error;
+pub(crate) mod error;
 pub mod identity;
 pub mod infra;
 pub mod orders;
 pub mod payment;
-pub mod prewarm;
+pub(crate) mod prewarm;
 pub mod startup;
 pub mod state;

@@ -99,7 +99,7 @@ impl Application {
 
 /// Opens every store and assembles the shared state, for the CLI: it runs no election,
 /// so it never leads.
-pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
+pub(crate) async fn connect(settings: Settings) -> anyhow::Result<AppState> {
     let (state, _no_election) = assemble(settings).await?;
     Ok(state)
 }
@@ -166,7 +166,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
 
 /// `seckill worker`: the pipeline's workers and the control plane (which elects the leader
 /// of the singleton jobs), without the HTTP server, until SIGINT or SIGTERM.
-pub async fn run_workers(settings: Settings) -> anyhow::Result<()> {
+pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
     let (state, election) = assemble(settings).await?;
     db::migrate(&state.db).await?;
     let control = control::start(&state, election, state.settings.bind).await;
@@ -180,7 +180,7 @@ pub async fn run_workers(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(infra::health::healthz))
         .route("/readyz", get(infra::health::readyz))

@@ -24,7 +24,7 @@ use crate::{
 pub struct AppState(Arc<Shared>);
 
 impl AppState {
-    pub fn new(shared: Shared) -> Self {
+    pub(crate) fn new(shared: Shared) -> Self {
         Self(Arc::new(shared))
     }
 }
@@ -68,7 +68,7 @@ pub struct Shared {
     /// Console logins, sessions and admin API tokens.
     pub auth: Authenticator,
     /// Where the console's bundle lives and what it is called.
-    pub leptos: LeptosOptions,
+    pub(crate) leptos: LeptosOptions,
     /// The buy funnel with its in-memory catalogue, limits and pre-order writer.
     pub funnel: Arc<Funnel>,
     /// Switches and limits as this instance applies them (watched from etcd).
@@ -77,9 +77,9 @@ pub struct Shared {
     /// election alone sets it.
     pub leadership: Leadership,
     /// This instance in the control plane: node id, how current its switches are.
-    pub control: ControlStatus,
+    pub(crate) control: ControlStatus,
     /// The payment center orders are paid through (only the built-in simulated one exists).
-    pub payment: Arc<dyn PaymentGateway>,
+    pub(crate) payment: Arc<dyn PaymentGateway>,
     /// The RabbitMQ order pipeline: topology and publishers (its workers run apart).
     pub pipeline: Pipeline,
 }

@@ -8,17 +8,17 @@ use crate::infra::db::decode_name;
 use sqlx::{PgPool, Postgres, Transaction};
 
 /// A flip about to be written to etcd.
-pub struct PendingFlip<'a> {
-    pub actor: &'a str,
-    pub source: Source,
-    pub path: &'a str,
-    pub new_value: &'a str,
-    pub reason: &'a str,
+pub(crate) struct PendingFlip<'a> {
+    pub(crate) actor: &'a str,
+    pub(crate) source: Source,
+    pub(crate) path: &'a str,
+    pub(crate) new_value: &'a str,
+    pub(crate) reason: &'a str,
 }
 
 /// Records a flip inside the caller's transaction, before etcd is written: if the
 /// transaction cannot even start, nothing is flipped unaudited. Returns the row's id.
-pub async fn begin_flip(
+pub(crate) async fn begin_flip(
     tx: &mut Transaction<'_, Postgres>,
     flip: &PendingFlip<'_>,
 ) -> sqlx::Result<i64> {
@@ -36,7 +36,7 @@ pub async fn begin_flip(
 }
 
 /// Completes the row once etcd answered: the value it replaced and the new revision.
-pub async fn complete_flip(
+pub(crate) async fn complete_flip(
     tx: &mut Transaction<'_, Postgres>,
     id: i64,
     old_value: Option<&str>,
@@ -53,7 +53,7 @@ pub async fn complete_flip(
 
 /// A change written straight into etcd. Every instance's watcher offers it; the unique
 /// index `switch_audit_external_once` keeps the first. Returns whether this call stored it.
-pub async fn record_external(
+pub(crate) async fn record_external(
     db: &PgPool,
     path: &str,
     old_value: Option<&str>,
@@ -94,7 +94,7 @@ struct Row {
 
 /// Switch flips and operator actions merged, newest first; `limit` rows after skipping
 /// `offset`. Each table is cut at `offset + limit` by its own time index before merging.
-pub async fn page(db: &PgPool, limit: i64, offset: i64) -> sqlx::Result<Vec<AuditEntry>> {
+pub(crate) async fn page(db: &PgPool, limit: i64, offset: i64) -> sqlx::Result<Vec<AuditEntry>> {
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT * FROM (
              (SELECT 'switch' AS kind, id, created_at AS at, actor, source, 'set' AS action,

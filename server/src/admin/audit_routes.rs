@@ -12,11 +12,11 @@ use crate::{control::board, error::ApiResult, state::AppState};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AuditQuery {
+pub(crate) struct AuditQuery {
     page: Option<i64>,
 }
 
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<AppState>,
     actor: Actor,
     query: Result<Query<AuditQuery>, QueryRejection>,

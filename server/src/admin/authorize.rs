@@ -9,7 +9,7 @@ use crate::error::{ApiError, ApiResult};
 
 /// Refuses `actor` unless its role may do `permission`. Which rows a merchant sees is a
 /// separate question, answered by [`Actor::sees`] once the row is known.
-pub fn authorize(actor: &Actor, permission: Permission) -> ApiResult<()> {
+pub(crate) fn authorize(actor: &Actor, permission: Permission) -> ApiResult<()> {
     if actor.role.may(permission) {
         Ok(())
     } else {

@@ -27,7 +27,7 @@ use crate::{
 };
 
 /// The console's view of the platform.
-pub struct ConsoleService {
+pub(crate) struct ConsoleService {
     state: AppState,
 }
 
@@ -181,7 +181,7 @@ impl ConsoleBackend for ConsoleService {
         reason: &str,
     ) -> Result<SwitchChange, ConsoleError> {
         let flip = Flip {
-            actor: actor,
+            actor,
             source: Source::Console,
             path,
             value,
@@ -232,7 +232,7 @@ impl ConsoleBackend for ConsoleService {
 
 /// Console pages (server-rendered, then hydrated), its server functions under
 /// `/console/fn`, and the site folder (the `/pkg` bundle, public assets) for the rest.
-pub fn router(state: AppState) -> Router<AppState> {
+pub(crate) fn router(state: AppState) -> Router<AppState> {
     let backend: SharedBackend = Arc::new(ConsoleService {
         state: state.clone(),
     });

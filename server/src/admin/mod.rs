@@ -1,11 +1,11 @@
 //! The admin side as a whole: the `/admin/api` router that gathers every capability's admin
 //! routes, the console's backend, and the audit log of switch flips and operator actions.
 
-pub mod audit;
+pub(crate) mod audit;
 mod audit_routes;
 mod authorize;
-pub mod console;
-pub mod ops_audit;
-pub mod reason;
+pub(crate) mod console;
+pub(crate) mod ops_audit;
+pub(crate) mod reason;
 pub mod routes;
-pub use authorize::authorize;
+pub(crate) use authorize::authorize;

@@ -6,18 +6,18 @@ use contract::Source;
 use sqlx::PgExecutor;
 
 /// One operator action.
-pub struct OpsAction<'a> {
-    pub actor: &'a str,
-    pub source: Source,
+pub(crate) struct OpsAction<'a> {
+    pub(crate) actor: &'a str,
+    pub(crate) source: Source,
     /// What was done, e.g. `dead_letter.requeue`.
-    pub action: &'a str,
+    pub(crate) action: &'a str,
     /// What it was done to, e.g. `dead_letter:42`.
-    pub target: &'a str,
+    pub(crate) target: &'a str,
     /// The reason given and what came of it.
-    pub detail: serde_json::Value,
+    pub(crate) detail: serde_json::Value,
 }
 
-pub async fn record<'e>(
+pub(crate) async fn record<'e>(
     executor: impl PgExecutor<'e>,
     action: &OpsAction<'_>,
 ) -> sqlx::Result<i64> {

@@ -5,11 +5,11 @@
 use crate::error::{ApiError, ApiResult};
 
 /// Longest reason kept in the audit.
-pub const MAX_REASON_CHARS: usize = 500;
+pub(crate) const MAX_REASON_CHARS: usize = 500;
 
 /// The reason, trimmed; 400 `REASON_REQUIRED` when it is empty, 400 `REASON_TOO_LONG` when
 /// it is longer than [`MAX_REASON_CHARS`] characters.
-pub fn audited_reason(reason: &str) -> ApiResult<&str> {
+pub(crate) fn audited_reason(reason: &str) -> ApiResult<&str> {
     let reason = reason.trim();
     if reason.is_empty() {
         Err(ApiError::Invalid {

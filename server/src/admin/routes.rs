@@ -15,21 +15,33 @@ use crate::state::AppState;
 
 /// The admin API being assembled: its router and the (method, path) of every route.
 #[derive(Default)]
-pub struct AdminRoutes {
+pub(crate) struct AdminRoutes {
     router: Router<AppState>,
     listed: Vec<(Method, &'static str)>,
 }
 
 impl AdminRoutes {
-    pub fn get<H: Handler<T, AppState>, T: 'static>(self, path: &'static str, handler: H) -> Self {
+    pub(crate) fn get<H: Handler<T, AppState>, T: 'static>(
+        self,
+        path: &'static str,
+        handler: H,
+    ) -> Self {
         self.add(Method::GET, path, routing::get(handler))
     }
 
-    pub fn post<H: Handler<T, AppState>, T: 'static>(self, path: &'static str, handler: H) -> Self {
+    pub(crate) fn post<H: Handler<T, AppState>, T: 'static>(
+        self,
+        path: &'static str,
+        handler: H,
+    ) -> Self {
         self.add(Method::POST, path, routing::post(handler))
     }
 
-    pub fn put<H: Handler<T, AppState>, T: 'static>(self, path: &'static str, handler: H) -> Self {
+    pub(crate) fn put<H: Handler<T, AppState>, T: 'static>(
+        self,
+        path: &'static str,
+        handler: H,
+    ) -> Self {
         self.add(Method::PUT, path, routing::put(handler))
     }
 
@@ -49,7 +61,7 @@ fn table() -> AdminRoutes {
     crate::orders::routes::admin(routes)
 }
 
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     table().router
 }
 

@@ -22,34 +22,34 @@ use crate::{
 
 /// An activity as the buy path needs it.
 #[derive(Debug)]
-pub struct CachedActivity {
-    pub id: i64,
-    pub title: String,
-    pub kind: ActivityKind,
-    pub starts_at: DateTime<Utc>,
-    pub ends_at: DateTime<Utc>,
-    pub items: Vec<CachedItem>,
+pub(crate) struct CachedActivity {
+    pub(crate) id: i64,
+    pub(crate) title: String,
+    pub(crate) kind: ActivityKind,
+    pub(crate) starts_at: DateTime<Utc>,
+    pub(crate) ends_at: DateTime<Utc>,
+    pub(crate) items: Vec<CachedItem>,
     loaded_at: Instant,
 }
 
 #[derive(Debug)]
-pub struct CachedItem {
-    pub item_id: i64,
-    pub name: String,
-    pub price_cents: i64,
-    pub per_user_limit: i64,
-    pub total_stock: i64,
+pub(crate) struct CachedItem {
+    pub(crate) item_id: i64,
+    pub(crate) name: String,
+    pub(crate) price_cents: i64,
+    pub(crate) per_user_limit: i64,
+    pub(crate) total_stock: i64,
 }
 
 impl CachedActivity {
-    pub fn item(&self, item_id: i64) -> Option<&CachedItem> {
+    pub(crate) fn item(&self, item_id: i64) -> Option<&CachedItem> {
         self.items.iter().find(|item| item.item_id == item_id)
     }
 }
 
 /// Why an activity could not be produced.
 #[derive(Debug, thiserror::Error)]
-pub enum LookupError {
+pub(crate) enum LookupError {
     #[error("no such activity")]
     Missing,
     #[error(transparent)]
@@ -87,7 +87,7 @@ fn flag<K: std::hash::Hash + Eq>(map: &Expiries<K>, key: K, ttl: Duration) {
 }
 
 impl Catalogue {
-    pub fn new(db: PgPool, redis: RedisStore, settings: &BuySettings) -> Self {
+    pub(crate) fn new(db: PgPool, redis: RedisStore, settings: &BuySettings) -> Self {
         Self {
             db,
             redis,
@@ -104,19 +104,19 @@ impl Catalogue {
         }
     }
 
-    pub fn bloom(&self) -> BloomShape {
+    pub(crate) fn bloom(&self) -> BloomShape {
         self.bloom
     }
 
     /// The activity (public pages, status): from memory, else through the Bloom filter on
     /// the activity key.
-    pub async fn activity(&self, id: i64) -> Result<Arc<CachedActivity>, LookupError> {
+    pub(crate) async fn activity(&self, id: i64) -> Result<Arc<CachedActivity>, LookupError> {
         self.lookup(id, || bloom::activity_key(id)).await
     }
 
     /// The activity a buy names, guarded on a miss by the Bloom filter on the item key, so
     /// made-up item ids of a real activity are stopped as cheaply as made-up activities.
-    pub async fn activity_for_item(
+    pub(crate) async fn activity_for_item(
         &self,
         id: i64,
         item_id: i64,
@@ -181,11 +181,11 @@ impl Catalogue {
     }
 
     /// Whether this instance saw the item sell out a moment ago.
-    pub fn is_sold_out(&self, activity_id: i64, item_id: i64) -> bool {
+    pub(crate) fn is_sold_out(&self, activity_id: i64, item_id: i64) -> bool {
         still_flagged(&self.sold_out, &(activity_id, item_id))
     }
 
-    pub fn mark_sold_out(&self, activity_id: i64, item_id: i64) {
+    pub(crate) fn mark_sold_out(&self, activity_id: i64, item_id: i64) {
         flag(&self.sold_out, (activity_id, item_id), self.sold_out_ttl);
     }
 

@@ -5,14 +5,14 @@ use sha2::{Digest, Sha256};
 
 /// Size of a filter: `bits` in the bitmap, `hashes` bits per key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BloomShape {
-    pub bits: u64,
-    pub hashes: u32,
+pub(crate) struct BloomShape {
+    pub(crate) bits: u64,
+    pub(crate) hashes: u32,
 }
 
 impl BloomShape {
     /// The classic sizing: m = -n·ln p / (ln 2)², k = (m/n)·ln 2.
-    pub fn for_capacity(expected_keys: u64, false_positive_rate: f64) -> Self {
+    pub(crate) fn for_capacity(expected_keys: u64, false_positive_rate: f64) -> Self {
         let n = expected_keys.max(1) as f64;
         let p = false_positive_rate.clamp(1e-9, 0.5);
         let ln2 = std::f64::consts::LN_2;
@@ -25,7 +25,7 @@ impl BloomShape {
     }
 
     /// The bit positions of `key`: h1 + i·h2 (mod m), Kirsch–Mitzenmacher double hashing.
-    pub fn positions(&self, key: &str) -> Vec<u64> {
+    pub(crate) fn positions(&self, key: &str) -> Vec<u64> {
         let digest = Sha256::digest(key.as_bytes());
         let word = |range: std::ops::Range<usize>| {
             let mut bytes = [0u8; 8];
@@ -41,12 +41,12 @@ impl BloomShape {
 
 /// The key of an activity in the filter; pre-warm adds it, the buy path tests it before
 /// an activity that is not in memory may be looked up in PostgreSQL.
-pub fn activity_key(activity_id: i64) -> String {
+pub(crate) fn activity_key(activity_id: i64) -> String {
     format!("activity:{activity_id}")
 }
 
 /// The key of one item of one activity; the buy path tests it.
-pub fn item_key(activity_id: i64, item_id: i64) -> String {
+pub(crate) fn item_key(activity_id: i64, item_id: i64) -> String {
     format!("item:{activity_id}:{item_id}")
 }
 

@@ -38,9 +38,9 @@ impl Clock for WallClock {
 }
 
 #[derive(Debug, serde::Serialize)]
-pub struct Challenge {
-    pub challenge_id: String,
-    pub question: String,
+pub(crate) struct Challenge {
+    pub(crate) challenge_id: String,
+    pub(crate) question: String,
 }
 
 /// What is kept while a challenge is open: `"<buyer> <answer> <issued at, ms>"`.
@@ -61,7 +61,7 @@ fn accepts(stored: &str, user_id: i64, answer: i64, now_ms: i64) -> bool {
 }
 
 impl Challenges {
-    pub fn new(redis: RedisStore) -> Self {
+    pub(crate) fn new(redis: RedisStore) -> Self {
         Self {
             redis,
             clock: RwLock::new(Arc::new(WallClock)),
@@ -80,7 +80,7 @@ impl Challenges {
             .now_ms()
     }
 
-    pub async fn issue(&self, user_id: i64) -> redis::RedisResult<Challenge> {
+    pub(crate) async fn issue(&self, user_id: i64) -> redis::RedisResult<Challenge> {
         let (a, b) = {
             let mut rng = rand::thread_rng();
             (rng.gen_range(10..100), rng.gen_range(1..10))
@@ -101,7 +101,7 @@ impl Challenges {
     }
 
     /// Consumes the challenge (one attempt) and says whether the answer stands.
-    pub async fn check(
+    pub(crate) async fn check(
         &self,
         challenge_id: &str,
         user_id: i64,

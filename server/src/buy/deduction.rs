@@ -36,7 +36,7 @@ use tokio::sync::Notify;
 
 use crate::infra::config::DeductionMode;
 
-pub mod handover;
+pub(crate) mod handover;
 
 /// How long the hand-over waits for this instance's database-path pre-orders to commit.
 const DRAIN_WAIT: Duration = Duration::from_secs(10);
@@ -53,7 +53,7 @@ pub struct DeductionGate {
 }
 
 /// A database-path pre-order in flight; dropping it counts it out.
-pub struct DatabaseDeduction<'a>(&'a AtomicU64);
+pub(crate) struct DatabaseDeduction<'a>(&'a AtomicU64);
 
 impl Drop for DatabaseDeduction<'_> {
     fn drop(&mut self) {
@@ -62,7 +62,7 @@ impl Drop for DatabaseDeduction<'_> {
 }
 
 impl DeductionGate {
-    pub fn new(initial: DeductionMode) -> Self {
+    pub(crate) fn new(initial: DeductionMode) -> Self {
         Self {
             redis_serving: AtomicBool::new(initial == DeductionMode::Redis),
             database_in_flight: AtomicU64::new(0),
@@ -87,7 +87,7 @@ impl DeductionGate {
     }
 
     /// Counts a database-path pre-order until the returned guard drops.
-    pub fn enter_database(&self) -> DatabaseDeduction<'_> {
+    pub(crate) fn enter_database(&self) -> DatabaseDeduction<'_> {
         self.database_in_flight.fetch_add(1, Ordering::AcqRel);
         DatabaseDeduction(&self.database_in_flight)
     }

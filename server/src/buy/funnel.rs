@@ -53,31 +53,31 @@ const FAILURE_TTL_S: u64 = 300;
 /// Body of `POST /api/seckill/buy`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BuyRequest {
-    pub activity_id: i64,
-    pub item_id: i64,
-    pub quantity: i64,
+pub(crate) struct BuyRequest {
+    pub(crate) activity_id: i64,
+    pub(crate) item_id: i64,
+    pub(crate) quantity: i64,
     #[serde(default)]
-    pub challenge_id: Option<String>,
+    pub(crate) challenge_id: Option<String>,
     #[serde(default)]
-    pub answer: Option<i64>,
+    pub(crate) answer: Option<i64>,
 }
 
 /// Body of `POST /api/seckill/seats`: all these seats of a seated activity, or none.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SeatsRequest {
-    pub activity_id: i64,
-    pub seats: Vec<String>,
+pub(crate) struct SeatsRequest {
+    pub(crate) activity_id: i64,
+    pub(crate) seats: Vec<String>,
     #[serde(default)]
-    pub challenge_id: Option<String>,
+    pub(crate) challenge_id: Option<String>,
     #[serde(default)]
-    pub answer: Option<i64>,
+    pub(crate) answer: Option<i64>,
 }
 
 /// Which of the two buy endpoints a request came through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ask {
+pub(crate) enum Ask {
     Units,
     Seats,
 }
@@ -184,10 +184,10 @@ struct Claimed<'a> {
 
 /// A finished answer: what the client gets, and what a replay gets again.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Answer {
-    pub status: u16,
-    pub retry_after_s: Option<u32>,
-    pub body: Bytes,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) retry_after_s: Option<u32>,
+    pub(crate) body: Bytes,
 }
 
 impl Answer {
@@ -199,7 +199,7 @@ impl Answer {
         }
     }
 
-    pub fn refusal(outcome: Outcome, message: &str) -> Self {
+    pub(crate) fn refusal(outcome: Outcome, message: &str) -> Self {
         Self::json(
             outcome.status(),
             serde_json::json!({ "code": outcome.code(), "message": message }),
@@ -339,19 +339,19 @@ pub struct Funnel {
 }
 
 /// What a funnel is made of; named, because most of these are handles of one type family.
-pub struct FunnelParts {
-    pub settings: BuySettings,
-    pub switches: Switches,
-    pub catalogue: Catalogue,
-    pub tokens: BuyerTokens,
-    pub preorders: PreorderWriter,
-    pub publisher: Publisher,
-    pub redis: RedisStore,
-    pub metrics: Metrics,
+pub(crate) struct FunnelParts {
+    pub(crate) settings: BuySettings,
+    pub(crate) switches: Switches,
+    pub(crate) catalogue: Catalogue,
+    pub(crate) tokens: BuyerTokens,
+    pub(crate) preorders: PreorderWriter,
+    pub(crate) publisher: Publisher,
+    pub(crate) redis: RedisStore,
+    pub(crate) metrics: Metrics,
 }
 
 impl Funnel {
-    pub fn new(parts: FunnelParts) -> Self {
+    pub(crate) fn new(parts: FunnelParts) -> Self {
         let FunnelParts {
             settings,
             switches,
@@ -380,17 +380,18 @@ impl Funnel {
         }
     }
 
-    pub fn tokens(&self) -> &BuyerTokens {
+    pub(crate) fn tokens(&self) -> &BuyerTokens {
         &self.tokens
     }
 
-    /// The switches and limits in force now.
-    pub fn switches(&self) -> Arc<SwitchValues> {
-        self.switches.current()
-    }
-
     /// Runs a buy (`Ask::Units`) or seats (`Ask::Seats`) request through the whole funnel.
-    pub async fn buy(&self, ask: Ask, headers: &HeaderMap, client: IpAddr, body: &[u8]) -> Answer {
+    pub(crate) async fn buy(
+        &self,
+        ask: Ask,
+        headers: &HeaderMap,
+        client: IpAddr,
+        body: &[u8],
+    ) -> Answer {
         match self.run(ask, headers, client, body).await {
             Ok(answer) | Err(answer) => answer,
         }

@@ -5,11 +5,11 @@
 //! The in-memory activity cache, the challenge, the deduction gate with its redis/db hand-over
 //! and the pre-order writer live here too.
 
-pub mod activity_cache;
-pub mod bloom;
+pub(crate) mod activity_cache;
+pub(crate) mod bloom;
 pub mod challenge;
-pub mod deduction;
-pub mod funnel;
-pub mod preorders;
-pub mod routes;
-pub mod rules;
+pub(crate) mod deduction;
+pub(crate) mod funnel;
+pub(crate) mod preorders;
+pub(crate) mod routes;
+pub(crate) mod rules;

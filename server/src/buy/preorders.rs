@@ -26,38 +26,38 @@ use crate::buy::rules::Refusal;
 use crate::infra::redis::Holding;
 
 /// Outbox topic of a pre-order waiting for the create-order consumer.
-pub const CREATE_ORDER_TOPIC: &str = "order.create";
+pub(crate) const CREATE_ORDER_TOPIC: &str = "order.create";
 
 /// A pre-order as the buy path hands it over, after Redis has deducted its stock.
 #[derive(Clone, Debug)]
-pub struct PreOrder {
-    pub id: Uuid,
-    pub activity_id: i64,
-    pub item_id: i64,
-    pub user_id: i64,
-    pub quantity: i64,
-    pub amount_cents: i64,
-    pub request_id: String,
+pub(crate) struct PreOrder {
+    pub(crate) id: Uuid,
+    pub(crate) activity_id: i64,
+    pub(crate) item_id: i64,
+    pub(crate) user_id: i64,
+    pub(crate) quantity: i64,
+    pub(crate) amount_cents: i64,
+    pub(crate) request_id: String,
     /// Seats of a seated activity (empty otherwise); `quantity` is their number.
-    pub seats: Vec<String>,
+    pub(crate) seats: Vec<String>,
     /// Where the stock was, or is to be, deducted.
-    pub reservation: Reservation,
+    pub(crate) reservation: Reservation,
     /// Written while the async switch is on `record`: the outbox row waits for an ops
     /// replay instead of the relay.
-    pub recorded: bool,
+    pub(crate) recorded: bool,
 }
 
 impl PreOrder {
-    pub fn sale_item(&self) -> SaleItem {
+    pub(crate) fn sale_item(&self) -> SaleItem {
         SaleItem::new(self.activity_id, self.item_id)
     }
 
-    pub fn buyer(&self) -> UserId {
+    pub(crate) fn buyer(&self) -> UserId {
         UserId(self.user_id)
     }
 
     /// The units this pre-order takes, as the stock scripts count them.
-    pub fn holding(&self) -> Holding {
+    pub(crate) fn holding(&self) -> Holding {
         Holding {
             sale: self.sale_item(),
             buyer: self.buyer(),
@@ -69,7 +69,7 @@ impl PreOrder {
 /// Where a pre-order's stock comes from. Either way the batch allocates it in PostgreSQL
 /// within `per_user_limit`; the difference is whether Redis has to be given back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reservation {
+pub(crate) enum Reservation {
     /// Redis deducted it already.
     Redis { per_user_limit: i64 },
     /// Only the database allocates it (deduction switch on `db`).
@@ -77,7 +77,7 @@ pub enum Reservation {
 }
 
 impl Reservation {
-    pub fn per_user_limit(self) -> i64 {
+    pub(crate) fn per_user_limit(self) -> i64 {
         match self {
             Self::Redis { per_user_limit } | Self::Database { per_user_limit } => per_user_limit,
         }
@@ -86,7 +86,7 @@ impl Reservation {
 
 /// What the batch decided for one pre-order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Written,
     /// The database allocation refused it: no stock left there, or the buyer's limit.
     Refused(Refusal),
@@ -96,12 +96,12 @@ type Reply = oneshot::Sender<Result<Verdict, Arc<sqlx::Error>>>;
 
 /// Hands pre-orders to a background task that writes them in batches.
 #[derive(Clone)]
-pub struct PreorderWriter {
+pub(crate) struct PreorderWriter {
     queue: mpsc::Sender<(PreOrder, Reply)>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub(crate) enum WriteError {
     #[error("the pre-order could not be written: {0}")]
     Database(Arc<sqlx::Error>),
     #[error("the pre-order writer has stopped")]
@@ -112,7 +112,7 @@ pub enum WriteError {
 const CONCURRENT_BATCHES: usize = 4;
 
 impl PreorderWriter {
-    pub fn spawn(
+    pub(crate) fn spawn(
         pool: PgPool,
         batch_max: usize,
         batch_wait: Duration,
@@ -145,7 +145,7 @@ impl PreorderWriter {
     }
 
     /// Writes the pre-order with its outbox row; returns once it is committed (or refused).
-    pub async fn write(&self, order: PreOrder) -> Result<Verdict, WriteError> {
+    pub(crate) async fn write(&self, order: PreOrder) -> Result<Verdict, WriteError> {
         let (reply, answer) = oneshot::channel();
         self.queue
             .send((order, reply))
@@ -423,7 +423,7 @@ async fn hold_seats(
 
 /// Every seat of an activity with the buyer of the order holding it, if that order still
 /// keeps stock; pre-warm loads this map into Redis.
-pub async fn seat_holders(
+pub(crate) async fn seat_holders(
     pool: &PgPool,
     activity_id: i64,
 ) -> Result<Vec<(String, Option<i64>)>, sqlx::Error> {
@@ -439,18 +439,18 @@ pub async fn seat_holders(
 
 /// An order as its owner sees it.
 #[derive(Debug, sqlx::FromRow, serde::Serialize)]
-pub struct OrderView {
-    pub order_id: Uuid,
-    pub activity_id: i64,
-    pub item_id: i64,
-    pub quantity: i32,
-    pub amount_cents: i64,
-    pub status: String,
-    pub pay_deadline_ms: Option<i64>,
+pub(crate) struct OrderView {
+    pub(crate) order_id: Uuid,
+    pub(crate) activity_id: i64,
+    pub(crate) item_id: i64,
+    pub(crate) quantity: i32,
+    pub(crate) amount_cents: i64,
+    pub(crate) status: String,
+    pub(crate) pay_deadline_ms: Option<i64>,
 }
 
 /// The order if `user_id` owns it.
-pub async fn owned_order(
+pub(crate) async fn owned_order(
     pool: &PgPool,
     id: Uuid,
     user_id: i64,
@@ -469,7 +469,7 @@ pub async fn owned_order(
 /// Units each buyer holds of an item in orders that keep stock (see
 /// [`OrderStatus::holds_stock`](crate::orders::status::OrderStatus::holds_stock)); pre-warm
 /// loads these into Redis.
-pub async fn holders(
+pub(crate) async fn holders(
     pool: &PgPool,
     activity_id: i64,
     item_id: i64,

@@ -26,7 +26,7 @@ use crate::{
     state::AppState,
 };
 
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/activities/{id}", get(activity))
         .route("/activities/{id}/status", get(status))

@@ -7,14 +7,14 @@ use chrono::{DateTime, Utc};
 /// Where an activity stands at a moment; `Closed` is an ops decision, not a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Phase {
+pub(crate) enum Phase {
     Upcoming,
     Open,
     Ended,
     Closed,
 }
 
-pub fn phase(
+pub(crate) fn phase(
     starts_at: DateTime<Utc>,
     ends_at: DateTime<Utc>,
     now: DateTime<Utc>,
@@ -34,7 +34,7 @@ pub fn phase(
 /// Every way the funnel refuses a buy request, in funnel order. The stage counters use
 /// [`Outcome::code`]. A granted request is no outcome of these: it answers its pre-order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     BadRequest,
     Unauthenticated,
     NotStarted,
@@ -51,7 +51,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             Outcome::BadRequest => "BAD_REQUEST",
             Outcome::Unauthenticated => "UNAUTHENTICATED",
@@ -69,7 +69,7 @@ impl Outcome {
         }
     }
 
-    pub fn status(self) -> u16 {
+    pub(crate) fn status(self) -> u16 {
         match self {
             Outcome::BadRequest => 400,
             Outcome::Unauthenticated => 401,
@@ -83,7 +83,7 @@ impl Outcome {
         }
     }
 
-    pub fn message(self) -> &'static str {
+    pub(crate) fn message(self) -> &'static str {
         match self {
             Outcome::BadRequest => "the request is malformed",
             Outcome::Unauthenticated => "a valid buyer token is required",
@@ -101,7 +101,7 @@ impl Outcome {
         }
     }
 
-    pub fn from_phase(phase: Phase) -> Option<Outcome> {
+    pub(crate) fn from_phase(phase: Phase) -> Option<Outcome> {
         match phase {
             Phase::Open => None,
             Phase::Upcoming => Some(Outcome::NotStarted),
@@ -114,7 +114,7 @@ impl Outcome {
 /// Why a deduction was refused, by a stock script (`lua/deduct_stock.lua`,
 /// `lua/take_seats.lua`) or by the database allocation of the pre-order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     SoldOut,
     AlreadyPurchased,
     LimitExceeded,
@@ -127,7 +127,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// What the buyer is told. For a seats request, sold out means a chosen seat is taken.
-    pub fn answer(self, seats: bool) -> (Outcome, &'static str) {
+    pub(crate) fn answer(self, seats: bool) -> (Outcome, &'static str) {
         match self {
             Refusal::SoldOut if seats => (Outcome::SoldOut, "a chosen seat is already taken"),
             Refusal::SoldOut => (Outcome::SoldOut, Outcome::SoldOut.message()),
@@ -145,7 +145,7 @@ impl Refusal {
 
 /// What a stock script answered, read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScriptAnswer {
+pub(crate) enum ScriptAnswer {
     Deducted { stock_left: i64 },
     Refused(Refusal),
 }
@@ -154,11 +154,11 @@ pub enum ScriptAnswer {
 /// whether the script deducted anything is unknown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the stock script answered {0}, a code it does not document")]
-pub struct UnknownAnswer(pub i64);
+pub(crate) struct UnknownAnswer(pub i64);
 
 impl ScriptAnswer {
     /// Reads the code table the stock scripts share: the stock left (`>= 0`) or a refusal.
-    pub fn read(answer: i64) -> Result<ScriptAnswer, UnknownAnswer> {
+    pub(crate) fn read(answer: i64) -> Result<ScriptAnswer, UnknownAnswer> {
         let refusal = match answer {
             left if left >= 0 => return Ok(ScriptAnswer::Deducted { stock_left: left }),
             -1 => Refusal::SoldOut,
@@ -174,7 +174,7 @@ impl ScriptAnswer {
 }
 
 /// A request id as clients send it: 1–64 letters, digits, `-` or `_`.
-pub fn valid_request_id(id: &str) -> bool {
+pub(crate) fn valid_request_id(id: &str) -> bool {
     (1..=64).contains(&id.len())
         && id
             .bytes()
@@ -182,7 +182,7 @@ pub fn valid_request_id(id: &str) -> bool {
 }
 
 /// The quantity a buyer may ask for in one request: 1 up to the item's per-user limit.
-pub fn valid_quantity(quantity: i64, per_user_limit: i64) -> bool {
+pub(crate) fn valid_quantity(quantity: i64, per_user_limit: i64) -> bool {
     (1..=per_user_limit).contains(&quantity)
 }
 

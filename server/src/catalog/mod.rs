@@ -2,7 +2,7 @@
 //! limits and seat maps). Its rules (`rules`), use cases shared by the admin API, the console
 //! and the CLI (`service`), PostgreSQL queries (`store`) and admin routes (`routes`).
 
-pub mod routes;
-pub mod rules;
-pub mod service;
-pub mod store;
+pub(crate) mod routes;
+pub(crate) mod rules;
+pub(crate) mod service;
+pub(crate) mod store;

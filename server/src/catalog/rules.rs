@@ -5,19 +5,19 @@ use contract::{ActivityInput, ActivityKind, ItemInput};
 use std::collections::HashSet;
 
 /// Upper bounds that keep one request from allocating the world.
-pub const MAX_NAME_LEN: usize = 200;
-pub const MAX_DESCRIPTION_LEN: usize = 10_000;
-pub const MAX_PRICE_CENTS: i64 = 10_000_000_000;
-pub const MAX_STOCK: i64 = 10_000_000;
-pub const MAX_PER_USER_LIMIT: i64 = 1_000;
-pub const MAX_ITEMS_PER_ACTIVITY: usize = 100;
-pub const MAX_SEATS: usize = 100_000;
-pub const PAY_TIMEOUT_RANGE_S: std::ops::RangeInclusive<i64> = 10..=86_400;
+pub(crate) const MAX_NAME_LEN: usize = 200;
+pub(crate) const MAX_DESCRIPTION_LEN: usize = 10_000;
+pub(crate) const MAX_PRICE_CENTS: i64 = 10_000_000_000;
+pub(crate) const MAX_STOCK: i64 = 10_000_000;
+pub(crate) const MAX_PER_USER_LIMIT: i64 = 1_000;
+pub(crate) const MAX_ITEMS_PER_ACTIVITY: usize = 100;
+pub(crate) const MAX_SEATS: usize = 100_000;
+pub(crate) const PAY_TIMEOUT_RANGE_S: std::ops::RangeInclusive<i64> = 10..=86_400;
 
 /// A rule the input breaks, worded for the person who typed it.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Invalid(pub String);
+pub(crate) struct Invalid(pub String);
 
 fn invalid(message: impl Into<String>) -> Invalid {
     Invalid(message.into())
@@ -42,7 +42,7 @@ fn check_price(field: &str, cents: i64) -> Result<(), Invalid> {
     Ok(())
 }
 
-pub fn validate_item(input: &ItemInput) -> Result<(), Invalid> {
+pub(crate) fn validate_item(input: &ItemInput) -> Result<(), Invalid> {
     check_text("name", &input.name, MAX_NAME_LEN, true)?;
     check_text(
         "description",
@@ -54,11 +54,11 @@ pub fn validate_item(input: &ItemInput) -> Result<(), Invalid> {
 }
 
 /// A seat code as printed on a ticket: letters, digits and dashes, at most 16.
-pub fn valid_seat_code(code: &str) -> bool {
+pub(crate) fn valid_seat_code(code: &str) -> bool {
     (1..=16).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
-pub fn validate_activity(input: &ActivityInput) -> Result<(), Invalid> {
+pub(crate) fn validate_activity(input: &ActivityInput) -> Result<(), Invalid> {
     check_text("title", &input.title, MAX_NAME_LEN, true)?;
     if input.ends_at <= input.starts_at {
         return Err(invalid("ends_at must be after starts_at"));

@@ -46,13 +46,17 @@ fn activity_write_error(error: ActivityWrite) -> ApiError {
     }
 }
 
-pub async fn create_item(state: &AppState, actor: &Actor, input: ItemInput) -> ApiResult<i64> {
+pub(crate) async fn create_item(
+    state: &AppState,
+    actor: &Actor,
+    input: ItemInput,
+) -> ApiResult<i64> {
     let owner = catalog_owner(actor, input.merchant_id)?;
     validate_item(&input).map_err(|e| ApiError::BadRequest(e.0))?;
     Ok(store::insert_item(&state.db, owner, &input).await?)
 }
 
-pub async fn update_item(
+pub(crate) async fn update_item(
     state: &AppState,
     actor: &Actor,
     id: i64,
@@ -67,19 +71,19 @@ pub async fn update_item(
     }
 }
 
-pub async fn list_items(state: &AppState, actor: &Actor) -> ApiResult<Vec<Item>> {
+pub(crate) async fn list_items(state: &AppState, actor: &Actor) -> ApiResult<Vec<Item>> {
     authorize(actor, Permission::ReadCatalog)?;
     Ok(store::list_items(&state.db, actor.visible_merchant()).await?)
 }
 
-pub async fn get_item(state: &AppState, actor: &Actor, id: i64) -> ApiResult<Item> {
+pub(crate) async fn get_item(state: &AppState, actor: &Actor, id: i64) -> ApiResult<Item> {
     authorize(actor, Permission::ReadCatalog)?;
     store::get_item(&state.db, id, actor.visible_merchant())
         .await?
         .ok_or(ApiError::NotFound("item"))
 }
 
-pub async fn create_activity(
+pub(crate) async fn create_activity(
     state: &AppState,
     actor: &Actor,
     input: ActivityInput,
@@ -91,7 +95,7 @@ pub async fn create_activity(
         .map_err(activity_write_error)
 }
 
-pub async fn update_activity(
+pub(crate) async fn update_activity(
     state: &AppState,
     actor: &Actor,
     id: i64,
@@ -110,13 +114,20 @@ pub async fn update_activity(
     .map_err(activity_write_error)
 }
 
-pub async fn list_activities(state: &AppState, actor: &Actor) -> ApiResult<Vec<ActivitySummary>> {
+pub(crate) async fn list_activities(
+    state: &AppState,
+    actor: &Actor,
+) -> ApiResult<Vec<ActivitySummary>> {
     authorize(actor, Permission::ReadCatalog)?;
     Ok(store::list_activities(&state.db, actor.visible_merchant()).await?)
 }
 
 /// The activity with its live figures: DB stock and sold, and Redis stock per item.
-pub async fn get_activity(state: &AppState, actor: &Actor, id: i64) -> ApiResult<ActivityDetail> {
+pub(crate) async fn get_activity(
+    state: &AppState,
+    actor: &Actor,
+    id: i64,
+) -> ApiResult<ActivityDetail> {
     authorize(actor, Permission::ReadCatalog)?;
     let stored = store::get_activity(&state.db, id, actor.visible_merchant())
         .await?

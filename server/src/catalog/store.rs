@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use contract::{ActivityInput, ActivityKind, ActivitySummary, Item, ItemInput};
 use sqlx::{PgPool, Postgres, Transaction};
 
-pub async fn insert_item(
+pub(crate) async fn insert_item(
     pool: &PgPool,
     merchant_id: i64,
     input: &ItemInput,
@@ -27,7 +27,7 @@ pub async fn insert_item(
 }
 
 /// Updates the item if it is visible in `merchant`'s scope; false when it is not.
-pub async fn update_item(
+pub(crate) async fn update_item(
     pool: &PgPool,
     id: i64,
     merchant: Option<i64>,
@@ -68,7 +68,10 @@ impl From<ItemRow> for Item {
     }
 }
 
-pub async fn list_items(pool: &PgPool, merchant: Option<i64>) -> Result<Vec<Item>, sqlx::Error> {
+pub(crate) async fn list_items(
+    pool: &PgPool,
+    merchant: Option<i64>,
+) -> Result<Vec<Item>, sqlx::Error> {
     let rows: Vec<ItemRow> = sqlx::query_as(
         "SELECT id, merchant_id, name, description, price_cents FROM items
          WHERE $1::BIGINT IS NULL OR merchant_id = $1 ORDER BY id DESC LIMIT 1000",
@@ -79,7 +82,7 @@ pub async fn list_items(pool: &PgPool, merchant: Option<i64>) -> Result<Vec<Item
     Ok(rows.into_iter().map(Item::from).collect())
 }
 
-pub async fn get_item(
+pub(crate) async fn get_item(
     pool: &PgPool,
     id: i64,
     merchant: Option<i64>,
@@ -112,7 +115,7 @@ async fn count_owned_items(
 
 /// Why an activity write did not happen.
 #[derive(Debug)]
-pub enum ActivityWrite {
+pub(crate) enum ActivityWrite {
     /// An item is not the merchant's (or does not exist).
     ForeignItem,
     /// The activity is not visible in the caller's scope.
@@ -184,7 +187,7 @@ async fn write_activity(
     Ok(Ok(id))
 }
 
-pub async fn insert_activity(
+pub(crate) async fn insert_activity(
     pool: &PgPool,
     merchant_id: i64,
     input: &ActivityInput,
@@ -199,7 +202,7 @@ pub async fn insert_activity(
 
 /// Replaces an activity's fields, items and seats, but only before it starts and while no
 /// order exists for it: after that, stock belongs to the sale.
-pub async fn update_activity(
+pub(crate) async fn update_activity(
     pool: &PgPool,
     id: i64,
     merchant: Option<i64>,
@@ -250,7 +253,7 @@ fn parse_kind(kind: &str) -> Result<ActivityKind, sqlx::Error> {
         .map_err(|e: String| sqlx::Error::Decode(e.into()))
 }
 
-pub async fn list_activities(
+pub(crate) async fn list_activities(
     pool: &PgPool,
     merchant: Option<i64>,
 ) -> Result<Vec<ActivitySummary>, sqlx::Error> {
@@ -283,36 +286,36 @@ pub async fn list_activities(
 
 /// Activities that have not ended yet, whoever owns them (the deduction hand-over
 /// re-derives their Redis state).
-pub async fn unfinished_activity_ids(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> {
+pub(crate) async fn unfinished_activity_ids(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> {
     sqlx::query_scalar("SELECT id FROM activities WHERE ends_at > now() ORDER BY id")
         .fetch_all(pool)
         .await
 }
 
 /// An activity as stored, before live Redis figures are added.
-pub struct StoredActivity {
-    pub id: i64,
-    pub merchant_id: i64,
-    pub title: String,
-    pub kind: ActivityKind,
-    pub starts_at: DateTime<Utc>,
-    pub ends_at: DateTime<Utc>,
-    pub pay_timeout_s: i64,
-    pub lines: Vec<StoredLine>,
-    pub seats: Vec<String>,
+pub(crate) struct StoredActivity {
+    pub(crate) id: i64,
+    pub(crate) merchant_id: i64,
+    pub(crate) title: String,
+    pub(crate) kind: ActivityKind,
+    pub(crate) starts_at: DateTime<Utc>,
+    pub(crate) ends_at: DateTime<Utc>,
+    pub(crate) pay_timeout_s: i64,
+    pub(crate) lines: Vec<StoredLine>,
+    pub(crate) seats: Vec<String>,
 }
 
 #[derive(sqlx::FromRow)]
-pub struct StoredLine {
-    pub item_id: i64,
-    pub name: String,
-    pub total_stock: i32,
-    pub sold: i32,
-    pub per_user_limit: i32,
-    pub price_cents: i64,
+pub(crate) struct StoredLine {
+    pub(crate) item_id: i64,
+    pub(crate) name: String,
+    pub(crate) total_stock: i32,
+    pub(crate) sold: i32,
+    pub(crate) per_user_limit: i32,
+    pub(crate) price_cents: i64,
 }
 
-pub async fn get_activity(
+pub(crate) async fn get_activity(
     pool: &PgPool,
     id: i64,
     merchant: Option<i64>,

@@ -19,23 +19,23 @@ use crate::control::{
 
 /// A value as etcd held it when it was accepted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
-    pub value: String,
-    pub mod_revision: i64,
+pub(crate) struct Entry {
+    pub(crate) value: String,
+    pub(crate) mod_revision: i64,
 }
 
 /// A key as an event or a read shows it; `value: None` means deleted.
 #[derive(Clone, Copy, Debug)]
-pub struct Observed<'a> {
+pub(crate) struct Observed<'a> {
     /// Relative to the prefix.
-    pub path: &'a str,
-    pub value: Option<&'a str>,
-    pub mod_revision: i64,
+    pub(crate) path: &'a str,
+    pub(crate) value: Option<&'a str>,
+    pub(crate) mod_revision: i64,
 }
 
 /// What observing one key did.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Outside `switches/` and `limits/` (nodes, write notes, the election, anything else).
     NotASwitch,
     /// Same value and revision as already accepted.
@@ -47,13 +47,13 @@ pub enum Outcome {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Accepted {
+pub(crate) struct Accepted {
     entries: BTreeMap<SwitchKey, (Setting, Entry)>,
 }
 
 impl Accepted {
     /// Applies one key's new state.
-    pub fn observe(&mut self, seen: Observed<'_>) -> Outcome {
+    pub(crate) fn observe(&mut self, seen: Observed<'_>) -> Outcome {
         if !is_switch_path(seen.path) {
             return Outcome::NotASwitch;
         }
@@ -86,7 +86,7 @@ impl Accepted {
 
     /// Replaces everything with a full read of the prefix: keys missing from it are gone
     /// (their setting's value applies again). Returns what changed or was refused.
-    pub fn reload(&mut self, all: &[Observed<'_>]) -> Vec<Outcome> {
+    pub(crate) fn reload(&mut self, all: &[Observed<'_>]) -> Vec<Outcome> {
         let mut outcomes = Vec::new();
         let mut present = Vec::new();
         for seen in all {
@@ -111,16 +111,16 @@ impl Accepted {
         outcomes
     }
 
-    pub fn entry(&self, key: &SwitchKey) -> Option<&Entry> {
+    pub(crate) fn entry(&self, key: &SwitchKey) -> Option<&Entry> {
         self.entries.get(key).map(|(_, entry)| entry)
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &SwitchKey> {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &SwitchKey> {
         self.entries.keys()
     }
 
     /// The values in force: the settings, overridden by every accepted value.
-    pub fn values(&self, defaults: &SwitchValues, revision: i64) -> SwitchValues {
+    pub(crate) fn values(&self, defaults: &SwitchValues, revision: i64) -> SwitchValues {
         keys::values_from(
             defaults,
             self.entries
@@ -130,7 +130,7 @@ impl Accepted {
         )
     }
 
-    pub fn to_snapshot(&self, prefix: &str, revision: i64) -> DiskSnapshot {
+    pub(crate) fn to_snapshot(&self, prefix: &str, revision: i64) -> DiskSnapshot {
         DiskSnapshot {
             prefix: prefix.to_owned(),
             revision,
@@ -145,23 +145,23 @@ impl Accepted {
 }
 
 /// Whether a path belongs to the switch board at all.
-pub fn is_switch_path(path: &str) -> bool {
+pub(crate) fn is_switch_path(path: &str) -> bool {
     path.starts_with("switches/") || path.starts_with("limits/")
 }
 
 /// The last accepted values on local disk (`settings.control.snapshot_path`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DiskSnapshot {
+pub(crate) struct DiskSnapshot {
     /// The etcd prefix they came from: a file of another deployment is not used.
-    pub prefix: String,
-    pub revision: i64,
-    pub saved_at: DateTime<Utc>,
-    pub entries: BTreeMap<String, Entry>,
+    pub(crate) prefix: String,
+    pub(crate) revision: i64,
+    pub(crate) saved_at: DateTime<Utc>,
+    pub(crate) entries: BTreeMap<String, Entry>,
 }
 
 impl DiskSnapshot {
     /// The accepted values it holds, each validated again (the file may have been edited).
-    pub fn accepted(&self) -> (Accepted, Vec<KeyError>) {
+    pub(crate) fn accepted(&self) -> (Accepted, Vec<KeyError>) {
         let mut accepted = Accepted::default();
         let mut refused = Vec::new();
         for (path, entry) in &self.entries {
@@ -177,7 +177,7 @@ impl DiskSnapshot {
     }
 
     /// Reads the snapshot at `path`; `Ok(None)` when there is none.
-    pub fn read(path: &Path) -> anyhow::Result<Option<DiskSnapshot>> {
+    pub(crate) fn read(path: &Path) -> anyhow::Result<Option<DiskSnapshot>> {
         match std::fs::read(path) {
             Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -187,7 +187,7 @@ impl DiskSnapshot {
 
     /// Writes atomically: a temporary file beside the target, flushed, then renamed over
     /// it, so a crash leaves the old snapshot or the new one, never half of one.
-    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+    pub(crate) fn write(&self, path: &Path) -> anyhow::Result<()> {
         let folder = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())

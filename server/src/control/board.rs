@@ -31,9 +31,9 @@ use crate::{
 };
 
 /// Longest wait a flip may ask for.
-pub const MAX_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(10);
 /// Audit rows per page.
-pub const AUDIT_PER_PAGE: i64 = 50;
+pub(crate) const AUDIT_PER_PAGE: i64 = 50;
 /// How long the board waits for etcd before showing the last known values.
 const READ_WAIT: Duration = Duration::from_secs(2);
 
@@ -75,7 +75,7 @@ pub struct Board<'a> {
 
 impl<'a> Board<'a> {
     /// The board as a serving instance sees it.
-    pub fn of(state: &'a AppState) -> Self {
+    pub(crate) fn of(state: &'a AppState) -> Self {
         Self {
             db: &state.db,
             etcd: &state.etcd,
@@ -387,7 +387,7 @@ async fn read_etcd(etcd: &EtcdLink, layout: &Layout) -> anyhow::Result<EtcdView>
 }
 
 /// How current this instance's switches are; `None` where no control plane runs.
-pub fn instance_sync(state: &AppState) -> Option<InstanceSync> {
+pub(crate) fn instance_sync(state: &AppState) -> Option<InstanceSync> {
     if !state.control.running() {
         return None;
     }
@@ -419,7 +419,11 @@ fn from_micros(us: i64) -> chrono::DateTime<chrono::Utc> {
 }
 
 /// One page (1-based) of the audit log: switch flips and operator actions, newest first.
-pub async fn audit(state: &AppState, actor: &Actor, page: Option<i64>) -> ApiResult<AuditPage> {
+pub(crate) async fn audit(
+    state: &AppState,
+    actor: &Actor,
+    page: Option<i64>,
+) -> ApiResult<AuditPage> {
     crate::admin::authorize(actor, contract::Permission::WatchOperations)?;
     let page = page.unwrap_or(1);
     let window = PageWindow::new(page, AUDIT_PER_PAGE).map_err(ApiError::BadRequest)?;

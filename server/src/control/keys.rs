@@ -9,7 +9,7 @@ use crate::infra::config::{AsyncMode, DeductionMode};
 
 /// A switch or limit key, relative to the prefix (`switches/entry`, `limits/max_in_flight`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum SwitchKey {
+pub(crate) enum SwitchKey {
     /// `switches/entry`: every activity.
     Entry,
     /// `switches/entry/{activity_id}`: one activity.
@@ -22,7 +22,7 @@ pub enum SwitchKey {
 
 /// The names under `limits/`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LimitName {
+pub(crate) enum LimitName {
     MaxInFlight,
     LocalRatePerS,
     RateWindowS,
@@ -33,7 +33,7 @@ pub enum LimitName {
 
 /// A valid value of some key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Setting {
+pub(crate) enum Setting {
     Open(bool),
     Deduction(DeductionMode),
     Async(AsyncMode),
@@ -43,7 +43,7 @@ pub enum Setting {
 
 /// Why a path or value was refused; `code` is the API's error code.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
+pub(crate) enum KeyError {
     #[error("`{0}` is not a switch or limit")]
     UnknownKey(String),
     #[error("`{value}` is not valid for {path}: expected {accepts}")]
@@ -55,7 +55,7 @@ pub enum KeyError {
 }
 
 impl KeyError {
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             KeyError::UnknownKey(_) => "UNKNOWN_SWITCH",
             KeyError::InvalidValue { .. } => "INVALID_SWITCH_VALUE",
@@ -64,7 +64,7 @@ impl KeyError {
 }
 
 impl LimitName {
-    pub const ALL: [LimitName; 6] = [
+    pub(crate) const ALL: [LimitName; 6] = [
         LimitName::MaxInFlight,
         LimitName::LocalRatePerS,
         LimitName::RateWindowS,
@@ -73,7 +73,7 @@ impl LimitName {
         LimitName::PerItemPerWindow,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LimitName::MaxInFlight => "max_in_flight",
             LimitName::LocalRatePerS => "local_rate_per_s",
@@ -86,7 +86,7 @@ impl LimitName {
 
     /// The accepted range. Zero is refused everywhere: a zero window breaks the Redis
     /// expiry, and closing the entry is what the entry switch is for.
-    pub fn range(self) -> std::ops::RangeInclusive<u64> {
+    pub(crate) fn range(self) -> std::ops::RangeInclusive<u64> {
         match self {
             LimitName::MaxInFlight => 1..=1_000_000,
             LimitName::LocalRatePerS => 1..=100_000_000,
@@ -123,7 +123,7 @@ impl LimitName {
 
 impl SwitchKey {
     /// The keys that exist for every deployment (per-activity entries come and go).
-    pub fn fixed() -> impl Iterator<Item = SwitchKey> {
+    pub(crate) fn fixed() -> impl Iterator<Item = SwitchKey> {
         [
             SwitchKey::Entry,
             SwitchKey::Deduction,
@@ -136,7 +136,7 @@ impl SwitchKey {
 
     /// Parses a path relative to the prefix, exactly: `switches/entry/` is another etcd
     /// key than `switches/entry`, and not a switch.
-    pub fn parse(path: &str) -> Result<SwitchKey, KeyError> {
+    pub(crate) fn parse(path: &str) -> Result<SwitchKey, KeyError> {
         let unknown = || KeyError::UnknownKey(path.to_owned());
         let key = match path {
             "switches/entry" => SwitchKey::Entry,
@@ -169,7 +169,7 @@ impl SwitchKey {
         Ok(key)
     }
 
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         match self {
             SwitchKey::Entry => "switches/entry".into(),
             SwitchKey::ActivityEntry(id) => format!("switches/entry/{id}"),
@@ -181,7 +181,7 @@ impl SwitchKey {
     }
 
     /// A bounded label for metrics: one per key kind, not per activity.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             SwitchKey::Entry => "entry",
             SwitchKey::ActivityEntry(_) => "entry_activity",
@@ -193,7 +193,7 @@ impl SwitchKey {
     }
 
     /// The values a switch takes, in order; none for a limit (a number in a range).
-    pub fn choices(&self) -> &'static [&'static str] {
+    pub(crate) fn choices(&self) -> &'static [&'static str] {
         match self {
             SwitchKey::Entry | SwitchKey::ActivityEntry(_) => &["open", "closed"],
             SwitchKey::Deduction => &["redis", "db"],
@@ -204,7 +204,7 @@ impl SwitchKey {
     }
 
     /// What the key accepts, for people.
-    pub fn accepts(&self) -> String {
+    pub(crate) fn accepts(&self) -> String {
         match self {
             SwitchKey::Limit(limit) => {
                 let range = limit.range();
@@ -216,7 +216,7 @@ impl SwitchKey {
 
     /// Validates a value for this key. Surrounding whitespace is tolerated (an `etcdctl put`
     /// from a shell easily adds a newline); anything else must be exact.
-    pub fn parse_value(&self, raw: &str) -> Result<Setting, KeyError> {
+    pub(crate) fn parse_value(&self, raw: &str) -> Result<Setting, KeyError> {
         let value = raw.trim();
         let setting = match self {
             SwitchKey::Entry | SwitchKey::ActivityEntry(_) => match value {
@@ -253,7 +253,7 @@ impl SwitchKey {
     }
 
     /// The value this key has in `values`, written the way etcd holds it.
-    pub fn value_in(&self, values: &SwitchValues) -> String {
+    pub(crate) fn value_in(&self, values: &SwitchValues) -> String {
         let setting = match self {
             SwitchKey::Entry => Setting::Open(values.entry_open),
             SwitchKey::ActivityEntry(id) => Setting::Open(!values.closed_activities.contains(id)),
@@ -266,7 +266,7 @@ impl SwitchKey {
     }
 
     /// Puts a valid value of this key into `values`.
-    pub fn apply(&self, setting: Setting, values: &mut SwitchValues) {
+    pub(crate) fn apply(&self, setting: Setting, values: &mut SwitchValues) {
         match (self, setting) {
             (SwitchKey::Entry, Setting::Open(open)) => values.entry_open = open,
             (SwitchKey::ActivityEntry(id), Setting::Open(open)) => {
@@ -317,7 +317,7 @@ impl fmt::Display for Setting {
 
 /// The values in force: the process settings, overridden by every accepted etcd value.
 /// A key absent from `accepted` means "the setting's value".
-pub fn values_from<'a>(
+pub(crate) fn values_from<'a>(
     defaults: &SwitchValues,
     accepted: impl IntoIterator<Item = (&'a SwitchKey, Setting)>,
     revision: i64,

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug)]
-pub struct Layout {
+pub(crate) struct Layout {
     /// The prefix with one trailing slash: `/seckill/`. Watching `/seckill` without the
     /// slash would also match `/seckill-blue/...` of another deployment.
     root: String,
@@ -22,70 +22,70 @@ const NOTES: &str = "meta/writes/";
 const NODES: &str = "nodes/";
 
 impl Layout {
-    pub fn new(prefix: &str) -> Self {
+    pub(crate) fn new(prefix: &str) -> Self {
         Self {
             root: format!("{}/", prefix.trim_end_matches('/')),
         }
     }
 
     /// Everything this deployment owns in etcd.
-    pub fn root(&self) -> &str {
+    pub(crate) fn root(&self) -> &str {
         &self.root
     }
 
-    pub fn prefix(&self) -> &str {
+    pub(crate) fn prefix(&self) -> &str {
         self.root.trim_end_matches('/')
     }
 
     /// A full key from a path relative to the prefix.
-    pub fn key(&self, path: &str) -> String {
+    pub(crate) fn key(&self, path: &str) -> String {
         format!("{}{path}", self.root)
     }
 
     /// The path relative to the prefix, if the key is under it.
-    pub fn relative<'a>(&self, key: &'a str) -> Option<&'a str> {
+    pub(crate) fn relative<'a>(&self, key: &'a str) -> Option<&'a str> {
         key.strip_prefix(self.root.as_str())
     }
 
-    pub fn note_key(&self, path: &str) -> String {
+    pub(crate) fn note_key(&self, path: &str) -> String {
         self.key(&format!("{NOTES}{path}"))
     }
 
     /// The switch path a note path belongs to (`meta/writes/switches/entry` → `switches/entry`).
-    pub fn noted_path(path: &str) -> Option<&str> {
+    pub(crate) fn noted_path(path: &str) -> Option<&str> {
         path.strip_prefix(NOTES)
     }
 
-    pub fn nodes(&self) -> String {
+    pub(crate) fn nodes(&self) -> String {
         self.key(NODES)
     }
 
-    pub fn node_key(&self, node_id: &str) -> String {
+    pub(crate) fn node_key(&self, node_id: &str) -> String {
         self.key(&format!("{NODES}{node_id}"))
     }
 
-    pub fn is_node_path(path: &str) -> bool {
+    pub(crate) fn is_node_path(path: &str) -> bool {
         path.starts_with(NODES)
     }
 
     /// The etcd election's name; candidates' keys are created beneath it.
-    pub fn election(&self) -> String {
+    pub(crate) fn election(&self) -> String {
         self.key("election/leader")
     }
 }
 
 /// Written beside a value set through the control plane (API, console, CLI).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WriteNote {
-    pub actor: String,
-    pub source: contract::Source,
-    pub reason: String,
+pub(crate) struct WriteNote {
+    pub(crate) actor: String,
+    pub(crate) source: contract::Source,
+    pub(crate) reason: String,
     /// Wall-clock microseconds since the epoch, just before the write was sent.
-    pub written_at_us: i64,
+    pub(crate) written_at_us: i64,
 }
 
 /// Wall-clock microseconds since the epoch.
-pub fn now_us() -> i64 {
+pub(crate) fn now_us() -> i64 {
     chrono::Utc::now().timestamp_micros()
 }
 

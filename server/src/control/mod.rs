@@ -9,16 +9,16 @@ use tokio::{sync::watch, task::JoinHandle};
 
 use crate::{control::leader::LeadershipSignal, state::AppState};
 
-pub mod accepted;
+pub(crate) mod accepted;
 pub mod board;
 mod election;
-pub mod keys;
-pub mod layout;
-pub mod leader;
-pub mod nodes;
-pub mod routes;
-pub mod status;
-pub mod switches;
+pub(crate) mod keys;
+pub(crate) mod layout;
+pub(crate) mod leader;
+pub(crate) mod nodes;
+pub(crate) mod routes;
+pub(crate) mod status;
+pub(crate) mod switches;
 mod watcher;
 
 /// The running control plane of one instance.
@@ -43,7 +43,7 @@ const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// the settings; at most a couple of seconds' wait for etcd), then runs the watcher, the
 /// node heartbeat, the election and the staleness gauge in the background. `election` is
 /// the only handle that sets `state.leadership`; the election keeps it.
-pub async fn start(
+pub(crate) async fn start(
     state: &AppState,
     election: LeadershipSignal,
     address: SocketAddr,

@@ -19,25 +19,30 @@ use crate::state::AppState;
 
 /// The JSON under `{prefix}/nodes/{node_id}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeReport {
-    pub node_id: String,
+pub(crate) struct NodeReport {
+    pub(crate) node_id: String,
     /// Where the instance serves HTTP.
-    pub address: String,
+    pub(crate) address: String,
     /// Wall-clock microseconds since the epoch when this report was written.
-    pub heartbeat_at_us: i64,
+    pub(crate) heartbeat_at_us: i64,
     /// Every change up to this revision is applied.
-    pub applied_revision: i64,
+    pub(crate) applied_revision: i64,
     /// The instance's watch is open.
-    pub connected: bool,
-    pub synced_ago_ms: Option<u64>,
-    pub leader: bool,
+    pub(crate) connected: bool,
+    pub(crate) synced_ago_ms: Option<u64>,
+    pub(crate) leader: bool,
     /// The switch keys it applied lately, with their revision and when.
-    pub recent: Vec<RecentApply>,
+    pub(crate) recent: Vec<RecentApply>,
 }
 
 impl NodeReport {
     /// This node's view of the write of `path` at `revision`, made at `written_at_us`.
-    pub fn applied(&self, path: &str, revision: i64, written_at_us: Option<i64>) -> NodeApplied {
+    pub(crate) fn applied(
+        &self,
+        path: &str,
+        revision: i64,
+        written_at_us: Option<i64>,
+    ) -> NodeApplied {
         let took_ms = written_at_us.and_then(|written| {
             self.recent
                 .iter()
@@ -137,7 +142,7 @@ async fn beat(
 }
 
 /// The live instances' reports (their leases alive), by node id, and the read's revision.
-pub async fn live(
+pub(crate) async fn live(
     client: &mut Client,
     layout: &Layout,
 ) -> anyhow::Result<(BTreeMap<String, NodeReport>, i64)> {
@@ -156,7 +161,7 @@ pub async fn live(
 
 /// Waits until every live instance has applied `revision` (a write of `path` made at
 /// `written_at_us`), or `wait` runs out; instances that die meanwhile are not waited for.
-pub async fn await_applied(
+pub(crate) async fn await_applied(
     client: &mut Client,
     layout: &Layout,
     path: &str,

@@ -19,7 +19,10 @@ use crate::{
     state::AppState,
 };
 
-pub async fn list(State(state): State<AppState>, actor: Actor) -> ApiResult<Json<SwitchBoard>> {
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    actor: Actor,
+) -> ApiResult<Json<SwitchBoard>> {
     crate::admin::authorize(&actor, contract::Permission::ReadSwitches)?;
     Ok(Json(Board::of(&state).read().await?))
 }
@@ -34,7 +37,7 @@ enum Value {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FlipBody {
+pub(crate) struct FlipBody {
     value: Value,
     #[serde(default)]
     reason: String,
@@ -42,12 +45,12 @@ pub struct FlipBody {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FlipQuery {
+pub(crate) struct FlipQuery {
     /// Wait until every live instance applied the flip, at most this many milliseconds.
     wait_ms: Option<u64>,
 }
 
-pub async fn set(
+pub(crate) async fn set(
     State(state): State<AppState>,
     actor: Actor,
     path: Result<Path<String>, PathRejection>,
@@ -76,6 +79,8 @@ pub async fn set(
     Ok(Json(change))
 }
 
-pub fn admin(routes: crate::admin::routes::AdminRoutes) -> crate::admin::routes::AdminRoutes {
+pub(crate) fn admin(
+    routes: crate::admin::routes::AdminRoutes,
+) -> crate::admin::routes::AdminRoutes {
     routes.get("/switches", list).put("/switches/{*path}", set)
 }

@@ -20,39 +20,39 @@ use crate::infra::config::ControlSettings;
 /// for a heartbeat.
 const RECENT_APPLIES: usize = 32;
 
-pub use contract::ValuesFrom;
+pub(crate) use contract::ValuesFrom;
 
 /// One key this instance applied from a watch event (or a resync).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecentApply {
-    pub path: String,
-    pub mod_revision: i64,
+pub(crate) struct RecentApply {
+    pub(crate) path: String,
+    pub(crate) mod_revision: i64,
     /// Wall-clock microseconds since the epoch.
-    pub applied_at_us: i64,
+    pub(crate) applied_at_us: i64,
 }
 
 #[derive(Debug)]
-pub struct SyncState {
+pub(crate) struct SyncState {
     /// The watch stream is open and etcd answers.
-    pub connected: bool,
+    pub(crate) connected: bool,
     /// When etcd last confirmed this instance had every change (event or progress report).
-    pub last_sync: Option<Instant>,
+    pub(crate) last_sync: Option<Instant>,
     /// Every change up to this revision has been applied.
-    pub applied_revision: i64,
-    pub values_from: ValuesFrom,
-    pub accepted: Accepted,
-    pub recent: VecDeque<RecentApply>,
+    pub(crate) applied_revision: i64,
+    pub(crate) values_from: ValuesFrom,
+    pub(crate) accepted: Accepted,
+    pub(crate) recent: VecDeque<RecentApply>,
 }
 
 impl SyncState {
-    pub fn synced_ago(&self) -> Option<Duration> {
+    pub(crate) fn synced_ago(&self) -> Option<Duration> {
         self.last_sync.map(|at| at.elapsed())
     }
 }
 
 /// Cheap to clone; all clones share one state.
 #[derive(Clone)]
-pub struct ControlStatus(Arc<Inner>);
+pub(crate) struct ControlStatus(Arc<Inner>);
 
 struct Inner {
     node_id: String,
@@ -64,7 +64,7 @@ struct Inner {
 }
 
 impl ControlStatus {
-    pub fn new(settings: &ControlSettings) -> Self {
+    pub(crate) fn new(settings: &ControlSettings) -> Self {
         Self(Arc::new(Inner {
             node_id: settings.node_id.clone().unwrap_or_else(generated_node_id),
             running: AtomicBool::new(false),
@@ -80,11 +80,11 @@ impl ControlStatus {
         }))
     }
 
-    pub fn node_id(&self) -> &str {
+    pub(crate) fn node_id(&self) -> &str {
         &self.0.node_id
     }
 
-    pub fn running(&self) -> bool {
+    pub(crate) fn running(&self) -> bool {
         self.0.running.load(Ordering::Acquire)
     }
 
@@ -93,7 +93,7 @@ impl ControlStatus {
     }
 
     /// The sync state; held only for copies, never across an await.
-    pub fn sync(&self) -> MutexGuard<'_, SyncState> {
+    pub(crate) fn sync(&self) -> MutexGuard<'_, SyncState> {
         // A panic while holding it cannot leave the state half-written in a way that
         // matters more than losing the control plane's view: keep going with it.
         self.0
@@ -133,14 +133,14 @@ fn generated_node_id() -> String {
 
 /// Logs a recurring failure as a warning the first time and then at most every
 /// `every`, so an etcd outage does not fill the disk; the rest go to debug.
-pub struct Complaint {
+pub(crate) struct Complaint {
     every: Duration,
     last: Option<Instant>,
     suppressed: u64,
 }
 
 impl Complaint {
-    pub fn new(every: Duration) -> Self {
+    pub(crate) fn new(every: Duration) -> Self {
         Self {
             every,
             last: None,
@@ -148,7 +148,7 @@ impl Complaint {
         }
     }
 
-    pub fn complain(&mut self, what: &str, error: &dyn std::fmt::Display) {
+    pub(crate) fn complain(&mut self, what: &str, error: &dyn std::fmt::Display) {
         if self.last.is_none_or(|at| at.elapsed() >= self.every) {
             tracing::warn!(error = %error, suppressed = self.suppressed, "{what}");
             self.last = Some(Instant::now());
@@ -160,7 +160,7 @@ impl Complaint {
     }
 
     /// The failure is over: the next one warns again at once.
-    pub fn recovered(&mut self, what: &str) {
+    pub(crate) fn recovered(&mut self, what: &str) {
         if self.last.take().is_some() {
             tracing::info!("{what}");
         }
@@ -169,14 +169,14 @@ impl Complaint {
 }
 
 /// Doubling retry delays between a floor and a ceiling.
-pub struct Backoff {
+pub(crate) struct Backoff {
     next: Duration,
     floor: Duration,
     ceiling: Duration,
 }
 
 impl Backoff {
-    pub fn new(floor: Duration, ceiling: Duration) -> Self {
+    pub(crate) fn new(floor: Duration, ceiling: Duration) -> Self {
         Self {
             next: floor,
             floor,
@@ -184,13 +184,13 @@ impl Backoff {
         }
     }
 
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let delay = self.next;
         self.next = (self.next * 2).min(self.ceiling);
         delay
     }
 
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.next = self.floor;
     }
 }

@@ -13,12 +13,12 @@ pub struct Limits {
     /// Buy requests in flight per instance; beyond it, 503 `OVERLOADED` at once.
     pub max_in_flight: u64,
     /// Local token bucket: buy requests per second this instance admits to Redis.
-    pub local_rate_per_s: u64,
+    pub(crate) local_rate_per_s: u64,
     /// Fixed-window length of the Redis rate limits, in seconds.
-    pub rate_window_s: u64,
+    pub(crate) rate_window_s: u64,
     pub per_user_per_window: u64,
-    pub per_ip_per_window: u64,
-    pub per_item_per_window: u64,
+    pub(crate) per_ip_per_window: u64,
+    pub(crate) per_item_per_window: u64,
 }
 
 /// Every switch and limit as one instance applies them.
@@ -27,18 +27,18 @@ pub struct SwitchValues {
     /// `switches/entry`: closed answers `ACTIVITY_CLOSED` for every activity.
     pub entry_open: bool,
     /// Activities whose own `switches/entry/{id}` is `closed`.
-    pub closed_activities: HashSet<i64>,
+    pub(crate) closed_activities: HashSet<i64>,
     pub deduction: DeductionMode,
     pub async_mode: AsyncMode,
     pub challenge_required: bool,
     pub limits: Limits,
     /// The etcd revision these values were read at (0: defaults, never from etcd).
-    pub revision: i64,
+    pub(crate) revision: i64,
 }
 
 impl SwitchValues {
     /// The values before etcd has said anything: the process's settings.
-    pub fn from_settings(buy: &BuySettings) -> Self {
+    pub(crate) fn from_settings(buy: &BuySettings) -> Self {
         Self {
             entry_open: true,
             closed_activities: HashSet::new(),
@@ -58,7 +58,7 @@ impl SwitchValues {
     }
 
     /// Whether buyers may enter this activity at all.
-    pub fn entry_open_for(&self, activity_id: i64) -> bool {
+    pub(crate) fn entry_open_for(&self, activity_id: i64) -> bool {
         self.entry_open && !self.closed_activities.contains(&activity_id)
     }
 }
@@ -72,7 +72,7 @@ pub struct Switches {
 }
 
 impl Switches {
-    pub fn new(initial: SwitchValues) -> Self {
+    pub(crate) fn new(initial: SwitchValues) -> Self {
         let initial = Arc::new(initial);
         Self {
             current: Arc::new(ArcSwap::new(initial.clone())),
@@ -93,7 +93,7 @@ impl Switches {
     }
 
     /// Every snapshot put in force from now on (the latest one when a subscriber lags).
-    pub fn subscribe(&self) -> watch::Receiver<Arc<SwitchValues>> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<SwitchValues>> {
         self.changes.subscribe()
     }
 }

@@ -29,7 +29,7 @@ pub enum LoginError {
 /// A console session just opened: the cookie value and its lifetime.
 pub struct Session {
     pub token: String,
-    pub max_age_s: i64,
+    pub(crate) max_age_s: i64,
 }
 
 #[derive(Clone)]
@@ -43,7 +43,7 @@ pub struct Authenticator {
 }
 
 impl Authenticator {
-    pub fn new(
+    pub(crate) fn new(
         db: PgPool,
         redis: RedisStore,
         metrics: Metrics,
@@ -133,20 +133,20 @@ impl Authenticator {
         users::delete_session(&self.db, &secret_token::digest(session)).await
     }
 
-    pub async fn by_session(&self, session: &str) -> Result<Option<Actor>, sqlx::Error> {
+    pub(crate) async fn by_session(&self, session: &str) -> Result<Option<Actor>, sqlx::Error> {
         if session.is_empty() {
             return Ok(None);
         }
         users::actor_by_session(&self.db, &secret_token::digest(session)).await
     }
 
-    pub async fn by_api_token(&self, token: &str) -> Result<Option<Actor>, sqlx::Error> {
+    pub(crate) async fn by_api_token(&self, token: &str) -> Result<Option<Actor>, sqlx::Error> {
         users::actor_by_api_token(&self.db, &secret_token::digest(token)).await
     }
 
     /// The actor of an admin request: from `Authorization: Bearer <API token>`, else from
     /// the console's session cookie. Neither → 401.
-    pub async fn actor(&self, headers: &HeaderMap) -> Result<Actor, ApiError> {
+    pub(crate) async fn actor(&self, headers: &HeaderMap) -> Result<Actor, ApiError> {
         if let Some(authorization) = headers.get(http::header::AUTHORIZATION) {
             let token = authorization
                 .to_str()

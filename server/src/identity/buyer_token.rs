@@ -7,9 +7,9 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct BuyerClaims {
-    pub sub: String,
-    pub exp: i64,
+pub(crate) struct BuyerClaims {
+    pub(crate) sub: String,
+    pub(crate) exp: i64,
 }
 
 pub fn mint(

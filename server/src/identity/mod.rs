@@ -5,6 +5,6 @@
 
 pub mod authenticate;
 pub mod buyer_token;
-pub mod password;
+pub(crate) mod password;
 pub mod secret_token;
 pub mod users;

@@ -6,7 +6,7 @@ use argon2::{
     Argon2,
 };
 
-pub async fn hash(password: String) -> anyhow::Result<String> {
+pub(crate) async fn hash(password: String) -> anyhow::Result<String> {
     tokio::task::spawn_blocking(move || {
         let salt = SaltString::generate(&mut OsRng);
         Argon2::default()
@@ -18,7 +18,7 @@ pub async fn hash(password: String) -> anyhow::Result<String> {
 }
 
 /// True when `password` matches `phc`; a malformed stored hash never matches.
-pub async fn verify(password: String, phc: String) -> anyhow::Result<bool> {
+pub(crate) async fn verify(password: String, phc: String) -> anyhow::Result<bool> {
     Ok(tokio::task::spawn_blocking(move || {
         PasswordHash::new(&phc)
             .map(|parsed| {
@@ -33,7 +33,7 @@ pub async fn verify(password: String, phc: String) -> anyhow::Result<bool> {
 
 /// A PHC hash of a random password: verified against when the username is unknown, so a
 /// login takes as long for a missing user as for a wrong password.
-pub async fn decoy_hash() -> anyhow::Result<String> {
+pub(crate) async fn decoy_hash() -> anyhow::Result<String> {
     static DECOY: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
     DECOY
         .get_or_try_init(|| hash(super::secret_token::generate()))

@@ -7,9 +7,9 @@ use sqlx::PgPool;
 use contract::Actor;
 
 /// A user row as login needs it.
-pub struct Credentials {
-    pub actor: Actor,
-    pub password_hash: String,
+pub(crate) struct Credentials {
+    pub(crate) actor: Actor,
+    pub(crate) password_hash: String,
 }
 
 #[derive(sqlx::FromRow)]
@@ -36,7 +36,7 @@ impl ActorRow {
 }
 
 /// Finds or creates the merchant of that name; merchants are created with their first user.
-pub async fn ensure_merchant(pool: &PgPool, name: &str) -> Result<i64, sqlx::Error> {
+pub(crate) async fn ensure_merchant(pool: &PgPool, name: &str) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar(
         "INSERT INTO merchants (name) VALUES ($1)
          ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
@@ -48,7 +48,7 @@ pub async fn ensure_merchant(pool: &PgPool, name: &str) -> Result<i64, sqlx::Err
 }
 
 /// Creates the user, or resets password, role and merchant if the username exists.
-pub async fn upsert_user(
+pub(crate) async fn upsert_user(
     pool: &PgPool,
     username: &str,
     password_hash: &str,
@@ -71,7 +71,7 @@ pub async fn upsert_user(
     .await
 }
 
-pub async fn credentials(
+pub(crate) async fn credentials(
     pool: &PgPool,
     username: &str,
 ) -> Result<Option<Credentials>, sqlx::Error> {
@@ -97,11 +97,14 @@ pub async fn credentials(
     .transpose()
 }
 
-pub async fn user_by_name(pool: &PgPool, username: &str) -> Result<Option<Actor>, sqlx::Error> {
+pub(crate) async fn user_by_name(
+    pool: &PgPool,
+    username: &str,
+) -> Result<Option<Actor>, sqlx::Error> {
     Ok(credentials(pool, username).await?.map(|c| c.actor))
 }
 
-pub async fn create_session(
+pub(crate) async fn create_session(
     pool: &PgPool,
     token_hash: &[u8],
     user_id: i64,
@@ -120,7 +123,7 @@ pub async fn create_session(
     Ok(())
 }
 
-pub async fn delete_session(pool: &PgPool, token_hash: &[u8]) -> Result<(), sqlx::Error> {
+pub(crate) async fn delete_session(pool: &PgPool, token_hash: &[u8]) -> Result<(), sqlx::Error> {
     sqlx::query("DELETE FROM admin_sessions WHERE token_hash = $1")
         .bind(token_hash)
         .execute(pool)
@@ -128,7 +131,7 @@ pub async fn delete_session(pool: &PgPool, token_hash: &[u8]) -> Result<(), sqlx
     Ok(())
 }
 
-pub async fn actor_by_session(
+pub(crate) async fn actor_by_session(
     pool: &PgPool,
     token_hash: &[u8],
 ) -> Result<Option<Actor>, sqlx::Error> {
@@ -158,7 +161,7 @@ pub async fn create_api_token(
     Ok(())
 }
 
-pub async fn actor_by_api_token(
+pub(crate) async fn actor_by_api_token(
     pool: &PgPool,
     token_hash: &[u8],
 ) -> Result<Option<Actor>, sqlx::Error> {

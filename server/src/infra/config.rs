@@ -42,17 +42,17 @@ pub struct Settings {
     /// Shared secret of the payment center's callback signature (`SECKILL_PAY_SECRET`).
     pub pay_secret: SecretString,
     /// Folder with the console's `pkg/` bundle and public assets (`SECKILL_SITE_ROOT` or `LEPTOS_SITE_ROOT`).
-    pub site_root: PathBuf,
+    pub(crate) site_root: PathBuf,
     /// Lifetime of a console session, in seconds (`SECKILL_SESSION_TTL_S`).
-    pub session_ttl_s: i64,
+    pub(crate) session_ttl_s: i64,
     /// Mark session cookies `Secure`; turn on behind HTTPS (`SECKILL_SECURE_COOKIES`).
-    pub secure_cookies: bool,
+    pub(crate) secure_cookies: bool,
     /// Failed logins allowed per username and per client address in one window (`SECKILL_LOGIN_ATTEMPTS`).
     pub login_attempts_per_window: u32,
     /// Length of that window, in seconds (`SECKILL_LOGIN_WINDOW_S`).
-    pub login_window_s: u32,
+    pub(crate) login_window_s: u32,
     /// How long a readiness probe waits for each dependency, in milliseconds.
-    pub probe_timeout_ms: u64,
+    pub(crate) probe_timeout_ms: u64,
     /// Thresholds of the buy funnel; etcd's switches and limits override them live.
     pub buy: BuySettings,
     /// The RabbitMQ order pipeline and its workers.
@@ -90,7 +90,7 @@ pub struct PipelineSettings {
     /// Attempts at giving a cancelled order's stock back to Redis before counting a failure
     /// (`seckill_redis_giveback_failures_total`); the journal row then keeps
     /// `redis_restored_at` empty.
-    pub redis_giveback_attempts: u32,
+    pub(crate) redis_giveback_attempts: u32,
     /// Queues unused this long are deleted by the broker (`x-expires`). Unset in
     /// production; tests set it so their per-test queues go away.
     pub idle_queue_expiry_ms: Option<u64>,
@@ -119,7 +119,7 @@ impl Default for PipelineSettings {
 #[serde(default, deny_unknown_fields)]
 pub struct PaymentSettings {
     /// Where the center posts its callbacks; unset: this instance's own `/api/pay/notify`.
-    pub notify_url: Option<String>,
+    pub(crate) notify_url: Option<String>,
     /// How long after a trade starts the center "receives the money" (or fails the trade).
     pub delay_ms: u64,
     /// How long after that the first callback goes out: a late callback, as when the
@@ -192,7 +192,7 @@ pub struct BuySettings {
     /// Buy requests in flight at once; the rest get 503 `OVERLOADED` at once (`SECKILL_BUY_MAX_IN_FLIGHT`).
     pub max_in_flight: usize,
     /// Local token bucket: buy requests per second this instance admits to Redis.
-    pub local_rate_per_s: u32,
+    pub(crate) local_rate_per_s: u32,
     /// Fixed-window length of the Redis rate limits, in seconds.
     pub rate_window_s: u32,
     /// Buy requests one buyer may send per item and window (`SECKILL_BUY_USER_RATE`).
@@ -208,21 +208,21 @@ pub struct BuySettings {
     /// Whether buys publish to RabbitMQ or only record (`SECKILL_ASYNC`, `mq`/`record`).
     pub async_mode: AsyncMode,
     /// Largest buy body accepted, in bytes.
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// Activity items the Bloom filter is sized for, and its false-positive rate.
-    pub bloom_capacity: u64,
-    pub bloom_false_positive_rate: f64,
+    pub(crate) bloom_capacity: u64,
+    pub(crate) bloom_false_positive_rate: f64,
     /// How long this instance trusts its copy of an activity, in milliseconds.
-    pub activity_cache_ms: u64,
+    pub(crate) activity_cache_ms: u64,
     /// How long an id that passed the Bloom filter but does not exist is remembered.
-    pub null_cache_ms: u64,
+    pub(crate) null_cache_ms: u64,
     /// How long a local sold-out flag answers without asking Redis (stock can come back
     /// when unpaid orders are cancelled).
     pub sold_out_flag_ms: u64,
     /// Pre-orders written in one PostgreSQL transaction at most, and how long the first of
     /// a batch waits for company, in microseconds.
-    pub preorder_batch_max: usize,
-    pub preorder_batch_wait_us: u64,
+    pub(crate) preorder_batch_max: usize,
+    pub(crate) preorder_batch_wait_us: u64,
 }
 
 impl Default for BuySettings {
@@ -317,7 +317,7 @@ impl Settings {
             .map_err(|error| SettingsError(Box::new(error)))
     }
 
-    pub fn probe_timeout(&self) -> Duration {
+    pub(crate) fn probe_timeout(&self) -> Duration {
         Duration::from_millis(self.probe_timeout_ms)
     }
 }

@@ -7,9 +7,9 @@ use std::time::Duration;
 use crate::infra::config::Settings;
 
 /// The schema of `migrations/`, compiled into the binary.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
-pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
+pub(crate) async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
     PgPoolOptions::new()
         .max_connections(settings.db_max_connections)
         .acquire_timeout(Duration::from_secs(5))
@@ -17,13 +17,13 @@ pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
         .await
 }
 
-pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+pub(crate) async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     MIGRATOR.run(pool).await
 }
 
 /// A text column that holds one of an enum's names, as the enum. Any other text is data this
 /// version does not know, reported as a decode error naming the column rather than guessed.
-pub fn decode_name<T>(
+pub(crate) fn decode_name<T>(
     column: &'static str,
     text: &str,
     parse: impl Fn(&str) -> Option<T>,

@@ -12,7 +12,7 @@ pub struct EtcdLink {
 }
 
 impl EtcdLink {
-    pub fn new(endpoints: Vec<String>) -> Self {
+    pub(crate) fn new(endpoints: Vec<String>) -> Self {
         Self {
             endpoints: endpoints.into(),
             client: Arc::default(),
@@ -20,7 +20,7 @@ impl EtcdLink {
     }
 
     /// A connected client (clones share one channel), connecting first if needed.
-    pub async fn client(&self) -> Result<Client, etcd_client::Error> {
+    pub(crate) async fn client(&self) -> Result<Client, etcd_client::Error> {
         let mut slot = self.client.lock().await;
         if let Some(client) = slot.as_ref() {
             return Ok(client.clone());
@@ -34,7 +34,7 @@ impl EtcdLink {
     }
 
     /// Whether etcd answers now (a status call on the first endpoint that replies).
-    pub async fn probe(&self) -> Result<(), etcd_client::Error> {
+    pub(crate) async fn probe(&self) -> Result<(), etcd_client::Error> {
         let mut client = self.client().await?;
         client.status().await.map(|_| ())
     }

@@ -6,12 +6,12 @@ use std::{future::Future, time::Instant};
 
 use crate::state::AppState;
 
-pub async fn healthz() -> &'static str {
+pub(crate) async fn healthz() -> &'static str {
     "ok"
 }
 
 #[derive(Serialize)]
-pub struct Probe {
+pub(crate) struct Probe {
     name: &'static str,
     ok: bool,
     latency_ms: u64,
@@ -20,7 +20,7 @@ pub struct Probe {
 }
 
 #[derive(Serialize)]
-pub struct Readiness {
+pub(crate) struct Readiness {
     ready: bool,
     dependencies: Vec<Probe>,
 }
@@ -50,7 +50,7 @@ async fn probe<E: std::fmt::Display>(
 }
 
 /// 200 when PostgreSQL, Redis, RabbitMQ and etcd all answer, else 503; the body says which.
-pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
+pub(crate) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let (postgres, redis, rabbitmq, etcd) = tokio::join!(
         probe(&state, "postgres", async {
             sqlx::query("SELECT 1").execute(&state.db).await.map(|_| ())

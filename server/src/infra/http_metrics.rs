@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use crate::state::AppState;
 
-pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
+pub(crate) async fn render(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
@@ -21,7 +21,7 @@ pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
     )
 }
 
-pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let route = request
         .extensions()
         .get::<MatchedPath>()

@@ -14,37 +14,37 @@ pub struct Metrics(Arc<Inner>);
 pub struct Inner {
     registry: Registry,
     /// HTTP requests by matched route, method and status.
-    pub http_requests: IntCounterVec,
+    pub(crate) http_requests: IntCounterVec,
     /// HTTP latency by matched route; buckets from 50 µs, since the buy path lives below a millisecond.
-    pub http_duration: HistogramVec,
+    pub(crate) http_duration: HistogramVec,
     /// Console logins by outcome: accepted, rejected, rate_limited.
-    pub admin_logins: IntCounterVec,
+    pub(crate) admin_logins: IntCounterVec,
     /// 1 when the last readiness probe reached the dependency, else 0.
-    pub dependency_up: IntGaugeVec,
+    pub(crate) dependency_up: IntGaugeVec,
     /// Buy requests per funnel stage: `outcome` is `pass` or the code that stopped them.
-    pub funnel: IntCounterVec,
+    pub(crate) funnel: IntCounterVec,
     /// Pre-orders per group-commit batch.
-    pub preorder_batch_size: Histogram,
+    pub(crate) preorder_batch_size: Histogram,
     /// Stock script answers outside the codes the scripts document, by script
     /// (`deduct_stock`, `take_seats`): the scripts and the server are out of step.
-    pub stock_script_unknown_answers: IntCounterVec,
+    pub(crate) stock_script_unknown_answers: IntCounterVec,
     /// Money recorded against orders, by where it was learnt (`notify`, `timeout_check`) and
     /// outcome (`paid`, `refund_pending`, `repeated`, `refused`, `amount_mismatch`).
-    pub payments: IntCounterVec,
+    pub(crate) payments: IntCounterVec,
     /// Payment callbacks refused before changing anything, by reason (`bad_signature`, ...).
-    pub pay_notify_rejected: IntCounterVec,
+    pub(crate) pay_notify_rejected: IntCounterVec,
     /// Callback attempts of the simulated payment center: `delivered` or `failed`.
-    pub pay_callbacks: IntCounterVec,
+    pub(crate) pay_callbacks: IntCounterVec,
     /// Trades the simulated payment center settled once the buyer's delay was over:
     /// `paid`, `failed`, or `closed` (closed unpaid before the money came).
-    pub pay_center_settlements: IntCounterVec,
+    pub(crate) pay_center_settlements: IntCounterVec,
     /// Unpaid orders cancelled at their pay deadline, by what found them (`message`, `scan`).
-    pub order_cancellations: IntCounterVec,
+    pub(crate) order_cancellations: IntCounterVec,
     /// Redis give-backs of cancelled orders that failed every attempt (left to the scanner:
     /// `stock_restore_journal.redis_restored_at` stays NULL).
-    pub redis_giveback_failures: IntCounter,
+    pub(crate) redis_giveback_failures: IntCounter,
     /// The etcd control plane: sync, propagation, invalid values, leadership.
-    pub control: ControlMetrics,
+    pub(crate) control: ControlMetrics,
     /// The RabbitMQ order pipeline: publishing, consuming, outbox, dead letters.
     pub pipeline: PipelineMetrics,
 }
@@ -135,7 +135,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every metric.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut buffer = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut buffer)
@@ -145,25 +145,25 @@ impl Metrics {
 }
 
 /// The control plane's metrics.
-pub struct ControlMetrics {
+pub(crate) struct ControlMetrics {
     /// Seconds since etcd last confirmed this instance had every switch change; grows
     /// while etcd is unreachable (the last values stay in force meanwhile).
-    pub sync_age: Gauge,
+    pub(crate) sync_age: Gauge,
     /// 1 while the watch on the prefix is open.
-    pub etcd_connected: IntGauge,
+    pub(crate) etcd_connected: IntGauge,
     /// The etcd revision up to which this instance applied every change.
-    pub applied_revision: IntGauge,
+    pub(crate) applied_revision: IntGauge,
     /// Values in etcd refused (unknown key or malformed value), by setting.
-    pub invalid_values: IntCounterVec,
+    pub(crate) invalid_values: IntCounterVec,
     /// Watch re-establishments: `resume` (from the last revision seen) or `reload` (full read).
-    pub resyncs: IntCounterVec,
+    pub(crate) resyncs: IntCounterVec,
     /// From a control-plane write to this instance applying it, in seconds.
-    pub propagation: Histogram,
+    pub(crate) propagation: Histogram,
     /// 1 while this instance holds the etcd election (runs the singleton jobs).
-    pub leader: IntGauge,
+    pub(crate) leader: IntGauge,
     /// Changes written straight into etcd that this instance offered to the audit, by
     /// outcome: `recorded`, `known` (another instance recorded it first) or `failed`.
-    pub external_audits: IntCounterVec,
+    pub(crate) external_audits: IntCounterVec,
 }
 
 impl ControlMetrics {
@@ -212,28 +212,28 @@ impl ControlMetrics {
 /// The order pipeline's metrics.
 pub struct PipelineMetrics {
     /// From a publish to its broker confirm, by publishing role (`offer`, `scheduler`, `relay`).
-    pub publish_confirm_seconds: HistogramVec,
+    pub(crate) publish_confirm_seconds: HistogramVec,
     /// Publishes by role and outcome: `confirmed`, `nacked`, `returned` (unroutable),
     /// `unconfirmed` (no confirm in time), `failed`, `dropped` (offer not taken: the relay resends).
     pub published: IntCounterVec,
     /// From a pre-order's commit to the create-order consumer completing it.
-    pub consumer_lag_seconds: Histogram,
+    pub(crate) consumer_lag_seconds: Histogram,
     /// Deliveries per create-order batch (one DB transaction each).
-    pub order_batch_size: Histogram,
+    pub(crate) order_batch_size: Histogram,
     /// Create-order events by outcome: `unpaid` (completed), `failed` (stock no longer
     /// covered it), `duplicate` (processed before or repeated: nothing changed).
     pub orders_completed: IntCounterVec,
     /// Outbox rows by status (`pending`, `failed`, `recorded`).
-    pub outbox_rows: IntGaugeVec,
+    pub(crate) outbox_rows: IntGaugeVec,
     /// Dead letters not requeued yet (the DLQ depth as ops see it).
-    pub dead_letters_waiting: IntGauge,
+    pub(crate) dead_letters_waiting: IntGauge,
     /// Messages ready in the pipeline's queues (the MQ backlog), by queue role.
-    pub queue_depth: IntGaugeVec,
+    pub(crate) queue_depth: IntGaugeVec,
     /// Passes of the outbox relay completed (whatever each found to resend).
     pub relay_passes: IntCounter,
     /// Pay-timeout messages the consumer is done with, by outcome: `acked` (settled, or put
     /// back into a delay queue when early), `requeued` (failed) or `rejected` (malformed).
-    pub pay_timeout_messages: IntCounterVec,
+    pub(crate) pay_timeout_messages: IntCounterVec,
 }
 
 impl PipelineMetrics {

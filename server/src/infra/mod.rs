@@ -3,13 +3,13 @@
 //! metrics and their HTTP routes, health probes and the paging window of admin listings.
 //! Nothing here knows what a buy, an order or a switch is.
 
-pub mod amqp;
+pub(crate) mod amqp;
 pub mod config;
-pub mod db;
-pub mod etcd;
-pub mod health;
-pub mod http_metrics;
-pub mod metrics;
-pub mod paging;
+pub(crate) mod db;
+pub(crate) mod etcd;
+pub(crate) mod health;
+pub(crate) mod http_metrics;
+pub(crate) mod metrics;
+pub(crate) mod paging;
 pub mod redis;
 pub mod telemetry;

@@ -32,7 +32,7 @@ static RESTORE_ORDER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/restore_order.lua")));
 
 /// The value `claim_request.lua` stores while the first request with an id is in flight.
-pub const IN_FLIGHT: &[u8] = b"\0in-flight";
+pub(crate) const IN_FLIGHT: &[u8] = b"\0in-flight";
 
 /// Units one buyer takes of (or holds in) one sale item, as the stock scripts move them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    pub async fn connect(settings: &Settings) -> redis::RedisResult<Self> {
+    pub(crate) async fn connect(settings: &Settings) -> redis::RedisResult<Self> {
         let client = redis::Client::open(settings.redis_url.expose_secret())?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(std::time::Duration::from_secs(2))
@@ -67,12 +67,12 @@ impl RedisStore {
     }
 
     /// The full key for `rest`, under this deployment's prefix.
-    pub fn key(&self, rest: &str) -> String {
+    pub(crate) fn key(&self, rest: &str) -> String {
         format!("{}{rest}", self.prefix)
     }
 
     /// Counter of failed-or-attempted logins for one subject (username or address).
-    pub fn login_attempts_key(&self, subject: &str) -> String {
+    pub(crate) fn login_attempts_key(&self, subject: &str) -> String {
         self.key(&format!("login:{{{subject}}}"))
     }
 
@@ -124,7 +124,7 @@ impl RedisStore {
     }
 
     /// All the seats or none, within the per-user limit (`lua/take_seats.lua`).
-    pub async fn take_seats(
+    pub(crate) async fn take_seats(
         &self,
         sale: SaleItem,
         buyer: UserId,
@@ -143,7 +143,7 @@ impl RedisStore {
     }
 
     /// Frees seats the buyer holds (`lua/release_seats.lua`); returns how many.
-    pub async fn release_seats(
+    pub(crate) async fn release_seats(
         &self,
         sale: SaleItem,
         buyer: UserId,
@@ -160,22 +160,22 @@ impl RedisStore {
     }
 
     /// Where the first response to a buyer's request id is kept for replay.
-    pub fn request_key(&self, user_id: i64, request_id: &str) -> String {
+    pub(crate) fn request_key(&self, user_id: i64, request_id: &str) -> String {
         self.key(&format!("idem:{{{user_id}}}:{request_id}"))
     }
 
     /// The Bloom filter of every pre-warmed activity item.
-    pub fn bloom_key(&self) -> String {
+    pub(crate) fn bloom_key(&self) -> String {
         self.key("bloom:{items}")
     }
 
     /// A human challenge handed out and not answered yet.
-    pub fn challenge_key(&self, challenge_id: &str) -> String {
+    pub(crate) fn challenge_key(&self, challenge_id: &str) -> String {
         self.key(&format!("challenge:{{{challenge_id}}}"))
     }
 
     /// Atomic check-and-deduct of stock and the buyer's count (`lua/deduct_stock.lua`).
-    pub async fn deduct_stock(&self, take: Holding, limit: i64) -> redis::RedisResult<i64> {
+    pub(crate) async fn deduct_stock(&self, take: Holding, limit: i64) -> redis::RedisResult<i64> {
         let sale = take.sale;
         DEDUCT_STOCK
             .key(self.stock_key(sale))
@@ -188,7 +188,7 @@ impl RedisStore {
     }
 
     /// Gives a deduction back (`lua/restore_stock.lua`).
-    pub async fn restore_stock(&self, held: Holding) -> redis::RedisResult<i64> {
+    pub(crate) async fn restore_stock(&self, held: Holding) -> redis::RedisResult<i64> {
         let sale = held.sale;
         RESTORE_STOCK
             .key(self.stock_key(sale))
@@ -200,7 +200,7 @@ impl RedisStore {
     }
 
     /// One hit in the buyer, address and item windows; 0 or the index of the tripped window.
-    pub async fn hit_rate_windows(
+    pub(crate) async fn hit_rate_windows(
         &self,
         activity_id: i64,
         item_id: i64,
@@ -221,7 +221,7 @@ impl RedisStore {
     }
 
     /// Claims a request id: `None` when it is new, else what is stored under it.
-    pub async fn claim_request(
+    pub(crate) async fn claim_request(
         &self,
         key: &str,
         in_flight_ms: u64,
@@ -235,7 +235,7 @@ impl RedisStore {
     }
 
     /// Stores a request's final response for replay.
-    pub async fn store_response(
+    pub(crate) async fn store_response(
         &self,
         key: &str,
         response: &[u8],
@@ -244,17 +244,17 @@ impl RedisStore {
         self.connection().set_ex(key, response, ttl_s).await
     }
 
-    pub async fn get_bytes(&self, key: &str) -> redis::RedisResult<Option<Vec<u8>>> {
+    pub(crate) async fn get_bytes(&self, key: &str) -> redis::RedisResult<Option<Vec<u8>>> {
         self.connection().get(key).await
     }
 
     /// Reads and deletes a key in one step (GETDEL), for one-shot values.
-    pub async fn take_bytes(&self, key: &str) -> redis::RedisResult<Option<Vec<u8>>> {
+    pub(crate) async fn take_bytes(&self, key: &str) -> redis::RedisResult<Option<Vec<u8>>> {
         self.connection().get_del(key).await
     }
 
     /// Sets a Bloom filter's bits; returns how many were new.
-    pub async fn bloom_add(&self, positions: &[u64]) -> redis::RedisResult<i64> {
+    pub(crate) async fn bloom_add(&self, positions: &[u64]) -> redis::RedisResult<i64> {
         BLOOM
             .key(self.bloom_key())
             .arg("add")
@@ -264,7 +264,7 @@ impl RedisStore {
     }
 
     /// Whether every bit is set (the key may be present) or not (it certainly is not).
-    pub async fn bloom_test(&self, positions: &[u64]) -> redis::RedisResult<bool> {
+    pub(crate) async fn bloom_test(&self, positions: &[u64]) -> redis::RedisResult<bool> {
         let answer: i64 = BLOOM
             .key(self.bloom_key())
             .arg("test")
@@ -317,7 +317,11 @@ impl RedisStore {
     }
 
     /// Counts one hit in a fixed window and returns the hits so far (`lua/fixed_window.lua`).
-    pub async fn hit_fixed_window(&self, key: &str, window_s: u32) -> redis::RedisResult<u64> {
+    pub(crate) async fn hit_fixed_window(
+        &self,
+        key: &str,
+        window_s: u32,
+    ) -> redis::RedisResult<u64> {
         FIXED_WINDOW
             .key(key)
             .arg(window_s)
@@ -325,7 +329,7 @@ impl RedisStore {
             .await
     }
 
-    pub async fn delete(&self, key: &str) -> redis::RedisResult<()> {
+    pub(crate) async fn delete(&self, key: &str) -> redis::RedisResult<()> {
         self.connection().del(key).await
     }
 
@@ -341,7 +345,7 @@ impl RedisStore {
         pipe.query_async(&mut self.connection()).await
     }
 
-    pub async fn ping(&self) -> redis::RedisResult<()> {
+    pub(crate) async fn ping(&self) -> redis::RedisResult<()> {
         redis::cmd("PING").query_async(&mut self.connection()).await
     }
 }

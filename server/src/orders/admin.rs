@@ -15,10 +15,14 @@ use crate::{
 };
 
 /// Orders per page of the listing.
-pub const PER_PAGE: i64 = 50;
+pub(crate) const PER_PAGE: i64 = 50;
 
 /// One page of orders matching `query`, newest first.
-pub async fn list(state: &AppState, actor: &Actor, query: &OrderQuery) -> ApiResult<OrderPage> {
+pub(crate) async fn list(
+    state: &AppState,
+    actor: &Actor,
+    query: &OrderQuery,
+) -> ApiResult<OrderPage> {
     crate::admin::authorize(actor, contract::Permission::ReadOrders)?;
     let status = query.status.as_deref().map(parse_status).transpose()?;
     let page = query.page.unwrap_or(1);
@@ -48,7 +52,7 @@ pub async fn list(state: &AppState, actor: &Actor, query: &OrderQuery) -> ApiRes
 }
 
 /// The order with its history, payment trades, seats and restore-journal row.
-pub async fn get(state: &AppState, actor: &Actor, id: &str) -> ApiResult<OrderDetail> {
+pub(crate) async fn get(state: &AppState, actor: &Actor, id: &str) -> ApiResult<OrderDetail> {
     crate::admin::authorize(actor, contract::Permission::ReadOrders)?;
     let id = Uuid::parse_str(id.trim())
         .map_err(|_| ApiError::BadRequest(format!("`{id}` is not an order id")))?;

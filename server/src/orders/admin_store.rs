@@ -17,10 +17,10 @@ use uuid::Uuid;
 
 /// Which orders a page shows; `None` fields do not filter.
 #[derive(Clone, Debug, Default)]
-pub struct OrderFilter<'a> {
-    pub merchant: Option<i64>,
-    pub activity_id: Option<i64>,
-    pub status: Option<&'a str>,
+pub(crate) struct OrderFilter<'a> {
+    pub(crate) merchant: Option<i64>,
+    pub(crate) activity_id: Option<i64>,
+    pub(crate) status: Option<&'a str>,
 }
 
 const SUMMARY_COLUMNS: &str = "o.id, o.activity_id, a.title AS activity_title, o.item_id,
@@ -69,7 +69,7 @@ impl TryFrom<OrderRow> for OrderSummary {
 }
 
 /// Up to `limit` orders matching `filter`, newest first, after skipping `offset`.
-pub async fn list(
+pub(crate) async fn list(
     pool: &PgPool,
     filter: &OrderFilter<'_>,
     limit: i64,
@@ -94,7 +94,7 @@ pub async fn list(
 }
 
 /// Whether the activity exists in `merchant`'s scope.
-pub async fn activity_visible(
+pub(crate) async fn activity_visible(
     pool: &PgPool,
     activity_id: i64,
     merchant: Option<i64>,
@@ -110,14 +110,14 @@ pub async fn activity_visible(
 }
 
 /// One order and everything recorded about it, as stored.
-pub struct OrderRecord {
-    pub order: OrderSummary,
-    pub request_id: String,
-    pub seats: Vec<String>,
+pub(crate) struct OrderRecord {
+    pub(crate) order: OrderSummary,
+    pub(crate) request_id: String,
+    pub(crate) seats: Vec<String>,
     /// Status changes from `order_events`, oldest first (the creation is not among them).
-    pub changes: Vec<OrderTransition>,
-    pub trades: Vec<PaymentTradeView>,
-    pub restore: Option<StockRestoreView>,
+    pub(crate) changes: Vec<OrderTransition>,
+    pub(crate) trades: Vec<PaymentTradeView>,
+    pub(crate) restore: Option<StockRestoreView>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -136,7 +136,7 @@ struct TradeRow {
 ///
 /// The reads share one snapshot (a repeatable-read, read-only transaction): the pipeline
 /// moves orders while the console looks, and the status must match the history's last step.
-pub async fn get(
+pub(crate) async fn get(
     pool: &PgPool,
     id: Uuid,
     merchant: Option<i64>,

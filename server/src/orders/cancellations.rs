@@ -13,25 +13,25 @@ use crate::orders::{
 
 /// Units of a cancelled order that Redis is owed (its restore-journal row).
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
-pub struct GiveBack {
-    pub order_id: Uuid,
-    pub activity_id: i64,
-    pub item_id: i64,
-    pub user_id: i64,
-    pub quantity: i32,
+pub(crate) struct GiveBack {
+    pub(crate) order_id: Uuid,
+    pub(crate) activity_id: i64,
+    pub(crate) item_id: i64,
+    pub(crate) user_id: i64,
+    pub(crate) quantity: i32,
     /// Seats freed in PostgreSQL (seated orders only).
-    pub seats: Vec<String>,
+    pub(crate) seats: Vec<String>,
 }
 
 /// Where an order stands for its pay timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TimeoutView {
-    pub status: OrderStatus,
+pub(crate) struct TimeoutView {
+    pub(crate) status: OrderStatus,
     /// Milliseconds until the pay deadline by the database's clock (negative once past).
-    pub ms_to_deadline: Option<i64>,
+    pub(crate) ms_to_deadline: Option<i64>,
 }
 
-pub async fn timeout_view(
+pub(crate) async fn timeout_view(
     pool: &PgPool,
     order_id: Uuid,
 ) -> Result<Option<TimeoutView>, sqlx::Error> {
@@ -56,7 +56,10 @@ pub async fn timeout_view(
 /// Cancels an `UNPAID` order in one transaction: the status guard, the restore-journal row
 /// (the order id is its key), and the DB stock move of `stock::release`. `None` when the
 /// order was not `UNPAID` any more or its stock went back before: nothing changed then.
-pub async fn cancel_unpaid(pool: &PgPool, order_id: Uuid) -> Result<Option<GiveBack>, sqlx::Error> {
+pub(crate) async fn cancel_unpaid(
+    pool: &PgPool,
+    order_id: Uuid,
+) -> Result<Option<GiveBack>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let cancelled: Option<Released> = sqlx::query_as(
         "UPDATE orders SET status = 'CANCELLED', updated_at = now()
@@ -105,7 +108,7 @@ pub async fn cancel_unpaid(pool: &PgPool, order_id: Uuid) -> Result<Option<GiveB
 }
 
 /// Records that Redis has the order's units back.
-pub async fn mark_given_back(pool: &PgPool, order_id: Uuid) -> Result<(), sqlx::Error> {
+pub(crate) async fn mark_given_back(pool: &PgPool, order_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query(
         "UPDATE stock_restore_journal SET redis_restored_at = now()
          WHERE order_id = $1 AND redis_restored_at IS NULL",
@@ -118,7 +121,7 @@ pub async fn mark_given_back(pool: &PgPool, order_id: Uuid) -> Result<(), sqlx::
 
 /// Give-backs Redis is still owed, journaled more than `older_than` ago (younger ones are
 /// most likely still being given back by the cancel that wrote them).
-pub async fn owed_give_backs(
+pub(crate) async fn owed_give_backs(
     pool: &PgPool,
     older_than: Duration,
     limit: i64,
@@ -138,7 +141,7 @@ pub async fn owed_give_backs(
 
 /// `UNPAID` orders whose deadline passed more than `grace` ago, oldest first: their timeout
 /// message was lost or is stuck.
-pub async fn overdue_unpaid(
+pub(crate) async fn overdue_unpaid(
     pool: &PgPool,
     grace: Duration,
     limit: i64,

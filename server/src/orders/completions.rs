@@ -21,26 +21,26 @@ use crate::orders::{
 
 /// An order this batch moved to `UNPAID`.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
-pub struct Completed {
-    pub order_id: Uuid,
+pub(crate) struct Completed {
+    pub(crate) order_id: Uuid,
     /// Its activity's pay timeout: the delay queue its timeout goes to.
-    pub pay_timeout_s: i32,
+    pub(crate) pay_timeout_s: i32,
     /// Seconds from the pre-order's commit to its completion.
-    pub lag_s: f64,
+    pub(crate) lag_s: f64,
 }
 
 /// What one batch did.
 #[derive(Debug, Default)]
-pub struct BatchOutcome {
-    pub completed: Vec<Completed>,
+pub(crate) struct BatchOutcome {
+    pub(crate) completed: Vec<Completed>,
     /// Orders the stock no longer covered: now `FAILED`; Redis is owed their units.
-    pub failed: Vec<GiveBack>,
+    pub(crate) failed: Vec<GiveBack>,
     /// Events processed before (a redelivery or a duplicate publish): nothing changed.
-    pub skipped: Vec<Uuid>,
+    pub(crate) skipped: Vec<Uuid>,
 }
 
 impl BatchOutcome {
-    pub fn absorb(&mut self, other: BatchOutcome) {
+    pub(crate) fn absorb(&mut self, other: BatchOutcome) {
         self.completed.extend(other.completed);
         self.failed.extend(other.failed);
         self.skipped.extend(other.skipped);
@@ -56,7 +56,7 @@ struct Candidate {
 }
 
 /// Completes the orders of `event_ids` (distinct) as consumer `consumer`, in one transaction.
-pub async fn complete(
+pub(crate) async fn complete(
     pool: &PgPool,
     consumer: &str,
     event_ids: &[Uuid],
@@ -306,7 +306,7 @@ async fn fail(
 
 /// Pay timeouts of these orders that are `UNPAID` now, for re-scheduling after a
 /// redelivery (the first delivery may have died between its commit and its schedule).
-pub async fn unpaid_timeouts(
+pub(crate) async fn unpaid_timeouts(
     pool: &PgPool,
     order_ids: &[Uuid],
 ) -> Result<Vec<(Uuid, i32)>, sqlx::Error> {

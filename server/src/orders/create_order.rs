@@ -30,7 +30,7 @@ use crate::{
 };
 
 /// The consumer's name in `processed_events`.
-pub const CONSUMER: &str = "create-order";
+pub(crate) const CONSUMER: &str = "create-order";
 
 /// Batches worked on at once: enough to overlap a transaction with the previous batch's
 /// confirms; more would only queue on the item row and the WAL flush.

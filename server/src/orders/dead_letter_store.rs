@@ -8,27 +8,27 @@ use sqlx::{PgPool, Postgres, Transaction};
 
 /// A message taken from the dead-letter queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewDeadLetter {
-    pub source_queue: String,
-    pub routing_key: String,
-    pub message_id: Option<String>,
-    pub payload: Vec<u8>,
-    pub reason: String,
-    pub death_count: i64,
+pub(crate) struct NewDeadLetter {
+    pub(crate) source_queue: String,
+    pub(crate) routing_key: String,
+    pub(crate) message_id: Option<String>,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) reason: String,
+    pub(crate) death_count: i64,
 }
 
 /// A waiting dead letter, locked for requeue.
 #[derive(Clone, Debug, sqlx::FromRow)]
-pub struct Waiting {
-    pub id: i64,
-    pub routing_key: String,
-    pub message_id: Option<String>,
-    pub payload: Vec<u8>,
+pub(crate) struct Waiting {
+    pub(crate) id: i64,
+    pub(crate) routing_key: String,
+    pub(crate) message_id: Option<String>,
+    pub(crate) payload: Vec<u8>,
 }
 
 /// Where a dead letter stands when someone asks to requeue it.
 #[derive(Debug)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     Waiting(Waiting),
     Requeued {
         by: Option<String>,
@@ -72,7 +72,10 @@ const COLUMNS: &str = "id, source_queue, routing_key, message_id, payload, reaso
                        received_at, requeued_at, requeued_by";
 
 /// Stores a batch from the sink in one statement.
-pub async fn insert_many(pool: &PgPool, letters: &[NewDeadLetter]) -> Result<(), sqlx::Error> {
+pub(crate) async fn insert_many(
+    pool: &PgPool,
+    letters: &[NewDeadLetter],
+) -> Result<(), sqlx::Error> {
     if letters.is_empty() {
         return Ok(());
     }
@@ -98,7 +101,7 @@ pub async fn insert_many(pool: &PgPool, letters: &[NewDeadLetter]) -> Result<(),
 }
 
 /// `limit` dead letters after `offset`: the waiting ones first, newest first within each.
-pub async fn list(
+pub(crate) async fn list(
     pool: &PgPool,
     limit: i64,
     offset: i64,
@@ -114,7 +117,7 @@ pub async fn list(
     Ok(rows.into_iter().map(DeadLetterView::from).collect())
 }
 
-pub async fn get(pool: &PgPool, id: i64) -> Result<Option<DeadLetterView>, sqlx::Error> {
+pub(crate) async fn get(pool: &PgPool, id: i64) -> Result<Option<DeadLetterView>, sqlx::Error> {
     let row: Option<Row> =
         sqlx::query_as(&format!("SELECT {COLUMNS} FROM dead_letters WHERE id = $1"))
             .bind(id)
@@ -124,7 +127,7 @@ pub async fn get(pool: &PgPool, id: i64) -> Result<Option<DeadLetterView>, sqlx:
 }
 
 /// Dead letters not requeued yet (the DLQ depth the console and the gauge show).
-pub async fn waiting_count(pool: &PgPool) -> Result<i64, sqlx::Error> {
+pub(crate) async fn waiting_count(pool: &PgPool) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE requeued_at IS NULL")
         .fetch_one(pool)
         .await
@@ -141,7 +144,10 @@ struct Locked {
 
 /// Locks one dead letter for requeue; a concurrent requeue of the same row waits here and
 /// then finds it requeued.
-pub async fn lock(tx: &mut Transaction<'_, Postgres>, id: i64) -> Result<Lookup, sqlx::Error> {
+pub(crate) async fn lock(
+    tx: &mut Transaction<'_, Postgres>,
+    id: i64,
+) -> Result<Lookup, sqlx::Error> {
     let row: Option<Locked> = sqlx::query_as(
         "SELECT routing_key, message_id, payload, requeued_at, requeued_by
          FROM dead_letters WHERE id = $1 FOR UPDATE",
@@ -170,7 +176,7 @@ pub async fn lock(tx: &mut Transaction<'_, Postgres>, id: i64) -> Result<Lookup,
 
 /// Locks up to `limit` waiting dead letters with ids above `after`, oldest first, skipping
 /// those another requeue holds.
-pub async fn lock_waiting(
+pub(crate) async fn lock_waiting(
     tx: &mut Transaction<'_, Postgres>,
     after: i64,
     limit: i64,
@@ -185,7 +191,7 @@ pub async fn lock_waiting(
     .await
 }
 
-pub async fn mark_requeued(
+pub(crate) async fn mark_requeued(
     tx: &mut Transaction<'_, Postgres>,
     ids: &[i64],
     by: &str,

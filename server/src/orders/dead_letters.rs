@@ -29,14 +29,14 @@ use crate::{
 };
 
 /// Dead letters per page of the listing.
-pub const PER_PAGE: i64 = 50;
+pub(crate) const PER_PAGE: i64 = 50;
 /// Dead letters sent back per transaction by a requeue-all.
 const REQUEUE_CHUNK: i64 = 200;
 /// How long the sink waits before returning a batch it could not store.
 const STORE_RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 /// Starts the DLQ sink; it runs until the task is aborted.
-pub fn spawn_sink(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn_sink(state: &AppState) -> tokio::task::JoinHandle<()> {
     let settings = &state.settings.pipeline;
     let spec = ConsumerSpec {
         name: "dlq-sink",
@@ -77,14 +77,14 @@ impl BatchHandler for Sink {
 
 /// Where and why a message died, from its `x-death` headers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Death {
-    pub queue: String,
-    pub reason: String,
-    pub count: i64,
+pub(crate) struct Death {
+    pub(crate) queue: String,
+    pub(crate) reason: String,
+    pub(crate) count: i64,
 }
 
 /// The latest death (`x-death` is most recent first), else the `x-first-death-*` headers.
-pub fn death(headers: Option<&FieldTable>) -> Death {
+pub(crate) fn death(headers: Option<&FieldTable>) -> Death {
     let unknown = || "unknown".to_owned();
     let Some(headers) = headers else {
         return Death {
@@ -130,7 +130,7 @@ fn dead_letter(delivery: &Delivery) -> NewDeadLetter {
 }
 
 /// One page (1-based) of dead letters, the waiting ones first.
-pub async fn list(state: &AppState, actor: &Actor, page: i64) -> ApiResult<DeadLetterPage> {
+pub(crate) async fn list(state: &AppState, actor: &Actor, page: i64) -> ApiResult<DeadLetterPage> {
     crate::admin::authorize(actor, contract::Permission::WatchOperations)?;
     let window = PageWindow::new(page, PER_PAGE).map_err(ApiError::BadRequest)?;
     let (dead_letters, has_more) =
@@ -148,7 +148,7 @@ pub async fn list(state: &AppState, actor: &Actor, page: i64) -> ApiResult<DeadL
 
 /// Sends one dead letter back to its routing key, once: a second requeue answers 409
 /// `ALREADY_REQUEUED`. Returns the dead letter as it is now.
-pub async fn requeue(
+pub(crate) async fn requeue(
     state: &AppState,
     actor: &Actor,
     source: Source,
@@ -198,7 +198,7 @@ pub async fn requeue(
 
 /// Sends every waiting dead letter back (in chunks, each its own transaction); returns how
 /// many went. Ones RabbitMQ does not take stay waiting and are not retried by this call.
-pub async fn requeue_all(
+pub(crate) async fn requeue_all(
     state: &AppState,
     actor: &Actor,
     source: Source,

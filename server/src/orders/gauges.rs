@@ -15,7 +15,7 @@ use crate::{
 
 const REFRESH: Duration = Duration::from_secs(5);
 
-pub fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
     let state = state.clone();
     tokio::spawn(async move {
         let mut database = QuietWarnings::new("pipeline gauges (PostgreSQL)");

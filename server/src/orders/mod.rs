@@ -11,24 +11,24 @@
 //! in [`Pipeline::topology`], [`consume::consume_forever`] keeps a batch consumer alive
 //! on its own channel, and [`Pipeline::scheduler`] publishes (re-)delays with confirms.
 
-pub mod admin;
-pub mod admin_store;
-pub mod cancellations;
-pub mod completions;
+pub(crate) mod admin;
+pub(crate) mod admin_store;
+pub(crate) mod cancellations;
+pub(crate) mod completions;
 pub mod create_order;
-pub mod dead_letter_store;
-pub mod dead_letters;
-pub mod gauges;
+pub(crate) mod dead_letter_store;
+pub(crate) mod dead_letters;
+pub(crate) mod gauges;
 pub mod mq;
-pub mod outbox;
+pub(crate) mod outbox;
 pub mod pay_timeout;
-pub mod recordings;
-pub mod relay;
-pub mod release;
-pub mod routes;
-pub mod rules;
-pub mod status;
-pub mod workers;
+pub(crate) mod recordings;
+pub(crate) mod relay;
+pub(crate) mod release;
+pub(crate) mod routes;
+pub(crate) mod rules;
+pub(crate) mod status;
+pub(crate) mod workers;
 
 use sqlx::PgPool;
 use std::{sync::Arc, time::Duration};
@@ -50,16 +50,21 @@ pub struct Pipeline {
     /// This deployment's exchange and queue names.
     pub topology: Arc<Topology>,
     /// The buy path's non-blocking publisher of create-order events.
-    pub publisher: Publisher,
+    pub(crate) publisher: Publisher,
     /// Publishes pay timeouts into their delay queues, with confirms.
-    pub scheduler: Broker,
+    pub(crate) scheduler: Broker,
     /// Publishes for the relay, the replay and dead-letter requeues, with confirms.
     pub control: Broker,
 }
 
 impl Pipeline {
     /// Prepares the publishers; nothing connects until the first publish.
-    pub fn new(link: &AmqpLink, settings: &Settings, db: &PgPool, metrics: &Metrics) -> Self {
+    pub(crate) fn new(
+        link: &AmqpLink,
+        settings: &Settings,
+        db: &PgPool,
+        metrics: &Metrics,
+    ) -> Self {
         let topology = Arc::new(Topology::new(&settings.amqp_prefix, &settings.pipeline));
         let confirm_timeout = Duration::from_millis(settings.pipeline.confirm_timeout_ms);
         let broker = |role| {

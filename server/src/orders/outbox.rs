@@ -11,44 +11,44 @@ use uuid::Uuid;
 
 /// An outbox row taken for publishing.
 #[derive(Clone, Debug, sqlx::FromRow)]
-pub struct Claimed {
-    pub id: i64,
-    pub event_id: Uuid,
-    pub topic: String,
-    pub payload: serde_json::Value,
+pub(crate) struct Claimed {
+    pub(crate) id: i64,
+    pub(crate) event_id: Uuid,
+    pub(crate) topic: String,
+    pub(crate) payload: serde_json::Value,
     /// Attempts so far, this one included.
-    pub attempts: i32,
+    pub(crate) attempts: i32,
 }
 
 /// A row whose publish failed, with its next wait.
-pub struct Failure {
-    pub id: i64,
-    pub retry_in: Duration,
-    pub error: String,
+pub(crate) struct Failure {
+    pub(crate) id: i64,
+    pub(crate) retry_in: Duration,
+    pub(crate) error: String,
 }
 
 /// Rows per status that the console and the gauges watch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counts {
-    pub pending: i64,
-    pub failed: i64,
-    pub recorded: i64,
+pub(crate) struct Counts {
+    pub(crate) pending: i64,
+    pub(crate) failed: i64,
+    pub(crate) recorded: i64,
 }
 
 /// A row the relay gave up on.
 #[derive(Clone, Debug, sqlx::FromRow)]
-pub struct FailedRow {
-    pub id: i64,
-    pub event_id: Uuid,
-    pub topic: String,
-    pub attempts: i32,
-    pub last_error: Option<String>,
-    pub created_at: chrono::DateTime<chrono::Utc>,
+pub(crate) struct FailedRow {
+    pub(crate) id: i64,
+    pub(crate) event_id: Uuid,
+    pub(crate) topic: String,
+    pub(crate) attempts: i32,
+    pub(crate) last_error: Option<String>,
+    pub(crate) created_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Marks the rows of these events `sent` (those still pending; a row already sent or
 /// given up on stays as it is).
-pub async fn mark_sent(pool: &PgPool, event_ids: &[Uuid]) -> Result<u64, sqlx::Error> {
+pub(crate) async fn mark_sent(pool: &PgPool, event_ids: &[Uuid]) -> Result<u64, sqlx::Error> {
     if event_ids.is_empty() {
         return Ok(0);
     }
@@ -64,7 +64,7 @@ pub async fn mark_sent(pool: &PgPool, event_ids: &[Uuid]) -> Result<u64, sqlx::E
 
 /// Claims up to `limit` pending rows written more than `grace` ago and due for an attempt:
 /// counts the attempt and leases the row for `lease`, so no other relay takes it meanwhile.
-pub async fn claim_due(
+pub(crate) async fn claim_due(
     pool: &PgPool,
     grace: Duration,
     lease: Duration,
@@ -90,7 +90,7 @@ pub async fn claim_due(
 
 /// Records failed attempts: the error and the next attempt's time, or `failed` for rows
 /// that used up `max_attempts`.
-pub async fn record_failures(
+pub(crate) async fn record_failures(
     pool: &PgPool,
     failures: &[Failure],
     max_attempts: i32,
@@ -119,7 +119,7 @@ pub async fn record_failures(
 
 /// Turns up to `limit` recorded rows (oldest first) into pending ones leased for `lease`,
 /// and returns them: each recorded row is taken by exactly one replay.
-pub async fn claim_recorded(
+pub(crate) async fn claim_recorded(
     pool: &PgPool,
     lease: Duration,
     limit: i64,
@@ -139,7 +139,7 @@ pub async fn claim_recorded(
 }
 
 /// One count per status, each answered from its partial index (sent rows are never read).
-pub async fn counts(pool: &PgPool) -> Result<Counts, sqlx::Error> {
+pub(crate) async fn counts(pool: &PgPool) -> Result<Counts, sqlx::Error> {
     let (pending, failed, recorded) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM outbox WHERE status = 'pending'),
                 (SELECT count(*) FROM outbox WHERE status = 'failed'),
@@ -155,7 +155,7 @@ pub async fn counts(pool: &PgPool) -> Result<Counts, sqlx::Error> {
 }
 
 /// The newest rows the relay gave up on.
-pub async fn failed_rows(pool: &PgPool, limit: i64) -> Result<Vec<FailedRow>, sqlx::Error> {
+pub(crate) async fn failed_rows(pool: &PgPool, limit: i64) -> Result<Vec<FailedRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, event_id, topic, attempts, last_error, created_at FROM outbox
          WHERE status = 'failed' ORDER BY id DESC LIMIT $1",

@@ -37,7 +37,7 @@ use crate::{
 };
 
 /// The consumer's name in logs and its consumer tag.
-pub const CONSUMER: &str = "pay-timeout";
+pub(crate) const CONSUMER: &str = "pay-timeout";
 /// Messages one consumer works on at once (each is a few short statements).
 const CONCURRENCY: usize = 16;
 /// A message this early is held until the deadline; an earlier one goes back into a delay
@@ -145,7 +145,7 @@ pub async fn settle_overdue(
 
 /// Gives a cancelled order's units back to Redis, retrying a few times; records success in
 /// the journal. On failure the journal row keeps `redis_restored_at` NULL for the scanner.
-pub async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -> bool {
+pub(crate) async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -> bool {
     let attempts = state.settings.pipeline.redis_giveback_attempts.max(1);
     let mut wait = GIVEBACK_FIRST_WAIT;
     for attempt in 1..=attempts {
@@ -191,7 +191,7 @@ pub async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -> bool 
 
 /// Starts the pay-timeout consumer and the leader's scanner, in one task that runs until
 /// it is aborted.
-pub fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
     let consumer = consume_pay_timeouts(state);
     let scanner = scan_while_leading(state.clone());
     tokio::spawn(async move {

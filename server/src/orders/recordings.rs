@@ -23,7 +23,7 @@ use crate::{
 const REPLAY_CHUNK: i64 = 500;
 
 /// Replays every recorded pre-order; audited with the reason and the figures.
-pub async fn replay(
+pub(crate) async fn replay(
     state: &AppState,
     actor: &Actor,
     source: Source,

@@ -24,7 +24,7 @@ use crate::{
 const RELAY_BATCH: i64 = 500;
 
 /// Runs the relay for as long as the task runs, while this instance leads.
-pub async fn run(state: AppState) {
+pub(crate) async fn run(state: AppState) {
     let interval = Duration::from_millis(state.settings.pipeline.relay_interval_ms.max(10));
     let mut leadership = state.leadership.clone();
     let mut warnings = QuietWarnings::new("outbox relay");
@@ -42,7 +42,7 @@ pub async fn run(state: AppState) {
 }
 
 /// Publishes every row due now; returns how many were confirmed.
-pub async fn relay_due(state: &AppState) -> Result<usize, sqlx::Error> {
+pub(crate) async fn relay_due(state: &AppState) -> Result<usize, sqlx::Error> {
     let settings = &state.settings.pipeline;
     let grace = Duration::from_millis(settings.relay_grace_ms);
     let mut relayed = 0;
@@ -57,14 +57,14 @@ pub async fn relay_due(state: &AppState) -> Result<usize, sqlx::Error> {
 }
 
 /// How long a claimed row is left alone by other relays: long enough for its confirm.
-pub fn lease(state: &AppState) -> Duration {
+pub(crate) fn lease(state: &AppState) -> Duration {
     Duration::from_millis(state.settings.pipeline.confirm_timeout_ms) * 2
 }
 
 /// Publishes claimed rows with confirms; confirmed ones become `sent`, the others get their
 /// error, their next attempt's time, or `failed` once out of attempts. Returns how many
 /// were confirmed.
-pub async fn publish_claimed(
+pub(crate) async fn publish_claimed(
     state: &AppState,
     broker: &Broker,
     claimed: &[Claimed],
@@ -131,7 +131,7 @@ fn failure(state: &AppState, row: &Claimed, error: String) -> Failure {
 const FAILED_ROWS_SHOWN: i64 = 100;
 
 /// What the relay is up to, for the console and `GET /admin/api/outbox` (ops, SRE, admin).
-pub async fn summary(state: &AppState, actor: &Actor) -> ApiResult<OutboxSummary> {
+pub(crate) async fn summary(state: &AppState, actor: &Actor) -> ApiResult<OutboxSummary> {
     crate::admin::authorize(actor, contract::Permission::WatchOperations)?;
     let counts = outbox::counts(&state.db).await?;
     let failed_rows = outbox::failed_rows(&state.db, FAILED_ROWS_SHOWN)

@@ -9,12 +9,12 @@ use uuid::Uuid;
 
 /// An order whose units go back to stock.
 #[derive(Clone, Debug, sqlx::FromRow)]
-pub struct Released {
-    pub order_id: Uuid,
-    pub activity_id: i64,
-    pub item_id: i64,
-    pub user_id: i64,
-    pub quantity: i32,
+pub(crate) struct Released {
+    pub(crate) order_id: Uuid,
+    pub(crate) activity_id: i64,
+    pub(crate) item_id: i64,
+    pub(crate) user_id: i64,
+    pub(crate) quantity: i32,
 }
 
 /// Gives the order's units back inside `tx`: `allocated` and the buyer's holding always,
@@ -24,7 +24,7 @@ pub struct Released {
 /// The caller has already moved the order out of a stock-holding state in `tx` under a
 /// status guard (and, for cancellations, inserted the restore-journal row), so a second
 /// caller for the same order finds nothing to move and never reaches this.
-pub async fn release(
+pub(crate) async fn release(
     tx: &mut Transaction<'_, Postgres>,
     order: &Released,
     counted_as_sold: bool,

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 /// A pre-order the create-order consumer wants to complete, in arrival order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Claim {
-    pub quantity: i64,
+pub(crate) struct Claim {
+    pub(crate) quantity: i64,
 }
 
 /// Splits one item's claims (oldest first) into those `left` units cover and those they do
 /// not, first come first served: an order that does not fit fails, a later smaller one
 /// may still fit. Returns the indexes of the fitting claims.
-pub fn fit_within_stock(claims: &[Claim], left: i64) -> Vec<usize> {
+pub(crate) fn fit_within_stock(claims: &[Claim], left: i64) -> Vec<usize> {
     let mut left = left;
     let mut fitting = Vec::with_capacity(claims.len());
     for (index, claim) in claims.iter().enumerate() {
@@ -26,11 +26,11 @@ pub fn fit_within_stock(claims: &[Claim], left: i64) -> Vec<usize> {
 }
 
 /// Longest wait between two relay attempts at one outbox row.
-pub const MAX_RELAY_BACKOFF: Duration = Duration::from_secs(300);
+pub(crate) const MAX_RELAY_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Wait before the next attempt after `attempts` failed ones: `base`, doubled per failure,
 /// at most [`MAX_RELAY_BACKOFF`], so a broker outage is not hammered by every pending row.
-pub fn relay_backoff(attempts: i32, base: Duration) -> Duration {
+pub(crate) fn relay_backoff(attempts: i32, base: Duration) -> Duration {
     let doublings = attempts.saturating_sub(1).clamp(0, 20) as u32;
     base.saturating_mul(1 << doublings).min(MAX_RELAY_BACKOFF)
 }

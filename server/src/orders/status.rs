@@ -3,11 +3,11 @@
 //! `CANCELLED → REFUND_PENDING`. Storage moves an order only along these edges, always
 //! with a `WHERE status = <from>` guard, so two racing writers cannot both move it.
 
-pub use contract::OrderStatus;
+pub(crate) use contract::OrderStatus;
 
 /// What a payment notification does to an order in `current` state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PaymentEffect {
+pub(crate) enum PaymentEffect {
     /// `UNPAID → PAID`.
     MarkPaid,
     /// Already paid or already flagged for refund: a repeated callback changes nothing.
@@ -18,7 +18,7 @@ pub enum PaymentEffect {
     Refuse,
 }
 
-pub fn payment_effect(current: OrderStatus) -> PaymentEffect {
+pub(crate) fn payment_effect(current: OrderStatus) -> PaymentEffect {
     match current {
         OrderStatus::Unpaid => PaymentEffect::MarkPaid,
         OrderStatus::Paid | OrderStatus::RefundPending => PaymentEffect::AlreadyApplied,

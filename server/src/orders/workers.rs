@@ -12,7 +12,7 @@ use crate::{
 /// outbox relay (it works only while this instance leads), the gauges and the pay-timeout
 /// consumer. Returns their
 /// handles; aborting one stops that worker.
-pub fn spawn(state: &AppState) -> Vec<JoinHandle<()>> {
+pub(crate) fn spawn(state: &AppState) -> Vec<JoinHandle<()>> {
     vec![
         create_order::spawn(state),
         dead_letters::spawn_sink(state),

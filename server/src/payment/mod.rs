@@ -5,12 +5,12 @@
 //! The pay-timeout consumer asks the gateway before it cancels: an order
 //! whose money reached the center is paid, never cancelled, even if the callback is late.
 
-pub mod notice;
-pub mod routes;
+pub(crate) mod notice;
+pub(crate) mod routes;
 pub mod signature;
-pub mod simulated;
-pub mod status;
-pub mod store;
+pub(crate) mod simulated;
+pub(crate) mod status;
+pub(crate) mod store;
 
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
@@ -28,25 +28,25 @@ use crate::{
 
 /// An order about to be paid.
 #[derive(Clone, Copy, Debug)]
-pub struct Payable {
-    pub order_id: Uuid,
-    pub amount_cents: i64,
+pub(crate) struct Payable {
+    pub(crate) order_id: Uuid,
+    pub(crate) amount_cents: i64,
 }
 
 /// What the payment center knows of an order's money.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PaymentState {
+pub(crate) enum PaymentState {
     Paid { trade_no: String, amount_cents: i64 },
     Unpaid,
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error("the payment center failed: {0}")]
-pub struct GatewayError(#[source] pub anyhow::Error);
+pub(crate) struct GatewayError(#[source] pub anyhow::Error);
 
 /// A payment center as the order system sees it.
 #[async_trait::async_trait]
-pub trait PaymentGateway: Send + Sync {
+pub(crate) trait PaymentGateway: Send + Sync {
     /// Starts paying `order`; returns its trade number. An order with an open trade gets
     /// that trade again, so a repeated pay never charges twice.
     async fn start_trade(&self, order: Payable) -> Result<String, GatewayError>;
@@ -64,19 +64,19 @@ pub trait PaymentGateway: Send + Sync {
 /// The body of a payment-center callback (`POST /api/pay/notify`). Fields a
 /// center adds later are ignored: the signature covers the raw body anyway.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PayNotice {
-    pub trade_no: String,
-    pub order_id: Uuid,
-    pub amount_cents: i64,
+pub(crate) struct PayNotice {
+    pub(crate) trade_no: String,
+    pub(crate) order_id: Uuid,
+    pub(crate) amount_cents: i64,
     /// `paid` or `failed`; a callback never reports a pending trade.
-    pub status: TradeStatus,
+    pub(crate) status: TradeStatus,
     /// When the money arrived; absent for a failed trade.
-    pub paid_at_ms: Option<i64>,
+    pub(crate) paid_at_ms: Option<i64>,
 }
 
 /// What money that reached the center did to its order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Settled {
+pub(crate) enum Settled {
     /// `UNPAID → PAID`.
     Paid,
     /// `CANCELLED → REFUND_PENDING`: it came after the order was cancelled.
@@ -87,7 +87,7 @@ pub enum Settled {
 
 impl Settled {
     /// `None` for an order that cannot take a payment.
-    pub fn of(effect: PaymentEffect) -> Option<Self> {
+    pub(crate) fn of(effect: PaymentEffect) -> Option<Self> {
         match effect {
             PaymentEffect::MarkPaid => Some(Self::Paid),
             PaymentEffect::FlagRefund => Some(Self::RefundPending),
@@ -99,7 +99,7 @@ impl Settled {
 
 /// Records money the center received for the order (from a callback, or found by the
 /// pay-timeout check when the callback is late), counted by `via` and outcome.
-pub async fn record_payment(
+pub(crate) async fn record_payment(
     db: &PgPool,
     metrics: &Metrics,
     order_id: Uuid,

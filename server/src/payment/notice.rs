@@ -10,14 +10,14 @@ use crate::{infra::metrics::Metrics, orders::status::OrderStatus, payment::store
 
 /// What an accepted callback did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Accepted {
+pub(crate) enum Accepted {
     Settled(Settled),
     /// The center reports a failed trade: the order stays as it is (its buyer may pay again).
     TradeFailed,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     #[error("the signature does not match the body")]
     BadSignature,
     #[error("malformed notice: {0}")]
@@ -51,7 +51,7 @@ impl Refused {
 }
 
 /// Verifies and applies one callback.
-pub async fn receive(
+pub(crate) async fn receive(
     db: &PgPool,
     secret: &SecretString,
     metrics: &Metrics,

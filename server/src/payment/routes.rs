@@ -27,7 +27,7 @@ use crate::{
     state::AppState,
 };
 
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/orders/{id}/pay", post(pay))
         .route("/pay/notify", post(notify))

@@ -22,7 +22,7 @@ pub fn sign(secret: &SecretString, body: &[u8]) -> String {
 
 /// Whether `header` is the signature of `body`. Uppercase hex is refused like any other
 /// tampering: the contract says lowercase.
-pub fn verify(secret: &SecretString, body: &[u8], header: Option<&str>) -> bool {
+pub(crate) fn verify(secret: &SecretString, body: &[u8], header: Option<&str>) -> bool {
     let Some(header) = header else {
         return false;
     };

@@ -30,7 +30,7 @@ const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
 const CALLBACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
-pub struct SimulatedCenter(Arc<Inner>);
+pub(crate) struct SimulatedCenter(Arc<Inner>);
 
 struct Inner {
     db: PgPool,
@@ -42,7 +42,7 @@ struct Inner {
 }
 
 impl SimulatedCenter {
-    pub fn new(
+    pub(crate) fn new(
         db: PgPool,
         secret: SecretString,
         settings: PaymentSettings,

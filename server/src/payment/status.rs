@@ -1,7 +1,7 @@
 //! The state of a trade at the payment center, as the store keeps it and callbacks report it
 //! (the type is the contract's: the console shows it on an order's trades).
 
-pub use contract::TradeStatus;
+pub(crate) use contract::TradeStatus;
 
 #[cfg(test)]
 mod tests {

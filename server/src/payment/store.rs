@@ -16,12 +16,12 @@ use crate::{
 
 /// One trade of the payment center.
 #[derive(Clone, Debug)]
-pub struct Trade {
-    pub trade_no: String,
-    pub order_id: Uuid,
-    pub amount_cents: i64,
-    pub status: TradeStatus,
-    pub paid_at: Option<DateTime<Utc>>,
+pub(crate) struct Trade {
+    pub(crate) trade_no: String,
+    pub(crate) order_id: Uuid,
+    pub(crate) amount_cents: i64,
+    pub(crate) status: TradeStatus,
+    pub(crate) paid_at: Option<DateTime<Utc>>,
 }
 
 type TradeRow = (String, Uuid, i64, String, Option<DateTime<Utc>>);
@@ -43,7 +43,7 @@ fn trade(row: TradeRow) -> Result<Trade, sqlx::Error> {
 
 /// The order's open trade (pending or paid); a new pending one numbered `trade_no` if it has
 /// none. The flag says whether this call created it (only then does anyone settle it).
-pub async fn open_trade(
+pub(crate) async fn open_trade(
     pool: &PgPool,
     order_id: Uuid,
     amount_cents: i64,
@@ -82,7 +82,7 @@ pub async fn open_trade(
 
 /// Moves a pending trade to `paid` or `failed`; `None` when it was no longer pending
 /// (closed by the pay-timeout cancel, so its money never arrives).
-pub async fn settle_trade(
+pub(crate) async fn settle_trade(
     pool: &PgPool,
     trade_no: &str,
     outcome: TradeStatus,
@@ -104,7 +104,7 @@ pub async fn settle_trade(
 ///
 /// Two statements on purpose: the update waits for a settlement in flight on the same row,
 /// and only a statement started after it sees that settlement's `paid`.
-pub async fn close_unless_paid(
+pub(crate) async fn close_unless_paid(
     pool: &PgPool,
     order_id: Uuid,
 ) -> Result<Option<Trade>, sqlx::Error> {
@@ -123,7 +123,10 @@ pub async fn close_unless_paid(
     row.map(trade).transpose()
 }
 
-pub async fn trade_by_number(pool: &PgPool, trade_no: &str) -> Result<Option<Trade>, sqlx::Error> {
+pub(crate) async fn trade_by_number(
+    pool: &PgPool,
+    trade_no: &str,
+) -> Result<Option<Trade>, sqlx::Error> {
     let row: Option<TradeRow> = sqlx::query_as(&format!(
         "SELECT {TRADE_COLUMNS} FROM payment_trades WHERE trade_no = $1"
     ))
@@ -134,7 +137,7 @@ pub async fn trade_by_number(pool: &PgPool, trade_no: &str) -> Result<Option<Tra
 }
 
 /// Counts one callback attempt; `delivered` when the merchant answered 2xx.
-pub async fn count_notify_attempt(
+pub(crate) async fn count_notify_attempt(
     pool: &PgPool,
     trade_no: &str,
     delivered: bool,
@@ -154,7 +157,7 @@ pub async fn count_notify_attempt(
 
 /// What recording a payment did to its order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Recorded {
+pub(crate) enum Recorded {
     /// The order was in `from`; `effect` says what the payment did to it.
     Applied {
         from: OrderStatus,
@@ -170,7 +173,7 @@ pub enum Recorded {
 /// Applies a payment of `amount_cents` to the order, in one transaction under its row lock:
 /// `UNPAID → PAID`, `CANCELLED → REFUND_PENDING`, and nothing for an order already paid
 /// (a repeated callback) or not payable (`domain::order::payment_effect`).
-pub async fn record_payment(
+pub(crate) async fn record_payment(
     pool: &PgPool,
     order_id: Uuid,
     amount_cents: i64,

@@ -6,7 +6,7 @@
 //! committed yet, and re-deriving would hand their stock out twice. Re-deriving during a
 //! live sale is the deduction hand-over's job (`services::deduction`), which uses [`load`].
 
-pub mod routes;
+pub(crate) mod routes;
 
 use contract::Actor;
 use contract::{ActivityKind, PrewarmReport, PrewarmedItem, SaleItem};
@@ -21,7 +21,7 @@ use crate::{
     state::AppState,
 };
 
-pub async fn prewarm(
+pub(crate) async fn prewarm(
     state: &AppState,
     actor: &Actor,
     activity_id: i64,
@@ -54,7 +54,7 @@ pub async fn prewarm(
 /// Derives the activity's Redis state from PostgreSQL (stock = total minus units held by
 /// orders, buyer records, seat map) and adds its keys to the Bloom filter. Returns what was
 /// loaded per item and the Bloom bits newly set.
-pub async fn load(
+pub(crate) async fn load(
     state: &AppState,
     activity: &StoredActivity,
 ) -> ApiResult<(Vec<PrewarmedItem>, i64)> {

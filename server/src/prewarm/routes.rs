@@ -9,7 +9,7 @@ use contract::PrewarmReport;
 
 use crate::{error::ApiResult, prewarm, state::AppState};
 
-pub async fn prewarm(
+pub(crate) async fn prewarm(
     State(state): State<AppState>,
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,
@@ -18,6 +18,8 @@ pub async fn prewarm(
     Ok(Json(prewarm::prewarm(&state, &actor, id).await?))
 }
 
-pub fn admin(routes: crate::admin::routes::AdminRoutes) -> crate::admin::routes::AdminRoutes {
+pub(crate) fn admin(
+    routes: crate::admin::routes::AdminRoutes,
+) -> crate::admin::routes::AdminRoutes {
     routes.post("/activities/{id}/prewarm", prewarm)
 }

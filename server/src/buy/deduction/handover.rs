@@ -14,7 +14,7 @@ use crate::{
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Follows the deduction switch for the life of the process.
-pub fn spawn(state: AppState) {
+pub(crate) fn spawn(state: AppState) {
     tokio::spawn(async move {
         let mut changes = state.switches.subscribe();
         loop {

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::{catalog::service as catalog, error::ApiResult, state::AppState};
 
-pub async fn create(
+pub(crate) async fn create(
     State(state): State<AppState>,
     actor: Actor,
     input: Result<Json<ActivityInput>, JsonRejection>,
@@ -24,7 +24,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
 }
 
-pub async fn update(
+pub(crate) async fn update(
     State(state): State<AppState>,
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,
@@ -35,14 +35,14 @@ pub async fn update(
     Ok(Json(json!({ "id": id })))
 }
 
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<AppState>,
     actor: Actor,
 ) -> ApiResult<Json<Vec<ActivitySummary>>> {
     Ok(Json(catalog::list_activities(&state, &actor).await?))
 }
 
-pub async fn read(
+pub(crate) async fn read(
     State(state): State<AppState>,
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::{catalog::service as catalog, error::ApiResult, state::AppState};
 
-pub async fn create(
+pub(crate) async fn create(
     State(state): State<AppState>,
     actor: Actor,
     input: Result<Json<ItemInput>, JsonRejection>,
@@ -21,7 +21,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
 }
 
-pub async fn update(
+pub(crate) async fn update(
     State(state): State<AppState>,
     actor: Actor,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
@@ -32,11 +32,14 @@ pub async fn update(
     Ok(Json(json!({ "id": id })))
 }
 
-pub async fn list(State(state): State<AppState>, actor: Actor) -> ApiResult<Json<Vec<Item>>> {
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    actor: Actor,
+) -> ApiResult<Json<Vec<Item>>> {
     Ok(Json(catalog::list_items(&state, &actor).await?))
 }
 
-pub async fn read(
+pub(crate) async fn read(
     State(state): State<AppState>,
     actor: Actor,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,

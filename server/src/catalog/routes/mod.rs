@@ -5,7 +5,7 @@ use crate::admin::routes::AdminRoutes;
 mod activities;
 mod items;
 
-pub fn admin(routes: AdminRoutes) -> AdminRoutes {
+pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {
     routes
         .get("/items", items::list)
         .post("/items", items::create)

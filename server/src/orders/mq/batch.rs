@@ -12,7 +12,7 @@ use std::time::Duration;
 /// The next batch: waits for a first delivery, then takes up to `max` within `wait`.
 /// `None` when the consumer has ended (channel closed, consumer cancelled); an error is
 /// logged and ends the consumer too, after the deliveries already gathered.
-pub async fn next_batch(
+pub(crate) async fn next_batch(
     consumer: &mut Consumer,
     max: usize,
     wait: Duration,
@@ -42,7 +42,7 @@ pub async fn next_batch(
 /// Acks every delivery up to the last of `settled` in one frame (`multiple`). Deliveries
 /// of the batch that were nacked before stay nacked: a multiple-ack only covers tags still
 /// outstanding. A failed ack means the channel is gone, and the broker redelivers.
-pub async fn ack_all(settled: &[&Delivery]) {
+pub(crate) async fn ack_all(settled: &[&Delivery]) {
     if let Some(last) = settled.iter().max_by_key(|d| d.delivery_tag) {
         if let Err(error) = last.acker.ack(BasicAckOptions { multiple: true }).await {
             tracing::warn!(error = %error, "ack failed; the broker will redeliver");
@@ -52,7 +52,7 @@ pub async fn ack_all(settled: &[&Delivery]) {
 
 /// Returns one delivery to its queue; the quorum queue counts it towards the delivery
 /// limit and dead-letters it past that.
-pub async fn requeue(delivery: &Delivery) {
+pub(crate) async fn requeue(delivery: &Delivery) {
     if let Err(error) = delivery
         .acker
         .nack(BasicNackOptions {
@@ -66,7 +66,7 @@ pub async fn requeue(delivery: &Delivery) {
 }
 
 /// Returns every delivery up to the last of `deliveries` to the queue in one frame.
-pub async fn requeue_all(deliveries: &[&Delivery]) {
+pub(crate) async fn requeue_all(deliveries: &[&Delivery]) {
     if let Some(last) = deliveries.iter().max_by_key(|d| d.delivery_tag) {
         if let Err(error) = last
             .acker

@@ -42,7 +42,7 @@ pub enum BrokerError {
 }
 
 /// Opens a channel (confirm mode and prefetch as asked) and declares the topology on it.
-pub async fn open_channel(
+pub(crate) async fn open_channel(
     link: &AmqpLink,
     topology: &Topology,
     confirms: bool,
@@ -118,7 +118,7 @@ struct Slot {
 }
 
 /// Publishes sent to the broker, whose confirms are still to come.
-pub struct Confirms {
+pub(crate) struct Confirms {
     pending: Vec<Option<PublisherConfirm>>,
     sent_at: Instant,
     timeout: Duration,
@@ -144,7 +144,7 @@ impl Broker {
         }))
     }
 
-    pub fn topology(&self) -> &Topology {
+    pub(crate) fn topology(&self) -> &Topology {
         &self.0.topology
     }
 
@@ -186,7 +186,7 @@ impl Broker {
 
     /// Publishes every message now (mandatory, persistent); the confirms come later. A
     /// message the channel refused to send is unconfirmed from the start.
-    pub async fn send(&self, messages: &[Outgoing]) -> Result<Confirms, BrokerError> {
+    pub(crate) async fn send(&self, messages: &[Outgoing]) -> Result<Confirms, BrokerError> {
         let channel = self.channel().await?;
         let sent_at = Instant::now();
         let mut pending = Vec::with_capacity(messages.len());
@@ -227,7 +227,7 @@ impl Broker {
 
     /// Schedules pay timeouts: each order into the delay queue of its seconds (declared
     /// on first use on this channel). Per order, whether the broker took it.
-    pub async fn schedule_pay_timeouts(
+    pub(crate) async fn schedule_pay_timeouts(
         &self,
         orders: &[(uuid::Uuid, u32)],
     ) -> Result<Vec<bool>, BrokerError> {
@@ -270,7 +270,7 @@ impl Broker {
 impl Confirms {
     /// Waits for every confirm until the deadline: `true` where the broker acked the
     /// message and routed it; a nack, a return (unroutable) or silence is `false`.
-    pub async fn wait(self) -> Vec<bool> {
+    pub(crate) async fn wait(self) -> Vec<bool> {
         let sent_at = self.sent_at;
         let deadline = tokio::time::Instant::from_std(sent_at + self.timeout);
         let latency = self

@@ -27,36 +27,36 @@ use crate::{
 
 /// What a consumer consumes, and how.
 #[derive(Clone, Debug)]
-pub struct ConsumerSpec {
+pub(crate) struct ConsumerSpec {
     /// Names the consumer in logs and its consumer tag.
-    pub name: &'static str,
-    pub queue: String,
+    pub(crate) name: &'static str,
+    pub(crate) queue: String,
     /// Unacknowledged deliveries held at most.
-    pub prefetch: u16,
+    pub(crate) prefetch: u16,
     /// Deliveries handled together at most, and how long the first waits for company.
-    pub batch_max: usize,
-    pub batch_wait: Duration,
+    pub(crate) batch_max: usize,
+    pub(crate) batch_wait: Duration,
     /// How long opening the channel may take.
-    pub open_timeout: Duration,
+    pub(crate) open_timeout: Duration,
 }
 
 /// Handles one batch; must settle (ack or nack) every delivery in it.
-pub trait BatchHandler: Send + Sync + 'static {
+pub(crate) trait BatchHandler: Send + Sync + 'static {
     fn handle(&self, batch: Vec<Delivery>) -> impl Future<Output = ()> + Send;
 }
 
 /// What a [`PipelinedHandler`] decided for one batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// Indexes of deliveries to return to the queue one by one (towards the delivery limit).
-    pub returned: Vec<usize>,
+    pub(crate) returned: Vec<usize>,
     /// Ack the others; when false they go back to the queue too.
-    pub ack_rest: bool,
+    pub(crate) ack_rest: bool,
 }
 
 /// Works on up to [`in_flight`](Self::in_flight) batches at once; never settles deliveries
 /// itself.
-pub trait PipelinedHandler: Send + Sync + 'static {
+pub(crate) trait PipelinedHandler: Send + Sync + 'static {
     fn in_flight(&self) -> usize;
     /// The work on `batch`, taking from it what it needs.
     fn work(&self, batch: &[Delivery]) -> impl Future<Output = Verdict> + Send + 'static;
@@ -66,7 +66,7 @@ const FIRST_PAUSE: Duration = Duration::from_millis(200);
 const LONGEST_PAUSE: Duration = Duration::from_secs(5);
 
 /// Consumes `spec.queue` with `handler`, one batch at a time, for as long as the task runs.
-pub async fn consume_forever<H: BatchHandler>(
+pub(crate) async fn consume_forever<H: BatchHandler>(
     link: AmqpLink,
     topology: Arc<Topology>,
     spec: ConsumerSpec,
@@ -76,7 +76,7 @@ pub async fn consume_forever<H: BatchHandler>(
 }
 
 /// Consumes `spec.queue` with `handler`, several batches at once, for as long as the task runs.
-pub async fn consume_pipelined<H: PipelinedHandler>(
+pub(crate) async fn consume_pipelined<H: PipelinedHandler>(
     link: AmqpLink,
     topology: Arc<Topology>,
     spec: ConsumerSpec,
@@ -214,7 +214,7 @@ async fn session<D: Drain>(
 
 /// Warns about a failing background job at most once per interval, so an outage cannot
 /// fill the disk; says once when it works again.
-pub struct QuietWarnings {
+pub(crate) struct QuietWarnings {
     job: &'static str,
     last_warned: Option<Instant>,
     failing: bool,
@@ -223,7 +223,7 @@ pub struct QuietWarnings {
 const WARN_EVERY: Duration = Duration::from_secs(30);
 
 impl QuietWarnings {
-    pub fn new(job: &'static str) -> Self {
+    pub(crate) fn new(job: &'static str) -> Self {
         Self {
             job,
             last_warned: None,
@@ -231,7 +231,7 @@ impl QuietWarnings {
         }
     }
 
-    pub fn failed(&mut self, error: &dyn std::fmt::Display) {
+    pub(crate) fn failed(&mut self, error: &dyn std::fmt::Display) {
         self.failing = true;
         if self.last_warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
             self.last_warned = Some(Instant::now());
@@ -241,7 +241,7 @@ impl QuietWarnings {
         }
     }
 
-    pub fn recovered(&mut self) {
+    pub(crate) fn recovered(&mut self) {
         if std::mem::take(&mut self.failing) {
             tracing::info!(job = self.job, "working again");
         }

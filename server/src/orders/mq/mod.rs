@@ -2,9 +2,9 @@
 //! delay queues), the message bodies, a confirming publisher per role, the buy path's
 //! non-blocking publisher, and the batch consumer loop.
 
-pub mod batch;
+pub(crate) mod batch;
 pub mod broker;
-pub mod consume;
+pub(crate) mod consume;
 pub mod message;
-pub mod publisher;
+pub(crate) mod publisher;
 pub mod topology;

@@ -24,14 +24,14 @@ const BATCHES_IN_FLIGHT: usize = 4;
 
 /// The buy path's handle on the background publisher. Cheap to clone.
 #[derive(Clone)]
-pub struct Publisher {
+pub(crate) struct Publisher {
     queue: mpsc::Sender<OrderCreated>,
     metrics: Metrics,
 }
 
 impl Publisher {
     /// Starts the background task; it holds at most `capacity` offers not yet published.
-    pub fn spawn(
+    pub(crate) fn spawn(
         broker: Broker,
         db: PgPool,
         metrics: Metrics,
@@ -45,7 +45,7 @@ impl Publisher {
 
     /// Hands a committed pre-order's event to the background publisher, or drops it when
     /// the publisher is behind (the relay resends it from the outbox).
-    pub fn offer(&self, event: OrderCreated) {
+    pub(crate) fn offer(&self, event: OrderCreated) {
         if self.queue.try_send(event).is_err() {
             self.metrics
                 .pipeline

@@ -31,7 +31,7 @@ use crate::{
 };
 
 /// Routing key of create-order messages on the order exchange.
-pub const CREATE_KEY: &str = "create";
+pub(crate) const CREATE_KEY: &str = "create";
 /// Routing key of due pay timeouts on the order exchange.
 pub const PAY_TIMEOUT_KEY: &str = "pay-timeout";
 
@@ -39,10 +39,10 @@ pub const PAY_TIMEOUT_KEY: &str = "pay-timeout";
 #[derive(Clone, Debug)]
 pub struct Topology {
     pub exchange: String,
-    pub dead_exchange: String,
+    pub(crate) dead_exchange: String,
     pub create_queue: String,
-    pub pay_timeout_queue: String,
-    pub dead_queue: String,
+    pub(crate) pay_timeout_queue: String,
+    pub(crate) dead_queue: String,
     delivery_limit: u32,
     idle_expiry_ms: Option<u64>,
     declaring: Arc<Mutex<()>>,
@@ -60,7 +60,7 @@ pub struct Outgoing {
 
 impl Outgoing {
     /// Persistent JSON with its message id.
-    pub fn properties(&self) -> BasicProperties {
+    pub(crate) fn properties(&self) -> BasicProperties {
         BasicProperties::default()
             .with_delivery_mode(2)
             .with_content_type("application/json".into())
@@ -99,7 +99,7 @@ impl Topology {
 
     /// An outbox row's message: its topic decides the routing key. `None` for a topic this
     /// pipeline does not carry.
-    pub fn outbox_message(
+    pub(crate) fn outbox_message(
         &self,
         topic: &str,
         event_id: Uuid,
@@ -115,7 +115,7 @@ impl Topology {
 
     /// The pay timeout of `order_id`, into the delay queue of `seconds` (through the
     /// default exchange, which routes by queue name).
-    pub fn pay_timeout(&self, order_id: Uuid, seconds: u32) -> Outgoing {
+    pub(crate) fn pay_timeout(&self, order_id: Uuid, seconds: u32) -> Outgoing {
         Outgoing {
             exchange: String::new(),
             routing_key: self.delay_queue(seconds),
@@ -125,7 +125,12 @@ impl Topology {
     }
 
     /// A dead letter sent back where it came from: the order exchange, its routing key.
-    pub fn requeued(&self, routing_key: &str, payload: Vec<u8>, message_id: String) -> Outgoing {
+    pub(crate) fn requeued(
+        &self,
+        routing_key: &str,
+        payload: Vec<u8>,
+        message_id: String,
+    ) -> Outgoing {
         Outgoing {
             exchange: self.exchange.clone(),
             routing_key: routing_key.to_owned(),
@@ -136,7 +141,7 @@ impl Topology {
 
     /// Declares the exchanges, the create, pay-timeout and dead queues and their bindings.
     /// Idempotent: re-declaring with the same arguments changes nothing.
-    pub async fn declare(&self, channel: &Channel) -> Result<(), lapin::Error> {
+    pub(crate) async fn declare(&self, channel: &Channel) -> Result<(), lapin::Error> {
         let _one_at_a_time = self.declaring.lock().await;
         let durable = ExchangeDeclareOptions {
             durable: true,
@@ -175,7 +180,11 @@ impl Topology {
     }
 
     /// Declares the delay queue of `seconds`.
-    pub async fn declare_delay(&self, channel: &Channel, seconds: u32) -> Result<(), lapin::Error> {
+    pub(crate) async fn declare_delay(
+        &self,
+        channel: &Channel,
+        seconds: u32,
+    ) -> Result<(), lapin::Error> {
         let _one_at_a_time = self.declaring.lock().await;
         let mut arguments = self.quorum();
         arguments.insert(
@@ -250,7 +259,7 @@ fn text(value: &str) -> AMQPValue {
 }
 
 /// A header's text value, whichever string type the broker used.
-pub fn header_text(value: &AMQPValue) -> Option<String> {
+pub(crate) fn header_text(value: &AMQPValue) -> Option<String> {
     match value {
         AMQPValue::LongString(text) => Some(text.to_string()),
         AMQPValue::ShortString(text) => Some(text.to_string()),
@@ -259,7 +268,7 @@ pub fn header_text(value: &AMQPValue) -> Option<String> {
 }
 
 /// A header's integer value, whichever width the broker used.
-pub fn header_integer(value: &AMQPValue) -> Option<i64> {
+pub(crate) fn header_integer(value: &AMQPValue) -> Option<i64> {
     match value {
         AMQPValue::LongLongInt(n) => Some(*n),
         AMQPValue::LongInt(n) => Some(i64::from(*n)),
@@ -272,7 +281,7 @@ pub fn header_integer(value: &AMQPValue) -> Option<i64> {
 }
 
 /// A field of a header table.
-pub fn field<'a>(table: &'a FieldTable, name: &str) -> Option<&'a AMQPValue> {
+pub(crate) fn field<'a>(table: &'a FieldTable, name: &str) -> Option<&'a AMQPValue> {
     table.inner().get(&ShortString::from(name))
 }
 

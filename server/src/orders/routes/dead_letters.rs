@@ -16,11 +16,11 @@ use crate::{error::ApiResult, orders::dead_letters, state::AppState};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PageParams {
+pub(crate) struct PageParams {
     page: Option<i64>,
 }
 
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<AppState>,
     actor: Actor,
     params: Result<Query<PageParams>, QueryRejection>,
@@ -31,7 +31,7 @@ pub async fn list(
     ))
 }
 
-pub async fn requeue(
+pub(crate) async fn requeue(
     State(state): State<AppState>,
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,
@@ -43,7 +43,7 @@ pub async fn requeue(
     ))
 }
 
-pub async fn requeue_all(
+pub(crate) async fn requeue_all(
     State(state): State<AppState>,
     actor: Actor,
     body: Result<Json<OpsReason>, JsonRejection>,

@@ -7,7 +7,7 @@ mod orders;
 mod outbox;
 mod recordings;
 
-pub fn admin(routes: AdminRoutes) -> AdminRoutes {
+pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {
     routes
         .get("/orders", orders::list)
         .get("/orders/{id}", orders::read)

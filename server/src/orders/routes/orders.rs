@@ -20,7 +20,7 @@ use crate::{
 /// The query string as typed: `?activity_id=&status=` (empty means "any", as a form sends it).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListParams {
+pub(crate) struct ListParams {
     activity_id: Option<String>,
     status: Option<String>,
     page: Option<String>,
@@ -51,7 +51,7 @@ impl TryFrom<ListParams> for OrderQuery {
     }
 }
 
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<AppState>,
     actor: Actor,
     params: Result<Query<ListParams>, QueryRejection>,
@@ -61,7 +61,7 @@ pub async fn list(
     Ok(Json(order_admin::list(&state, &actor, &query).await?))
 }
 
-pub async fn read(
+pub(crate) async fn read(
     State(state): State<AppState>,
     actor: Actor,
     id: Result<Path<String>, PathRejection>,

@@ -6,7 +6,7 @@ use contract::OutboxSummary;
 
 use crate::{error::ApiResult, orders::relay, state::AppState};
 
-pub async fn summary(
+pub(crate) async fn summary(
     State(state): State<AppState>,
     actor: Actor,
 ) -> ApiResult<Json<OutboxSummary>> {

@@ -11,7 +11,7 @@ use contract::{OpsReason, ReplayReport};
 
 use crate::{error::ApiResult, orders::recordings, state::AppState};
 
-pub async fn replay(
+pub(crate) async fn replay(
     State(state): State<AppState>,
     actor: Actor,
     body: Result<Json<OpsReason>, JsonRejection>,
