@@ -1,7 +1,7 @@
 //! The deduction switch flipped redis → db → redis several times in the middle of a storm:
 //! exactly the stock is sold, never more, no buyer goes past the per-user limit, and Redis
 //! ends holding exactly what PostgreSQL has not handed out, whichever layer deducted each
-//! unit and however the instances' flips interleave (`services::deduction`).
+//! unit and however the instances' flips interleave (`buy::deduction`).
 
 use crate::support::{
     app::spawn_app_with,

@@ -574,9 +574,23 @@ async fn money_after_the_cancellation_flags_a_refund() {
 
 #[tokio::test]
 async fn the_leader_scanner_cancels_orders_whose_timeout_was_lost_and_retries_give_backs() {
+    // Another instance leads while the test sets the scene, so the scanner cannot act on a
+    // half-made state; it steps down once the scene is set, and this instance takes over.
+    let prefix = format!("/seckill-test/{}", Uuid::new_v4().simple());
+    let endpoints = Settings::load().expect("settings").etcd_endpoints;
+    let mut other = etcd_client::Client::connect(&endpoints, None)
+        .await
+        .expect("etcd");
+    let lease = other.lease_grant(60, None).await.expect("lease").id();
+    let held = other
+        .campaign(format!("{prefix}/election/leader"), "another instance", lease)
+        .await
+        .expect("campaign");
+    let leader_key = held.leader().expect("elected").clone();
     let app = spawn_app_with(|settings| {
         pay_settings(100)(settings);
         settings.pipeline.timeout_scan_interval_ms = 200;
+        settings.etcd_prefix = prefix.clone();
     })
     .await;
     let sale = open_sale(&app, 10, 1).await;
@@ -611,7 +625,13 @@ async fn the_leader_scanner_cancels_orders_whose_timeout_was_lost_and_retries_gi
         (status, body["code"].as_str()),
         (409, Some("PAY_DEADLINE_PASSED"))
     );
-    // The scanner runs on the leader only: this instance's election must have made it one.
+    // The scanner runs on the leader only: the other instance steps down, this one leads.
+    other
+        .resign(Some(
+            etcd_client::ResignOptions::new().with_leader(leader_key),
+        ))
+        .await
+        .expect("resign");
     wait::until("this instance to lead", PATIENCE, || async {
         app.state.leadership.is_leader()
     })

@@ -3,7 +3,7 @@
 //! either direction, and without taking a buyer past the per-user limit.
 //!
 //! The design rests on one fact: PostgreSQL is the arbiter of every pre-order, whichever
-//! layer deducted it (`storage::orders`). Each group-commit batch allocates its members
+//! layer deducted it (`buy::preorders`). Each group-commit batch allocates its members
 //! against `activity_items.allocated` and `buyer_holdings` under the item row's lock, and the
 //! CHECKs on both tables refuse what would still slip through. So the database always knows
 //! every committed deduction, and an in-flight Redis deduction that would oversell once the

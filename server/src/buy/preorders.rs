@@ -345,7 +345,7 @@ async fn insert(
     .await?;
     hold_seats(tx, orders).await?;
     // The stock rows last, item row before buyer rows as in every transaction that moves
-    // them (`storage::stock`), so the hot item row is held from here to the commit only.
+    // them (`orders::release`), so the hot item row is held from here to the commit only.
     // One UPDATE per item row for the whole batch; its CHECK refuses an oversell.
     sqlx::query(
         "UPDATE activity_items ai SET allocated = ai.allocated + batch.units

@@ -1,5 +1,5 @@
 //! The create-order consumer: per batch of deliveries, ONE database transaction
-//! completes the new orders (`storage::completions`), then the pay timeouts of the
+//! completes the new orders (`orders::completions`), then the pay timeouts of the
 //! completed orders are published with confirms, then the batch is acked with one
 //! multiple-ack. A few batches are worked on at once (one's transaction while another
 //! waits for its confirms); they are settled in arrival order.

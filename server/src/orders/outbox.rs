@@ -1,4 +1,4 @@
-//! The transactional outbox in PostgreSQL (rows written by `storage::orders` with each
+//! The transactional outbox in PostgreSQL (rows written by `buy::preorders` with each
 //! pre-order): marking rows sent, the relay's claims and failures, the recorded-order
 //! replay's claim, and the figures the console and the gauges show.
 //!

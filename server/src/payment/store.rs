@@ -172,7 +172,7 @@ pub(crate) enum Recorded {
 
 /// Applies a payment of `amount_cents` to the order, in one transaction under its row lock:
 /// `UNPAID → PAID`, `CANCELLED → REFUND_PENDING`, and nothing for an order already paid
-/// (a repeated callback) or not payable (`domain::order::payment_effect`).
+/// (a repeated callback) or not payable (`orders::status::payment_effect`).
 pub(crate) async fn record_payment(
     pool: &PgPool,
     order_id: Uuid,

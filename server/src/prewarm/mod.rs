@@ -4,7 +4,7 @@
 //!
 //! Refused while the sale is open: then Redis holds deductions whose pre-orders may not be
 //! committed yet, and re-deriving would hand their stock out twice. Re-deriving during a
-//! live sale is the deduction hand-over's job (`services::deduction`), which uses [`load`].
+//! live sale is the deduction hand-over's job (`buy::deduction`), which uses [`load`].
 
 pub(crate) mod routes;
 

@@ -1,7 +1,7 @@
 //! The messages of the order pipeline, as JSON bodies on RabbitMQ.
 //!
 //! [`OrderCreated`] is exactly the outbox payload the pre-order transaction writes
-//! (`storage::orders`), so the fast path, the relay and a recorded-order replay all send
+//! (`buy::preorders`), so the fast path, the relay and a recorded-order replay all send
 //! the same bytes' meaning. The event id of both messages is the order id.
 
 use serde::{Deserialize, Serialize};
@@ -31,7 +31,7 @@ mod tests {
 
     #[test]
     fn the_outbox_payload_parses_as_an_order_created() {
-        // The shape `storage::orders` builds with jsonb_build_object.
+        // The shape `buy::preorders` builds with jsonb_build_object.
         let payload = r#"{"user_id": 7, "item_id": 3, "order_id": "6f1c2a8e-6a43-4f0e-9d7c-2b1d1f0e9a11",
                           "quantity": 2, "activity_id": 5, "amount_cents": 9980}"#;
         let event: OrderCreated = serde_json::from_str(payload).expect("parses");
