@@ -18,7 +18,7 @@ mod summary;
 
 use anyhow::Context;
 use chrono::{Duration as Span, Utc};
-use clap::{builder::BoolishValueParser, Args};
+use clap::{builder::BoolishValueParser, ArgAction, Args};
 use seckill::config::Settings;
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
@@ -71,7 +71,7 @@ pub struct FunnelArgs {
     #[arg(long, env = "BENCH_PGBENCH_S", default_value_t = 10)]
     pgbench_s: u64,
     /// `perf record` the server during the healthz, storm, success and DB runs, when perf works.
-    #[arg(long, env = "BENCH_PERF", default_value = "1", value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "BENCH_PERF", default_value = "1", action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     perf: bool,
 }
 
