@@ -583,7 +583,11 @@ async fn the_leader_scanner_cancels_orders_whose_timeout_was_lost_and_retries_gi
         .expect("etcd");
     let lease = other.lease_grant(60, None).await.expect("lease").id();
     let held = other
-        .campaign(format!("{prefix}/election/leader"), "another instance", lease)
+        .campaign(
+            format!("{prefix}/election/leader"),
+            "another instance",
+            lease,
+        )
         .await
         .expect("campaign");
     let leader_key = held.leader().expect("elected").clone();

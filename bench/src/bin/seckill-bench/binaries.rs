@@ -20,14 +20,35 @@ pub fn prepare(root: &Path, build: bool, names: &[&str]) -> anyhow::Result<Vec<P
     if build {
         eprintln!("[seckill-bench] building {} (release)", names.join(", "));
         let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-        cargo.current_dir(root).args(["build", "--release"]);
+        // Both packages, always: the dependencies' features then unify as for this binary's
+        // own build, so neither build invalidates the other's artefacts.
+        cargo.current_dir(root).args([
+            "build",
+            "--release",
+            "-p",
+            "seckill-server",
+            "-p",
+            "seckill-bench",
+        ]);
         for name in names {
-            let package = if *name == "seckill-load" {
-                "seckill-bench"
-            } else {
-                "seckill-server"
-            };
-            cargo.args(["-p", package, "--bin", name]);
+            cargo.args(["--bin", name]);
+        }
+        // What `cargo run` told this binary about itself: build scripts that watch these
+        // (ring watches CARGO_MANIFEST_DIR) would otherwise rerun and rebuild the server.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name.starts_with("CARGO_PKG_")
+                || [
+                    "CARGO_MANIFEST_DIR",
+                    "CARGO_MANIFEST_PATH",
+                    "CARGO_CRATE_NAME",
+                    "CARGO_BIN_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                ]
+                .contains(&name.as_ref())
+            {
+                cargo.env_remove(name.as_ref());
+            }
         }
         let status = cargo.status().context("running cargo")?;
         anyhow::ensure!(status.success(), "cargo build failed ({status})");

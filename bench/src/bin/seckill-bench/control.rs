@@ -49,8 +49,8 @@ pub async fn run(common: &Common, args: &ControlArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.flips > 0, "--flips must be positive");
     seckill::infra::telemetry::init();
     let mut settings = Settings::load()?;
-    let run = Run::start(&common.root, "control-")?;
     let bins = binaries::prepare(&common.root, common.build, &["seckill"])?;
+    let run = Run::start(&common.root, "control-")?;
     run.progress(format!("recreating database {}", args.db));
     let db_url = stores::recreate_database(settings.database_url.expose_secret(), &args.db).await?;
     let id = std::process::id();

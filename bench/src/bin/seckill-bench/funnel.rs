@@ -7,7 +7,8 @@
 //! 4. DB deduction path (`SECKILL_DEDUCTION=db`) vs pgbench hot-row UPDATE   (target >= 5x)
 //!
 //! It drops and recreates its database, uses the Redis key prefix `bench:` (deleted before
-//! and after), serves on its own port (refusing one that is taken), restarts its server
+//! and after), the AMQP prefix `bench` and the etcd prefix `/bench` (deleted after), serves
+//! on its own port (refusing one that is taken), restarts its server
 //! for each configuration and stops it at the end. Besides throughput and latency, each
 //! measurement records CPU time per process, Redis `INFO commandstats` deltas, `/metrics`
 //! deltas, optionally a `perf` profile of the server, and for the database-heavy runs what
@@ -17,7 +18,7 @@ mod summary;
 
 use anyhow::Context;
 use chrono::{Duration as Span, Utc};
-use clap::{builder::BoolishValueParser, Args};
+use clap::{builder::BoolishValueParser, ArgAction, Args};
 use seckill::infra::config::Settings;
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
@@ -70,12 +71,16 @@ pub struct FunnelArgs {
     #[arg(long, env = "BENCH_PGBENCH_S", default_value_t = 10)]
     pgbench_s: u64,
     /// `perf record` the server during the healthz, storm, success and DB runs, when perf works.
-    #[arg(long, env = "BENCH_PERF", default_value = "1", value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "BENCH_PERF", default_value = "1", action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     perf: bool,
 }
 
-/// The server's Redis key prefix during the benchmark.
+/// The server's Redis key, AMQP and etcd prefixes during the benchmark.
 const PREFIX: &str = "bench:";
+const AMQP_PREFIX: &str = "bench";
+const ETCD_PREFIX: &str = "/bench";
+/// The activity's pay timeout (its pay-timeout messages wait in this delay queue).
+const PAY_TIMEOUT_S: u32 = 900;
 /// Stock of the success-path items: never sold out within a run.
 const BIG_STOCK: i64 = 10_000_000;
 /// The storm and `/healthz` run to their last request; this only bounds a pathological run.
@@ -119,6 +124,8 @@ struct Funnel<'a> {
     env: Vec<(String, String)>,
     db_url: String,
     redis_url: String,
+    amqp_url: String,
+    etcd_endpoints: Vec<String>,
     base_url: String,
     http: reqwest::Client,
     perf: bool,
@@ -148,15 +155,15 @@ impl<'a> Funnel<'a> {
                 .status()
                 .is_ok_and(|s| s.success());
         let settings = Settings::load()?;
-        let run = Run::start(&common.root, "")?;
         let bins = binaries::prepare(&common.root, common.build, &["seckill", "seckill-load"])?;
+        let run = Run::start(&common.root, "")?;
         let db_url = stores::database_url(settings.database_url.expose_secret(), &args.db);
         let env = vec![
             ("DATABASE_URL".into(), db_url.clone()),
             ("SECKILL_REDIS_PREFIX".into(), PREFIX.into()),
             ("SECKILL_BIND".into(), address.to_string()),
-            ("SECKILL_AMQP_PREFIX".into(), "bench".into()),
-            ("SECKILL_ETCD_PREFIX".into(), "/bench".into()),
+            ("SECKILL_AMQP_PREFIX".into(), AMQP_PREFIX.into()),
+            ("SECKILL_ETCD_PREFIX".into(), ETCD_PREFIX.into()),
             ("RUST_LOG".into(), common.rust_log.clone()),
         ];
         Ok(Self {
@@ -167,6 +174,8 @@ impl<'a> Funnel<'a> {
             env,
             db_url,
             redis_url: settings.redis_url.expose_secret().to_owned(),
+            amqp_url: settings.amqp_url.expose_secret().to_owned(),
+            etcd_endpoints: settings.etcd_endpoints.clone(),
             base_url: format!("http://{address}"),
             http: reqwest::Client::builder().no_proxy().build()?,
             perf,
@@ -369,9 +378,14 @@ impl<'a> Funnel<'a> {
         }
     }
 
+    /// Stops the server and removes what its runs left: Redis keys, the pipeline's queues
+    /// (with their pending pay timeouts) and the control plane's etcd keys.
     async fn clean_up(&mut self) -> anyhow::Result<()> {
         self.stop_server().await?;
-        stores::flush_redis_prefix(&self.redis_url, PREFIX).await
+        stores::flush_redis_prefix(&self.redis_url, PREFIX).await?;
+        let amqp = stores::amqp(&self.amqp_url).await?;
+        stores::delete_topology(&amqp, AMQP_PREFIX, &[PAY_TIMEOUT_S]).await?;
+        stores::delete_etcd_prefix(&self.etcd_endpoints, ETCD_PREFIX).await
     }
 
     /// One merchant's five items and one activity (a stock-1 item for the storm, four big
@@ -405,7 +419,7 @@ impl<'a> Funnel<'a> {
                     "starts_at": now + Span::minutes(10),
                     "ends_at": now + Span::hours(6),
                     "kind": "standard",
-                    "pay_timeout_s": 900,
+                    "pay_timeout_s": PAY_TIMEOUT_S,
                     "items": [line(ids[0], 1), line(ids[1], BIG_STOCK), line(ids[2], BIG_STOCK),
                               line(ids[3], BIG_STOCK), line(ids[4], BIG_STOCK)],
                 }),

@@ -25,7 +25,7 @@ mod process;
 mod run;
 mod stores;
 
-use clap::{builder::BoolishValueParser, Args, Parser, Subcommand};
+use clap::{builder::BoolishValueParser, ArgAction, Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -44,16 +44,16 @@ struct Cli {
 #[derive(Args)]
 pub struct Common {
     /// Build the release binaries under test first (`cargo build --release`).
-    #[arg(long, env = "BENCH_BUILD", default_value = "1", value_parser = BoolishValueParser::new())]
+    #[arg(long, global = true, env = "BENCH_BUILD", default_value = "1", action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     pub build: bool,
     /// Rewrite the benchmark's result block in BENCHMARKS.md.
-    #[arg(long, env = "BENCH_UPDATE_DOC", default_value = "1", value_parser = BoolishValueParser::new())]
+    #[arg(long, global = true, env = "BENCH_UPDATE_DOC", default_value = "1", action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     pub update_doc: bool,
     /// The repository: BENCHMARKS.md, `lua/`, and where `cargo build` runs.
-    #[arg(long, env = "SECKILL_ROOT", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/.."))]
+    #[arg(long, global = true, env = "SECKILL_ROOT", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/.."))]
     pub root: PathBuf,
     /// `RUST_LOG` of the servers and workers it starts.
-    #[arg(long, env = "BENCH_RUST_LOG", default_value = "warn")]
+    #[arg(long, global = true, env = "BENCH_RUST_LOG", default_value = "warn")]
     pub rust_log: String,
 }
 

@@ -89,8 +89,8 @@ pub async fn run(common: &Common, args: &PipelineArgs) -> anyhow::Result<()> {
     if let Some(batch_max) = args.batch_max {
         settings.pipeline.batch_max = batch_max;
     }
-    let run = Run::start(&common.root, "pipeline-")?;
     let bins = binaries::prepare(&common.root, common.build, &["seckill"])?;
+    let run = Run::start(&common.root, "pipeline-")?;
     run.progress(format!("recreating database {}", args.db));
     let db_url = stores::recreate_database(settings.database_url.expose_secret(), &args.db).await?;
     let id = std::process::id();
