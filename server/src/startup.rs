@@ -187,7 +187,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/metrics", get(infra::http_metrics::render))
         .nest(
             "/api",
-            buy::routes::router().merge(payment::routes::router()),
+            buy::routes::router()
+                .merge(crate::orders::buyer::router())
+                .merge(payment::routes::router()),
         )
         .nest("/admin/api", admin::routes::router())
         .merge(admin::console::router(state.clone()))

@@ -437,35 +437,6 @@ pub(crate) async fn seat_holders(
     .await
 }
 
-/// An order as its owner sees it.
-#[derive(Debug, sqlx::FromRow, serde::Serialize)]
-pub(crate) struct OrderView {
-    pub(crate) order_id: Uuid,
-    pub(crate) activity_id: i64,
-    pub(crate) item_id: i64,
-    pub(crate) quantity: i32,
-    pub(crate) amount_cents: i64,
-    pub(crate) status: String,
-    pub(crate) pay_deadline_ms: Option<i64>,
-}
-
-/// The order if `user_id` owns it.
-pub(crate) async fn owned_order(
-    pool: &PgPool,
-    id: Uuid,
-    user_id: i64,
-) -> Result<Option<OrderView>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id AS order_id, activity_id, item_id, quantity, amount_cents, status,
-                (EXTRACT(EPOCH FROM pay_deadline) * 1000)::BIGINT AS pay_deadline_ms
-         FROM orders WHERE id = $1 AND user_id = $2",
-    )
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(pool)
-    .await
-}
-
 /// Units each buyer holds of an item in orders that keep stock (see
 /// [`OrderStatus::holds_stock`](crate::orders::status::OrderStatus::holds_stock)); pre-warm
 /// loads these into Redis.

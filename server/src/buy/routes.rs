@@ -1,5 +1,5 @@
-//! The buyer API under `/api` (docs/buyer-api.md): activity info, live status, challenge,
-//! buy, and the buyer's own orders.
+//! The buyer API under `/api` (docs/buyer-api.md): activity info, live status, challenge
+//! and buy. The buyer's own orders are `orders::buyer`'s, paying them `payment::routes`'.
 
 use axum::{
     body::Bytes,
@@ -12,14 +12,12 @@ use axum::{
 use contract::SaleItem;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
-use uuid::Uuid;
 
 use crate::{
     buy::{
         activity_cache::{CachedActivity, LookupError},
         challenge::Challenge,
         funnel::{Answer, Ask},
-        preorders::{self as orders, OrderView},
         rules::{phase, Outcome, Phase},
     },
     error::{ApiError, ApiResult},
@@ -33,7 +31,6 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/challenge", get(challenge))
         .route("/seckill/buy", post(buy))
         .route("/seckill/seats", post(seats))
-        .route("/orders/{id}", get(order))
 }
 
 impl IntoResponse for Answer {
@@ -217,18 +214,4 @@ async fn challenge(
     cached_activity(&state, query.activity_id).await?;
     let challenge: Challenge = state.funnel.challenges.issue(user_id).await?;
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(challenge)).into_response())
-}
-
-/// The buyer's own order; anyone else's answers 404.
-async fn order(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    id: Result<Path<Uuid>, axum::extract::rejection::PathRejection>,
-) -> ApiResult<Json<OrderView>> {
-    let user_id = buyer(&state, &headers)?;
-    let Path(id) = id?;
-    orders::owned_order(&state.db, id, user_id)
-        .await?
-        .map(Json)
-        .ok_or(ApiError::NotFound("order"))
 }

@@ -13,6 +13,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod admin_store;
+pub(crate) mod buyer;
 pub(crate) mod cancellations;
 pub(crate) mod completions;
 pub mod create_order;

@@ -17,7 +17,6 @@ use uuid::Uuid;
 
 use crate::buy::routes::buyer;
 use crate::{
-    buy::preorders as orders,
     error::{ApiError, ApiResult},
     orders::status::OrderStatus,
     payment::{
@@ -47,7 +46,7 @@ async fn pay(
 ) -> ApiResult<Json<TradeStarted>> {
     let user_id = buyer(&state, &headers)?;
     let Path(id) = id?;
-    let order = orders::owned_order(&state.db, id, user_id)
+    let order = crate::orders::buyer::owned_order(&state.db, id, user_id)
         .await?
         .ok_or(ApiError::NotFound("order"))?;
     if OrderStatus::parse(&order.status) != Some(OrderStatus::Unpaid) {

@@ -1,0 +1,64 @@
+//! A buyer's own orders: `GET /api/orders/{id}` (anyone else's order answers 404, like one
+//! that does not exist), and the query the pay route finds the order it pays with.
+
+use axum::{
+    extract::{Path, State},
+    http::HeaderMap,
+    routing::get,
+    Json, Router,
+};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::{
+    buy::routes::buyer,
+    error::{ApiError, ApiResult},
+    state::AppState,
+};
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new().route("/orders/{id}", get(order))
+}
+
+/// The buyer's own order; anyone else's answers 404.
+async fn order(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    id: Result<Path<Uuid>, axum::extract::rejection::PathRejection>,
+) -> ApiResult<Json<OrderView>> {
+    let user_id = buyer(&state, &headers)?;
+    let Path(id) = id?;
+    owned_order(&state.db, id, user_id)
+        .await?
+        .map(Json)
+        .ok_or(ApiError::NotFound("order"))
+}
+
+/// An order as its owner sees it.
+#[derive(Debug, sqlx::FromRow, serde::Serialize)]
+pub(crate) struct OrderView {
+    pub(crate) order_id: Uuid,
+    pub(crate) activity_id: i64,
+    pub(crate) item_id: i64,
+    pub(crate) quantity: i32,
+    pub(crate) amount_cents: i64,
+    pub(crate) status: String,
+    pub(crate) pay_deadline_ms: Option<i64>,
+}
+
+/// The order if `user_id` owns it.
+pub(crate) async fn owned_order(
+    pool: &PgPool,
+    id: Uuid,
+    user_id: i64,
+) -> Result<Option<OrderView>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id AS order_id, activity_id, item_id, quantity, amount_cents, status,
+                (EXTRACT(EPOCH FROM pay_deadline) * 1000)::BIGINT AS pay_deadline_ms
+         FROM orders WHERE id = $1 AND user_id = $2",
+    )
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(pool)
+    .await
+}
