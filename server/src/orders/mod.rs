@@ -1,15 +1,17 @@
-//! The RabbitMQ order pipeline (docs/pipeline.md): topology, publishing with confirms, the
-//! create-order consumer, the outbox relay, the recorded-order replay and the dead-letter
-//! sink, and the ops actions on them.
+//! Orders after the buy: the RabbitMQ order pipeline (`mq/`: topology, publishing with
+//! confirms, the batch consumer), the create-order consumer, the pay timeout and its
+//! scanner, the outbox relay, recorded-order replay, the dead-letter sink, the order state
+//! machine (`status`), order admin for the console and `/admin/api/orders`, and the buyer's
+//! own order (`buyer`).
 //!
 //! A pre-order reaches `UNPAID` like this: the buy path commits it with its outbox row and
 //! [`Publisher::offer`]s the event; the publisher confirms it and marks the row `sent`
 //! (or the relay resends it later); the create-order consumer completes it and schedules its
 //! pay timeout in the delay queue; the pay-timeout consumer (`pay_timeout`) takes it from there.
 //!
-//! For another consumer of the pipeline's queues (the pay-timeout consumer): the names are
-//! in [`Pipeline::topology`], [`consume::consume_forever`] keeps a batch consumer alive
-//! on its own channel, and [`Pipeline::scheduler`] publishes (re-)delays with confirms.
+//! For another consumer of the pipeline's queues: the names are in [`Pipeline::topology`],
+//! `mq::consume::consume_forever` keeps a batch consumer alive on its own channel, and
+//! [`Pipeline::scheduler`] publishes (re-)delays with confirms.
 
 pub(crate) mod admin;
 pub(crate) mod admin_store;
