@@ -1,3 +1,6 @@
+//! Health and observability endpoints: `/healthz` without dependencies, `/readyz` probing the
+//! stores, and `/metrics` counting requests by route.
+
 use crate::support::app::{json, spawn_app};
 
 #[tokio::test]
