@@ -734,7 +734,7 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
     let sale = contract::SaleItem::new(7, 8);
     let seats = ["A1".to_owned(), "A2".to_owned(), "A3".to_owned()];
     let restore = |order: &'static str, quantity: i64, seats: Vec<String>| async move {
-        let held = seckill::infra::redis::Holding {
+        let held = seckill::buy::stock_scripts::Holding {
             sale,
             buyer: contract::UserId(42),
             quantity,

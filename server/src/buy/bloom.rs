@@ -1,7 +1,11 @@
 //! Bloom filter arithmetic: how many bits and hashes a false-positive rate needs, and
 //! which bits a key sets (double hashing over SHA-256). The bits live in Redis.
 
+use redis::Script;
 use sha2::{Digest, Sha256};
+use std::sync::LazyLock;
+
+use crate::infra::redis::RedisStore;
 
 /// Size of a filter: `bits` in the bitmap, `hashes` bits per key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +52,33 @@ pub(crate) fn activity_key(activity_id: i64) -> String {
 /// The key of one item of one activity; the buy path tests it.
 pub(crate) fn item_key(activity_id: i64, item_id: i64) -> String {
     format!("item:{activity_id}:{item_id}")
+}
+
+/// The filter's bits live in Redis, set and tested by one script (`lua/bloom.lua`).
+static BLOOM: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/bloom.lua")));
+
+impl RedisStore {
+    /// Sets a Bloom filter's bits; returns how many were new.
+    pub(crate) async fn bloom_add(&self, positions: &[u64]) -> redis::RedisResult<i64> {
+        BLOOM
+            .key(self.bloom_key())
+            .arg("add")
+            .arg(positions)
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// Whether every bit is set (the key may be present) or not (it certainly is not).
+    pub(crate) async fn bloom_test(&self, positions: &[u64]) -> redis::RedisResult<bool> {
+        let answer: i64 = BLOOM
+            .key(self.bloom_key())
+            .arg("test")
+            .arg(positions)
+            .invoke_async(&mut self.connection())
+            .await?;
+        Ok(answer == 1)
+    }
 }
 
 #[cfg(test)]

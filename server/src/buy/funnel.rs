@@ -22,6 +22,7 @@ use std::{
 };
 use uuid::Uuid;
 
+use crate::buy::stock_scripts::IN_FLIGHT;
 use crate::{
     buy::{
         activity_cache::{CachedActivity, CachedItem, Catalogue, LookupError},
@@ -38,7 +39,7 @@ use crate::{
     infra::{
         config::{AsyncMode, BuySettings, DeductionMode},
         metrics::Metrics,
-        redis::{RedisStore, IN_FLIGHT},
+        redis::RedisStore,
     },
     orders::mq::{message::OrderCreated, publisher::Publisher},
 };

@@ -13,3 +13,4 @@ pub(crate) mod funnel;
 pub(crate) mod preorders;
 pub(crate) mod routes;
 pub(crate) mod rules;
+pub mod stock_scripts;

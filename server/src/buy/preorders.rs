@@ -23,7 +23,7 @@ use uuid::Uuid;
 use contract::{SaleItem, UserId};
 
 use crate::buy::rules::Refusal;
-use crate::infra::redis::Holding;
+use crate::buy::stock_scripts::Holding;
 
 /// Outbox topic of a pre-order waiting for the create-order consumer.
 pub(crate) const CREATE_ORDER_TOPIC: &str = "order.create";

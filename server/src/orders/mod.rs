@@ -28,6 +28,7 @@ pub mod pay_timeout;
 pub(crate) mod recordings;
 pub(crate) mod relay;
 pub(crate) mod release;
+pub(crate) mod release_scripts;
 pub(crate) mod routes;
 pub(crate) mod rules;
 pub(crate) mod status;

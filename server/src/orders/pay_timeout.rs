@@ -12,7 +12,7 @@
 //! restore twice. A give-back that keeps failing is left with `redis_restored_at` NULL for
 //! the scanner to retry.
 
-use crate::infra::redis::Holding;
+use crate::buy::stock_scripts::Holding;
 use contract::{SaleItem, UserId};
 use futures::StreamExt;
 use lapin::{

@@ -6,6 +6,7 @@
 //! committed yet, and re-deriving would hand their stock out twice. Re-deriving during a
 //! live sale is the deduction hand-over's job (`buy::deduction`), which uses [`load`].
 
+mod load;
 pub(crate) mod routes;
 
 use contract::Actor;

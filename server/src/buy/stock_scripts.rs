@@ -1,0 +1,132 @@
+//! The buy path's Redis scripts (`lua/`): the stock deduction and its give-back, seat taking
+//! and freeing, the rate windows and the request-id claim. Each runs as one EVALSHA, with
+//! every key it touches under one hash tag.
+
+use redis::Script;
+use std::sync::LazyLock;
+
+use contract::{SaleItem, UserId};
+
+use crate::infra::redis::RedisStore;
+
+static DEDUCT_STOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/deduct_stock.lua")));
+static RESTORE_STOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/restore_stock.lua")));
+static RATE_WINDOWS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/rate_windows.lua")));
+static CLAIM_REQUEST: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/claim_request.lua")));
+static TAKE_SEATS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/take_seats.lua")));
+static RELEASE_SEATS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/release_seats.lua")));
+
+/// The value `claim_request.lua` stores while the first request with an id is in flight.
+pub(crate) const IN_FLIGHT: &[u8] = b"\0in-flight";
+
+/// Units one buyer takes of (or holds in) one sale item, as the stock scripts move them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holding {
+    pub sale: SaleItem,
+    pub buyer: UserId,
+    pub quantity: i64,
+}
+
+impl RedisStore {
+    /// All the seats or none, within the per-user limit (`lua/take_seats.lua`).
+    pub(crate) async fn take_seats(
+        &self,
+        sale: SaleItem,
+        buyer: UserId,
+        limit: i64,
+        seats: &[String],
+    ) -> redis::RedisResult<i64> {
+        TAKE_SEATS
+            .key(self.seats_key(sale))
+            .key(self.stock_key(sale))
+            .key(self.bought_key(sale))
+            .arg(buyer.0)
+            .arg(limit)
+            .arg(seats)
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// Frees seats the buyer holds (`lua/release_seats.lua`); returns how many.
+    pub(crate) async fn release_seats(
+        &self,
+        sale: SaleItem,
+        buyer: UserId,
+        seats: &[String],
+    ) -> redis::RedisResult<i64> {
+        RELEASE_SEATS
+            .key(self.seats_key(sale))
+            .key(self.stock_key(sale))
+            .key(self.bought_key(sale))
+            .arg(buyer.0)
+            .arg(seats)
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// Atomic check-and-deduct of stock and the buyer's count (`lua/deduct_stock.lua`).
+    pub(crate) async fn deduct_stock(&self, take: Holding, limit: i64) -> redis::RedisResult<i64> {
+        let sale = take.sale;
+        DEDUCT_STOCK
+            .key(self.stock_key(sale))
+            .key(self.bought_key(sale))
+            .arg(take.buyer.0)
+            .arg(take.quantity)
+            .arg(limit)
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// Gives a deduction back (`lua/restore_stock.lua`).
+    pub(crate) async fn restore_stock(&self, held: Holding) -> redis::RedisResult<i64> {
+        let sale = held.sale;
+        RESTORE_STOCK
+            .key(self.stock_key(sale))
+            .key(self.bought_key(sale))
+            .arg(held.buyer.0)
+            .arg(held.quantity)
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// One hit in the buyer, address and item windows; 0 or the index of the tripped window.
+    pub(crate) async fn hit_rate_windows(
+        &self,
+        activity_id: i64,
+        item_id: i64,
+        user_id: i64,
+        client: &str,
+        window_s: u64,
+        limits: [u64; 3],
+    ) -> redis::RedisResult<i64> {
+        let tag = format!("{{a{activity_id}.i{item_id}}}");
+        RATE_WINDOWS
+            .key(self.key(&format!("{tag}:rl:user:{user_id}")))
+            .key(self.key(&format!("{tag}:rl:ip:{client}")))
+            .key(self.key(&format!("{tag}:rl:item")))
+            .arg(window_s)
+            .arg(&limits[..])
+            .invoke_async(&mut self.connection())
+            .await
+    }
+
+    /// Claims a request id: `None` when it is new, else what is stored under it.
+    pub(crate) async fn claim_request(
+        &self,
+        key: &str,
+        in_flight_ms: u64,
+    ) -> redis::RedisResult<Option<Vec<u8>>> {
+        CLAIM_REQUEST
+            .key(key)
+            .arg(IN_FLIGHT)
+            .arg(in_flight_ms)
+            .invoke_async(&mut self.connection())
+            .await
+    }
+}
