@@ -10,7 +10,7 @@ use redis::{aio::ConnectionManager, AsyncCommands, Script};
 use secrecy::ExposeSecret;
 use std::sync::{Arc, LazyLock};
 
-use contract::{SaleItem, UserId};
+use contract::SaleItem;
 
 use crate::infra::config::Settings;
 
