@@ -26,7 +26,7 @@ use crate::{
     infra::{
         amqp::AmqpLink, config::Settings, db, etcd::EtcdLink, metrics::Metrics, redis::RedisStore,
     },
-    orders::{self as pipeline, Pipeline},
+    orders::{self, Pipeline},
     payment::{self, simulated::SimulatedCenter},
     state::{AppState, Shared},
 };
@@ -56,7 +56,7 @@ impl Application {
         let router = router(state.clone());
         let control = control::start(&state, election, listener.local_addr()?).await;
         if state.settings.workers {
-            pipeline::workers::spawn(&state);
+            orders::workers::spawn(&state);
         }
         Ok(Self {
             listener,
@@ -170,7 +170,7 @@ pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
     let (state, election) = assemble(settings).await?;
     db::migrate(&state.db).await?;
     let control = control::start(&state, election, state.settings.bind).await;
-    let workers = pipeline::workers::spawn(&state);
+    let workers = orders::workers::spawn(&state);
     tracing::info!("workers running");
     shutdown_signal().await;
     control.shutdown().await;

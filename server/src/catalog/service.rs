@@ -11,7 +11,7 @@ use crate::{
     admin::authorize,
     catalog::{
         rules::{validate_activity, validate_item},
-        store::{self as store, ActivityWrite},
+        store::{self, ActivityWrite},
     },
     error::{ApiError, ApiResult},
     state::AppState,

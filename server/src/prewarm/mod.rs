@@ -14,7 +14,7 @@ use contract::{ActivityKind, PrewarmReport, PrewarmedItem, SaleItem};
 
 use crate::{
     buy::{
-        bloom, preorders as orders,
+        bloom, preorders,
         rules::{phase, Phase},
     },
     catalog::store::{self as catalog, StoredActivity},
@@ -66,13 +66,13 @@ pub(crate) async fn load(
         .bloom_add(&shape.positions(&bloom::activity_key(activity_id)))
         .await?;
     let seats = if activity.kind == ActivityKind::Seated {
-        orders::seat_holders(&state.db, activity_id).await?
+        preorders::seat_holders(&state.db, activity_id).await?
     } else {
         Vec::new()
     };
     let mut items = Vec::with_capacity(activity.lines.len());
     for line in &activity.lines {
-        let holders = orders::holders(&state.db, activity_id, line.item_id).await?;
+        let holders = preorders::holders(&state.db, activity_id, line.item_id).await?;
         let held_in_db: i64 = holders.iter().map(|(_, units)| units).sum();
         let total_stock = i64::from(line.total_stock);
         let redis_stock = (total_stock - held_in_db).max(0);
