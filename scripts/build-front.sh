@@ -18,7 +18,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$SECKILL_ROOT"
 
 name="$LEPTOS_OUTPUT_NAME"
-front_dir="$CARGO_TARGET_DIR/front"
+# One front build folder per checkout: server functions are addressed by a hash that depends on
+# where the source was compiled, so a bundle built in another clone (sharing the cache) would
+# call routes this checkout's server does not have, and cargo would take that clone's
+# uplifted app.wasm for its own when both clones hold the same sources.
+front_dir="$CARGO_TARGET_DIR/front-$(printf %s "$SECKILL_ROOT" | sha256sum | cut -c1-12)"
 pkg="$SECKILL_SITE_ROOT/$LEPTOS_SITE_PKG_DIR"
 wasm_in="$front_dir/wasm32-unknown-unknown/wasm-release/app.wasm"
 
