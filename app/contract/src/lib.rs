@@ -12,6 +12,7 @@ mod orders;
 mod page;
 mod pipeline;
 mod prewarm;
+mod reconcile;
 mod roles;
 
 pub use audit::*;
@@ -23,4 +24,5 @@ pub use orders::*;
 pub use page::*;
 pub use pipeline::*;
 pub use prewarm::*;
+pub use reconcile::*;
 pub use roles::*;

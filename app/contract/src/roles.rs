@@ -39,10 +39,14 @@ pub enum Permission {
     WatchOperations,
     /// Act on the order pipeline during a sale: requeue dead letters, replay recorded orders.
     OperatePipeline,
+    /// Run a reconciliation report and read runs and the stock ledger of every activity.
+    Reconcile,
+    /// Run a reconciliation that repairs what it finds.
+    RepairStock,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 8] = [
+    pub const ALL: [Permission; 10] = [
         Permission::ReadCatalog,
         Permission::WriteCatalog,
         Permission::ReadOrders,
@@ -51,6 +55,8 @@ impl Permission {
         Permission::FlipSwitch,
         Permission::WatchOperations,
         Permission::OperatePipeline,
+        Permission::Reconcile,
+        Permission::RepairStock,
     ];
 }
 
@@ -75,10 +81,11 @@ impl Role {
                 &Role::ALL
             }
             Permission::WriteCatalog => &[Merchant, Admin],
-            Permission::Prewarm | Permission::FlipSwitch | Permission::OperatePipeline => {
-                &[Ops, Admin]
-            }
-            Permission::WatchOperations => &[Ops, Sre, Admin],
+            Permission::Prewarm
+            | Permission::FlipSwitch
+            | Permission::OperatePipeline
+            | Permission::RepairStock => &[Ops, Admin],
+            Permission::WatchOperations | Permission::Reconcile => &[Ops, Sre, Admin],
         };
         allowed.contains(&self)
     }
@@ -167,6 +174,8 @@ mod tests {
         assert!(!Role::Sre.may(FlipSwitch) && !Role::Merchant.may(FlipSwitch));
         assert!(Role::Ops.may(OperatePipeline) && !Role::Sre.may(OperatePipeline));
         assert!(Role::Sre.may(WatchOperations) && !Role::Merchant.may(WatchOperations));
+        assert!(Role::Sre.may(Reconcile) && !Role::Sre.may(RepairStock));
+        assert!(Role::Ops.may(RepairStock) && !Role::Merchant.may(Reconcile));
         for role in Role::ALL {
             assert!(role.may(ReadCatalog) && role.may(ReadOrders) && role.may(ReadSwitches));
             assert_eq!(role.may(Prewarm), matches!(role, Role::Ops | Role::Admin));

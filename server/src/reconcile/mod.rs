@@ -1,0 +1,3 @@
+//! Reconciliation (placeholder header, rewritten below).
+
+pub(crate) mod service;
