@@ -6,8 +6,12 @@
 -- ARGV[2..]  bit positions
 --
 -- Returns: for 'add', the number of bits that were newly set; for 'test', 1 when every
--- position is set (maybe present), 0 otherwise (certainly absent).
+-- position is set (maybe present), 0 otherwise (certainly absent), -1 when the bitmap
+-- itself is gone (Redis lost its data): then the filter knows nothing.
 local add = ARGV[1] == 'add'
+if not add and redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
+end
 local changed = 0
 for i = 2, #ARGV do
   local position = tonumber(ARGV[i])

@@ -18,6 +18,6 @@ pub mod infra;
 pub mod orders;
 pub mod payment;
 pub(crate) mod prewarm;
-pub(crate) mod reconcile;
+pub mod reconcile;
 pub mod startup;
 pub mod state;

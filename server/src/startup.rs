@@ -56,7 +56,7 @@ impl Application {
         let router = router(state.clone());
         let control = control::start(&state, election, listener.local_addr()?).await;
         if state.settings.workers {
-            orders::workers::spawn(&state);
+            workers(&state);
         }
         Ok(Self {
             listener,
@@ -131,6 +131,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         preorders,
         publisher: pipeline.publisher.clone(),
         redis: redis.clone(),
+        db: db.clone(),
         metrics: metrics.clone(),
     }));
     let leptos = LeptosOptions::builder()
@@ -170,7 +171,7 @@ pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
     let (state, election) = assemble(settings).await?;
     db::migrate(&state.db).await?;
     let control = control::start(&state, election, state.settings.bind).await;
-    let workers = orders::workers::spawn(&state);
+    let workers = workers(&state);
     tracing::info!("workers running");
     shutdown_signal().await;
     control.shutdown().await;
@@ -178,6 +179,13 @@ pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
         worker.abort();
     }
     Ok(())
+}
+
+/// Every background worker: the order pipeline's, and the leader's reconciliation.
+fn workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut workers = orders::workers::spawn(state);
+    workers.push(crate::reconcile::auto::spawn(state));
+    workers
 }
 
 pub(crate) fn router(state: AppState) -> Router {

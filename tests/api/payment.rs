@@ -750,15 +750,18 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
         "not pre-warmed: nothing written"
     );
     redis
-        .load_item(
+        .rederive(
             sale,
-            0,
-            &[(42, 3)],
-            &[
-                (seats[0].clone(), Some(42)),
-                (seats[1].clone(), Some(42)),
-                (seats[2].clone(), Some(7)),
-            ],
+            &seckill::reconcile::redis_state::Derived {
+                stock: 0,
+                holders: &[(42, 3)],
+                seats: &[
+                    (seats[0].clone(), Some(42)),
+                    (seats[1].clone(), Some(42)),
+                    (seats[2].clone(), Some(7)),
+                ],
+                restored: &[],
+            },
         )
         .await
         .expect("load");

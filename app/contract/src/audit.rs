@@ -43,10 +43,18 @@ pub enum Source {
     Cli,
     /// A switch written straight into etcd, noticed by the watchers (flips only).
     External,
+    /// The platform itself: the leader's automatic repairs (operator actions only).
+    System,
 }
 
 impl Source {
-    pub const ALL: [Source; 4] = [Source::Console, Source::Api, Source::Cli, Source::External];
+    pub const ALL: [Source; 5] = [
+        Source::Console,
+        Source::Api,
+        Source::Cli,
+        Source::External,
+        Source::System,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -54,6 +62,7 @@ impl Source {
             Source::Api => "api",
             Source::Cli => "cli",
             Source::External => "external",
+            Source::System => "system",
         }
     }
 

@@ -218,8 +218,9 @@ pub struct LedgerItem {
     pub total: i64,
     /// Stock left in Redis; `None` when the item's Redis state is missing.
     pub redis_stock: Option<i64>,
-    /// Units Redis records as bought, summed over buyers.
-    pub redis_buyer_units: i64,
+    /// Units Redis records as bought, summed over buyers; `None` when the item has too many
+    /// buyers to sum on every refresh (full runs compare them buyer by buyer).
+    pub redis_buyer_units: Option<i64>,
     /// Buyers Redis records.
     pub redis_buyers: i64,
     /// Units held by pre-orders and orders that keep stock (PostgreSQL).

@@ -58,6 +58,7 @@ fn table() -> AdminRoutes {
     let routes = crate::catalog::routes::admin(routes);
     let routes = crate::prewarm::routes::admin(routes);
     let routes = crate::control::routes::admin(routes);
+    let routes = crate::reconcile::routes::admin(routes);
     crate::orders::routes::admin(routes)
 }
 

@@ -54,6 +54,15 @@ pub(crate) fn item_key(activity_id: i64, item_id: i64) -> String {
     format!("item:{activity_id}:{item_id}")
 }
 
+/// What the filter says of a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BloomAnswer {
+    MaybePresent,
+    Absent,
+    /// The bitmap is gone from Redis.
+    FilterGone,
+}
+
 /// The filter's bits live in Redis, set and tested by one script (`lua/bloom.lua`).
 static BLOOM: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/bloom.lua")));
@@ -69,15 +78,26 @@ impl RedisStore {
             .await
     }
 
-    /// Whether every bit is set (the key may be present) or not (it certainly is not).
+    /// Whether every bit is set (the key may be present) or not (it certainly is not). A
+    /// filter that is gone altogether (Redis lost its data) answers "may be present": it
+    /// must never make an existing item look absent.
     pub(crate) async fn bloom_test(&self, positions: &[u64]) -> redis::RedisResult<bool> {
+        Ok(self.bloom_lookup(positions).await? != BloomAnswer::Absent)
+    }
+
+    /// The filter's full answer, telling a lost filter apart (reconciliation re-adds it).
+    pub(crate) async fn bloom_lookup(&self, positions: &[u64]) -> redis::RedisResult<BloomAnswer> {
         let answer: i64 = BLOOM
             .key(self.bloom_key())
             .arg("test")
             .arg(positions)
             .invoke_async(&mut self.connection())
             .await?;
-        Ok(answer == 1)
+        Ok(match answer {
+            1 => BloomAnswer::MaybePresent,
+            0 => BloomAnswer::Absent,
+            _ => BloomAnswer::FilterGone,
+        })
     }
 }
 

@@ -86,6 +86,12 @@ impl DeductionGate {
         }
     }
 
+    /// Whether Redis deducts now, without closing anything (for readers such as
+    /// reconciliation, which must not judge Redis while the database path deducts).
+    pub(crate) fn redis_serves(&self, switched: DeductionMode) -> bool {
+        switched == DeductionMode::Redis && self.is_redis_serving()
+    }
+
     /// Counts a database-path pre-order until the returned guard drops.
     pub(crate) fn enter_database(&self) -> DatabaseDeduction<'_> {
         self.database_in_flight.fetch_add(1, Ordering::AcqRel);

@@ -7,11 +7,19 @@
 //!
 //! Once a request id is claimed (step 7), every answer is stored under it, so a replay
 //! gets the first answer byte for byte (success kept an hour, failures five minutes).
+//! Steps 8–13 run in a task of their own: a client that hangs up cannot cut a request
+//! between its deduction and its pre-order, so the answer is always stored for the replay.
+//!
+//! A deduction the funnel cannot account for is settled here when it can be, and by
+//! reconciliation otherwise (`reconcile`): a deduction whose answer was lost is released
+//! by its order id (the script's marker proves whether it happened); a pre-order whose
+//! commit failed ambiguously is voided in PostgreSQL first, then released.
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use contract::ActivityKind;
 use serde::Deserialize;
+use sqlx::PgPool;
 use std::{
     net::IpAddr,
     sync::atomic::{AtomicU64, Ordering},
@@ -22,7 +30,7 @@ use std::{
 };
 use uuid::Uuid;
 
-use crate::buy::stock_scripts::IN_FLIGHT;
+use crate::buy::stock_scripts::{Units, IN_FLIGHT};
 use crate::{
     buy::{
         activity_cache::{CachedActivity, CachedItem, Catalogue, LookupError},
@@ -42,6 +50,7 @@ use crate::{
         redis::RedisStore,
     },
     orders::mq::{message::OrderCreated, publisher::Publisher},
+    reconcile::settle::{self, Deduction},
 };
 
 /// How long a claimed request id stays "in flight" if its request dies mid-way.
@@ -173,11 +182,11 @@ impl Target {
     }
 }
 
-/// What steps 8–12 need of a request whose id is claimed.
-struct Claimed<'a> {
-    switches: &'a SwitchValues,
+/// What steps 8–12 need of a request whose id is claimed; owned, for the task they run in.
+struct Claimed {
+    switches: Arc<SwitchValues>,
     client: IpAddr,
-    challenge_id: Option<&'a str>,
+    challenge_id: Option<String>,
     challenge_answer: Option<i64>,
     /// Under `Reservation::Redis`, with the item's per-user limit.
     order: PreOrder,
@@ -336,6 +345,8 @@ pub struct Funnel {
     preorders: PreorderWriter,
     publisher: Publisher,
     redis: RedisStore,
+    /// For voiding a pre-order whose commit failed ambiguously before giving its units back.
+    db: PgPool,
     counts: StageCounts,
 }
 
@@ -348,6 +359,7 @@ pub(crate) struct FunnelParts {
     pub(crate) preorders: PreorderWriter,
     pub(crate) publisher: Publisher,
     pub(crate) redis: RedisStore,
+    pub(crate) db: PgPool,
     pub(crate) metrics: Metrics,
 }
 
@@ -361,6 +373,7 @@ impl Funnel {
             preorders,
             publisher,
             redis,
+            db,
             metrics,
         } = parts;
         Self {
@@ -377,6 +390,7 @@ impl Funnel {
             preorders,
             publisher,
             redis,
+            db,
             counts: StageCounts(metrics),
         }
     }
@@ -387,7 +401,7 @@ impl Funnel {
 
     /// Runs a buy (`Ask::Units`) or seats (`Ask::Seats`) request through the whole funnel.
     pub(crate) async fn buy(
-        &self,
+        self: &Arc<Self>,
         ask: Ask,
         headers: &HeaderMap,
         client: IpAddr,
@@ -400,7 +414,7 @@ impl Funnel {
 
     /// The stages in order; the first that stops the request answers it.
     async fn run(
-        &self,
+        self: &Arc<Self>,
         ask: Ask,
         headers: &HeaderMap,
         client: IpAddr,
@@ -416,18 +430,25 @@ impl Funnel {
         self.check_phase(switches, &activity, &target, purchase.quantity)?;
         self.check_sold_out_flag(&target)?;
         let request_key = self.claim(user_id, request_id).await?;
+        let order = target.pre_order(user_id, request_id, &purchase, switches);
         let claimed = Claimed {
-            switches,
+            switches: snapshot.clone(),
             client,
-            challenge_id: purchase.challenge_id.as_deref(),
+            challenge_id: purchase.challenge_id,
             challenge_answer: purchase.answer,
-            order: target.pre_order(user_id, request_id, &purchase, switches),
+            order,
         };
-        let answer = match self.claimed(&claimed).await {
-            Ok(answer) | Err(answer) => answer,
-        };
-        self.keep_for_replay(&request_key, &answer).await;
-        Ok(answer)
+        let funnel = Arc::clone(self);
+        let finished = tokio::spawn(async move {
+            let answer = match funnel.claimed(&claimed).await {
+                Ok(answer) | Err(answer) => answer,
+            };
+            funnel.keep_for_replay(&request_key, &answer).await;
+            answer
+        });
+        Ok(finished
+            .await
+            .unwrap_or_else(|_| self.counts.stop("preorder", Outcome::Degraded)))
     }
 
     /// Step 1: a place among the requests in flight on this instance.
@@ -582,7 +603,7 @@ impl Funnel {
     }
 
     /// Steps 8–12, once the request id is this request's own.
-    async fn claimed(&self, claimed: &Claimed<'_>) -> Stage<Answer> {
+    async fn claimed(&self, claimed: &Claimed) -> Stage<Answer> {
         self.rate_limit(claimed).await?;
         self.challenge(claimed).await?;
         let mode = self.deduction.mode(claimed.switches.deduction);
@@ -599,7 +620,7 @@ impl Funnel {
     }
 
     /// Step 8: the local token bucket, then the buyer, address and item windows in Redis.
-    async fn rate_limit(&self, claimed: &Claimed<'_>) -> Stage<()> {
+    async fn rate_limit(&self, claimed: &Claimed) -> Stage<()> {
         let limits = &claimed.switches.limits;
         if !self.bucket.try_take(limits.local_rate_per_s) {
             return Err(self.rate_limited(limits.rate_window_s));
@@ -635,11 +656,11 @@ impl Funnel {
     }
 
     /// Step 9: the human challenge, only while the switch asks for it.
-    async fn challenge(&self, claimed: &Claimed<'_>) -> Stage<()> {
+    async fn challenge(&self, claimed: &Claimed) -> Stage<()> {
         if !claimed.switches.challenge_required {
             return Ok(());
         }
-        let passed = match (claimed.challenge_id, claimed.challenge_answer) {
+        let passed = match (claimed.challenge_id.as_deref(), claimed.challenge_answer) {
             (Some(id), Some(answer)) => {
                 self.challenges
                     .check(id, claimed.order.user_id, answer)
@@ -695,9 +716,15 @@ impl Funnel {
                 Err(self.refuse_deduction(order, refusal))
             }
             Err(error) => {
-                tracing::error!(error = %error, order = %order.id, "pre-order not written; giving the stock back");
+                // The commit may have happened all the same (a connection lost on COMMIT):
+                // only a void in PostgreSQL makes it certain that it never will.
+                tracing::error!(error = %error, order = %order.id, "pre-order not written; voiding it and giving the stock back");
                 if redis_deducted {
-                    self.give_back(order).await;
+                    let (db, redis, deduction) =
+                        (self.db.clone(), self.redis.clone(), deduction(order));
+                    tokio::spawn(
+                        async move { settle::void_and_release(&db, &redis, &deduction).await },
+                    );
                 }
                 Err(self.counts.stop("preorder", Outcome::Degraded))
             }
@@ -722,17 +749,30 @@ impl Funnel {
     /// Step 10 on the Redis path: the Lua deduction (units or seats).
     async fn deduct_in_redis(&self, order: &PreOrder, limit: i64) -> Result<(), Answer> {
         let (script, answered) = if order.seats.is_empty() {
-            let answered = self.redis.deduct_stock(order.holding(), limit).await;
+            let answered = self
+                .redis
+                .deduct_stock(order.holding(), limit, order.id)
+                .await;
             ("deduct_stock", answered)
         } else {
             let answered = self
                 .redis
-                .take_seats(order.sale_item(), order.buyer(), limit, &order.seats)
+                .take_seats(
+                    order.sale_item(),
+                    order.buyer(),
+                    limit,
+                    order.id,
+                    &order.seats,
+                )
                 .await;
             ("take_seats", answered)
         };
         let answer = answered.map_err(|error| {
-            tracing::warn!(error = %error, "deduction failed");
+            // The script may have run with its reply lost; its marker says so. This order
+            // id never reaches the pre-order writer, so releasing it is always safe.
+            tracing::warn!(error = %error, order = %order.id, "deduction failed; its answer is unknown");
+            let (redis, deduction) = (self.redis.clone(), deduction(order));
+            tokio::spawn(async move { settle::release_unanswered(&redis, &deduction).await });
             self.counts.stop("deduction", Outcome::Degraded)
         })?;
         match ScriptAnswer::read(answer) {
@@ -774,23 +814,17 @@ impl Funnel {
     async fn overruled(&self, order: &PreOrder, refusal: Refusal) {
         tracing::warn!(order = %order.id, activity = order.activity_id, item = order.item_id, ?refusal, "PostgreSQL overruled a Redis deduction");
         self.counts.count("preorder", "OVERRULED");
-        if matches!(refusal, Refusal::AlreadyPurchased | Refusal::LimitExceeded) {
-            self.give_back(order).await;
-        }
-    }
-
-    /// Returns a Redis deduction whose pre-order was not written.
-    async fn give_back(&self, order: &PreOrder) {
-        let given_back = if order.seats.is_empty() {
-            self.redis.restore_stock(order.holding()).await
-        } else {
-            self.redis
-                .release_seats(order.sale_item(), order.buyer(), &order.seats)
-                .await
+        let units = match refusal {
+            Refusal::AlreadyPurchased | Refusal::LimitExceeded => Units::BackToStock,
+            _ => Units::Kept,
         };
-        if let Err(error) = given_back {
-            // Nothing gives these units back yet: Redis stays deducted without an order.
-            tracing::error!(error = %error, order = %order.id, "stock give-back failed; the units stay deducted in Redis");
+        // The batch rolled this member back: it can never commit, so no void is needed.
+        if let Err(error) = self
+            .redis
+            .release_deduction(order.sale_item(), order.id, units)
+            .await
+        {
+            tracing::warn!(error = %error, order = %order.id, "releasing an overruled deduction failed; reconciliation releases it by its marker");
         }
     }
 
@@ -820,6 +854,16 @@ impl Funnel {
                 }),
             )
         })
+    }
+}
+
+/// What a pre-order deducted in Redis, as reconciliation settles it.
+fn deduction(order: &PreOrder) -> Deduction {
+    Deduction {
+        sale: order.sale_item(),
+        order: order.id,
+        buyer: order.buyer(),
+        units: order.quantity,
     }
 }
 

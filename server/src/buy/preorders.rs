@@ -422,9 +422,9 @@ async fn hold_seats(
 }
 
 /// Every seat of an activity with the buyer of the order holding it, if that order still
-/// keeps stock; pre-warm loads this map into Redis.
-pub(crate) async fn seat_holders(
-    pool: &PgPool,
+/// keeps stock; a re-derivation loads this map into Redis.
+pub(crate) async fn seat_holders<'e>(
+    executor: impl sqlx::PgExecutor<'e>,
     activity_id: i64,
 ) -> Result<Vec<(String, Option<i64>)>, sqlx::Error> {
     sqlx::query_as(
@@ -433,26 +433,7 @@ pub(crate) async fn seat_holders(
          WHERE s.activity_id = $1 ORDER BY s.seat_code",
     )
     .bind(activity_id)
-    .fetch_all(pool)
-    .await
-}
-
-/// Units each buyer holds of an item in orders that keep stock (see
-/// [`OrderStatus::holds_stock`](crate::orders::status::OrderStatus::holds_stock)); pre-warm
-/// loads these into Redis.
-pub(crate) async fn holders(
-    pool: &PgPool,
-    activity_id: i64,
-    item_id: i64,
-) -> Result<Vec<(i64, i64)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT user_id, SUM(quantity)::BIGINT FROM orders
-         WHERE activity_id = $1 AND item_id = $2 AND status IN ('PRE_CREATED', 'UNPAID', 'PAID')
-         GROUP BY user_id",
-    )
-    .bind(activity_id)
-    .bind(item_id)
-    .fetch_all(pool)
+    .fetch_all(executor)
     .await
 }
 

@@ -123,6 +123,8 @@ pub(crate) enum Refusal {
     NotEnough,
     /// A chosen seat does not exist.
     UnknownSeat,
+    /// A reconciliation run holds the item for a moment.
+    Fenced,
 }
 
 impl Refusal {
@@ -139,6 +141,10 @@ impl Refusal {
             ),
             Refusal::LimitExceeded => (Outcome::LimitExceeded, Outcome::LimitExceeded.message()),
             Refusal::NotPrewarmed => (Outcome::Degraded, Outcome::Degraded.message()),
+            Refusal::Fenced => (
+                Outcome::Degraded,
+                "this item's stock is being reconciled; retry in a moment",
+            ),
         }
     }
 }
@@ -167,6 +173,7 @@ impl ScriptAnswer {
             -4 => Refusal::NotPrewarmed,
             -5 => Refusal::NotEnough,
             -6 => Refusal::UnknownSeat,
+            -8 => Refusal::Fenced,
             unknown => return Err(UnknownAnswer(unknown)),
         };
         Ok(ScriptAnswer::Refused(refusal))
@@ -221,6 +228,7 @@ mod tests {
             (-4, Refusal::NotPrewarmed),
             (-5, Refusal::NotEnough),
             (-6, Refusal::UnknownSeat),
+            (-8, Refusal::Fenced),
         ] {
             assert_eq!(
                 ScriptAnswer::read(code),

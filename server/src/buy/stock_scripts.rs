@@ -1,29 +1,38 @@
-//! The buy path's Redis scripts (`lua/`): the stock deduction and its give-back, seat taking
-//! and freeing, the rate windows and the request-id claim. Each runs as one EVALSHA, with
-//! every key it touches under one hash tag.
+//! The buy path's Redis scripts (`lua/`): the stock deduction and seat taking (each leaving
+//! a marker under the order id), the give-back of a deduction whose pre-order will never
+//! commit, the rate windows and the request-id claim. Each runs as one EVALSHA, with every
+//! key it touches under one hash tag.
 
 use redis::Script;
 use std::sync::LazyLock;
 
 use contract::{SaleItem, UserId};
+use uuid::Uuid;
 
 use crate::infra::redis::RedisStore;
 
 static DEDUCT_STOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/deduct_stock.lua")));
-static RESTORE_STOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/restore_stock.lua")));
+static RELEASE_DEDUCTION: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/release_deduction.lua")));
 static RATE_WINDOWS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/rate_windows.lua")));
 static CLAIM_REQUEST: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/claim_request.lua")));
 static TAKE_SEATS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/take_seats.lua")));
-static RELEASE_SEATS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/release_seats.lua")));
 
 /// The value `claim_request.lua` stores while the first request with an id is in flight.
 pub(crate) const IN_FLIGHT: &[u8] = b"\0in-flight";
+
+/// What a released deduction does with its units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Units {
+    BackToStock,
+    /// Redis counted units PostgreSQL did not have: spending them brings Redis back to the
+    /// truth.
+    Kept,
+}
 
 /// Units one buyer takes of (or holds in) one sale item, as the stock scripts move them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,65 +43,74 @@ pub struct Holding {
 }
 
 impl RedisStore {
-    /// All the seats or none, within the per-user limit (`lua/take_seats.lua`).
+    /// All the seats or none, within the per-user limit, for pre-order `order`
+    /// (`lua/take_seats.lua`).
     pub(crate) async fn take_seats(
         &self,
         sale: SaleItem,
         buyer: UserId,
         limit: i64,
+        order: Uuid,
         seats: &[String],
     ) -> redis::RedisResult<i64> {
         TAKE_SEATS
             .key(self.seats_key(sale))
             .key(self.stock_key(sale))
             .key(self.bought_key(sale))
+            .key(self.pending_key(sale))
+            .key(self.fence_key(sale))
             .arg(buyer.0)
             .arg(limit)
+            .arg(order.to_string())
             .arg(seats)
             .invoke_async(&mut self.connection())
             .await
     }
 
-    /// Frees seats the buyer holds (`lua/release_seats.lua`); returns how many.
-    pub(crate) async fn release_seats(
+    /// Atomic check-and-deduct of stock and the buyer's count for pre-order `order`
+    /// (`lua/deduct_stock.lua`).
+    pub async fn deduct_stock(
         &self,
-        sale: SaleItem,
-        buyer: UserId,
-        seats: &[String],
+        take: Holding,
+        limit: i64,
+        order: Uuid,
     ) -> redis::RedisResult<i64> {
-        RELEASE_SEATS
-            .key(self.seats_key(sale))
-            .key(self.stock_key(sale))
-            .key(self.bought_key(sale))
-            .arg(buyer.0)
-            .arg(seats)
-            .invoke_async(&mut self.connection())
-            .await
-    }
-
-    /// Atomic check-and-deduct of stock and the buyer's count (`lua/deduct_stock.lua`).
-    pub(crate) async fn deduct_stock(&self, take: Holding, limit: i64) -> redis::RedisResult<i64> {
         let sale = take.sale;
         DEDUCT_STOCK
             .key(self.stock_key(sale))
             .key(self.bought_key(sale))
+            .key(self.pending_key(sale))
+            .key(self.fence_key(sale))
             .arg(take.buyer.0)
             .arg(take.quantity)
             .arg(limit)
+            .arg(order.to_string())
             .invoke_async(&mut self.connection())
             .await
     }
 
-    /// Gives a deduction back (`lua/restore_stock.lua`).
-    pub(crate) async fn restore_stock(&self, held: Holding) -> redis::RedisResult<i64> {
-        let sale = held.sale;
-        RESTORE_STOCK
+    /// Gives back the deduction of pre-order `order`, which will never commit, once
+    /// (`lua/release_deduction.lua`): the units released, or `None` when nothing was owed.
+    /// `Units::Kept` leaves the units deducted (PostgreSQL had none left for them).
+    pub(crate) async fn release_deduction(
+        &self,
+        sale: SaleItem,
+        order: Uuid,
+        units: Units,
+    ) -> redis::RedisResult<Option<i64>> {
+        let released: i64 = RELEASE_DEDUCTION
             .key(self.stock_key(sale))
             .key(self.bought_key(sale))
-            .arg(held.buyer.0)
-            .arg(held.quantity)
+            .key(self.seats_key(sale))
+            .key(self.pending_key(sale))
+            .arg(order.to_string())
+            .arg(match units {
+                Units::BackToStock => "1",
+                Units::Kept => "0",
+            })
             .invoke_async(&mut self.connection())
-            .await
+            .await?;
+        Ok((released >= 0).then_some(released))
     }
 
     /// One hit in the buyer, address and item windows; 0 or the index of the tripped window.

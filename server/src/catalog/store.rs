@@ -284,14 +284,6 @@ pub(crate) async fn list_activities(
         .collect()
 }
 
-/// Activities that have not ended yet, whoever owns them (the deduction hand-over
-/// re-derives their Redis state).
-pub(crate) async fn unfinished_activity_ids(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> {
-    sqlx::query_scalar("SELECT id FROM activities WHERE ends_at > now() ORDER BY id")
-        .fetch_all(pool)
-        .await
-}
-
 /// An activity as stored, before live Redis figures are added.
 pub(crate) struct StoredActivity {
     pub(crate) id: i64,

@@ -57,6 +57,8 @@ pub struct Settings {
     pub buy: BuySettings,
     /// The RabbitMQ order pipeline and its workers.
     pub pipeline: PipelineSettings,
+    /// Reconciliation: the leader's automatic pass and what counts as stuck.
+    pub reconcile: ReconcileSettings,
     /// The payment center the orders are paid through.
     pub payment: PaymentSettings,
     /// The etcd control plane: node identity, leases, the local snapshot.
@@ -110,6 +112,36 @@ impl Default for PipelineSettings {
             timeout_scan_interval_ms: 5_000,
             redis_giveback_attempts: 3,
             idle_queue_expiry_ms: None,
+        }
+    }
+}
+
+/// Reconciliation of Redis with PostgreSQL.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReconcileSettings {
+    /// How often the leader reconciles every live activity (0: never automatically).
+    pub interval_ms: u64,
+    /// A deduction marker this old without its order is a deduction whose pre-order will
+    /// not come: well past the pre-order writer's longest batch.
+    pub marker_grace_ms: u64,
+    /// A pre-order still `PRE_CREATED` this long after it was written is stuck: its event
+    /// is sent again.
+    pub stuck_after_s: u64,
+    /// A stuck pre-order this old is failed instead and its units given back.
+    pub fail_stuck_after_s: u64,
+    /// Findings of one class stored per item and run; the rest are counted in one finding.
+    pub max_findings_per_class: usize,
+}
+
+impl Default for ReconcileSettings {
+    fn default() -> Self {
+        Self {
+            interval_ms: 2_000,
+            marker_grace_ms: 5_000,
+            stuck_after_s: 60,
+            fail_stuck_after_s: 900,
+            max_findings_per_class: 50,
         }
     }
 }
@@ -213,7 +245,7 @@ pub struct BuySettings {
     pub(crate) bloom_capacity: u64,
     pub(crate) bloom_false_positive_rate: f64,
     /// How long this instance trusts its copy of an activity, in milliseconds.
-    pub(crate) activity_cache_ms: u64,
+    pub activity_cache_ms: u64,
     /// How long an id that passed the Bloom filter but does not exist is remembered.
     pub(crate) null_cache_ms: u64,
     /// How long a local sold-out flag answers without asking Redis (stock can come back
@@ -274,6 +306,7 @@ impl Default for Settings {
             probe_timeout_ms: 1500,
             buy: BuySettings::default(),
             pipeline: PipelineSettings::default(),
+            reconcile: ReconcileSettings::default(),
             payment: PaymentSettings::default(),
             control: ControlSettings::default(),
             workers: true,

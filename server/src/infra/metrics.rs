@@ -43,6 +43,12 @@ pub struct Inner {
     /// Redis give-backs of cancelled orders that failed every attempt (left to the scanner:
     /// `stock_restore_journal.redis_restored_at` stays NULL).
     pub(crate) redis_giveback_failures: IntCounter,
+    /// Per live activity item: units missing from `total = Redis stock + allocated + in
+    /// flight + restores owed` (positive: nobody holds them; negative: Redis would sell
+    /// units orders hold). Items leave the gauge when their activity stops being live.
+    pub(crate) stock_drift: IntGaugeVec,
+    /// Reconciliation findings by class and what was done (`repaired`, `flagged`, `none`).
+    pub(crate) reconcile_findings: IntCounterVec,
     /// The etcd control plane: sync, propagation, invalid values, leadership.
     pub(crate) control: ControlMetrics,
     /// The RabbitMQ order pipeline: publishing, consuming, outbox, dead letters.
@@ -125,6 +131,16 @@ impl Metrics {
             redis_giveback_failures: add.counter(
                 "seckill_redis_giveback_failures_total",
                 "Redis give-backs of cancelled orders that failed every attempt",
+            ),
+            stock_drift: add.gauges(
+                "seckill_stock_drift_units",
+                "Units missing from the stock ledger of a live activity item",
+                &["activity", "item"],
+            ),
+            reconcile_findings: add.counters(
+                "seckill_reconcile_findings_total",
+                "Reconciliation findings by class and action",
+                &["class", "action"],
             ),
             control: ControlMetrics::register(&add),
             pipeline: PipelineMetrics::register(&add),

@@ -76,6 +76,19 @@ impl RedisStore {
         self.key(&format!("{{a{activity}.i{item}}}:restored"))
     }
 
+    /// Hash of order id → deduction marker, left by every deduction until reconciliation
+    /// finds its order committed (`lua/deduct_stock.lua`).
+    pub fn pending_key(&self, sale: SaleItem) -> String {
+        let (activity, item) = (sale.activity, sale.item);
+        self.key(&format!("{{a{activity}.i{item}}}:pending"))
+    }
+
+    /// Present while a reconciliation run holds the item: no deduction runs then.
+    pub fn fence_key(&self, sale: SaleItem) -> String {
+        let (activity, item) = (sale.activity, sale.item);
+        self.key(&format!("{{a{activity}.i{item}}}:fence"))
+    }
+
     /// Where the first response to a buyer's request id is kept for replay.
     pub(crate) fn request_key(&self, user_id: i64, request_id: &str) -> String {
         self.key(&format!("idem:{{{user_id}}}:{request_id}"))

@@ -265,7 +265,7 @@ async fn take_stock(
 /// `PRE_CREATED → FAILED` for orders the stock no longer covers; their allocation, holding
 /// and seats go back through `stock::release`, journaled like a cancellation so the Redis
 /// give-back is retried by whoever retries those.
-async fn fail(
+pub(crate) async fn fail(
     tx: &mut Transaction<'_, Postgres>,
     order_ids: &[Uuid],
 ) -> Result<Vec<GiveBack>, sqlx::Error> {

@@ -55,6 +55,8 @@ const GIVEBACK_FIRST_WAIT: Duration = Duration::from_millis(50);
 pub enum Trigger {
     Message,
     Scan,
+    /// A reconciliation run.
+    Reconcile,
 }
 
 impl Trigger {
@@ -62,6 +64,7 @@ impl Trigger {
         match self {
             Self::Message => "message",
             Self::Scan => "scan",
+            Self::Reconcile => "reconcile",
         }
     }
 }

@@ -1,29 +1,171 @@
 //! The use cases the admin API, the console and the CLI share: start a run, read runs, read
 //! the live ledger. Each asks the permission table first.
 
+use std::time::Duration;
+
 use contract::{
-    ActivityLedger, Actor, ReconciliationRun, RunSummary, Source, StartReconciliation, StartedRun,
+    ActivityLedger, Actor, Permission, ReconciliationRun, RunSummary, Source, StartReconciliation,
+    StartedRun,
+};
+use serde_json::json;
+use sqlx::{pool::PoolConnection, PgPool, Postgres};
+
+use crate::{
+    admin::{
+        authorize,
+        ops_audit::{self, OpsAction},
+        reason::audited_reason,
+    },
+    catalog::store::{self as catalog, StoredActivity},
+    error::{ApiError, ApiResult},
+    reconcile::{
+        ledger,
+        run::{self, Mode, SeenDrifts, Sink},
+        store::{self, NewRun},
+    },
+    state::AppState,
 };
 
-use crate::{error::ApiResult, state::AppState};
+/// Runs listed at most.
+const LISTED_RUNS: i64 = 100;
+/// How long a repair run waits for another repair of the same activity to finish.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+/// Advisory-lock namespace of reconciliation repairs (the second key is the activity).
+const LOCK_CLASS: i32 = 0x5ec0;
 
 /// Starts a run in the background; answers its id at once (the run is stored `running`).
-/// A repair needs [`Permission::RepairStock`](contract::Permission::RepairStock) and a
-/// reason; a report needs `Reconcile`.
+/// A repair needs [`Permission::RepairStock`] and a reason; a report needs `Reconcile`.
 pub(crate) async fn start(
     state: &AppState,
     actor: &Actor,
     source: Source,
     request: StartReconciliation,
 ) -> ApiResult<StartedRun> {
-    let _ = (state, actor, source, request);
-    todo!()
+    let reason = if request.repair {
+        authorize(actor, Permission::RepairStock)?;
+        Some(audited_reason(request.reason.as_deref().unwrap_or(""))?.to_owned())
+    } else {
+        authorize(actor, Permission::Reconcile)?;
+        None
+    };
+    let activity = catalog::get_activity(&state.db, request.activity_id, None)
+        .await?
+        .ok_or(ApiError::NotFound("activity"))?;
+    let run_id = store::insert_run(
+        &state.db,
+        &NewRun {
+            activity_id: activity.id,
+            repair: request.repair,
+            trigger: run::trigger_of(source),
+            actor: &actor.username,
+            reason: reason.as_deref(),
+            items: activity.lines.len() as i64 + 1,
+        },
+    )
+    .await?;
+    if let Some(reason) = &reason {
+        ops_audit::record(
+            &state.db,
+            &OpsAction {
+                actor: &actor.username,
+                source,
+                action: "reconcile.repair",
+                target: &format!("activity:{}", activity.id),
+                detail: json!({ "run_id": run_id, "reason": reason }),
+            },
+        )
+        .await?;
+    }
+    let state = state.clone();
+    let mode = Mode {
+        repair: request.repair,
+        automatic: false,
+    };
+    tokio::spawn(async move {
+        let outcome = run_stored(&state, &activity, mode, run_id).await;
+        let error = outcome.err().map(|error| format!("{error:#}"));
+        if let Some(error) = &error {
+            tracing::warn!(run_id, activity = activity.id, %error, "reconciliation run failed");
+        }
+        if let Err(error) = store::finish(&state.db, run_id, error.as_deref()).await {
+            tracing::warn!(run_id, %error, "could not record the end of a reconciliation run");
+        }
+    });
+    Ok(StartedRun { id: run_id })
+}
+
+async fn run_stored(
+    state: &AppState,
+    activity: &StoredActivity,
+    mode: Mode,
+    run_id: i64,
+) -> anyhow::Result<()> {
+    let mut sink = Sink::Stored(run_id);
+    if !mode.repair {
+        run::execute(state, activity, mode, &SeenDrifts::new(), &mut sink).await?;
+        return Ok(());
+    }
+    let lock = ActivityLock::wait(&state.db, activity.id, LOCK_WAIT)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("another repair of this activity is still running"))?;
+    let outcome = run::execute(state, activity, mode, &SeenDrifts::new(), &mut sink).await;
+    lock.release().await;
+    outcome.map(drop)
+}
+
+/// A repair's hold on one activity: a session advisory lock on a connection of its own,
+/// so two repairs (the leader's and an operator's, or two operators') never rewrite the
+/// same item at once, and a crashed instance's lock goes with its connection.
+pub(crate) struct ActivityLock(PoolConnection<Postgres>);
+
+impl ActivityLock {
+    /// Takes the lock, waiting up to `wait`; `None` when it stayed taken.
+    pub(crate) async fn wait(
+        db: &PgPool,
+        activity_id: i64,
+        wait: Duration,
+    ) -> Result<Option<ActivityLock>, sqlx::Error> {
+        let mut connection = db.acquire().await?;
+        let started = tokio::time::Instant::now();
+        loop {
+            let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
+                .bind(LOCK_CLASS)
+                .bind(lock_key(activity_id))
+                .fetch_one(&mut *connection)
+                .await?;
+            if taken {
+                return Ok(Some(ActivityLock(connection)));
+            }
+            if started.elapsed() >= wait {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub(crate) async fn release(mut self) {
+        let unlocked = sqlx::query("SELECT pg_advisory_unlock_all()")
+            .execute(&mut *self.0)
+            .await;
+        if unlocked.is_err() {
+            // Closing the session is what releases a session lock for sure.
+            drop(self.0.detach());
+        }
+    }
+}
+
+/// The lock's second key: activity ids beyond `i32` share keys, which only serialises
+/// their repairs a little more.
+fn lock_key(activity_id: i64) -> i32 {
+    (activity_id.rem_euclid(i64::from(i32::MAX))) as i32
 }
 
 /// One run with its progress and findings.
 pub(crate) async fn get(state: &AppState, actor: &Actor, id: i64) -> ApiResult<ReconciliationRun> {
-    let _ = (state, actor, id);
-    todo!()
+    authorize(actor, Permission::Reconcile)?;
+    store::get_run(&state.db, id, actor.visible_merchant())
+        .await?
+        .ok_or(ApiError::NotFound("reconciliation run"))
 }
 
 /// Runs, newest first, of one activity or of all.
@@ -32,16 +174,52 @@ pub(crate) async fn list(
     actor: &Actor,
     activity_id: Option<i64>,
 ) -> ApiResult<Vec<RunSummary>> {
-    let _ = (state, actor, activity_id);
-    todo!()
+    authorize(actor, Permission::Reconcile)?;
+    Ok(store::list_runs(
+        &state.db,
+        activity_id,
+        actor.visible_merchant(),
+        LISTED_RUNS,
+    )
+    .await?)
 }
 
-/// The live stock ledger of an activity's items.
+/// The live stock ledger of an activity's items (merchants: their own activities).
 pub(crate) async fn ledger(
     state: &AppState,
     actor: &Actor,
     activity_id: i64,
 ) -> ApiResult<ActivityLedger> {
-    let _ = (state, actor, activity_id);
-    todo!()
+    authorize(actor, Permission::ReadCatalog)?;
+    catalog::get_activity(&state.db, activity_id, actor.visible_merchant())
+        .await?
+        .ok_or(ApiError::NotFound("activity"))?;
+    let (observed, tx) = ledger::observe(state, activity_id)
+        .await
+        .map_err(ApiError::Unavailable)?;
+    tx.rollback().await?;
+    let switched = state.switches.current().deduction;
+    Ok(ActivityLedger {
+        activity_id,
+        deduction: if state.funnel.deduction.redis_serves(switched) {
+            "redis"
+        } else {
+            "db"
+        }
+        .to_owned(),
+        items: observed.into_iter().map(|item| item.ledger).collect(),
+        at_ms: chrono::Utc::now().timestamp_millis(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_keys_stay_in_range() {
+        assert_eq!(lock_key(7), 7);
+        assert!(lock_key(i64::MAX) >= 0);
+        assert!(lock_key(-5) >= 0);
+    }
 }

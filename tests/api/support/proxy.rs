@@ -1,16 +1,46 @@
 //! A TCP proxy on a spare loopback port that a test can stop and resume, to make a shared
 //! service (RabbitMQ, say) unreachable for one app without touching the service itself.
 //! Stopping closes the listening socket (new connections are refused) and cuts every
-//! connection in flight; resuming listens on the same port again.
+//! connection in flight; resuming listens on the same port again. A proxy can also lose
+//! replies: once a client sends a given byte pattern (a script's SHA, say), the service's
+//! answers on that connection are dropped until the test unmutes it, as when a reply is
+//! lost on the network after the service did the work.
 
-use std::net::SocketAddr;
+use std::{
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
+};
 use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
     sync::watch,
 };
 
+/// When the service's replies are dropped.
+#[derive(Default)]
+struct ReplyGate {
+    /// Replies are dropped from the moment a client sends this.
+    trigger: Mutex<Option<Vec<u8>>>,
+    muted: AtomicBool,
+}
+
+impl ReplyGate {
+    fn saw(&self, sent: &[u8]) {
+        let trigger = self.trigger.lock().expect("gate");
+        if let Some(pattern) = trigger.as_deref() {
+            if sent.windows(pattern.len()).any(|window| window == pattern) {
+                self.muted.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
 pub(crate) struct Proxy {
     port: u16,
+    replies: Arc<ReplyGate>,
     /// `true` while the proxy should accept and forward.
     open: watch::Sender<bool>,
     /// `true` while the listening socket is bound.
@@ -30,9 +60,18 @@ impl Proxy {
         let port = listener.local_addr().expect("address").port();
         let (open, opened) = watch::channel(true);
         let (listened, listening) = watch::channel(false);
-        let task = tokio::spawn(serve(listener, port, target, opened, listened));
+        let replies = Arc::new(ReplyGate::default());
+        let task = tokio::spawn(serve(
+            listener,
+            port,
+            target,
+            opened,
+            listened,
+            replies.clone(),
+        ));
         let mut proxy = Proxy {
             port,
+            replies,
             open,
             listening,
             task,
@@ -45,6 +84,22 @@ impl Proxy {
     pub(crate) async fn stop(&mut self) {
         self.open.send_replace(false);
         self.wait_listening(false).await;
+    }
+
+    /// Drops the service's replies from the moment a client sends `pattern`.
+    pub(crate) fn lose_replies_after(&self, pattern: &[u8]) {
+        *self.replies.trigger.lock().expect("gate") = Some(pattern.to_vec());
+    }
+
+    /// Whether a reply has been dropped since [`Proxy::lose_replies_after`].
+    pub(crate) fn losing_replies(&self) -> bool {
+        self.replies.muted.load(Ordering::SeqCst)
+    }
+
+    /// Forwards replies again.
+    pub(crate) fn keep_replies(&self) {
+        *self.replies.trigger.lock().expect("gate") = None;
+        self.replies.muted.store(false, Ordering::SeqCst);
     }
 
     /// Listens and forwards again on the same port.
@@ -95,6 +150,7 @@ async fn serve(
     target: SocketAddr,
     mut open: watch::Receiver<bool>,
     listening: watch::Sender<bool>,
+    replies: Arc<ReplyGate>,
 ) {
     let mut listener = Some(first);
     loop {
@@ -115,7 +171,7 @@ async fn serve(
             tokio::select! {
                 accepted = bound.accept() => {
                     if let Ok((inbound, _)) = accepted {
-                        tokio::spawn(forward(inbound, target, open.clone()));
+                        tokio::spawn(forward(inbound, target, open.clone(), replies.clone()));
                     }
                 }
                 changed = open.changed() => {
@@ -130,13 +186,49 @@ async fn serve(
     }
 }
 
-/// Copies both ways until either side closes or the proxy stops.
-async fn forward(mut inbound: TcpStream, target: SocketAddr, mut open: watch::Receiver<bool>) {
-    let Ok(mut outbound) = TcpStream::connect(target).await else {
+/// Copies both ways until either side closes or the proxy stops; replies go through the
+/// gate.
+async fn forward(
+    inbound: TcpStream,
+    target: SocketAddr,
+    mut open: watch::Receiver<bool>,
+    replies: Arc<ReplyGate>,
+) {
+    let Ok(outbound) = TcpStream::connect(target).await else {
         return;
     };
+    let (mut client_in, mut client_out) = inbound.into_split();
+    let (mut service_in, mut service_out) = outbound.into_split();
+    let gate = replies.clone();
+    let requests = async move {
+        let mut buffer = vec![0u8; 16 * 1024];
+        while let Ok(read) = client_in.read(&mut buffer).await {
+            if read == 0 {
+                break;
+            }
+            gate.saw(&buffer[..read]);
+            if service_out.write_all(&buffer[..read]).await.is_err() {
+                break;
+            }
+        }
+    };
+    let answers = async move {
+        let mut buffer = vec![0u8; 16 * 1024];
+        while let Ok(read) = service_in.read(&mut buffer).await {
+            if read == 0 {
+                break;
+            }
+            if replies.muted.load(Ordering::SeqCst) {
+                continue;
+            }
+            if client_out.write_all(&buffer[..read]).await.is_err() {
+                break;
+            }
+        }
+    };
     tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+        () = requests => {}
+        () = answers => {}
         _ = open.wait_for(|open| !*open) => {}
     }
 }

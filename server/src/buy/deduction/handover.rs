@@ -2,11 +2,10 @@
 //! [`DeductionGate`](super::DeductionGate): wait for this instance's database-path
 //! pre-orders, re-derive Redis from PostgreSQL, then open the Redis path.
 
-use contract::SaleItem;
 use std::time::Duration;
 
 use crate::{
-    catalog::store as catalog, error::ApiResult, infra::config::DeductionMode, prewarm,
+    catalog::store as catalog, error::ApiResult, infra::config::DeductionMode, prewarm, reconcile,
     state::AppState,
 };
 
@@ -42,26 +41,14 @@ async fn reopen_redis(state: &AppState) -> ApiResult<()> {
         tracing::warn!("database-path pre-orders still in flight after the drain wait; re-deriving anyway, the arbiter covers them");
     }
     let mut activities = 0;
-    for id in catalog::unfinished_activity_ids(&state.db).await? {
+    // Open or pre-warmed: what Redis serves. Not only what Redis still holds, since the
+    // reason to flip to `db` may have been Redis losing its data.
+    for id in reconcile::store::live_activity_ids(&state.db).await? {
         let Some(activity) = catalog::get_activity(&state.db, id, None).await? else {
             continue;
         };
-        let keys: Vec<String> = activity
-            .lines
-            .iter()
-            .map(|line| state.redis.stock_key(SaleItem::new(id, line.item_id)))
-            .collect();
-        // Only what was pre-warmed: a pre-warm is an ops decision, not this task's.
-        if state
-            .redis
-            .get_integers(&keys)
-            .await?
-            .iter()
-            .any(Option::is_some)
-        {
-            prewarm::load(state, &activity).await?;
-            activities += 1;
-        }
+        prewarm::load(state, &activity).await?;
+        activities += 1;
     }
     // A flip back to `db` during the re-derivation wins: open only if still on `redis`.
     if state.switches.current().deduction == DeductionMode::Redis {

@@ -1,0 +1,228 @@
+//! What reconciliation reads of an item's Redis state and writes back: the deduction
+//! markers, the fence, the buyer records in chunks, and the re-derivation that replaces
+//! the item's state with what PostgreSQL holds. Every key here shares the item's hash tag.
+
+use redis::AsyncCommands;
+use std::collections::HashMap;
+use uuid::Uuid;
+
+use contract::SaleItem;
+
+use crate::infra::redis::RedisStore;
+
+/// A deduction marker as `lua/deduct_stock.lua` and `lua/take_seats.lua` write it:
+/// `"<deducted at ms> <buyer> <units> [<seat> ...]"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Marker {
+    pub(crate) order: Uuid,
+    pub(crate) at_ms: i64,
+    pub(crate) buyer: i64,
+    pub(crate) units: i64,
+}
+
+impl Marker {
+    pub(crate) fn parse(order: &str, value: &str) -> Option<Marker> {
+        let mut fields = value.split_ascii_whitespace();
+        Some(Marker {
+            order: order.parse().ok()?,
+            at_ms: fields.next()?.parse().ok()?,
+            buyer: fields.next()?.parse().ok()?,
+            units: fields.next()?.parse().ok()?,
+        })
+    }
+}
+
+/// One consistent read of an item's counters in Redis.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ItemCounters {
+    /// `None`: the stock key is gone (or was never loaded).
+    pub(crate) stock: Option<i64>,
+    pub(crate) buyers: i64,
+    pub(crate) markers: Vec<Marker>,
+    /// Markers that do not parse: written by something else than the stock scripts.
+    pub(crate) unreadable_markers: usize,
+    pub(crate) fenced: bool,
+}
+
+/// What a re-derivation writes: PostgreSQL's view of the item.
+pub struct Derived<'a> {
+    pub stock: i64,
+    pub holders: &'a [(i64, i64)],
+    /// Seat code → holder (seated items); empty otherwise.
+    pub seats: &'a [(String, Option<i64>)],
+    /// Orders whose units went back to stock in PostgreSQL: Redis must never give them
+    /// back again, whoever retries.
+    pub restored: &'a [Uuid],
+}
+
+/// Redis's millisecond clock, read together with the markers it stamps.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RedisNow(pub(crate) i64);
+
+impl RedisStore {
+    /// Stock, buyer count, markers and fence in one MULTI, with Redis's clock.
+    pub(crate) async fn item_counters(
+        &self,
+        sale: SaleItem,
+    ) -> redis::RedisResult<(ItemCounters, RedisNow)> {
+        type Read = (Option<i64>, i64, HashMap<String, String>, bool, (i64, i64));
+        let (stock, buyers, pending, fenced, (seconds, micros)): Read = redis::pipe()
+            .atomic()
+            .get(self.stock_key(sale))
+            .hlen(self.bought_key(sale))
+            .hgetall(self.pending_key(sale))
+            .exists(self.fence_key(sale))
+            .cmd("TIME")
+            .query_async(&mut self.connection())
+            .await?;
+        let mut markers = Vec::with_capacity(pending.len());
+        let mut unreadable_markers = 0;
+        for (order, value) in &pending {
+            match Marker::parse(order, value) {
+                Some(marker) => markers.push(marker),
+                None => unreadable_markers += 1,
+            }
+        }
+        markers.sort_by_key(|marker| marker.at_ms);
+        Ok((
+            ItemCounters {
+                stock,
+                buyers,
+                markers,
+                unreadable_markers,
+                fenced,
+            },
+            RedisNow(seconds * 1000 + micros / 1000),
+        ))
+    }
+
+    /// Units each buyer holds of an item, as Redis records them.
+    pub async fn holders(&self, sale: SaleItem) -> redis::RedisResult<Vec<(i64, i64)>> {
+        self.connection().hgetall(self.bought_key(sale)).await
+    }
+
+    /// Units of every buyer record of the item, summed (HVALS: for small hashes only).
+    pub(crate) async fn buyer_unit_sum(&self, sale: SaleItem) -> redis::RedisResult<i64> {
+        let units: Vec<i64> = self.connection().hvals(self.bought_key(sale)).await?;
+        Ok(units.iter().sum())
+    }
+
+    /// Drops markers of deductions whose order is committed (nothing is owed for them).
+    pub(crate) async fn forget_markers(
+        &self,
+        sale: SaleItem,
+        orders: &[Uuid],
+    ) -> redis::RedisResult<()> {
+        if orders.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<String> = orders.iter().map(Uuid::to_string).collect();
+        self.connection().hdel(self.pending_key(sale), ids).await
+    }
+
+    /// One chunk of the item's buyer records (HSCAN); cursor 0 starts and ends a scan.
+    pub(crate) async fn scan_buyers(
+        &self,
+        sale: SaleItem,
+        cursor: u64,
+    ) -> redis::RedisResult<(u64, Vec<(i64, i64)>)> {
+        redis::cmd("HSCAN")
+            .arg(self.bought_key(sale))
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut self.connection())
+            .await
+    }
+
+    /// Units Redis records for each of `buyers` (0 when it has no record).
+    pub(crate) async fn buyer_units(
+        &self,
+        sale: SaleItem,
+        buyers: &[i64],
+    ) -> redis::RedisResult<Vec<i64>> {
+        if buyers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let units: Vec<Option<i64>> = redis::cmd("HMGET")
+            .arg(self.bought_key(sale))
+            .arg(buyers)
+            .query_async(&mut self.connection())
+            .await?;
+        Ok(units.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// Holds the item: no deduction runs until [`RedisStore::lower_fence`] or `ttl_ms`.
+    pub(crate) async fn raise_fence(
+        &self,
+        sale: SaleItem,
+        run: &str,
+        ttl_ms: u64,
+    ) -> redis::RedisResult<()> {
+        self.connection()
+            .pset_ex(self.fence_key(sale), run, ttl_ms)
+            .await
+    }
+
+    pub(crate) async fn lower_fence(&self, sale: SaleItem) -> redis::RedisResult<()> {
+        self.connection().del(self.fence_key(sale)).await
+    }
+
+    /// Replaces the item's stock, buyer records, seat map and restore set with PostgreSQL's
+    /// view, and clears its markers, in one MULTI.
+    pub async fn rederive(&self, sale: SaleItem, derived: &Derived<'_>) -> redis::RedisResult<()> {
+        let bought = self.bought_key(sale);
+        let seat_map = self.seats_key(sale);
+        let restored = self.restored_key(sale);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .set(self.stock_key(sale), derived.stock)
+            .ignore()
+            .del(&[&bought, &seat_map, &restored, &self.pending_key(sale)])
+            .ignore();
+        for chunk in derived.holders.chunks(1000) {
+            pipe.hset_multiple(&bought, chunk).ignore();
+        }
+        if !derived.seats.is_empty() {
+            let entries: Vec<(&str, String)> = derived
+                .seats
+                .iter()
+                .map(|(code, holder)| {
+                    (
+                        code.as_str(),
+                        holder.map(|h| h.to_string()).unwrap_or_default(),
+                    )
+                })
+                .collect();
+            pipe.hset_multiple(&seat_map, &entries).ignore();
+        }
+        for chunk in derived.restored.chunks(1000) {
+            let ids: Vec<String> = chunk.iter().map(Uuid::to_string).collect();
+            pipe.sadd(&restored, ids).ignore();
+        }
+        pipe.query_async(&mut self.connection()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_read_as_the_scripts_write_them() {
+        let order = Uuid::new_v4();
+        assert_eq!(
+            Marker::parse(&order.to_string(), "1764583200123 42 2"),
+            Some(Marker {
+                order,
+                at_ms: 1_764_583_200_123,
+                buyer: 42,
+                units: 2
+            })
+        );
+        let seated = Marker::parse(&order.to_string(), "5 7 2 A1 A2").expect("seated");
+        assert_eq!((seated.buyer, seated.units), (7, 2));
+        assert_eq!(Marker::parse("not-a-uuid", "1 2 3"), None);
+        assert_eq!(Marker::parse(&order.to_string(), "1 2"), None);
+    }
+}

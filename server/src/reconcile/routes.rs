@@ -1,0 +1,72 @@
+//! `POST /admin/api/reconciliations`, `GET /admin/api/reconciliations[?activity_id=]`,
+//! `GET /admin/api/reconciliations/{id}` and `GET /admin/api/activities/{id}/ledger`.
+
+use axum::{
+    extract::{
+        rejection::{JsonRejection, PathRejection, QueryRejection},
+        Path, Query, State,
+    },
+    http::StatusCode,
+    Json,
+};
+use contract::{
+    ActivityLedger, Actor, ReconciliationRun, RunSummary, Source, StartReconciliation, StartedRun,
+};
+use serde::Deserialize;
+
+use crate::{admin::routes::AdminRoutes, error::ApiResult, reconcile::service, state::AppState};
+
+async fn start(
+    State(state): State<AppState>,
+    actor: Actor,
+    body: Result<Json<StartReconciliation>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<StartedRun>)> {
+    // A role that may not reconcile learns nothing about its input.
+    crate::admin::authorize(&actor, contract::Permission::Reconcile)?;
+    let Json(request) = body?;
+    let started = service::start(&state, &actor, Source::Api, request).await?;
+    Ok((StatusCode::ACCEPTED, Json(started)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunsQuery {
+    activity_id: Option<i64>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    actor: Actor,
+    query: Result<Query<RunsQuery>, QueryRejection>,
+) -> ApiResult<Json<Vec<RunSummary>>> {
+    let Query(query) = query?;
+    Ok(Json(
+        service::list(&state, &actor, query.activity_id).await?,
+    ))
+}
+
+async fn get(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+) -> ApiResult<Json<ReconciliationRun>> {
+    let Path(id) = id?;
+    Ok(Json(service::get(&state, &actor, id).await?))
+}
+
+async fn ledger(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+) -> ApiResult<Json<ActivityLedger>> {
+    let Path(id) = id?;
+    Ok(Json(service::ledger(&state, &actor, id).await?))
+}
+
+pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {
+    routes
+        .post("/reconciliations", start)
+        .get("/reconciliations", list)
+        .get("/reconciliations/{id}", get)
+        .get("/activities/{id}/ledger", ledger)
+}

@@ -1,0 +1,635 @@
+//! Reconciliation: the holes an operator found (a lost deduct reply, Redis wiped mid-sale,
+//! stuck pre-orders, a give-back counted twice, a client hanging up mid-buy), the runs'
+//! API, and the sale going on while repairs loop and while Redis loses its data.
+
+use contract::Role;
+use futures::{stream, StreamExt};
+use seckill::{
+    buy::stock_scripts::Holding,
+    infra::config::{AsyncMode, Settings},
+};
+use serde_json::{json, Value};
+use std::time::Duration;
+use uuid::Uuid;
+
+use crate::support::{
+    app::{json, spawn_app_with, TestApp},
+    fixtures::{buy_body, open_sale, order_id, storm_settings, Caller, Sale},
+    proxy::{target_of, through, Proxy},
+    wait::{until, PATIENCE},
+};
+
+/// A quick leader's pass, so a test sees repairs within a second or two.
+fn quick_reconcile(settings: &mut Settings) {
+    storm_settings(settings);
+    settings.buy.per_user_per_window = 1_000_000;
+    settings.reconcile.interval_ms = 200;
+    settings.reconcile.marker_grace_ms = 500;
+    settings.pipeline.timeout_scan_interval_ms = 200;
+}
+
+fn sale_item(sale: &Sale) -> contract::SaleItem {
+    contract::SaleItem::new(sale.activity_id, sale.item_id)
+}
+
+impl TestApp {
+    /// Starts a run and waits for its end; the run as the API answers it.
+    async fn reconcile(&self, caller: &Caller, sale: &Sale, repair: bool) -> Value {
+        let (status, started) = json(
+            self.post_json(
+                "/admin/api/reconciliations",
+                Some(caller),
+                &json!({ "activity_id": sale.activity_id, "repair": repair, "reason": "test" }),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 202, "{started}");
+        let path = format!("/admin/api/reconciliations/{}", started["id"]);
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let (_, run) = json(self.get(&path, Some(caller)).await).await;
+            if run["status"] != "running" {
+                assert_eq!(run["status"], "done", "{run}");
+                return run;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the run never ended: {run}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn ledger_item(&self, caller: &Caller, sale: &Sale) -> Value {
+        let (status, ledger) = json(
+            self.get(
+                &format!("/admin/api/activities/{}/ledger", sale.activity_id),
+                Some(caller),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 200, "{ledger}");
+        ledger["items"][0].clone()
+    }
+
+    /// Units the buyer holds in Redis's buyer record.
+    async fn redis_bought(&self, sale: &Sale, user_id: i64) -> i64 {
+        self.state
+            .redis
+            .holders(sale_item(sale))
+            .await
+            .expect("redis")
+            .into_iter()
+            .find(|(buyer, _)| *buyer == user_id)
+            .map_or(0, |(_, units)| units)
+    }
+
+    /// Deletes every Redis key of this test's deployment: what a Redis restart without
+    /// persistence does to it, without touching other tests' keys.
+    async fn wipe_redis(&self) {
+        let mut connection = self.state.redis.connection();
+        let pattern = format!("{}*", self.state.settings.redis_prefix);
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(&pattern)
+            .query_async(&mut connection)
+            .await
+            .expect("keys");
+        if !keys.is_empty() {
+            let _: () = redis::cmd("DEL")
+                .arg(&keys)
+                .query_async(&mut connection)
+                .await
+                .expect("del");
+        }
+    }
+
+    async fn stored_status(&self, order: Uuid) -> String {
+        sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+            .bind(order)
+            .fetch_one(&self.db)
+            .await
+            .expect("order")
+    }
+}
+
+fn classes(run: &Value) -> Vec<(String, String)> {
+    run["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["class"].as_str().unwrap_or("?").to_owned(),
+                f["action"].as_str().unwrap_or("?").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_deduction_whose_reply_was_lost_is_given_back_and_the_buyer_can_buy_again() {
+    let redis_url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let mut proxy = Proxy::start(&target_of(&redis_url)).await;
+    let app = spawn_app_with(|settings| {
+        quick_reconcile(settings);
+        settings.redis_url = through(&redis_url, &proxy).into();
+    })
+    .await;
+    let sale = open_sale(&app, 5, 1).await;
+    // The scripts are loaded now, so the deduction goes out as an EVALSHA of its hash.
+    app.bought(1, "warm-up", &buy_body(&sale, 1)).await;
+    let deduct = redis::Script::new(include_str!("../../lua/deduct_stock.lua"));
+    proxy.lose_replies_after(deduct.get_hash().as_bytes());
+    let (status, answer) = app.buy(2, "reply-lost", &buy_body(&sale, 1)).await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (503, Some("DEGRADED")),
+        "{answer}"
+    );
+    assert!(proxy.losing_replies(), "the deduction's reply was dropped");
+    // Redis did deduct: its reply was lost on the way back. New connections, replies again.
+    proxy.keep_replies();
+    proxy.stop().await;
+    proxy.resume().await;
+    until("the lost deduction is given back", PATIENCE, || async {
+        let stock = app
+            .state
+            .redis
+            .get_integers(&[app.state.redis.stock_key(sale_item(&sale))])
+            .await;
+        matches!(stock.as_deref(), Ok([Some(4)])) && app.redis_bought(&sale, 2).await == 0
+    })
+    .await;
+    let (status, answer) = app.buy(2, "retry", &buy_body(&sale, 1)).await;
+    assert_eq!(status, 200, "the buyer is not locked out: {answer}");
+    assert_eq!(app.allocated(&sale).await, 2);
+}
+
+#[tokio::test]
+async fn a_buyer_who_hangs_up_mid_buy_gets_the_order_on_replay() {
+    let app = spawn_app_with(quick_reconcile).await;
+    let sale = open_sale(&app, 5, 1).await;
+    // Hold the item row, so the pre-order batch waits while the buyer gives up.
+    let mut blocker = app.db.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM activity_items WHERE activity_id = $1 FOR UPDATE")
+        .bind(sale.activity_id)
+        .execute(&mut *blocker)
+        .await
+        .expect("lock the item row");
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()
+        .expect("client");
+    let gave_up = impatient
+        .post(format!("{}/api/seckill/buy", app.address))
+        .bearer_auth(crate::support::fixtures::token(&app, 7))
+        .header("X-Request-ID", "hung-up")
+        .json(&buy_body(&sale, 1))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the buyer gave up before the answer");
+    blocker.commit().await.expect("release the row");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let replayed = loop {
+        let (status, answer) = app.buy(7, "hung-up", &buy_body(&sale, 1)).await;
+        if status == 200 {
+            break answer;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the replay never answered the order: {status} {answer}"
+        );
+    };
+    let order = order_id(&replayed);
+    let status = app.stored_status(order).await;
+    assert!(
+        ["PRE_CREATED", "UNPAID"].contains(&status.as_str()),
+        "{status}"
+    );
+    assert_eq!(app.allocated(&sale).await, 1);
+}
+
+#[tokio::test]
+async fn redis_wiped_mid_sale_is_re_derived_without_an_operator() {
+    let app = spawn_app_with(|settings| {
+        quick_reconcile(settings);
+        // Every lookup goes through the Bloom filter, as once the cached copy expires.
+        settings.buy.activity_cache_ms = 0;
+    })
+    .await;
+    let sre = app.caller(Role::Sre, None).await;
+    let sale = open_sale(&app, 10, 1).await;
+    for user in 1..=3 {
+        app.bought(user, &format!("before-{user}"), &buy_body(&sale, 1))
+            .await;
+    }
+    app.wipe_redis().await;
+    // An item that exists is never answered 404, with or without its Bloom bits.
+    let info = app
+        .get(&format!("/api/activities/{}", sale.activity_id), None)
+        .await;
+    assert_eq!(info.status(), 200, "the activity is still there");
+    let (status, answer) = app.buy(4, "during", &buy_body(&sale, 1)).await;
+    assert!(
+        status == 200 || (status == 503 && answer["code"] == "DEGRADED"),
+        "{status} {answer}"
+    );
+    until("the sale resumes", PATIENCE, || async {
+        app.buy(5, &format!("after-{}", Uuid::new_v4()), &buy_body(&sale, 1))
+            .await
+            .0
+            == 200
+    })
+    .await;
+    // A buyer of before the wipe is still known to Redis.
+    let (status, answer) = app.buy(1, "again", &buy_body(&sale, 1)).await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (409, Some("ALREADY_PURCHASED"))
+    );
+    let ledger = app.ledger_item(&sre, &sale).await;
+    assert_eq!(ledger["drift"], 0, "{ledger}");
+    assert_eq!(
+        app.redis_stock(&sale).await + app.allocated(&sale).await,
+        10,
+        "{ledger}"
+    );
+}
+
+#[tokio::test]
+async fn an_activity_that_opened_without_a_pre_warm_is_loaded_by_the_leader() {
+    let app = spawn_app_with(quick_reconcile).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let sale = crate::support::fixtures::upcoming_activity(
+        &app,
+        &merchant,
+        &crate::support::fixtures::Listing::storm(3, 1, &[]),
+    )
+    .await;
+    sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute' WHERE id = $1")
+        .bind(sale.activity_id)
+        .execute(&app.db)
+        .await
+        .expect("open");
+    until("the open activity sells", PATIENCE, || async {
+        let (status, answer) = app
+            .buy(1, &format!("try-{}", Uuid::new_v4()), &buy_body(&sale, 1))
+            .await;
+        assert!(
+            status == 200 || answer["code"] == "DEGRADED",
+            "never 404 for an item that exists: {status} {answer}"
+        );
+        status == 200
+    })
+    .await;
+    assert_eq!(app.redis_stock(&sale).await, 2);
+}
+
+#[tokio::test]
+async fn stuck_pre_orders_are_sent_again_or_failed_and_given_back() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        // The leader's pass stays out of the way: the operator's run does the repair.
+        settings.reconcile.interval_ms = 0;
+        settings.buy.async_mode = AsyncMode::Record;
+    })
+    .await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sale = open_sale(&app, 5, 1).await;
+    let failed_outbox = app.bought(1, "failed-outbox", &buy_body(&sale, 1)).await;
+    let too_old = app.bought(2, "too-old", &buy_body(&sale, 1)).await;
+    // The relay gave up on one; the other's message went out and was lost (dead-lettered,
+    // say), and it has waited past any hope.
+    for (order, outbox) in [(failed_outbox, "failed"), (too_old, "sent")] {
+        sqlx::query("UPDATE outbox SET status = $2 WHERE event_id = $1")
+            .bind(order)
+            .bind(outbox)
+            .execute(&app.db)
+            .await
+            .expect("set the outbox row");
+    }
+    for (order, age) in [(failed_outbox, "5 minutes"), (too_old, "2 hours")] {
+        sqlx::query(&format!(
+            "UPDATE orders SET created_at = now() - interval '{age}' WHERE id = $1"
+        ))
+        .bind(order)
+        .execute(&app.db)
+        .await
+        .expect("age the pre-order");
+    }
+    let report = app.reconcile(&ops, &sale, false).await;
+    assert_eq!(
+        classes(&report),
+        vec![
+            ("PREORDER_STUCK".to_owned(), "none".to_owned()),
+            ("PREORDER_STUCK".to_owned(), "none".to_owned())
+        ],
+        "{report}"
+    );
+    let repair = app.reconcile(&ops, &sale, true).await;
+    assert_eq!(
+        classes(&repair),
+        vec![
+            ("PREORDER_STUCK".to_owned(), "repaired".to_owned()),
+            ("PREORDER_STUCK".to_owned(), "repaired".to_owned())
+        ],
+        "{repair}"
+    );
+    assert_eq!(app.stored_status(too_old).await, "FAILED");
+    until("the re-sent pre-order completes", PATIENCE, || async {
+        app.stored_status(failed_outbox).await == "UNPAID"
+    })
+    .await;
+    until(
+        "the failed one's unit is back in Redis",
+        PATIENCE,
+        || async { app.redis_stock(&sale).await == 4 && app.allocated(&sale).await == 1 },
+    )
+    .await;
+    let again = app.reconcile(&ops, &sale, false).await;
+    assert!(classes(&again).is_empty(), "{again}");
+}
+
+#[tokio::test]
+async fn a_give_back_retried_after_a_re_derivation_is_not_given_twice() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.reconcile.interval_ms = 0;
+        // The scanner retries give-backs owed for over two intervals: after the pre-warm.
+        settings.pipeline.timeout_scan_interval_ms = 2_000;
+    })
+    .await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sale = open_sale(&app, 5, 1).await;
+    let order = app.bought(1, "to-cancel", &buy_body(&sale, 1)).await;
+    until("the order is unpaid", PATIENCE, || async {
+        app.stored_status(order).await == "UNPAID"
+    })
+    .await;
+    // The cancel commits in PostgreSQL as the pay timeout does; its Redis give-back fails
+    // (nothing reaches Redis here), so the journal still owes it.
+    let mut tx = app.db.begin().await.expect("begin");
+    for statement in [
+        "UPDATE orders SET status = 'CANCELLED' WHERE id = $1",
+        "INSERT INTO stock_restore_journal (order_id, activity_id, item_id, quantity)
+         SELECT id, activity_id, item_id, quantity FROM orders WHERE id = $1",
+        "UPDATE activity_items ai SET allocated = allocated - o.quantity, sold = sold - o.quantity
+         FROM orders o WHERE o.id = $1 AND ai.activity_id = o.activity_id AND ai.item_id = o.item_id",
+        "UPDATE buyer_holdings h SET units = units - o.quantity
+         FROM orders o WHERE o.id = $1 AND h.activity_id = o.activity_id
+           AND h.item_id = o.item_id AND h.user_id = o.user_id",
+    ] {
+        sqlx::query(statement)
+            .bind(order)
+            .execute(&mut *tx)
+            .await
+            .expect(statement);
+    }
+    tx.commit().await.expect("cancel");
+    // A re-derivation (a pre-warm; the db → redis hand-over runs the same) comes first.
+    let (status, report) = json(
+        app.post_json(
+            &format!("/admin/api/activities/{}/prewarm", sale.activity_id),
+            Some(&ops),
+            &json!({}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(app.redis_stock(&sale).await, 5);
+    // Then the scanner retries the give-back it owes.
+    until("the journal has the give-back", PATIENCE, || async {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT redis_restored_at IS NOT NULL FROM stock_restore_journal WHERE order_id = $1",
+        )
+        .bind(order)
+        .fetch_one(&app.db)
+        .await
+        .expect("journal")
+    })
+    .await;
+    assert_eq!(app.redis_stock(&sale).await, 5, "given back once only");
+}
+
+#[tokio::test]
+async fn runs_report_then_repair_and_a_second_run_finds_nothing() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.reconcile.interval_ms = 0;
+        settings.reconcile.marker_grace_ms = 0;
+    })
+    .await;
+    let (ops, sre) = (
+        app.caller(Role::Ops, None).await,
+        app.caller(Role::Sre, None).await,
+    );
+    let sale = open_sale(&app, 10, 2).await;
+    app.bought(1, "kept", &buy_body(&sale, 1)).await;
+    // A deduction without its pre-order (a server gone between the two), and Redis off by
+    // two units for no order at all.
+    let lost = Uuid::new_v4();
+    let holding = Holding {
+        sale: sale_item(&sale),
+        buyer: contract::UserId(9),
+        quantity: 1,
+    };
+    let deducted = app
+        .state
+        .redis
+        .deduct_stock(holding, 2, lost)
+        .await
+        .expect("deduct");
+    assert_eq!(deducted, 8);
+    let mut connection = app.state.redis.connection();
+    let _: i64 = redis::cmd("DECRBY")
+        .arg(app.state.redis.stock_key(sale_item(&sale)))
+        .arg(2)
+        .query_async(&mut connection)
+        .await
+        .expect("decr");
+    let ledger = app.ledger_item(&sre, &sale).await;
+    assert_eq!(
+        (
+            ledger["redis_stock"].as_i64(),
+            ledger["allocated"].as_i64(),
+            ledger["in_flight"].as_i64()
+        ),
+        (Some(6), Some(1), Some(1)),
+        "{ledger}"
+    );
+    assert_eq!(ledger["drift"], 2, "{ledger}");
+
+    let (status, refused) = json(
+        app.post_json(
+            "/admin/api/reconciliations",
+            Some(&sre),
+            &json!({ "activity_id": sale.activity_id, "repair": true, "reason": "x" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 403, "an sre reports only: {refused}");
+    let (status, refused) = json(
+        app.post_json(
+            "/admin/api/reconciliations",
+            Some(&ops),
+            &json!({ "activity_id": sale.activity_id, "repair": true }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (400, Some("REASON_REQUIRED"))
+    );
+
+    let report = app.reconcile(&sre, &sale, false).await;
+    let mut found = classes(&report);
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            ("REDIS_DEDUCTED_NO_ORDER".to_owned(), "none".to_owned()),
+            ("REDIS_DEDUCTED_NO_ORDER".to_owned(), "none".to_owned())
+        ],
+        "the lost deduction and the drift: {report}"
+    );
+    assert_eq!(app.redis_stock(&sale).await, 6, "a report changes nothing");
+
+    let repair = app.reconcile(&ops, &sale, true).await;
+    assert!(
+        classes(&repair)
+            .iter()
+            .all(|(class, action)| class == "REDIS_DEDUCTED_NO_ORDER" && action == "repaired"),
+        "{repair}"
+    );
+    assert_eq!(app.redis_stock(&sale).await, 9);
+    assert_eq!(
+        app.redis_bought(&sale, 9).await,
+        0,
+        "the buyer's record went back too"
+    );
+    assert_eq!(app.stored_status(lost).await, "FAILED", "voided");
+    let again = app.reconcile(&ops, &sale, true).await;
+    assert!(classes(&again).is_empty(), "{again}");
+    let (status, runs) = json(
+        app.get(
+            &format!(
+                "/admin/api/reconciliations?activity_id={}",
+                sale.activity_id
+            ),
+            Some(&sre),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(runs.as_array().map(Vec::len), Some(3), "{runs}");
+    assert_eq!(runs[1]["repaired"], 2, "{runs}");
+}
+
+/// Buys until the answer is not a momentary 503, with a new request id each try (a 503
+/// is kept for replays of its request id).
+async fn buy_through(app: &TestApp, sale: &Sale, user: i64) -> (u16, Value) {
+    for attempt in 0.. {
+        let (status, answer) = app
+            .buy(user, &format!("u{user}-{attempt}"), &buy_body(sale, 1))
+            .await;
+        if !matches!(status, 429 | 503) || attempt > 200 {
+            return (status, answer);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    unreachable!()
+}
+
+#[tokio::test]
+async fn a_storm_sells_exactly_the_stock_while_repairs_loop() {
+    let app = spawn_app_with(quick_reconcile).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sale = open_sale(&app, 300, 1).await;
+    let storming = async {
+        stream::iter(1..=2000_i64)
+            .map(|user| {
+                let (app, sale) = (&app, &sale);
+                async move { buy_through(app, sale, user).await }
+            })
+            .buffer_unordered(48)
+            .collect::<Vec<_>>()
+            .await
+    };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let repairing = async {
+        let mut runs = 0;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            app.reconcile(&ops, &sale, true).await;
+            runs += 1;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        runs
+    };
+    let (answers, runs) = tokio::join!(
+        async {
+            let answers = storming.await;
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            answers
+        },
+        repairing
+    );
+    assert!(runs > 0);
+    let sold = answers.iter().filter(|(status, _)| *status == 200).count();
+    assert_eq!(sold, 300, "exactly the stock is sold");
+    assert!(answers
+        .iter()
+        .all(|(status, answer)| *status == 200 || answer["code"] == "SOLD_OUT"));
+    assert_eq!(app.allocated(&sale).await, 300);
+    let over: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE activity_id = $1
+         AND status IN ('PRE_CREATED', 'UNPAID', 'PAID') GROUP BY user_id HAVING SUM(quantity) > 1) o",
+    )
+    .bind(sale.activity_id)
+    .fetch_one(&app.db)
+    .await
+    .expect("count");
+    assert_eq!(over, 0, "no buyer over the limit");
+    let report = app.reconcile(&ops, &sale, false).await;
+    assert!(classes(&report).is_empty(), "{report}");
+    assert_eq!(app.redis_stock(&sale).await, 0);
+}
+
+#[tokio::test]
+async fn a_storm_survives_redis_losing_its_data() {
+    let app = spawn_app_with(quick_reconcile).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let sale = open_sale(&app, 300, 1).await;
+    let storming = stream::iter(1..=900_i64)
+        .map(|user| {
+            let (app, sale) = (&app, &sale);
+            async move { buy_through(app, sale, user).await }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>();
+    let wiping = async {
+        until("a third is sold", PATIENCE, || async {
+            app.allocated(&sale).await >= 100
+        })
+        .await;
+        app.wipe_redis().await;
+    };
+    let (answers, ()) = tokio::join!(storming, wiping);
+    let sold = answers.iter().filter(|(status, _)| *status == 200).count();
+    assert!(sold <= 300, "never oversold: {sold}");
+    assert!(app.allocated(&sale).await <= 300);
+    until("Redis and PostgreSQL agree again", PATIENCE, || async {
+        let ledger = app.ledger_item(&sre, &sale).await;
+        ledger["drift"] == 0 && ledger["in_flight"] == 0
+    })
+    .await;
+    assert_eq!(
+        app.redis_stock(&sale).await + app.allocated(&sale).await,
+        300
+    );
+}
