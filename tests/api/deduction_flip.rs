@@ -112,10 +112,12 @@ async fn flipping_deduction_mid_storm_sells_exactly_the_stock_within_limits() {
     .await
     .expect("count");
     assert_eq!(over_limit, 0, "no buyer past the per-user limit");
+    // DEGRADED: a buy that came while the re-derivation's fence held the item (a moment).
     let unexpected: Vec<_> = codes
         .keys()
         .filter(|code| {
-            !["OK", "SOLD_OUT", "ALREADY_PURCHASED", "LIMIT_EXCEEDED"].contains(&code.as_str())
+            !["OK", "SOLD_OUT", "ALREADY_PURCHASED", "LIMIT_EXCEEDED", "DEGRADED"]
+                .contains(&code.as_str())
         })
         .collect();
     assert!(unexpected.is_empty(), "{codes:?}");

@@ -24,8 +24,9 @@ use crate::{
 
 /// The actor the audit names for the leader's repairs.
 const ACTOR: &str = "leader";
-/// A run whose progress has not moved for this long lost its instance.
-const ABANDONED_AFTER: Duration = Duration::from_secs(120);
+/// A run whose progress has not moved for this long lost its instance (an item of a million
+/// buyers compared one by one takes well under this).
+const ABANDONED_AFTER: Duration = Duration::from_secs(600);
 
 pub(crate) fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
     tokio::spawn(run_while_leading(state.clone()))
