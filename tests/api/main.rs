@@ -17,4 +17,5 @@ mod identity;
 mod payment;
 mod pipeline;
 mod rbac;
+mod redis_outage;
 mod support;
