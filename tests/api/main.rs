@@ -18,4 +18,5 @@ mod payment;
 mod pipeline;
 mod rbac;
 mod reconcile;
+mod redis_outage;
 mod support;

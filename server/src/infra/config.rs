@@ -27,6 +27,13 @@ pub struct Settings {
     pub redis_url: SecretString,
     /// Prepended to every Redis key, so deployments and tests can share one Redis (`SECKILL_REDIS_PREFIX`).
     pub redis_prefix: String,
+    /// Longest one Redis command may take, waiting for a connection included, in
+    /// milliseconds (2000): past it the command fails, so a Redis that went away costs a
+    /// request this much at most. Also the connect and response timeouts of the connection.
+    pub(crate) redis_timeout_ms: u64,
+    /// While Redis is unreachable, how often the instance tries to reach it again, in
+    /// milliseconds (250): the connection is back within about this long of Redis returning.
+    pub(crate) redis_reconnect_ms: u64,
     /// RabbitMQ; its vhost is honoured (`AMQP_URL`).
     pub amqp_url: SecretString,
     /// Prepended to every exchange and queue name (`SECKILL_AMQP_PREFIX`).
@@ -292,6 +299,8 @@ impl Default for Settings {
             db_max_connections: 32,
             redis_url: "redis://127.0.0.1:6379/0".into(),
             redis_prefix: "seckill:".into(),
+            redis_timeout_ms: 2_000,
+            redis_reconnect_ms: 250,
             amqp_url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
             amqp_prefix: "seckill".into(),
             etcd_endpoints: vec!["http://127.0.0.1:2379".into()],
@@ -352,6 +361,14 @@ impl Settings {
 
     pub(crate) fn probe_timeout(&self) -> Duration {
         Duration::from_millis(self.probe_timeout_ms)
+    }
+
+    pub(crate) fn redis_timeout(&self) -> Duration {
+        Duration::from_millis(self.redis_timeout_ms)
+    }
+
+    pub(crate) fn redis_reconnect_interval(&self) -> Duration {
+        Duration::from_millis(self.redis_reconnect_ms)
     }
 }
 
@@ -624,6 +641,23 @@ mod tests {
         assert_eq!(
             settings.buy.max_in_flight,
             BuySettings::default().max_in_flight
+        );
+    }
+
+    #[test]
+    fn redis_timeouts_have_defaults_and_read_from_a_file() {
+        let defaults = with_env(&[]).expect("defaults");
+        assert_eq!(defaults.redis_timeout(), Duration::from_secs(2));
+        assert_eq!(
+            defaults.redis_reconnect_interval(),
+            Duration::from_millis(250)
+        );
+        let file = "redis_timeout_ms = 500\nredis_reconnect_ms = 100";
+        let settings = layered(Some(file), &[]).expect("valid file");
+        assert_eq!(settings.redis_timeout(), Duration::from_millis(500));
+        assert_eq!(
+            settings.redis_reconnect_interval(),
+            Duration::from_millis(100)
         );
     }
 

@@ -1,14 +1,23 @@
-//! Redis: one multiplexed, auto-reconnecting connection, the key layout every capability
-//! shares, and the generic commands. Each capability's Lua scripts (`lua/`) are methods it
-//! adds to [`RedisStore`] in its own folder (`buy::stock_scripts`, `buy::bloom`,
+//! Redis: one multiplexed connection that is reached again on its own when Redis comes
+//! back, with every command bounded in time, the key layout every capability shares, and the
+//! generic commands. Each capability's Lua scripts (`lua/`) are methods it adds to
+//! [`RedisStore`] in its own folder (`buy::stock_scripts`, `buy::bloom`,
 //! `orders::release_scripts`, `prewarm::load`).
 //!
 //! Every key starts with the configured prefix so deployments and tests can share one
 //! Redis. Keys one script touches share a hash tag (`{...}`) to stay cluster-safe.
 
-use redis::{aio::ConnectionManager, AsyncCommands, Script};
+use redis::{
+    aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
+    AsyncCommands, Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Script, Value,
+};
 use secrecy::ExposeSecret;
-use std::sync::{Arc, LazyLock};
+use std::{
+    future::Future,
+    sync::{Arc, LazyLock},
+    time::Duration,
+};
+use tokio::sync::mpsc;
 
 use contract::SaleItem;
 
@@ -19,25 +28,46 @@ static FIXED_WINDOW: LazyLock<Script> =
 
 #[derive(Clone)]
 pub struct RedisStore {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     prefix: Arc<str>,
 }
 
 impl RedisStore {
-    pub(crate) async fn connect(settings: &Settings) -> redis::RedisResult<Self> {
+    /// Connects once (failing at once if Redis does not answer), then keeps the connection.
+    pub(crate) async fn connect(settings: &Settings) -> RedisResult<Self> {
         let client = redis::Client::open(settings.redis_url.expose_secret())?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(std::time::Duration::from_secs(2))
-            .set_response_timeout(std::time::Duration::from_secs(2));
-        let connection = ConnectionManager::new_with_config(client, config).await?;
+        let timeout = settings.redis_timeout();
+        // One attempt per reconnection, no backoff: the manager's retries sleep between
+        // attempts (a second, then a minute each with redis 0.32's defaults) and every
+        // command waits for them, so a Redis that went away would hang requests, and one that
+        // came back would stay unused meanwhile.
+        // Attempts are made instead by the commands that find the connection broken and by
+        // `reconnect_while_unreachable`.
+        let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(0)
+            .set_connection_timeout(timeout)
+            .set_response_timeout(timeout);
+        let manager = ConnectionManager::new_with_config(client, config).await?;
+        // One pending signal is enough: the task pings until Redis answers, whatever the count.
+        let (failed, failures) = mpsc::channel(1);
+        tokio::spawn(reconnect_while_unreachable(
+            manager.clone(),
+            failures,
+            timeout,
+            settings.redis_reconnect_interval(),
+        ));
         Ok(Self {
-            connection,
+            connection: RedisConnection {
+                manager,
+                timeout,
+                failed,
+            },
             prefix: settings.redis_prefix.as_str().into(),
         })
     }
 
-    /// A clone of the shared connection; cheap, multiplexed.
-    pub fn connection(&self) -> ConnectionManager {
+    /// A clone of the shared connection; cheap, multiplexed, every command bounded in time.
+    pub fn connection(&self) -> RedisConnection {
         self.connection.clone()
     }
 
@@ -110,25 +140,21 @@ impl RedisStore {
         key: &str,
         response: &[u8],
         ttl_s: u64,
-    ) -> redis::RedisResult<()> {
+    ) -> RedisResult<()> {
         self.connection().set_ex(key, response, ttl_s).await
     }
 
-    pub(crate) async fn get_bytes(&self, key: &str) -> redis::RedisResult<Option<Vec<u8>>> {
+    pub(crate) async fn get_bytes(&self, key: &str) -> RedisResult<Option<Vec<u8>>> {
         self.connection().get(key).await
     }
 
     /// Reads and deletes a key in one step (GETDEL), for one-shot values.
-    pub(crate) async fn take_bytes(&self, key: &str) -> redis::RedisResult<Option<Vec<u8>>> {
+    pub(crate) async fn take_bytes(&self, key: &str) -> RedisResult<Option<Vec<u8>>> {
         self.connection().get_del(key).await
     }
 
     /// Counts one hit in a fixed window and returns the hits so far (`lua/fixed_window.lua`).
-    pub(crate) async fn hit_fixed_window(
-        &self,
-        key: &str,
-        window_s: u32,
-    ) -> redis::RedisResult<u64> {
+    pub(crate) async fn hit_fixed_window(&self, key: &str, window_s: u32) -> RedisResult<u64> {
         FIXED_WINDOW
             .key(key)
             .arg(window_s)
@@ -136,12 +162,12 @@ impl RedisStore {
             .await
     }
 
-    pub(crate) async fn delete(&self, key: &str) -> redis::RedisResult<()> {
+    pub(crate) async fn delete(&self, key: &str) -> RedisResult<()> {
         self.connection().del(key).await
     }
 
     /// Values of many integer keys in one round trip; absent keys are `None`.
-    pub async fn get_integers(&self, keys: &[String]) -> redis::RedisResult<Vec<Option<i64>>> {
+    pub async fn get_integers(&self, keys: &[String]) -> RedisResult<Vec<Option<i64>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -152,7 +178,104 @@ impl RedisStore {
         pipe.query_async(&mut self.connection()).await
     }
 
-    pub(crate) async fn ping(&self) -> redis::RedisResult<()> {
+    pub(crate) async fn ping(&self) -> RedisResult<()> {
         redis::cmd("PING").query_async(&mut self.connection()).await
+    }
+}
+
+/// The shared connection as commands use it. A command fails after the Redis timeout at the
+/// latest, waiting for a reconnection included; a failure that says the connection is broken
+/// wakes `reconnect_while_unreachable`.
+#[derive(Clone)]
+pub struct RedisConnection {
+    manager: ConnectionManager,
+    timeout: Duration,
+    failed: mpsc::Sender<()>,
+}
+
+impl RedisConnection {
+    async fn bounded<T>(&self, command: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
+        let outcome = tokio::time::timeout(self.timeout, command)
+            .await
+            .unwrap_or_else(|_| {
+                Err(RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("Redis did not answer within {:?}", self.timeout),
+                )))
+            });
+        if outcome.as_ref().is_err_and(RedisError::is_io_error) {
+            // Full: the task has been told already.
+            let _ = self.failed.try_send(());
+        }
+        outcome
+    }
+}
+
+impl ConnectionLike for RedisConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let mut manager = self.manager.clone();
+        Box::pin(async move { self.bounded(manager.send_packed_command(cmd)).await })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        let mut manager = self.manager.clone();
+        Box::pin(async move {
+            self.bounded(manager.send_packed_commands(cmd, offset, count))
+                .await
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.manager.get_db()
+    }
+}
+
+/// After a command found the connection broken, pings every `interval` until Redis answers,
+/// so the connection is back within about `interval` of Redis returning even when no request
+/// comes to try. Ends with the last [`RedisConnection`].
+async fn reconnect_while_unreachable(
+    mut manager: ConnectionManager,
+    mut failures: mpsc::Receiver<()>,
+    timeout: Duration,
+    interval: Duration,
+) {
+    while failures.recv().await.is_some() {
+        let mut unreachable = false;
+        loop {
+            // A ping that finds the last connection attempt failed only reports it, and
+            // makes the manager start another; the second ping waits for that one.
+            let outcome = match ping(&mut manager, timeout).await {
+                Ok(()) => Ok(()),
+                Err(_) => ping(&mut manager, timeout).await,
+            };
+            match outcome {
+                Ok(()) => break,
+                Err(error) if !unreachable => {
+                    tracing::warn!(%error, "Redis unreachable; trying again every {interval:?}");
+                }
+                Err(_) => {}
+            }
+            unreachable = true;
+            if failures.is_closed() {
+                return;
+            }
+            tokio::time::sleep(interval).await;
+        }
+        if unreachable {
+            tracing::info!("Redis reachable again");
+        }
+    }
+}
+
+async fn ping(manager: &mut ConnectionManager, timeout: Duration) -> Result<(), String> {
+    let command = redis::cmd("PING");
+    match tokio::time::timeout(timeout, command.query_async::<()>(manager)).await {
+        Ok(answer) => answer.map_err(|error| error.to_string()),
+        Err(_) => Err(format!("no answer within {timeout:?}")),
     }
 }

@@ -2,8 +2,8 @@
 //! loopback ports with a data folder of its own, stoppable and restartable with its data
 //! (never the shared one at `ETCD_ENDPOINTS`). Killed and removed when dropped.
 
-use super::wait;
-use std::{net::TcpListener, path::PathBuf, process::Stdio, time::Duration};
+use super::{spare_port, wait};
+use std::{path::PathBuf, process::Stdio, time::Duration};
 use tokio::process::{Child, Command};
 
 pub(crate) struct EtcdInstance {
@@ -11,14 +11,6 @@ pub(crate) struct EtcdInstance {
     client_port: u16,
     peer_port: u16,
     child: Option<Child>,
-}
-
-/// A loopback port nobody listens on right now.
-fn spare_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a spare loopback port")
 }
 
 fn binary() -> String {
