@@ -4,9 +4,10 @@
 //! that actor. Authorisation happens behind that trait, per call.
 
 use contract::{
-    ActivityDetail, ActivityInput, ActivitySummary, AuditPage, CurrentUser, DeadLetterPage,
-    DeadLetterView, Item, OrderDetail, OrderPage, OutboxSummary, PrewarmReport, ReplayReport,
-    RequeueReport, SwitchBoard, SwitchChange,
+    ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, CurrentUser,
+    DeadLetterPage, DeadLetterView, Item, OrderDetail, OrderPage, OutboxSummary, PrewarmReport,
+    ReconciliationRun, ReplayReport, RequeueReport, RunSummary, StartedRun, SwitchBoard,
+    SwitchChange,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
@@ -295,4 +296,61 @@ pub async fn replay_recorded_orders(reason: String) -> Result<ReplayReport, Serv
         .replay_recorded(&actor, &reason)
         .await
         .map_err(session::refuse)
+}
+
+/// The live stock ledger of an activity's items.
+#[server(prefix = "/console/fn")]
+pub async fn get_activity_ledger(activity_id: i64) -> Result<ActivityLedger, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .activity_ledger(&actor, activity_id)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Reconciliation runs, newest first; an absent activity means every activity's.
+#[server(prefix = "/console/fn")]
+pub async fn list_reconciliations(
+    activity_id: Option<i64>,
+) -> Result<Vec<RunSummary>, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .reconciliations(&actor, activity_id)
+        .await
+        .map_err(session::refuse)
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn get_reconciliation(id: i64) -> Result<ReconciliationRun, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .reconciliation(&actor, id)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Starts a reconciliation run from a console form, then opens the run's page. `repair`
+/// is a checkbox (absent when unticked); a repair needs a reason, which is audited.
+#[server(prefix = "/console/fn")]
+pub async fn start_reconciliation(
+    activity_id: i64,
+    repair: Option<bool>,
+    reason: Option<String>,
+) -> Result<StartedRun, ServerFnError> {
+    // An empty textarea is no reason at all: the server then says a repair needs one.
+    let reason = reason
+        .map(|reason| reason.trim().to_owned())
+        .filter(|reason| !reason.is_empty());
+    let request = contract::StartReconciliation {
+        activity_id,
+        repair: repair.unwrap_or(false),
+        reason,
+    };
+    let (backend, actor) = session::signed_in().await?;
+    let started = backend
+        .start_reconciliation(&actor, request)
+        .await
+        .map_err(session::refuse)?;
+    leptos_axum::redirect(&format!("/reconciliations/{}", started.id));
+    Ok(started)
 }

@@ -7,9 +7,10 @@
 //! before it does anything: server functions are public endpoints.
 
 use contract::{
-    ActivityDetail, ActivityInput, ActivitySummary, Actor, AuditPage, DeadLetterPage,
-    DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary,
-    PrewarmReport, ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
+    ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, Actor, AuditPage,
+    DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery,
+    OutboxSummary, PrewarmReport, ReconciliationRun, ReplayReport, RequeueReport, RunSummary,
+    StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
 use std::sync::Arc;
 
@@ -147,6 +148,33 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         actor: &Actor,
         reason: &str,
     ) -> Result<ReplayReport, ConsoleError>;
+
+    /// The live stock ledger of an activity's items: every store's count side by side and
+    /// the drift between them (merchants: their own activities only).
+    async fn activity_ledger(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+    ) -> Result<ActivityLedger, ConsoleError>;
+    /// Reconciliation runs, newest first, of one activity or of all.
+    async fn reconciliations(
+        &self,
+        actor: &Actor,
+        activity_id: Option<i64>,
+    ) -> Result<Vec<RunSummary>, ConsoleError>;
+    /// One reconciliation run with its progress and findings.
+    async fn reconciliation(
+        &self,
+        actor: &Actor,
+        id: i64,
+    ) -> Result<ReconciliationRun, ConsoleError>;
+    /// Starts a reconciliation run in the background and answers its id at once (a report
+    /// for ops, SRE and admin; a repair, with an audited reason, for ops and admin only).
+    async fn start_reconciliation(
+        &self,
+        actor: &Actor,
+        request: StartReconciliation,
+    ) -> Result<StartedRun, ConsoleError>;
 }
 
 /// How the server hands its implementation to the console.

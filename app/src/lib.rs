@@ -13,7 +13,8 @@ use leptos_router::{
     path, SsrMode,
 };
 use pages::{
-    activities, audit, dead_letters, items, layout, login, orders, prewarm, switches, unbuilt,
+    activities, audit, dead_letters, items, layout, login, orders, prewarm, reconciliation,
+    switches, unbuilt,
 };
 
 /// Name of the wasm bundle and stylesheet under `/pkg`, shared with the build scripts.
@@ -68,7 +69,8 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/dashboard") view=unbuilt::Dashboard/>
                         <Route path=path!("/hotkeys") view=unbuilt::HotKeys/>
                         <Route path=path!("/baselines") view=unbuilt::Baselines/>
-                        <Route path=path!("/reconciliations") view=unbuilt::Reconciliations/>
+                        <Route path=path!("/reconciliations") view=reconciliation::Reconciliations/>
+                        <Route path=path!("/reconciliations/:id") view=reconciliation::ReconciliationPage/>
                         <Route path=path!("/dead-letters") view=dead_letters::DeadLetters/>
                         <Route path=path!("/orders") view=orders::OrderList/>
                         <Route path=path!("/orders/:id") view=orders::OrderDetailPage/>

@@ -1,5 +1,5 @@
 //! The `seckill` command line: `serve`, `worker`, `migrate`, `demo`, `prewarm`, `token`,
-//! `admin`, `switch` and `replay-recorded`. There is no `reconcile` (not built yet).
+//! `admin`, `switch`, `replay-recorded` and `reconcile`.
 
 use clap::{Parser, Subcommand};
 use contract::Actor;
@@ -12,6 +12,7 @@ use crate::{
     identity::{buyer_token, password, secret_token, users},
     infra::{config::Settings, db},
     prewarm,
+    reconcile::service as reconcile,
     startup::{self, Application},
 };
 
@@ -48,6 +49,18 @@ enum Command {
     Demo,
     /// Load an activity's stock, buyer records and Bloom filter keys into Redis.
     Prewarm { activity: i64 },
+    /// Compare an activity's Redis stock and buyer records with PostgreSQL's orders and
+    /// restore journal: shows the run's progress, then prints every finding; exits
+    /// non-zero when the run failed.
+    Reconcile {
+        activity: i64,
+        /// Also repair the classes that are safe to repair (flags the rest); audited.
+        #[arg(long, requires = "reason")]
+        repair: bool,
+        /// Why (audited); required with --repair.
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Mint a buyer token (HS256 JWT) for tests and load generation.
     Token {
         #[arg(long)]
@@ -170,6 +183,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let report = prewarm::prewarm(&state, &cli_actor(), activity).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
+        Command::Reconcile {
+            activity,
+            repair,
+            reason,
+        } => reconcile_activity(settings, activity, repair, reason).await?,
     }
     Ok(())
 }
@@ -182,6 +200,158 @@ fn cli_actor() -> Actor {
         role: Role::Admin,
         merchant_id: None,
     }
+}
+
+/// How often `seckill reconcile` asks its run for progress.
+const RECONCILE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// `seckill reconcile`: starts the run (it executes in a task of this process), follows it
+/// on stderr until it is over, then prints its findings on stdout.
+async fn reconcile_activity(
+    settings: Settings,
+    activity_id: i64,
+    repair: bool,
+    reason: Option<String>,
+) -> anyhow::Result<()> {
+    use contract::{RunStatus, StartReconciliation};
+    use std::io::Write;
+
+    let reason = reason
+        .map(|reason| reason.trim().to_owned())
+        .filter(|reason| !reason.is_empty());
+    anyhow::ensure!(
+        !repair || reason.is_some(),
+        "--repair needs --reason TEXT: a repair is audited with why it ran"
+    );
+    let state = startup::connect(settings).await?;
+    let actor = cli_actor();
+    let started = reconcile::start(
+        &state,
+        &actor,
+        Source::Cli,
+        StartReconciliation {
+            activity_id,
+            repair,
+            reason,
+        },
+    )
+    .await?;
+    let kind = if repair { "repair" } else { "report" };
+    eprintln!(
+        "reconciliation run {} ({kind}) of activity {activity_id}",
+        started.id
+    );
+    // The run lives in a task of this process: returning before it is over would end it.
+    let run = loop {
+        let run = reconcile::get(&state, &actor, started.id).await?;
+        let mut stderr = std::io::stderr().lock();
+        write!(stderr, "\r{}", progress_bar(run.progress))?;
+        stderr.flush()?;
+        if run.status != RunStatus::Running {
+            writeln!(stderr)?;
+            break run;
+        }
+        drop(stderr);
+        tokio::time::sleep(RECONCILE_POLL).await;
+    };
+    print!("{}", findings_table(&run.findings));
+    match run.status {
+        RunStatus::Failed => anyhow::bail!(
+            "reconciliation run {} failed: {}",
+            run.id,
+            run.error.as_deref().unwrap_or("no reason recorded")
+        ),
+        RunStatus::Done | RunStatus::Running => Ok(()),
+    }
+}
+
+/// Width of the progress bar, in characters between the brackets.
+const BAR_WIDTH: i64 = 30;
+
+/// `[#########.....................] 3/10 items`
+fn progress_bar(progress: contract::Progress) -> String {
+    let filled = if progress.total > 0 {
+        (progress.done.clamp(0, progress.total) * BAR_WIDTH / progress.total) as usize
+    } else {
+        0
+    };
+    format!(
+        "[{}{}] {}/{} items",
+        "#".repeat(filled),
+        ".".repeat(BAR_WIDTH as usize - filled),
+        progress.done,
+        progress.total
+    )
+}
+
+/// The findings as a terminal table, then one summary line per class (every class, so a
+/// script can read the count of any class, zero included).
+fn findings_table(findings: &[contract::Finding]) -> String {
+    use contract::{FindingAction, FindingClass};
+    let rows: Vec<[String; 7]> = findings
+        .iter()
+        .map(|finding| {
+            [
+                finding.class.as_str().to_owned(),
+                finding.item_id.to_string(),
+                finding.order_id.clone().unwrap_or_else(|| "-".into()),
+                finding.user_id.map_or("-".into(), |user| user.to_string()),
+                finding.units.to_string(),
+                finding.action.as_str().to_owned(),
+                finding.detail.clone(),
+            ]
+        })
+        .collect();
+    let header = [
+        "class", "item", "order", "user", "units", "action", "detail",
+    ]
+    .map(String::from);
+    let mut widths = header.clone().map(|title| title.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String; 7]| {
+        let mut text = String::new();
+        for (column, (cell, width)) in cells.iter().zip(widths).enumerate() {
+            if column == 6 {
+                // The detail is last and free text: no padding after it.
+                text.push_str(cell);
+            } else if matches!(column, 1 | 3 | 4) {
+                text.push_str(&format!("{cell:>width$}  "));
+            } else {
+                text.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        text.truncate(text.trim_end().len());
+        text.push('\n');
+        text
+    };
+    let mut table = String::new();
+    if rows.is_empty() {
+        table.push_str("no findings\n");
+    } else {
+        table.push_str(&line(&header));
+        for row in &rows {
+            table.push_str(&line(row));
+        }
+    }
+    table.push('\n');
+    for class in FindingClass::ALL {
+        let of_class: Vec<_> = findings.iter().filter(|f| f.class == class).collect();
+        let count = |action| of_class.iter().filter(|f| f.action == action).count();
+        let units: i64 = of_class.iter().map(|f| f.units).sum();
+        table.push_str(&format!(
+            "{:<24} {} finding(s), {units} unit(s): {} repaired, {} flagged, {} reported only\n",
+            format!("{}:", class.as_str()),
+            of_class.len(),
+            count(FindingAction::Repaired),
+            count(FindingAction::Flagged),
+            count(FindingAction::None),
+        ));
+    }
+    table
 }
 
 /// `seckill switch get|set`: the switch board over PostgreSQL and etcd only, so ops can
@@ -396,4 +566,87 @@ async fn seed_demo(settings: Settings) -> anyhow::Result<()> {
     println!("  ops user:      ops / {ops_password}");
     println!("  merchant user: merchant / {merchant_password}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use contract::{Finding, FindingAction, FindingClass, Progress};
+
+    #[test]
+    fn a_repair_from_the_command_line_needs_a_reason() {
+        use clap::Parser;
+        let parse = |args: &[&str]| Cli::try_parse_from(args);
+        let refused = parse(&["seckill", "reconcile", "7", "--repair"])
+            .err()
+            .expect("refused");
+        assert!(refused.to_string().contains("--reason"), "{refused}");
+        assert!(parse(&["seckill", "reconcile", "7", "--repair", "--reason", "drill"]).is_ok());
+        assert!(parse(&["seckill", "reconcile", "7"]).is_ok());
+    }
+
+    #[test]
+    fn the_progress_bar_fills_with_the_items_done() {
+        let bar = |done, total| progress_bar(Progress { done, total });
+        assert_eq!(bar(0, 0), format!("[{}] 0/0 items", ".".repeat(30)));
+        assert_eq!(
+            bar(3, 10),
+            format!("[{}{}] 3/10 items", "#".repeat(9), ".".repeat(21))
+        );
+        assert_eq!(bar(10, 10), format!("[{}] 10/10 items", "#".repeat(30)));
+    }
+
+    #[test]
+    fn findings_print_as_a_table_with_a_line_per_class() {
+        let findings = [
+            Finding {
+                class: FindingClass::OrderNotInRedis,
+                item_id: 7,
+                order_id: Some("0b9e".into()),
+                user_id: Some(42),
+                units: 2,
+                action: FindingAction::Repaired,
+                detail: "taken again in Redis".into(),
+            },
+            Finding {
+                class: FindingClass::RedisMissing,
+                item_id: 12,
+                order_id: None,
+                user_id: None,
+                units: 100,
+                action: FindingAction::Flagged,
+                detail: "stock key gone".into(),
+            },
+        ];
+        let table = findings_table(&findings);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0],
+            "class               item  order  user  units  action    detail"
+        );
+        assert_eq!(
+            lines[1],
+            "ORDER_NOT_IN_REDIS     7  0b9e     42      2  repaired  taken again in Redis"
+        );
+        assert_eq!(
+            lines[2],
+            "REDIS_MISSING         12  -         -    100  flagged   stock key gone"
+        );
+        assert!(
+            table.contains("ORDER_NOT_IN_REDIS:      1 finding(s), 2 unit(s): 1 repaired, 0 flagged, 0 reported only"),
+            "{table}"
+        );
+        assert!(
+            table.contains("PREORDER_STUCK:          0 finding(s)"),
+            "{table}"
+        );
+        assert_eq!(
+            table
+                .lines()
+                .filter(|line| line.contains(" finding(s), "))
+                .count(),
+            FindingClass::ALL.len()
+        );
+        assert!(findings_table(&[]).starts_with("no findings\n"));
+    }
 }

@@ -1,8 +1,12 @@
 //! The hydrated console in a real browser: Debian's headless Chromium, driven by
 //! playwright-core (`tests/browser/`), logs in and creates an item; an operator flips a
-//! switch on the switch board and watches it applied.
+//! switch on the switch board and watches it applied; an operator starts a repair run on the
+//! reconciliation page and follows it to its findings.
 
-use crate::support::app::spawn_app;
+use crate::support::{
+    app::{json, spawn_app},
+    fixtures::{open_for_sale, shop},
+};
 use contract::Role;
 use std::{path::Path, process::Command};
 
@@ -89,4 +93,51 @@ async fn ops_flips_a_switch_with_a_reason_and_sees_it_applied_in_the_hydrated_co
         )]
     );
     assert!(!app.state.switches.current().entry_open);
+}
+
+#[tokio::test]
+async fn ops_starts_a_repair_run_in_the_hydrated_console_and_follows_it_to_its_findings() {
+    let app = spawn_app().await;
+    let shop = shop(&app, "acme", "Browser repair").await;
+    let ops = app.caller(Role::Ops, None).await;
+    open_for_sale(&app, &shop, &ops).await;
+    // The item's stock key goes, as in a Redis restart without persistence.
+    let key = app.state.redis.stock_key(contract::SaleItem::new(
+        shop.sale.activity_id,
+        shop.sale.item_id,
+    ));
+    let _: i64 = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut app.state.redis.connection())
+        .await
+        .expect("del");
+    let reason = format!("browser repair {}", &ops.username[4..]);
+    run_scenario(
+        "console_reconcile.mjs",
+        vec![
+            app.address.clone(),
+            ops.username.clone(),
+            ops.password.clone(),
+            shop.sale.activity_id.to_string(),
+            reason.clone(),
+        ],
+    )
+    .await;
+    let (status, runs) = json(
+        app.get(
+            &format!(
+                "/admin/api/reconciliations?activity_id={}",
+                shop.sale.activity_id
+            ),
+            Some(&ops),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{runs}");
+    let runs = runs.as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "one run started: {runs:?}");
+    assert_eq!(runs[0]["repair"], true);
+    assert_eq!(runs[0]["trigger"], "console");
+    assert_eq!(runs[0]["actor"], ops.username.as_str());
 }

@@ -10,6 +10,7 @@ mod buyer;
 mod console;
 mod console_ops;
 mod console_orders;
+mod console_reconcile;
 mod control;
 mod deduction_flip;
 mod health;

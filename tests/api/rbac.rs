@@ -369,6 +369,35 @@ fn rows() -> Vec<Row> {
             Needs(P::OperatePipeline),
             400,
         ),
+        server_fn(
+            GetActivityLedger::PATH,
+            Form(vec![("activity_id", NO_ID)]),
+            Needs(P::ReadCatalog),
+            404,
+        ),
+        server_fn(
+            ListReconciliations::PATH,
+            Form(vec![]),
+            Needs(P::Reconcile),
+            200,
+        ),
+        server_fn(
+            GetReconciliation::PATH,
+            Form(vec![("id", NO_ID)]),
+            Needs(P::Reconcile),
+            404,
+        ),
+        // A repair without its reason: refused by the gate for roles that may not repair.
+        server_fn(
+            StartReconciliation::PATH,
+            Form(vec![
+                ("activity_id", NO_ID),
+                ("repair", "true"),
+                ("reason", ""),
+            ]),
+            Needs(P::RepairStock),
+            400,
+        ),
         // Last, because it ends the session it is called with.
         server_fn(Logout::PATH, Form(vec![]), Open, 200),
     ]

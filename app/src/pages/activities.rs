@@ -1,7 +1,8 @@
-//! Activities: list, create, and the activity page (live figures, pre-warm and the edit
-//! form). The form builds an [`ActivityInput`] in the browser, so it needs hydration.
+//! Activities: list, create, and the activity page (live figures, the live stock ledger,
+//! pre-warm and the edit form). The form builds an [`ActivityInput`] in the browser, so it
+//! needs hydration.
 
-use super::{error_box, listing};
+use super::{error_box, listing, reconciliation::Ledger};
 use crate::api::{get_activity, list_activities, list_items, PrewarmActivity, SaveActivity};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use contract::{
@@ -97,6 +98,7 @@ pub fn ActivityPage() -> impl IntoView {
                     Ok(activity) => view! {
                         <h1>{activity.title.clone()}</h1>
                         <Figures activity=activity.clone()/>
+                        <Ledger activity_id=activity.id/>
                         <Prewarm id=activity.id action=prewarm/>
                         <h2>"Edit"</h2>
                         <ActivityForm id=Some(activity.id) initial=Some(activity.to_input())/>

@@ -27,8 +27,3 @@ pub fn HotKeys() -> impl IntoView {
 pub fn Baselines() -> impl IntoView {
     not_built("Baselines", "the baseline recording work")
 }
-
-#[component]
-pub fn Reconciliations() -> impl IntoView {
-    not_built("Reconciliation", "the reconciliation work")
-}

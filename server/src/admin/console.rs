@@ -7,9 +7,10 @@ use axum::{body::Body, extract::Request, routing::post, Router};
 use contract::Actor;
 use contract::Source;
 use contract::{
-    ActivityDetail, ActivityInput, ActivitySummary, AuditPage, DeadLetterPage, DeadLetterView,
-    Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary, Permission, PrewarmReport,
-    ReplayReport, RequeueReport, SwitchBoard, SwitchChange,
+    ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, DeadLetterPage,
+    DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary, Permission,
+    PrewarmReport, ReconciliationRun, ReplayReport, RequeueReport, RunSummary, StartReconciliation,
+    StartedRun, SwitchBoard, SwitchChange,
 };
 use leptos::prelude::provide_context;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
@@ -23,6 +24,7 @@ use crate::{
     identity::authenticate::LoginError,
     orders::{admin as order_admin, dead_letters, recordings, relay},
     prewarm,
+    reconcile::service as reconcile,
     state::AppState,
 };
 
@@ -227,6 +229,38 @@ impl ConsoleBackend for ConsoleService {
         reason: &str,
     ) -> Result<ReplayReport, ConsoleError> {
         Ok(recordings::replay(&self.state, actor, Source::Console, reason).await?)
+    }
+
+    async fn activity_ledger(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+    ) -> Result<ActivityLedger, ConsoleError> {
+        Ok(reconcile::ledger(&self.state, actor, activity_id).await?)
+    }
+
+    async fn reconciliations(
+        &self,
+        actor: &Actor,
+        activity_id: Option<i64>,
+    ) -> Result<Vec<RunSummary>, ConsoleError> {
+        Ok(reconcile::list(&self.state, actor, activity_id).await?)
+    }
+
+    async fn reconciliation(
+        &self,
+        actor: &Actor,
+        id: i64,
+    ) -> Result<ReconciliationRun, ConsoleError> {
+        Ok(reconcile::get(&self.state, actor, id).await?)
+    }
+
+    async fn start_reconciliation(
+        &self,
+        actor: &Actor,
+        request: StartReconciliation,
+    ) -> Result<StartedRun, ConsoleError> {
+        Ok(reconcile::start(&self.state, actor, Source::Console, request).await?)
     }
 }
 
