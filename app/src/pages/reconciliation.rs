@@ -532,7 +532,10 @@ fn LedgerRow(item: LedgerItem) -> impl IntoView {
                 Some(stock) => stock.to_string().into_any(),
                 None => view! { <span class="error-inline">"missing"</span> }.into_any(),
             }}</td>
-            <td class="num" title=buyers>{item.redis_buyer_units}</td>
+            // Not summed on every refresh for items of very many buyers.
+            <td class="num" title=buyers>{item
+                .redis_buyer_units
+                .map_or_else(|| "not summed".to_owned(), |units| units.to_string())}</td>
             <td class="num">{item.allocated}</td>
             <td class="num">{item.sold}</td>
             <td class="num">{item.in_flight}</td>
