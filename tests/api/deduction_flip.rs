@@ -116,8 +116,14 @@ async fn flipping_deduction_mid_storm_sells_exactly_the_stock_within_limits() {
     let unexpected: Vec<_> = codes
         .keys()
         .filter(|code| {
-            !["OK", "SOLD_OUT", "ALREADY_PURCHASED", "LIMIT_EXCEEDED", "DEGRADED"]
-                .contains(&code.as_str())
+            ![
+                "OK",
+                "SOLD_OUT",
+                "ALREADY_PURCHASED",
+                "LIMIT_EXCEEDED",
+                "DEGRADED",
+            ]
+            .contains(&code.as_str())
         })
         .collect();
     assert!(unexpected.is_empty(), "{codes:?}");
