@@ -4,7 +4,7 @@
 //! reconciliation page and follows it to its findings.
 
 use crate::support::{
-    app::{json, spawn_app},
+    app::{json, spawn_app, spawn_app_with},
     fixtures::{open_for_sale, shop},
 };
 use contract::Role;
@@ -97,7 +97,8 @@ async fn ops_flips_a_switch_with_a_reason_and_sees_it_applied_in_the_hydrated_co
 
 #[tokio::test]
 async fn ops_starts_a_repair_run_in_the_hydrated_console_and_follows_it_to_its_findings() {
-    let app = spawn_app().await;
+    // Without the leader's pass, which would repair the lost stock before the operator.
+    let app = spawn_app_with(|settings| settings.reconcile.interval_ms = 0).await;
     let shop = shop(&app, "acme", "Browser repair").await;
     let ops = app.caller(Role::Ops, None).await;
     open_for_sale(&app, &shop, &ops).await;
