@@ -155,7 +155,11 @@ fn dashboard_queries() -> Vec<(String, String)> {
         "the datasource is a variable"
     );
     let mut queries = Vec::new();
-    let mut panels: Vec<&Value> = dashboard["panels"].as_array().expect("panels").iter().collect();
+    let mut panels: Vec<&Value> = dashboard["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .collect();
     while let Some(panel) = panels.pop() {
         // Collapsed rows hold their panels.
         panels.extend(panel["panels"].as_array().into_iter().flatten());
@@ -168,7 +172,9 @@ fn dashboard_queries() -> Vec<(String, String)> {
             let expr = target["expr"].as_str().expect("a Prometheus query");
             let expr = ["$__rate_interval", "$__interval", "$__range"]
                 .iter()
-                .fold(expr.to_owned(), |expr, variable| expr.replace(variable, "1m"));
+                .fold(expr.to_owned(), |expr, variable| {
+                    expr.replace(variable, "1m")
+                });
             assert!(!expr.contains('$'), "a variable left in {expr}");
             queries.push((panel["title"].as_str().expect("title").to_owned(), expr));
         }
@@ -219,7 +225,8 @@ async fn every_panel_query_and_recording_rule_evaluates_against_a_real_prometheu
     )
     .await;
 
-    // Two waves of buys with a scrape between them, so every counter moves within a window:
+    // Two waves of buys with a scrape between them, so the counters the first wave made move
+    // within a window (a series that first appears at its final value has a rate of 0):
     // 40 buyers for 25 units (sold, then sold out).
     let sale = open_sale(&app, 25, 1).await;
     let wave = |users: std::ops::RangeInclusive<i64>| -> Vec<(i64, String)> {
@@ -239,17 +246,27 @@ async fn every_panel_query_and_recording_rule_evaluates_against_a_real_prometheu
     .await;
     storm(&app, &sale, wave(11..=40), 5).await;
     wait::until(
-        "Prometheus seeing the second wave and evaluating the rules on it",
+        "Prometheus seeing the second wave, with two samples of every series it made",
         Duration::from_secs(30),
         || async {
-            let moved = prometheus
-                .query(r#"sum(rate(seckill_funnel_requests_total{outcome="SOLD_OUT"}[1m])) > 0"#)
-                .await;
-            let recorded = prometheus.query("seckill:buy_requests:rate5m > 0").await;
-            match (moved, recorded) {
-                (Ok(moved), Ok(recorded)) if !moved.is_empty() && !recorded.is_empty() => Ok(()),
-                seen => Err(format!("{seen:?}")),
+            let mut expected: Vec<&str> = vec![
+                r#"sum(rate(seckill_funnel_requests_total{stage="admission",outcome="pass"}[1m])) > 0"#,
+                "seckill:buy_requests:rate5m > 0",
+            ];
+            expected.extend(
+                queries
+                    .iter()
+                    .filter(|(title, _)| PANELS_WITH_DATA.contains(&title.as_str()))
+                    .map(|(_, expr)| expr.as_str()),
+            );
+            expected.extend(RULES_WITH_DATA);
+            for expr in expected {
+                match prometheus.query(expr).await {
+                    Ok(samples) if !samples.is_empty() => {}
+                    seen => return Err(format!("{expr}: {seen:?}")),
+                }
             }
+            Ok(())
         },
     )
     .await;

@@ -79,14 +79,19 @@ impl PrometheusInstance {
         let address = format!("http://127.0.0.1:{port}");
         let child = Command::new(binary())
             .arg(format!("--config.file={}", config_file.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.0.join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.0.join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .expect("the prometheus binary runs (set PROMETHEUS_BIN if it is not /usr/bin/prometheus)");
+            .expect(
+                "the prometheus binary runs (set PROMETHEUS_BIN if it is not /usr/bin/prometheus)",
+            );
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .build()
