@@ -13,6 +13,7 @@ mod console_orders;
 mod console_reconcile;
 mod control;
 mod deduction_flip;
+mod deploy;
 mod health;
 mod identity;
 mod payment;
