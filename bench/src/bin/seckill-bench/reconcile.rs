@@ -73,10 +73,11 @@ pub struct ReconcileArgs {
     #[arg(long, env = "BENCH_RECONCILE_BUY_RATE", default_value_t = 1_000)]
     reconcile_buy_rate: u64,
     /// Seconds of each buy window.
-    #[arg(long, env = "BENCH_RECONCILE_BUY_S", default_value_t = 10)]
+    #[arg(long, env = "BENCH_RECONCILE_BUY_S", default_value_t = 5)]
     reconcile_buy_s: u64,
-    /// Pairs of buy windows, each one without runs then one with runs.
-    #[arg(long, env = "BENCH_RECONCILE_BUY_PAIRS", default_value_t = 3)]
+    /// Pairs of buy windows, each one without runs then one with runs (short windows, many
+    /// pairs: the rest of the machine's load moves less within a pair).
+    #[arg(long, env = "BENCH_RECONCILE_BUY_PAIRS", default_value_t = 6)]
     reconcile_buy_pairs: usize,
     /// Profiled report runs where the counts agree (their samples pooled).
     #[arg(long, env = "BENCH_RECONCILE_PROFILED", default_value_t = 3)]
