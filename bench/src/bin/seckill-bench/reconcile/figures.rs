@@ -163,6 +163,19 @@ impl Figures {
         )
     }
 
+    /// A buy window's CPU, with RabbitMQ and the rest of the machine (busy time nobody above
+    /// accounts for: this tool, other work on the machine, interrupts).
+    fn window_cpu(&self, ticks: &Ticks) -> String {
+        let s = |t: u64| t as f64 / self.ticks_per_s;
+        let accounted = ticks.server + ticks.postgres + ticks.redis + ticks.rabbitmq;
+        format!(
+            "{} / {:.2} / {:.2}",
+            self.cpu(ticks),
+            s(ticks.rabbitmq),
+            s(ticks.busy.saturating_sub(accounted))
+        )
+    }
+
     /// Median, min and max of the walls, and the medians of both memory growths.
     fn runs_row(&self, label: &str, runs: &[RunFigures], cpu: Option<&Ticks>) -> String {
         let walls: Vec<f64> = runs.iter().map(|r| ms(r.wall)).collect();
@@ -234,7 +247,7 @@ impl Figures {
             window.lock_waits(),
             window.waits.seen.values().sum::<u64>(),
             window.behind_runs(),
-            self.cpu(&window.cpu)
+            self.window_cpu(&window.cpu)
         )
     }
 
@@ -349,7 +362,7 @@ impl Figures {
             format!(
                 "| buys to the other sale, {}/s open loop for {} s, windows in the order run | buys | ok | p50 ms | \
                  p99 ms | max ms | report runs in the window | busy backend-samples waiting on a lock (every 20 ms) \
-                 | CPU s: server / postgres / redis |",
+                 | CPU s: server / postgres / redis / rabbitmq / rest of the machine (this tool, other work) |",
                 grouped(self.buy_rate as f64, 0),
                 self.buy_s
             ),
