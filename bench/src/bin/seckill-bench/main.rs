@@ -8,7 +8,9 @@
 //!   figures per measurement;
 //! * `pipeline`: the order pipeline's drain against a bare consume-and-ack;
 //! * `control`: switch propagation over three instances against a bare etcd put and watch;
-//! * `all`: the three, one after the other, so they never share the machine.
+//! * `reconcile`: a reconciliation report run over a million orders against a plain
+//!   `count(*)` of them, and the buy latency with and without runs;
+//! * `all`: the four, one after the other, so they never share the machine.
 //!
 //! Modules: the shared run bookkeeping (`run`), the BENCHMARKS.md block (`doc`), the
 //! binaries under test (`binaries`), the child processes (`process`), the stores' set-up
@@ -22,6 +24,7 @@ mod doc;
 mod funnel;
 mod pipeline;
 mod process;
+mod reconcile;
 mod run;
 mod stores;
 
@@ -31,7 +34,7 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(
     name = "seckill-bench",
-    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, or all"
+    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, or all"
 )]
 struct Cli {
     #[command(flatten)]
@@ -65,7 +68,9 @@ enum Bench {
     Pipeline(pipeline::PipelineArgs),
     /// Switch propagation.
     Control(control::ControlArgs),
-    /// funnel, then pipeline, then control.
+    /// A reconciliation report run over a million orders.
+    Reconcile(reconcile::ReconcileArgs),
+    /// funnel, then pipeline, then control, then reconcile.
     All {
         #[command(flatten)]
         funnel: funnel::FunnelArgs,
@@ -73,6 +78,8 @@ enum Bench {
         pipeline: pipeline::PipelineArgs,
         #[command(flatten)]
         control: control::ControlArgs,
+        #[command(flatten)]
+        reconcile: reconcile::ReconcileArgs,
     },
 }
 
@@ -84,16 +91,19 @@ async fn main() -> anyhow::Result<()> {
         Bench::Funnel(args) => funnel::run(common, args).await,
         Bench::Pipeline(args) => pipeline::run(common, args).await,
         Bench::Control(args) => control::run(common, args).await,
+        Bench::Reconcile(args) => reconcile::run(common, args).await,
         Bench::All {
             funnel,
             pipeline,
             control,
+            reconcile,
         } => {
             // Each runs even when one before it failed; the command fails if any did.
             let results = [
                 ("funnel", funnel::run(common, funnel).await),
                 ("pipeline", pipeline::run(common, pipeline).await),
                 ("control", control::run(common, control).await),
+                ("reconcile", reconcile::run(common, reconcile).await),
             ];
             let failed: Vec<String> = results
                 .into_iter()

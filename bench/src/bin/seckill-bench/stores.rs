@@ -1,6 +1,7 @@
 //! The stores as a benchmark sets them up and cleans them: a database of its own (dropped
-//! and created again at the start), its Redis keys, RabbitMQ and etcd connections, and the
-//! removal of its AMQP topology and etcd keys at the end.
+//! and created again at the start, and dropped at the end when it is large), its Redis keys,
+//! RabbitMQ and etcd connections, and the removal of its AMQP topology and etcd keys at the
+//! end.
 
 use anyhow::Context;
 use lapin::{
@@ -31,6 +32,22 @@ pub async fn recreate_database(base: &str, name: &str) -> anyhow::Result<String>
         .execute(format!("CREATE DATABASE {name}").as_str())
         .await?;
     Ok(database_url(base, name))
+}
+
+/// Drops database `name` (whoever is connected), when a benchmark's data is too large to
+/// leave behind.
+pub async fn drop_database(base: &str, name: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        "database name {name:?}: letters, digits and _ only"
+    );
+    let mut admin = PgConnection::connect(&database_url(base, "postgres"))
+        .await
+        .context("connecting to PostgreSQL")?;
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+        .await?;
+    Ok(())
 }
 
 /// Deletes every Redis key under `prefix`.
