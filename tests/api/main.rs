@@ -15,6 +15,7 @@ mod control;
 mod deduction_flip;
 mod health;
 mod identity;
+mod logging;
 mod payment;
 mod pipeline;
 mod rbac;
