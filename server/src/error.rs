@@ -1,6 +1,6 @@
 //! The one error type of the HTTP API. Every error body is `{"code", "message"}`;
-//! client errors say what was wrong, server errors log their cause chain and tell the
-//! client little.
+//! client errors say what was wrong, server errors log their cause chain (rate-limited)
+//! and tell the client little.
 
 use axum::{
     http::{header, HeaderValue, StatusCode},
@@ -8,6 +8,8 @@ use axum::{
     Json,
 };
 use serde::Serialize;
+
+use crate::infra::quiet_log::quiet;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -77,9 +79,23 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        // Rate-limited: an outage fails every request the same way.
         match &self {
-            ApiError::Internal(cause) | ApiError::Unavailable(cause) => {
-                tracing::error!(error = format!("{cause:#}"), "request failed");
+            ApiError::Internal(cause) => {
+                quiet!(
+                    error,
+                    "http.internal",
+                    error = format!("{cause:#}"),
+                    "request failed"
+                );
+            }
+            ApiError::Unavailable(cause) => {
+                quiet!(
+                    warn,
+                    "http.unavailable",
+                    error = format!("{cause:#}"),
+                    "a dependency is unavailable"
+                );
             }
             _ => {}
         }

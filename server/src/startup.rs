@@ -4,7 +4,10 @@
 use axum::{extract::DefaultBodyLimit, middleware, routing::get, Router};
 use leptos::config::LeptosOptions;
 use std::{net::SocketAddr, sync::Arc};
-use tower_http::{limit::RequestBodyLimitLayer, trace::TraceLayer};
+use tower_http::{
+    limit::RequestBodyLimitLayer,
+    trace::{DefaultOnFailure, TraceLayer},
+};
 
 use crate::{
     admin, buy,
@@ -204,16 +207,23 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), infra::http_metrics::track))
         .layer(DefaultBodyLimit::max(MAX_JSON_BYTES))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
-        // The span carries the client's X-Request-ID; none is invented here, because the
-        // buyer API must see whether the client sent one.
+        // The span carries the client's X-Request-ID when it is a valid one, else an id made
+        // up for the span alone: the request keeps its headers, because the buyer API must
+        // see whether the client sent one.
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
             let request_id = request
                 .headers()
                 .get("x-request-id")
                 .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            tracing::debug_span!("http", method = %request.method(), uri = %request.uri(), request_id)
-        }))
+                .filter(|id| buy::rules::valid_request_id(id))
+                .map_or_else(|| format!("gen-{}", uuid::Uuid::new_v4().simple()), str::to_owned);
+            // At info, so that the warnings written inside it name the request; a span
+            // writes no line of its own.
+            tracing::info_span!("http", method = %request.method(), uri = %request.uri(), request_id)
+        })
+        // A 5xx is logged (rate-limited) where its cause is known; one line per failed
+        // response here would let a storm fill the disk.
+        .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)))
         .with_state(state)
 }
 

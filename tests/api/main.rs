@@ -16,6 +16,7 @@ mod deduction_flip;
 mod deploy;
 mod health;
 mod identity;
+mod logging;
 mod payment;
 mod pipeline;
 mod rbac;

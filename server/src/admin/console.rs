@@ -16,6 +16,7 @@ use leptos::prelude::provide_context;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
 use std::{net::IpAddr, sync::Arc};
 
+use crate::infra::quiet_log::quiet;
 use crate::{
     admin::authorize,
     catalog::service as catalog,
@@ -47,7 +48,9 @@ impl From<ApiError> for ConsoleError {
             ApiError::NotFound(_) => ConsoleError::NotFound,
             ApiError::RateLimited { .. } => ConsoleError::RateLimited,
             ApiError::Unavailable(cause) => {
-                tracing::warn!(
+                quiet!(
+                    warn,
+                    "console.unavailable",
                     error = format!("{cause:#}"),
                     "console call found a store away"
                 );
@@ -55,7 +58,12 @@ impl From<ApiError> for ConsoleError {
                 ConsoleError::Unavailable(cause.to_string())
             }
             ApiError::Internal(cause) => {
-                tracing::error!(error = format!("{cause:#}"), "console call failed");
+                quiet!(
+                    error,
+                    "console.internal",
+                    error = format!("{cause:#}"),
+                    "console call failed"
+                );
                 ConsoleError::Internal
             }
         }

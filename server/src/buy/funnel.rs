@@ -28,6 +28,7 @@ use std::{
     time::Duration,
     time::Instant,
 };
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::buy::stock_scripts::{Units, IN_FLIGHT};
@@ -47,6 +48,7 @@ use crate::{
     infra::{
         config::{AsyncMode, BuySettings, DeductionMode},
         metrics::Metrics,
+        quiet_log::quiet,
         redis::RedisStore,
     },
     orders::mq::{message::OrderCreated, publisher::Publisher},
@@ -320,7 +322,8 @@ impl StageCounts {
     /// A stock script answered a code it does not document: no refusal can be read into it,
     /// so it is answered like any other internal failure, and counted apart for ops.
     fn unknown_answer(&self, script: &str, unknown: UnknownAnswer, order: &PreOrder) -> Answer {
-        tracing::error!(
+        quiet!(
+            error, "buy.script_unknown_answer",
             script, error = %unknown, order = %order.id, activity = order.activity_id,
             item = order.item_id, "stock script out of step with the server; the deduction is unknown"
         );
@@ -439,13 +442,17 @@ impl Funnel {
             order,
         };
         let funnel = Arc::clone(self);
-        let finished = tokio::spawn(async move {
-            let answer = match funnel.claimed(&claimed).await {
-                Ok(answer) | Err(answer) => answer,
-            };
-            funnel.keep_for_replay(&request_key, &answer).await;
-            answer
-        });
+        let finished = tokio::spawn(
+            async move {
+                let answer = match funnel.claimed(&claimed).await {
+                    Ok(answer) | Err(answer) => answer,
+                };
+                funnel.keep_for_replay(&request_key, &answer).await;
+                answer
+            }
+            // Its lines name the request, like the rest of the request's.
+            .instrument(tracing::Span::current()),
+        );
         Ok(finished
             .await
             .unwrap_or_else(|_| self.counts.stop("preorder", Outcome::Degraded)))
@@ -508,7 +515,7 @@ impl Funnel {
         let activity = looked_up.map_err(|error| match error {
             LookupError::Missing => self.counts.stop("catalogue", Outcome::ItemNotFound),
             error => {
-                tracing::warn!(error = %error, "activity lookup failed");
+                quiet!(warn, "buy.lookup", error = %error, "activity lookup failed");
                 self.counts.stop("catalogue", Outcome::Degraded)
             }
         })?;
@@ -580,7 +587,7 @@ impl Funnel {
                 Err(self.replay(&request_key, stored).await)
             }
             Err(error) => {
-                tracing::warn!(error = %error, "request claim failed");
+                quiet!(warn, "buy.claim", error = %error, "request claim failed");
                 Err(self.counts.stop("idempotency", Outcome::Degraded))
             }
         }
@@ -598,7 +605,7 @@ impl Funnel {
             .store_response(request_key, &answer.encode(), ttl)
             .await
         {
-            tracing::warn!(error = %error, "could not keep the response for replay");
+            quiet!(warn, "buy.keep_for_replay", error = %error, "could not keep the response for replay");
         }
     }
 
@@ -649,7 +656,7 @@ impl Funnel {
             }
             Ok(_) => Err(self.rate_limited(limits.rate_window_s)),
             Err(error) => {
-                tracing::warn!(error = %error, "rate windows failed");
+                quiet!(warn, "buy.rate_windows", error = %error, "rate windows failed");
                 Err(self.counts.stop("rate_limit", Outcome::Degraded))
             }
         }
@@ -675,7 +682,7 @@ impl Funnel {
             }
             Ok(false) => Err(self.counts.stop("challenge", Outcome::ChallengeFailed)),
             Err(error) => {
-                tracing::warn!(error = %error, "challenge check failed");
+                quiet!(warn, "buy.challenge", error = %error, "challenge check failed");
                 Err(self.counts.stop("challenge", Outcome::Degraded))
             }
         }
@@ -718,7 +725,7 @@ impl Funnel {
             Err(error) => {
                 // The commit may have happened all the same (a connection lost on COMMIT):
                 // only a void in PostgreSQL makes it certain that it never will.
-                tracing::error!(error = %error, order = %order.id, "pre-order not written; voiding it and giving the stock back");
+                quiet!(error, "buy.preorder", error = %error, order = %order.id, "pre-order not written; voiding it and giving the stock back");
                 if redis_deducted {
                     let (db, redis, deduction) =
                         (self.db.clone(), self.redis.clone(), deduction(order));
@@ -770,7 +777,7 @@ impl Funnel {
         let answer = answered.map_err(|error| {
             // The script may have run with its reply lost; its marker says so. This order
             // id never reaches the pre-order writer, so releasing it is always safe.
-            tracing::warn!(error = %error, order = %order.id, "deduction failed; its answer is unknown");
+            quiet!(warn, "buy.deduction", error = %error, order = %order.id, "deduction failed; its answer is unknown");
             let (redis, deduction) = (self.redis.clone(), deduction(order));
             tokio::spawn(async move { settle::release_unanswered(&redis, &deduction).await });
             self.counts.stop("deduction", Outcome::Degraded)
@@ -796,7 +803,9 @@ impl Funnel {
             Refusal::SoldOut if !seats => self
                 .catalogue
                 .mark_sold_out(order.activity_id, order.item_id),
-            Refusal::NotPrewarmed => tracing::warn!(
+            Refusal::NotPrewarmed => quiet!(
+                warn,
+                "buy.not_prewarmed",
                 activity = order.activity_id,
                 item = order.item_id,
                 "stock missing from Redis; pre-warm the activity"
@@ -812,7 +821,7 @@ impl Funnel {
     /// has no stock left, the unit Redis just spent brings it closer to the truth, so it
     /// stays spent; a refusal on the buyer's limit gives the unit back for others.
     async fn overruled(&self, order: &PreOrder, refusal: Refusal) {
-        tracing::warn!(order = %order.id, activity = order.activity_id, item = order.item_id, ?refusal, "PostgreSQL overruled a Redis deduction");
+        quiet!(warn, "buy.overruled", order = %order.id, activity = order.activity_id, item = order.item_id, ?refusal, "PostgreSQL overruled a Redis deduction");
         self.counts.count("preorder", "OVERRULED");
         let units = match refusal {
             Refusal::AlreadyPurchased | Refusal::LimitExceeded => Units::BackToStock,
@@ -824,7 +833,7 @@ impl Funnel {
             .release_deduction(order.sale_item(), order.id, units)
             .await
         {
-            tracing::warn!(error = %error, order = %order.id, "releasing an overruled deduction failed; reconciliation releases it by its marker");
+            quiet!(warn, "buy.release_overruled", error = %error, order = %order.id, "releasing an overruled deduction failed; reconciliation releases it by its marker");
         }
     }
 

@@ -24,6 +24,7 @@ use contract::{SaleItem, UserId};
 
 use crate::buy::rules::Refusal;
 use crate::buy::stock_scripts::Holding;
+use crate::infra::quiet_log::quiet;
 
 /// Outbox topic of a pre-order waiting for the create-order consumer.
 pub(crate) const CREATE_ORDER_TOPIC: &str = "order.create";
@@ -175,7 +176,7 @@ async fn write_batch(pool: &PgPool, batch: Vec<(PreOrder, Reply)>) {
                 .map(|reply| reply.send(Err(Arc::new(error))));
         }
         Err(error) => {
-            tracing::warn!(error = %error, size = orders.len(), "pre-order batch failed; writing its members one by one");
+            quiet!(warn, "buy.preorder_batch", error = %error, size = orders.len(), "pre-order batch failed; writing its members one by one");
             for (order, reply) in orders.into_iter().zip(replies) {
                 let result = commit(pool, std::slice::from_ref(&order)).await;
                 let _ = reply.send(result.map(|verdicts| verdicts[0]).map_err(Arc::new));

@@ -14,7 +14,7 @@ use std::{
 use tokio::sync::Notify;
 
 use crate::control::accepted::Accepted;
-use crate::infra::config::ControlSettings;
+use crate::infra::{config::ControlSettings, quiet_log::Budget};
 
 /// Recent applies kept for the node report: enough for a burst of flips, small enough
 /// for a heartbeat.
@@ -134,37 +134,29 @@ fn generated_node_id() -> String {
 /// Logs a recurring failure as a warning the first time and then at most every
 /// `every`, so an etcd outage does not fill the disk; the rest go to debug.
 pub(crate) struct Complaint {
-    every: Duration,
-    last: Option<Instant>,
-    suppressed: u64,
+    budget: Budget,
 }
 
 impl Complaint {
     pub(crate) fn new(every: Duration) -> Self {
         Self {
-            every,
-            last: None,
-            suppressed: 0,
+            budget: Budget::new(1, every),
         }
     }
 
     pub(crate) fn complain(&mut self, what: &str, error: &dyn std::fmt::Display) {
-        if self.last.is_none_or(|at| at.elapsed() >= self.every) {
-            tracing::warn!(error = %error, suppressed = self.suppressed, "{what}");
-            self.last = Some(Instant::now());
-            self.suppressed = 0;
-        } else {
-            tracing::debug!(error = %error, "{what}");
-            self.suppressed += 1;
+        match self.budget.admit(Instant::now()) {
+            Some(suppressed) => tracing::warn!(error = %error, suppressed, "{what}"),
+            None => tracing::debug!(error = %error, "{what}"),
         }
     }
 
     /// The failure is over: the next one warns again at once.
     pub(crate) fn recovered(&mut self, what: &str) {
-        if self.last.take().is_some() {
+        if self.budget.in_use() {
             tracing::info!("{what}");
         }
-        self.suppressed = 0;
+        self.budget.reset();
     }
 }
 

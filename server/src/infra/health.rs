@@ -1,4 +1,7 @@
-//! `/healthz` (the process answers) and `/readyz` (every dependency answers).
+//! `/healthz` (the process answers) and `/readyz` (the instance can take buys: PostgreSQL
+//! and Redis answer). RabbitMQ and etcd are probed and reported too, but an instance
+//! without them still sells: pre-orders wait in the outbox for the relay, and the last
+//! switch values known stay in force. Their probe then names the mode the instance is in.
 
 use axum::{extract::State, http::StatusCode, Json};
 use serde::Serialize;
@@ -17,17 +20,33 @@ pub(crate) struct Probe {
     latency_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// Whether the instance is ready only while this answers.
+    required: bool,
+    /// How the instance works while an optional dependency is away.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'static str>,
 }
 
 #[derive(Serialize)]
 pub(crate) struct Readiness {
     ready: bool,
+    /// The modes the instance is in because optional dependencies are away.
+    degraded: Vec<&'static str>,
     dependencies: Vec<Probe>,
+}
+
+/// What a dependency is to readiness: required, or optional with the mode its absence
+/// puts the instance in.
+#[derive(Clone, Copy)]
+enum Need {
+    Required,
+    Optional { mode: &'static str },
 }
 
 async fn probe<E: std::fmt::Display>(
     state: &AppState,
     name: &'static str,
+    need: Need,
     check: impl Future<Output = Result<(), E>>,
 ) -> Probe {
     let started = Instant::now();
@@ -41,28 +60,47 @@ async fn probe<E: std::fmt::Display>(
         .dependency_up
         .with_label_values(&[name])
         .set(i64::from(outcome.is_none()));
+    let ok = outcome.is_none();
+    let (required, mode) = match need {
+        Need::Required => (true, None),
+        Need::Optional { mode } => (false, (!ok).then_some(mode)),
+    };
     Probe {
         name,
-        ok: outcome.is_none(),
+        ok,
         latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         error: outcome,
+        required,
+        mode,
     }
 }
 
-/// 200 when PostgreSQL, Redis, RabbitMQ and etcd all answer, else 503; the body says which.
+/// 200 when PostgreSQL and Redis answer, else 503; the body has every probe, and the modes
+/// the instance is in while RabbitMQ or etcd is away.
 pub(crate) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let (postgres, redis, rabbitmq, etcd) = tokio::join!(
-        probe(&state, "postgres", async {
+        probe(&state, "postgres", Need::Required, async {
             sqlx::query("SELECT 1").execute(&state.db).await.map(|_| ())
         }),
-        probe(&state, "redis", state.redis.ping()),
-        probe(&state, "rabbitmq", async {
-            state.amqp.connection().await.map(|_| ())
-        }),
-        probe(&state, "etcd", state.etcd.probe()),
+        probe(&state, "redis", Need::Required, state.redis.ping()),
+        probe(
+            &state,
+            "rabbitmq",
+            Need::Optional { mode: "outbox" },
+            async { state.amqp.connection().await.map(|_| ()) }
+        ),
+        probe(
+            &state,
+            "etcd",
+            Need::Optional {
+                mode: "last_known_switches"
+            },
+            state.etcd.probe()
+        ),
     );
     let dependencies = vec![postgres, redis, rabbitmq, etcd];
-    let ready = dependencies.iter().all(|probe| probe.ok);
+    let ready = dependencies.iter().all(|probe| probe.ok || !probe.required);
+    let degraded = dependencies.iter().filter_map(|probe| probe.mode).collect();
     let status = if ready {
         StatusCode::OK
     } else {
@@ -72,6 +110,7 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<R
         status,
         Json(Readiness {
             ready,
+            degraded,
             dependencies,
         }),
     )

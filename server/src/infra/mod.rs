@@ -1,6 +1,7 @@
 //! Generic plumbing every capability shares: configuration, telemetry, the store clients
 //! (PostgreSQL pool and migrations, Redis connection and key layout, RabbitMQ and etcd links),
-//! metrics and their HTTP routes, health probes and the paging window of admin listings.
+//! metrics and their HTTP routes, health probes, the paging window of admin listings and the
+//! rate limit on warning lines.
 //! Nothing here knows what a buy, an order or a switch is.
 
 pub(crate) mod amqp;
@@ -11,5 +12,6 @@ pub(crate) mod health;
 pub(crate) mod http_metrics;
 pub(crate) mod metrics;
 pub(crate) mod paging;
+pub(crate) mod quiet_log;
 pub mod redis;
 pub mod telemetry;

@@ -17,7 +17,7 @@ use std::{
 };
 
 use crate::{
-    infra::amqp::AmqpLink,
+    infra::{amqp::AmqpLink, quiet_log::Budget},
     orders::mq::{
         batch::{ack_all, next_batch, requeue, requeue_all},
         broker::{open_channel, BrokerError},
@@ -213,10 +213,11 @@ async fn session<D: Drain>(
 }
 
 /// Warns about a failing background job at most once per interval, so an outage cannot
-/// fill the disk; says once when it works again.
+/// fill the disk (the next warning says how many failures went to debug meanwhile); says
+/// once when it works again.
 pub(crate) struct QuietWarnings {
     job: &'static str,
-    last_warned: Option<Instant>,
+    budget: Budget,
     failing: bool,
 }
 
@@ -226,21 +227,22 @@ impl QuietWarnings {
     pub(crate) fn new(job: &'static str) -> Self {
         Self {
             job,
-            last_warned: None,
+            budget: Budget::new(1, WARN_EVERY),
             failing: false,
         }
     }
 
     pub(crate) fn failed(&mut self, error: &dyn std::fmt::Display) {
         self.failing = true;
-        if self.last_warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
-            self.last_warned = Some(Instant::now());
-            tracing::warn!(job = self.job, error = %error, "failing; retrying quietly");
-        } else {
-            tracing::debug!(job = self.job, error = %error, "still failing");
+        match self.budget.admit(Instant::now()) {
+            Some(suppressed) => {
+                tracing::warn!(job = self.job, error = %error, suppressed, "failing; retrying quietly");
+            }
+            None => tracing::debug!(job = self.job, error = %error, "still failing"),
         }
     }
 
+    /// Leaves the budget as it is: a job that flaps still warns at most once per interval.
     pub(crate) fn recovered(&mut self) {
         if std::mem::take(&mut self.failing) {
             tracing::info!(job = self.job, "working again");

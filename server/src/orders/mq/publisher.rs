@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, Semaphore};
 use uuid::Uuid;
 
 use crate::{
-    infra::metrics::Metrics,
+    infra::{metrics::Metrics, quiet_log::quiet},
     orders::{
         mq::{broker::Broker, message::OrderCreated},
         outbox,
@@ -94,7 +94,7 @@ async fn run(
                         .collect();
                     if let Err(error) = outbox::mark_sent(&db, &confirmed).await {
                         // The relay resends them; the consumer skips the duplicates.
-                        tracing::warn!(error = %error, "could not mark published outbox rows as sent");
+                        quiet!(warn, "publish.mark_sent", error = %error, "could not mark published outbox rows as sent");
                     }
                     drop(permit);
                 });
