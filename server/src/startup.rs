@@ -111,8 +111,8 @@ pub(crate) async fn connect(settings: Settings) -> anyhow::Result<AppState> {
 /// back apart, for the control plane alone: no handler can set the leadership.
 async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSignal)> {
     let db = db::connect(&settings).await?;
-    let redis = RedisStore::connect(&settings).await?;
     let metrics = Metrics::new();
+    let redis = RedisStore::connect(&settings, &metrics).await?;
     let auth = Authenticator::new(db.clone(), redis.clone(), metrics.clone(), &settings);
     let buy = &settings.buy;
     let preorders = PreorderWriter::spawn(
@@ -120,6 +120,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         buy.preorder_batch_max,
         std::time::Duration::from_micros(buy.preorder_batch_wait_us),
         metrics.preorder_batch_size.clone(),
+        metrics.dependency_calls.clone(),
     );
     let switches = Switches::new(SwitchValues::from_settings(buy));
     let (election, leadership) = Leadership::channel();

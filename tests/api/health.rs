@@ -63,6 +63,30 @@ async fn metrics_export_request_counts_by_route() {
     assert!(text.contains("seckill_http_request_duration_seconds_bucket"));
 }
 
+#[tokio::test]
+async fn metrics_show_the_pools_and_the_dependency_calls_of_a_buy() {
+    let app = spawn_app_with(crate::support::fixtures::storm_settings).await;
+    let sale = crate::support::fixtures::open_sale(&app, 3, 1).await;
+    app.bought(1, "use-view", &crate::support::fixtures::buy_body(&sale, 1))
+        .await;
+    let text = app.get("/metrics", None).await.text().await.expect("body");
+    for present in [
+        r#"seckill_dependency_call_duration_seconds_bucket{call="redis",outcome="ok",le="0.0001"}"#,
+        r#"seckill_dependency_call_duration_seconds_count{call="preorder_batch",outcome="ok"} 1"#,
+        r#"seckill_db_pool_connections{state="max"} 8"#,
+        "seckill_admission_in_flight 0",
+        "seckill_preorder_queue_depth 0",
+    ] {
+        assert!(text.contains(present), "{present} missing from:\n{text}");
+    }
+    let in_use = label_values(&text, "seckill_db_pool_connections", "state");
+    assert_eq!(
+        in_use,
+        ["idle", "in_use", "max"].map(str::to_owned).into(),
+        "{text}"
+    );
+}
+
 /// The values `label` takes in the samples of `metric`.
 fn label_values(text: &str, metric: &str, label: &str) -> BTreeSet<String> {
     let prefix = format!("{metric}{{");

@@ -402,6 +402,16 @@ impl Funnel {
         &self.tokens
     }
 
+    /// Buy requests holding an admission slot now.
+    pub(crate) fn in_flight(&self) -> u64 {
+        self.admission.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Pre-orders waiting for the group-commit writer now.
+    pub(crate) fn preorders_queued(&self) -> usize {
+        self.preorders.queued()
+    }
+
     /// Runs a buy (`Ask::Units`) or seats (`Ask::Seats`) request through the whole funnel.
     pub(crate) async fn buy(
         self: &Arc<Self>,

@@ -118,6 +118,7 @@ impl PreorderWriter {
         batch_max: usize,
         batch_wait: Duration,
         batch_sizes: prometheus::Histogram,
+        batch_durations: prometheus::HistogramVec,
     ) -> Self {
         let (queue, mut incoming) = mpsc::channel::<(PreOrder, Reply)>(batch_max.max(1) * 16);
         let permits = Arc::new(Semaphore::new(CONCURRENT_BATCHES));
@@ -135,14 +136,27 @@ impl PreorderWriter {
                 let Ok(permit) = permits.clone().acquire_owned().await else {
                     break;
                 };
-                let pool = pool.clone();
+                let (pool, durations) = (pool.clone(), batch_durations.clone());
                 tokio::spawn(async move {
-                    write_batch(&pool, batch).await;
+                    let started = std::time::Instant::now();
+                    let outcome = if write_batch(&pool, batch).await {
+                        "ok"
+                    } else {
+                        "error"
+                    };
+                    durations
+                        .with_label_values(&["preorder_batch", outcome])
+                        .observe(started.elapsed().as_secs_f64());
                     drop(permit);
                 });
             }
         });
         Self { queue }
+    }
+
+    /// Pre-orders handed over and not yet taken into a batch.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.max_capacity() - self.queue.capacity()
     }
 
     /// Writes the pre-order with its outbox row; returns once it is committed (or refused).
@@ -160,14 +174,16 @@ impl PreorderWriter {
 }
 
 /// One transaction for the batch; if it fails, each member is retried alone so one bad
-/// row (say, a reused request id) fails only its own buyer.
-async fn write_batch(pool: &PgPool, batch: Vec<(PreOrder, Reply)>) {
+/// row (say, a reused request id) fails only its own buyer. Whether the batch's own
+/// transaction committed.
+async fn write_batch(pool: &PgPool, batch: Vec<(PreOrder, Reply)>) -> bool {
     let (orders, replies): (Vec<PreOrder>, Vec<Reply>) = batch.into_iter().unzip();
     match commit(pool, &orders).await {
         Ok(verdicts) => {
             for (reply, verdict) in replies.into_iter().zip(verdicts) {
                 let _ = reply.send(Ok(verdict));
             }
+            return true;
         }
         Err(error) if orders.len() == 1 => {
             let _ = replies
@@ -183,6 +199,7 @@ async fn write_batch(pool: &PgPool, batch: Vec<(PreOrder, Reply)>) {
             }
         }
     }
+    false
 }
 
 /// Decides the batch's members, writes every granted pre-order with its outbox row and

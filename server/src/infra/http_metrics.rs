@@ -28,6 +28,7 @@ fn method_label(method: &Method) -> &'static str {
 }
 
 pub(crate) async fn render(State(state): State<AppState>) -> impl IntoResponse {
+    refresh_pools(&state);
     (
         [(
             header::CONTENT_TYPE,
@@ -35,6 +36,24 @@ pub(crate) async fn render(State(state): State<AppState>) -> impl IntoResponse {
         )],
         state.metrics.render(),
     )
+}
+
+/// The USE gauges, read at scrape time so they are never older than the scrape.
+fn refresh_pools(state: &AppState) {
+    let metrics = &state.metrics;
+    let (size, idle) = (state.db.size(), state.db.num_idle() as u32);
+    let pool = &metrics.db_pool_connections;
+    pool.with_label_values(&["in_use"])
+        .set(i64::from(size.saturating_sub(idle)));
+    pool.with_label_values(&["idle"]).set(i64::from(idle));
+    pool.with_label_values(&["max"])
+        .set(i64::from(state.settings.db_max_connections));
+    metrics
+        .admission_in_flight
+        .set(i64::try_from(state.funnel.in_flight()).unwrap_or(i64::MAX));
+    metrics
+        .preorder_queue_depth
+        .set(i64::try_from(state.funnel.preorders_queued()).unwrap_or(i64::MAX));
 }
 
 pub(crate) async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {

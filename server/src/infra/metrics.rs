@@ -25,6 +25,16 @@ pub struct Inner {
     pub(crate) funnel: IntCounterVec,
     /// Pre-orders per group-commit batch.
     pub(crate) preorder_batch_size: Histogram,
+    /// Duration of calls to a dependency, by `call` (`redis`: every Redis command, script
+    /// or pipeline; `preorder_batch`: one group-commit transaction in PostgreSQL) and
+    /// `outcome` (`ok`, `error`); buckets from 100 µs.
+    pub(crate) dependency_calls: HistogramVec,
+    /// The USE view of the instance's pools, refreshed on every scrape: PostgreSQL
+    /// connections by `state` (`in_use`, `idle`, `max`), buy requests holding an admission
+    /// slot, pre-orders waiting for the group-commit writer.
+    pub(crate) db_pool_connections: IntGaugeVec,
+    pub(crate) admission_in_flight: IntGauge,
+    pub(crate) preorder_queue_depth: IntGauge,
     /// Stock script answers outside the codes the scripts document, by script
     /// (`deduct_stock`, `take_seats`): the scripts and the server are out of step.
     pub(crate) stock_script_unknown_answers: IntCounterVec,
@@ -92,6 +102,25 @@ impl Metrics {
                 "seckill_funnel_requests_total",
                 "Buy requests per funnel stage, passed or stopped by reason",
                 &["stage", "outcome"],
+            ),
+            dependency_calls: add.histograms(
+                "seckill_dependency_call_duration_seconds",
+                "Duration of calls to Redis and PostgreSQL by call and outcome",
+                buckets(0.000_1, 17),
+                &["call", "outcome"],
+            ),
+            db_pool_connections: add.gauges(
+                "seckill_db_pool_connections",
+                "PostgreSQL connections of this instance by state (in_use, idle, max)",
+                &["state"],
+            ),
+            admission_in_flight: add.int_gauge(
+                "seckill_admission_in_flight",
+                "Buy requests holding an admission slot on this instance",
+            ),
+            preorder_queue_depth: add.int_gauge(
+                "seckill_preorder_queue_depth",
+                "Pre-orders waiting for the group-commit writer on this instance",
             ),
             preorder_batch_size: add.histogram(
                 "seckill_preorder_batch_size",

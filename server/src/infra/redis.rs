@@ -7,6 +7,7 @@
 //! Every key starts with the configured prefix so deployments and tests can share one
 //! Redis. Keys one script touches share a hash tag (`{...}`) to stay cluster-safe.
 
+use prometheus::Histogram;
 use redis::{
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
     AsyncCommands, Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Script, Value,
@@ -21,7 +22,7 @@ use tokio::sync::mpsc;
 
 use contract::SaleItem;
 
-use crate::infra::config::Settings;
+use crate::infra::{config::Settings, metrics::Metrics};
 
 static FIXED_WINDOW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/fixed_window.lua")));
@@ -34,7 +35,7 @@ pub struct RedisStore {
 
 impl RedisStore {
     /// Connects once (failing at once if Redis does not answer), then keeps the connection.
-    pub(crate) async fn connect(settings: &Settings) -> RedisResult<Self> {
+    pub(crate) async fn connect(settings: &Settings, metrics: &Metrics) -> RedisResult<Self> {
         let client = redis::Client::open(settings.redis_url.expose_secret())?;
         let timeout = settings.redis_timeout();
         // One attempt per reconnection, no backoff: the manager's retries sleep between
@@ -61,6 +62,7 @@ impl RedisStore {
                 manager,
                 timeout,
                 failed,
+                durations: CallDurations::of(metrics),
             },
             prefix: settings.redis_prefix.as_str().into(),
         })
@@ -191,10 +193,33 @@ pub struct RedisConnection {
     manager: ConnectionManager,
     timeout: Duration,
     failed: mpsc::Sender<()>,
+    durations: CallDurations,
+}
+
+/// `seckill_dependency_call_duration_seconds{call="redis"}`, its two outcomes resolved once.
+#[derive(Clone)]
+struct CallDurations {
+    ok: Histogram,
+    error: Histogram,
+}
+
+impl CallDurations {
+    fn of(metrics: &Metrics) -> Self {
+        let call = |outcome| {
+            metrics
+                .dependency_calls
+                .with_label_values(&["redis", outcome])
+        };
+        Self {
+            ok: call("ok"),
+            error: call("error"),
+        }
+    }
 }
 
 impl RedisConnection {
     async fn bounded<T>(&self, command: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
+        let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(self.timeout, command)
             .await
             .unwrap_or_else(|_| {
@@ -203,6 +228,11 @@ impl RedisConnection {
                     format!("Redis did not answer within {:?}", self.timeout),
                 )))
             });
+        let took = started.elapsed().as_secs_f64();
+        match &outcome {
+            Ok(_) => self.durations.ok.observe(took),
+            Err(_) => self.durations.error.observe(took),
+        }
         if outcome.as_ref().is_err_and(RedisError::is_io_error) {
             // Full: the task has been told already.
             let _ = self.failed.try_send(());
