@@ -264,6 +264,14 @@ fn rows() -> Vec<Row> {
             404,
         ),
         admin(
+            M::GET,
+            "/dashboard/stream",
+            "/dashboard/stream",
+            Body::None,
+            Needs(P::WatchOperations),
+            200,
+        ),
+        admin(
             M::POST,
             "/recordings/replay",
             "/recordings/replay",
