@@ -25,7 +25,10 @@ impl Frames {
         let response = app.get(STREAM, Some(caller)).await;
         assert_eq!(response.status(), 200);
         let content_type = response.headers()["content-type"].to_str().expect("text");
-        assert!(content_type.starts_with("text/event-stream"), "{content_type}");
+        assert!(
+            content_type.starts_with("text/event-stream"),
+            "{content_type}"
+        );
         Self {
             response,
             buffer: String::new(),
@@ -53,7 +56,8 @@ impl Frames {
                 .expect("a frame within 10 s")
                 .expect("the stream reads")
                 .expect("the stream stays open");
-            self.buffer.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+            self.buffer
+                .push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
         }
     }
 }
@@ -124,12 +128,20 @@ async fn frames_come_once_a_second_after_the_recent_ones_and_add_up_to_the_metri
     let connected_ms = chrono::Utc::now().timestamp_millis();
     let opened = Instant::now();
     let mut second = Frames::open(&app, &sre).await;
-    let backlog = [second.next().await, second.next().await, second.next().await];
+    let backlog = [
+        second.next().await,
+        second.next().await,
+        second.next().await,
+    ];
     assert!(
         opened.elapsed() < Duration::from_millis(900),
         "the recent frames come at once, not one a second"
     );
-    assert!(backlog[0].at_ms < connected_ms - 2000, "{}", backlog[0].at_ms);
+    assert!(
+        backlog[0].at_ms < connected_ms - 2000,
+        "{}",
+        backlog[0].at_ms
+    );
     let mut summed = BTreeMap::new();
     let mut frames: Vec<DashboardFrame> = backlog.to_vec();
     for frame in &frames {
@@ -153,7 +165,9 @@ async fn frames_come_once_a_second_after_the_recent_ones_and_add_up_to_the_metri
     assert!(seen.iter().all(|frame| frames.contains(frame)));
     let buys: u64 = frames.iter().map(|frame| frame.buy.requests).sum();
     assert_eq!(buys, 7, "every buy request counted once");
-    assert!(frames.iter().any(|frame| frame.buy.p99_ms.is_some_and(|p99| p99 > 0.0)));
+    assert!(frames
+        .iter()
+        .any(|frame| frame.buy.p99_ms.is_some_and(|p99| p99 > 0.0)));
 
     // The live figures: the sale's stock as Redis holds it, this instance, the pool.
     let last = second.next().await;
@@ -169,7 +183,11 @@ async fn frames_come_once_a_second_after_the_recent_ones_and_add_up_to_the_metri
         .iter()
         .any(|instance| instance.node_id == last.node_id));
     assert!(last.db_pool.size >= last.db_pool.idle && last.db_pool.max >= last.db_pool.size);
-    assert!(last.switches.contains_key("switches/deduction"), "{:?}", last.switches);
+    assert!(
+        last.switches.contains_key("switches/deduction"),
+        "{:?}",
+        last.switches
+    );
     assert_eq!(last.funnel[0].stage, "admission", "stages in funnel order");
 }
 
@@ -183,4 +201,39 @@ async fn only_roles_that_watch_operations_get_the_stream() {
     let ops = app.caller(Role::Ops, None).await;
     let mut frames = Frames::open(&app, &ops).await;
     assert!(frames.next().await.at_ms > 0);
+}
+
+#[tokio::test]
+async fn the_console_page_draws_the_recent_frames_for_sre_and_refuses_merchants() {
+    let app = spawn_app().await;
+    let sale = open_sale(&app, 5, 1).await;
+    app.bought(1, "dash-page", &buy_body(&sale, 1)).await;
+    let sre = app.caller(Role::Sre, None).await;
+    // Once a frame has counted the buy, the page has something to draw.
+    let mut frames = Frames::open(&app, &sre).await;
+    while frames.next().await.buy.requests == 0 {}
+    drop(frames);
+
+    let session = app.console_session(&sre).await;
+    let html = app.console_page("/dashboard", &session).await;
+    assert!(html.contains(r#"id="dashboard""#), "{html}");
+    assert!(html.contains(r#"data-link="connecting""#), "{html}");
+    for part in [
+        r#"data-stage="admission""#,
+        r#"id="chart-qps""#,
+        r#"id="chart-p99""#,
+        "<polyline",
+        &format!(r#"data-item="{}-{}""#, sale.activity_id, sale.item_id),
+        r#"id="instances""#,
+        "switches/deduction",
+    ] {
+        assert!(html.contains(part), "{part} missing from {html}");
+    }
+    assert!(!html.contains("Not built yet"), "{html}");
+
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let session = app.console_session(&merchant).await;
+    let html = app.console_page("/dashboard", &session).await;
+    assert!(!html.contains(r#"id="dashboard""#), "{html}");
+    assert!(html.contains("your role may not do this"), "{html}");
 }

@@ -366,6 +366,12 @@ fn rows() -> Vec<Row> {
             400,
         ),
         server_fn(
+            DashboardFrames::PATH,
+            Form(vec![]),
+            Needs(P::WatchOperations),
+            200,
+        ),
+        server_fn(
             GetOutboxSummary::PATH,
             Form(vec![]),
             Needs(P::WatchOperations),

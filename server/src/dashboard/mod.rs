@@ -16,7 +16,9 @@ use std::{
 };
 use tokio::sync::broadcast;
 
-use crate::state::AppState;
+use contract::{Actor, DashboardFrame};
+
+use crate::{error::ApiResult, state::AppState};
 
 /// How many frames a viewer gets on connecting: five minutes, so a page opened during a
 /// sale starts with its recent history rather than empty.
@@ -70,6 +72,22 @@ impl Hub {
         let recent = self.recent();
         (recent.iter().cloned().collect(), self.0.live.subscribe())
     }
+}
+
+/// Frames the console page draws before its stream opens: a minute's worth, since the
+/// stream sends the rest of the backlog anyway.
+const PAGE_FRAMES: usize = 60;
+
+/// The most recent frames, oldest first, for a role that may watch operations.
+pub(crate) fn recent(state: &AppState, actor: &Actor) -> ApiResult<Vec<DashboardFrame>> {
+    crate::admin::authorize(actor, contract::Permission::WatchOperations)?;
+    let (recent, _) = state.dashboard.subscribe();
+    let skip = recent.len().saturating_sub(PAGE_FRAMES);
+    Ok(recent
+        .iter()
+        .skip(skip)
+        .filter_map(|frame| serde_json::from_str(frame).ok())
+        .collect())
 }
 
 /// Takes a frame every second for the life of the process.

@@ -20,9 +20,9 @@ async fn stream_frames(
     crate::admin::authorize(&actor, contract::Permission::WatchOperations)?;
     let (backlog, live) = state.dashboard.subscribe();
     let live = stream::unfold(live, next_live);
-    let frames = stream::iter(backlog).chain(live).map(|frame| {
-        Ok::<_, Infallible>(Event::default().event("frame").data(&*frame))
-    });
+    let frames = stream::iter(backlog)
+        .chain(live)
+        .map(|frame| Ok::<_, Infallible>(Event::default().event("frame").data(&*frame)));
     Ok(Sse::new(frames).keep_alive(KeepAlive::default()))
 }
 

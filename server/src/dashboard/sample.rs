@@ -65,10 +65,8 @@ impl Sampler {
         let funnel = self.funnel(state);
         let buy = self.buy(state);
         let board = Board::of(state);
-        let (items, board) = tokio::join!(
-            stock(state),
-            tokio::time::timeout(ETCD_WAIT, board.read())
-        );
+        let (items, board) =
+            tokio::join!(stock(state), tokio::time::timeout(ETCD_WAIT, board.read()));
         let items = match items {
             Ok(items) => {
                 self.stock_trouble.recovered("dashboard stock read again");
@@ -141,13 +139,14 @@ impl Sampler {
                     .iter()
                     .position(|known| *known == stage)
                     .unwrap_or(STAGES.len());
-                let figures = stages
-                    .entry((order, stage.to_owned()))
-                    .or_insert_with(|| StageFigures {
-                        stage: stage.to_owned(),
-                        passed: 0,
-                        stopped: BTreeMap::new(),
-                    });
+                let figures =
+                    stages
+                        .entry((order, stage.to_owned()))
+                        .or_insert_with(|| StageFigures {
+                            stage: stage.to_owned(),
+                            passed: 0,
+                            stopped: BTreeMap::new(),
+                        });
                 if outcome == "pass" {
                     figures.passed += delta;
                 } else {
@@ -310,6 +309,9 @@ mod tests {
         assert!((p99 - 0.0015).abs() < 1e-9, "{p99}");
         assert_eq!(quantile(&[(0.001, 0), (f64::INFINITY, 0)], 0.99), None);
         // Beyond the last finite bound: that bound, as Prometheus answers.
-        assert_eq!(quantile(&[(0.001, 0), (f64::INFINITY, 5)], 0.99), Some(0.001));
+        assert_eq!(
+            quantile(&[(0.001, 0), (f64::INFINITY, 5)], 0.99),
+            Some(0.001)
+        );
     }
 }
