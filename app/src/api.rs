@@ -5,9 +5,9 @@
 
 use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, CurrentUser,
-    DeadLetterPage, DeadLetterView, Item, OrderDetail, OrderPage, OutboxSummary, PrewarmReport,
-    ReconciliationRun, ReplayReport, RequeueReport, RunSummary, StartedRun, SwitchBoard,
-    SwitchChange,
+    DashboardFrame, DeadLetterPage, DeadLetterView, Item, OrderDetail, OrderPage, OutboxSummary,
+    PrewarmReport, ReconciliationRun, ReplayReport, RequeueReport, RunSummary, StartedRun,
+    SwitchBoard, SwitchChange,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
@@ -274,6 +274,16 @@ pub async fn requeue_all_dead_letters(reason: String) -> Result<RequeueReport, S
     let (backend, actor) = session::signed_in().await?;
     backend
         .requeue_all_dead_letters(&actor, &reason)
+        .await
+        .map_err(session::refuse)
+}
+
+/// The live dashboard's most recent frames, drawn before the stream takes over.
+#[server(prefix = "/console/fn")]
+pub async fn dashboard_frames() -> Result<Vec<DashboardFrame>, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .dashboard_frames(&actor)
         .await
         .map_err(session::refuse)
 }

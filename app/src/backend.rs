@@ -8,9 +8,9 @@
 
 use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, Actor, AuditPage,
-    DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery,
-    OutboxSummary, PrewarmReport, ReconciliationRun, ReplayReport, RequeueReport, RunSummary,
-    StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
+    DashboardFrame, DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage,
+    OrderQuery, OutboxSummary, PrewarmReport, ReconciliationRun, ReplayReport, RequeueReport,
+    RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
 use std::sync::Arc;
 
@@ -148,6 +148,10 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         actor: &Actor,
         reason: &str,
     ) -> Result<ReplayReport, ConsoleError>;
+
+    /// The live dashboard's most recent frames of this instance, oldest first (the page
+    /// draws them at once, then follows the stream).
+    async fn dashboard_frames(&self, actor: &Actor) -> Result<Vec<DashboardFrame>, ConsoleError>;
 
     /// The live stock ledger of an activity's items: every store's count side by side and
     /// the drift between them (merchants: their own activities only).

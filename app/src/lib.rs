@@ -13,8 +13,8 @@ use leptos_router::{
     path, SsrMode,
 };
 use pages::{
-    activities, audit, dead_letters, items, layout, login, orders, prewarm, reconciliation,
-    switches, unbuilt,
+    activities, audit, dashboard, dead_letters, items, layout, login, orders, prewarm,
+    reconciliation, switches, unbuilt,
 };
 
 /// Name of the wasm bundle and stylesheet under `/pkg`, shared with the build scripts.
@@ -66,7 +66,7 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/items/:id") view=items::ItemEdit/>
                         <Route path=path!("/prewarm") view=prewarm::PrewarmList/>
                         <Route path=path!("/switches") view=switches::SwitchBoardPage/>
-                        <Route path=path!("/dashboard") view=unbuilt::Dashboard/>
+                        <Route path=path!("/dashboard") view=dashboard::Dashboard/>
                         <Route path=path!("/hotkeys") view=unbuilt::HotKeys/>
                         <Route path=path!("/baselines") view=unbuilt::Baselines/>
                         <Route path=path!("/reconciliations") view=reconciliation::Reconciliations/>

@@ -4,7 +4,7 @@
 //! One folder per capability, each owning its routes, use cases and queries: `buy` (the buyer
 //! API and its funnel), `catalog`, `prewarm`, `orders` (the RabbitMQ pipeline, pay timeout,
 //! outbox relay, dead letters, order admin), `payment`, `control` (etcd switches, election),
-//! `identity`, `admin` (the admin router, permissions, console backend, audit). Generic
+//! `identity`, `dashboard` (the live figures the console draws), `admin` (the admin router, permissions, console backend, audit). Generic
 //! plumbing is in `infra`; `startup` and `state` put the pieces together.
 
 pub mod admin;
@@ -12,6 +12,7 @@ pub mod buy;
 pub(crate) mod catalog;
 pub mod cli;
 pub mod control;
+pub(crate) mod dashboard;
 pub(crate) mod error;
 pub mod identity;
 pub mod infra;

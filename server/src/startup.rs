@@ -58,6 +58,7 @@ impl Application {
         state.payment.listening_on(listener.local_addr()?);
         let router = router(state.clone());
         let control = control::start(&state, election, listener.local_addr()?).await;
+        crate::dashboard::spawn(&state);
         if state.settings.workers {
             workers(&state);
         }
@@ -165,6 +166,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         leadership,
         payment,
         control,
+        dashboard: crate::dashboard::Hub::default(),
     });
     Ok((state, election))
 }

@@ -82,4 +82,6 @@ pub struct Shared {
     pub(crate) payment: Arc<dyn PaymentGateway>,
     /// The RabbitMQ order pipeline: topology and publishers (its workers run apart).
     pub pipeline: Pipeline,
+    /// The live dashboard's recent frames and their viewers (sampled only where HTTP is served).
+    pub(crate) dashboard: crate::dashboard::Hub,
 }

@@ -1,11 +1,13 @@
 //! The hydrated console in a real browser: Debian's headless Chromium, driven by
 //! playwright-core (`tests/browser/`), logs in and creates an item; an operator flips a
 //! switch on the switch board and watches it applied; an operator starts a repair run on the
-//! reconciliation page and follows it to its findings.
+//! reconciliation page and follows it to its findings; SRE watches the live dashboard lose its
+//! stream (a proxy cut) and reconnect.
 
 use crate::support::{
     app::{json, spawn_app, spawn_app_with},
     fixtures::{open_for_sale, shop},
+    proxy::{target_of, through, Proxy},
 };
 use contract::Role;
 use std::{path::Path, process::Command};
@@ -141,4 +143,44 @@ async fn ops_starts_a_repair_run_in_the_hydrated_console_and_follows_it_to_its_f
     assert_eq!(runs[0]["repair"], true);
     assert_eq!(runs[0]["trigger"], "console");
     assert_eq!(runs[0]["actor"], ops.username.as_str());
+}
+
+#[tokio::test]
+async fn sre_watches_the_dashboard_lose_its_stream_and_reconnect_in_the_hydrated_console() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let app = spawn_app().await;
+    let mut proxy = Proxy::start(&target_of(&app.address)).await;
+    let base = through(&app.address, &proxy);
+    let sre = app.caller(Role::Sre, None).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("browser")
+        .join("console_dashboard.mjs");
+    let mut child = tokio::process::Command::new("node")
+        .arg(script)
+        .args([base, sre.username.clone(), sre.password.clone()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs (scripts/setup.sh installs it)");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut said = Vec::new();
+    // The scenario says where it is; the test cuts and restores the connection in step.
+    while let Some(line) = lines.next_line().await.expect("the scenario's output") {
+        match line.as_str() {
+            "live" => proxy.stop().await,
+            "reconnecting" => proxy.resume().await,
+            _ => {}
+        }
+        said.push(line);
+    }
+    let output = child.wait_with_output().await.expect("the scenario ends");
+    assert!(
+        output.status.success(),
+        "browser test failed\nstdout:\n{}\nstderr:\n{}",
+        said.join("\n"),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(&said[..2], ["live", "reconnecting"], "{said:?}");
 }

@@ -12,6 +12,7 @@ mod console_ops;
 mod console_orders;
 mod console_reconcile;
 mod control;
+mod dashboard;
 mod deduction_flip;
 mod deploy;
 mod health;

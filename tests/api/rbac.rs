@@ -264,6 +264,14 @@ fn rows() -> Vec<Row> {
             404,
         ),
         admin(
+            M::GET,
+            "/dashboard/stream",
+            "/dashboard/stream",
+            Body::None,
+            Needs(P::WatchOperations),
+            200,
+        ),
+        admin(
             M::POST,
             "/recordings/replay",
             "/recordings/replay",
@@ -356,6 +364,12 @@ fn rows() -> Vec<Row> {
             Form(vec![("reason", "")]),
             Needs(P::OperatePipeline),
             400,
+        ),
+        server_fn(
+            DashboardFrames::PATH,
+            Form(vec![]),
+            Needs(P::WatchOperations),
+            200,
         ),
         server_fn(
             GetOutboxSummary::PATH,

@@ -6,6 +6,7 @@
 mod audit;
 mod catalog;
 mod control;
+mod dashboard;
 mod ids;
 mod money;
 mod orders;
@@ -18,6 +19,7 @@ mod roles;
 pub use audit::*;
 pub use catalog::*;
 pub use control::*;
+pub use dashboard::*;
 pub use ids::*;
 pub use money::*;
 pub use orders::*;

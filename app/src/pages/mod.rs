@@ -3,6 +3,7 @@
 
 pub mod activities;
 pub mod audit;
+pub mod dashboard;
 pub mod dead_letters;
 pub mod items;
 pub mod layout;

@@ -11,14 +11,6 @@ fn not_built(title: &'static str, arrives_with: &'static str) -> impl IntoView {
 }
 
 #[component]
-pub fn Dashboard() -> impl IntoView {
-    not_built(
-        "Live dashboard",
-        "the buyer-funnel (#3) and pipeline (#4) issues",
-    )
-}
-
-#[component]
 pub fn HotKeys() -> impl IntoView {
     not_built("Hot keys", "the hot-key detection work")
 }

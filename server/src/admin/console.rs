@@ -7,10 +7,10 @@ use axum::{body::Body, extract::Request, routing::post, Router};
 use contract::Actor;
 use contract::Source;
 use contract::{
-    ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, DeadLetterPage,
-    DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery, OutboxSummary, Permission,
-    PrewarmReport, ReconciliationRun, ReplayReport, RequeueReport, RunSummary, StartReconciliation,
-    StartedRun, SwitchBoard, SwitchChange,
+    ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, DashboardFrame,
+    DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery,
+    OutboxSummary, Permission, PrewarmReport, ReconciliationRun, ReplayReport, RequeueReport,
+    RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
 use leptos::prelude::provide_context;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
@@ -225,6 +225,10 @@ impl ConsoleBackend for ConsoleService {
         reason: &str,
     ) -> Result<RequeueReport, ConsoleError> {
         Ok(dead_letters::requeue_all(&self.state, actor, Source::Console, reason).await?)
+    }
+
+    async fn dashboard_frames(&self, actor: &Actor) -> Result<Vec<DashboardFrame>, ConsoleError> {
+        Ok(crate::dashboard::recent(&self.state, actor)?)
     }
 
     async fn outbox_summary(&self, actor: &Actor) -> Result<OutboxSummary, ConsoleError> {

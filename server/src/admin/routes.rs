@@ -59,6 +59,7 @@ fn table() -> AdminRoutes {
     let routes = crate::prewarm::routes::admin(routes);
     let routes = crate::control::routes::admin(routes);
     let routes = crate::reconcile::routes::admin(routes);
+    let routes = crate::dashboard::routes::admin(routes);
     crate::orders::routes::admin(routes)
 }
 

@@ -398,6 +398,11 @@ impl Funnel {
         }
     }
 
+    /// Buy requests in flight on this instance now (admission's count).
+    pub(crate) fn in_flight(&self) -> u64 {
+        self.admission.in_flight.load(Ordering::Acquire)
+    }
+
     pub(crate) fn tokens(&self) -> &BuyerTokens {
         &self.tokens
     }
