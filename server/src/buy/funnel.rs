@@ -407,11 +407,6 @@ impl Funnel {
         &self.tokens
     }
 
-    /// Buy requests holding an admission slot now.
-    pub(crate) fn in_flight(&self) -> u64 {
-        self.admission.in_flight.load(Ordering::Acquire)
-    }
-
     /// Pre-orders waiting for the group-commit writer now.
     pub(crate) fn preorders_queued(&self) -> usize {
         self.preorders.queued()
