@@ -359,10 +359,11 @@ fn findings_table(findings: &[contract::Finding]) -> String {
 async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()> {
     use crate::{
         control::board::{Board, Flip},
-        infra::etcd::EtcdLink,
+        infra::{etcd::EtcdLink, metrics::Metrics},
     };
     let db = db::connect(&settings).await?;
-    let etcd = EtcdLink::new(settings.etcd_endpoints.clone());
+    // A one-off command's timings are not scraped.
+    let etcd = EtcdLink::new(settings.etcd_endpoints.clone(), &Metrics::new());
     let board = Board {
         db: &db,
         etcd: &etcd,

@@ -27,7 +27,12 @@ use crate::{
     identity::{authenticate::Authenticator, buyer_token::BuyerTokens},
     infra,
     infra::{
-        amqp::AmqpLink, config::Settings, db, etcd::EtcdLink, metrics::Metrics, redis::RedisStore,
+        amqp::AmqpLink,
+        config::Settings,
+        db::{self, MeteredPool},
+        etcd::EtcdLink,
+        metrics::Metrics,
+        redis::RedisStore,
     },
     orders::{self, Pipeline},
     payment::{self, simulated::SimulatedCenter},
@@ -117,7 +122,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
     let auth = Authenticator::new(db.clone(), redis.clone(), metrics.clone(), &settings);
     let buy = &settings.buy;
     let preorders = PreorderWriter::spawn(
-        db.clone(),
+        MeteredPool::new(db.clone(), &metrics, "preorder_batch"),
         buy.preorder_batch_max,
         std::time::Duration::from_micros(buy.preorder_batch_wait_us),
         metrics.preorder_batch_size.clone(),
@@ -154,7 +159,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
     let state = AppState::new(Shared {
         amqp,
         pipeline,
-        etcd: EtcdLink::new(settings.etcd_endpoints.clone()),
+        etcd: EtcdLink::new(settings.etcd_endpoints.clone(), &metrics),
         settings: Arc::new(settings),
         db,
         redis,

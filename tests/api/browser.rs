@@ -2,11 +2,11 @@
 //! playwright-core (`tests/browser/`), logs in and creates an item; an operator flips a
 //! switch on the switch board and watches it applied; an operator starts a repair run on the
 //! reconciliation page and follows it to its findings; SRE watches the live dashboard lose its
-//! stream (a proxy cut) and reconnect.
+//! stream (a proxy cut) and reconnect, and follows a storm of `seckill-load` on it.
 
 use crate::support::{
     app::{json, spawn_app, spawn_app_with},
-    fixtures::{open_for_sale, shop},
+    fixtures::{open_for_sale, open_sale, shop, storm_settings},
     proxy::{target_of, through, Proxy},
 };
 use contract::Role;
@@ -183,4 +183,101 @@ async fn sre_watches_the_dashboard_lose_its_stream_and_reconnect_in_the_hydrated
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(&said[..2], ["live", "reconnecting"], "{said:?}");
+}
+
+#[tokio::test]
+async fn sre_follows_a_storm_on_the_dashboard_and_it_agrees_with_the_metrics() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    const STOCK: i64 = 150;
+    let app = spawn_app_with(storm_settings).await;
+    let sale = open_sale(&app, STOCK, 1).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("browser")
+        .join("console_dashboard_storm.mjs");
+    let item_key = format!("{}-{}", sale.activity_id, sale.item_id);
+    let mut child = tokio::process::Command::new("node")
+        .arg(script)
+        .args([
+            app.address.clone(),
+            sre.username.clone(),
+            sre.password.clone(),
+            item_key,
+            STOCK.to_string(),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs (scripts/setup.sh installs it)");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut said = Vec::new();
+    while let Some(line) = lines.next_line().await.expect("the scenario's output") {
+        let watching = line == "watching";
+        said.push(line);
+        if !watching {
+            continue;
+        }
+        // 600 buyers for 150 units, three tries each: sold, then sold out.
+        let load = tokio::process::Command::new(env!("CARGO_BIN_EXE_seckill-load-under-test"))
+            .args(["--base-url", &app.address])
+            .args(["--activity", &sale.activity_id.to_string()])
+            .args(["--item", &sale.item_id.to_string()])
+            .args([
+                "--users",
+                "600",
+                "--retries-per-user",
+                "3",
+                "--requests",
+                "1800",
+            ])
+            .args(["--concurrency", "16"])
+            .env(
+                "SECKILL_REDIS_PREFIX",
+                app.state.settings.redis_prefix.as_str(),
+            )
+            .output()
+            .await
+            .expect("seckill-load runs");
+        assert!(
+            load.status.success(),
+            "seckill-load failed: {}",
+            String::from_utf8_lossy(&load.stderr)
+        );
+        // Every request answered: the counters are final.
+        let funnel = |stage: &'static str| {
+            let series =
+                format!(r#"seckill_funnel_requests_total{{outcome="pass",stage="{stage}"}}"#);
+            let app = &app;
+            async move { app.metric(&series).await as u64 }
+        };
+        let (deduction, admission) = (funnel("deduction").await, funnel("admission").await);
+        assert_eq!(deduction, STOCK as u64);
+        assert!(admission >= 1800, "{admission} admitted");
+        stdin
+            .write_all(format!("deduction={deduction} admission={admission} stock=0\n").as_bytes())
+            .await
+            .expect("tell the scenario");
+    }
+    let output = child.wait_with_output().await.expect("the scenario ends");
+    assert!(
+        output.status.success(),
+        "browser test failed\nstdout:\n{}\nstderr:\n{}",
+        said.join("\n"),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(said[0], "watching", "{said:?}");
+    // The Redis stock the page showed is the business gauge's too.
+    let figure = |figure: &str| {
+        format!(
+            r#"seckill_item_units{{activity="{}",figure="{figure}",item="{}"}}"#,
+            sale.activity_id, sale.item_id
+        )
+    };
+    assert_eq!(app.metric(&figure("total")).await, STOCK as f64);
+    assert_eq!(app.metric(&figure("redis_stock")).await, 0.0);
+    assert_eq!(app.metric(&figure("allocated")).await, STOCK as f64);
 }

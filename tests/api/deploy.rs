@@ -182,7 +182,8 @@ fn dashboard_queries() -> Vec<(String, String)> {
     queries
 }
 
-/// Panels a sale must fill: the funnel, the buy QPS, the HTTP requests and their latency.
+/// Panels a sale must fill: the funnel, the buy QPS, the HTTP requests and their latency,
+/// the live items' stock, the dependency calls and the pool waits.
 const PANELS_WITH_DATA: &[&str] = &[
     "Funnel: requests passing each stage",
     "Funnel: requests stopped, by stage and code",
@@ -191,6 +192,9 @@ const PANELS_WITH_DATA: &[&str] = &[
     "HTTP requests by endpoint and status",
     "p99 latency per endpoint",
     "Buy latency: p50, p99, p99.9",
+    "Stock per item: Redis, allocated, sold, paid",
+    "Dependency call p99 (Redis by script or command, PostgreSQL batch, etcd)",
+    "Database pool: waits for a connection",
 ];
 
 /// Recording rules a sale must fill.

@@ -64,18 +64,45 @@ async fn metrics_export_request_counts_by_route() {
 }
 
 #[tokio::test]
-async fn metrics_show_the_pools_and_the_dependency_calls_of_a_buy() {
+async fn metrics_show_the_pools_the_dependency_calls_and_the_items_of_a_buy() {
     let app = spawn_app_with(crate::support::fixtures::storm_settings).await;
     let sale = crate::support::fixtures::open_sale(&app, 3, 1).await;
     app.bought(1, "use-view", &crate::support::fixtures::buy_body(&sale, 1))
         .await;
+    let (activity, item) = (sale.activity_id, sale.item_id);
+    let item_units = |figure: &str, units: i64| {
+        format!(
+            r#"seckill_item_units{{activity="{activity}",figure="{figure}",item="{item}"}} {units}"#
+        )
+    };
+    // The item's gauges come from the dashboard sampler's next second; the paid count may
+    // lag ten.
+    wait::until(
+        "the sampler exporting the sold unit",
+        Duration::from_secs(15),
+        || async {
+            let text = app.get("/metrics", None).await.text().await.expect("body");
+            text.contains(&item_units("allocated", 1))
+        },
+    )
+    .await;
     let text = app.get("/metrics", None).await.text().await.expect("body");
     for present in [
-        r#"seckill_dependency_call_duration_seconds_bucket{call="redis",outcome="ok",le="0.0001"}"#,
+        // Each Redis call is named by its script, or by its command.
+        r#"seckill_dependency_call_duration_seconds_bucket{call="redis.deduct_stock",outcome="ok",le="0.0001"}"#,
+        r#"seckill_dependency_call_duration_seconds_count{call="redis.claim_request",outcome="ok"}"#,
+        r#"seckill_dependency_call_duration_seconds_count{call="redis.rate_windows",outcome="ok"}"#,
         r#"seckill_dependency_call_duration_seconds_count{call="preorder_batch",outcome="ok"} 1"#,
+        // The watcher's first read of the switches.
+        r#"seckill_dependency_call_duration_seconds_count{call="etcd.get",outcome="ok"}"#,
         r#"seckill_db_pool_connections{state="max"} 8"#,
+        r#"seckill_db_pool_acquire_seconds_count{caller="preorder_batch"} 1"#,
+        "seckill_db_pool_waiting 0",
         "seckill_admission_in_flight 0",
         "seckill_preorder_queue_depth 0",
+        &item_units("total", 3),
+        &item_units("redis_stock", 2),
+        &item_units("paid", 0),
     ] {
         assert!(text.contains(present), "{present} missing from:\n{text}");
     }

@@ -65,10 +65,12 @@ pub struct ItemStock {
     pub total: i64,
     /// What Redis has left to sell (absent: not pre-warmed).
     pub redis_stock: Option<i64>,
-    /// Units held by orders (unpaid or paid).
+    /// Units held by pre-orders and orders (unpaid or paid).
     pub allocated: i64,
-    /// Units paid for.
+    /// Units of orders the pipeline completed (unpaid or paid).
     pub sold: i64,
+    /// Units of paid orders (read every few seconds, not every frame).
+    pub paid: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -330,7 +330,7 @@ fn stock(frames: &[DashboardFrame]) -> AnyView {
                     <figcaption>
                         {item.name.clone()} " (activity " {item.activity_id} "): Redis "
                         <strong data-redis-stock>{redis}</strong> " of " {item.total}
-                        " · allocated " {item.allocated} " · sold " {item.sold}
+                        " · allocated " {item.allocated} " · sold " {item.sold} " · paid " {item.paid}
                     </figcaption>
                     <svg class="chart" viewBox=format!("0 0 {WIDTH} {HEIGHT}") preserveAspectRatio="none" role="img" aria-label="Stock over time">
                         <line x1="0" y1=HEIGHT x2=WIDTH y2=HEIGHT class="axis-line"></line>

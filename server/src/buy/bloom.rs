@@ -1,11 +1,9 @@
 //! Bloom filter arithmetic: how many bits and hashes a false-positive rate needs, and
 //! which bits a key sets (double hashing over SHA-256). The bits live in Redis.
 
-use redis::Script;
 use sha2::{Digest, Sha256};
-use std::sync::LazyLock;
 
-use crate::infra::redis::RedisStore;
+use crate::infra::{lua::BLOOM, redis::RedisStore};
 
 /// Size of a filter: `bits` in the bitmap, `hashes` bits per key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,10 +60,6 @@ pub(crate) enum BloomAnswer {
     /// The bitmap is gone from Redis.
     FilterGone,
 }
-
-/// The filter's bits live in Redis, set and tested by one script (`lua/bloom.lua`).
-static BLOOM: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/bloom.lua")));
 
 impl RedisStore {
     /// Sets a Bloom filter's bits; returns how many were new.

@@ -11,7 +11,7 @@
 //! is the fast filter in front; when it is wrong (a deduction switch flip, a re-derivation
 //! racing an in-flight deduction) the database refuses instead of overselling.
 
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::{Postgres, Transaction};
 use std::{
     collections::{BTreeMap, HashMap},
     sync::Arc,
@@ -24,7 +24,7 @@ use contract::{SaleItem, UserId};
 
 use crate::buy::rules::Refusal;
 use crate::buy::stock_scripts::Holding;
-use crate::infra::quiet_log::quiet;
+use crate::infra::{db::MeteredPool, quiet_log::quiet};
 
 /// Outbox topic of a pre-order waiting for the create-order consumer.
 pub(crate) const CREATE_ORDER_TOPIC: &str = "order.create";
@@ -114,7 +114,7 @@ const CONCURRENT_BATCHES: usize = 4;
 
 impl PreorderWriter {
     pub(crate) fn spawn(
-        pool: PgPool,
+        pool: MeteredPool,
         batch_max: usize,
         batch_wait: Duration,
         batch_sizes: prometheus::Histogram,
@@ -176,7 +176,7 @@ impl PreorderWriter {
 /// One transaction for the batch; if it fails, each member is retried alone so one bad
 /// row (say, a reused request id) fails only its own buyer. Whether the batch's own
 /// transaction committed.
-async fn write_batch(pool: &PgPool, batch: Vec<(PreOrder, Reply)>) -> bool {
+async fn write_batch(pool: &MeteredPool, batch: Vec<(PreOrder, Reply)>) -> bool {
     let (orders, replies): (Vec<PreOrder>, Vec<Reply>) = batch.into_iter().unzip();
     match commit(pool, &orders).await {
         Ok(verdicts) => {
@@ -204,7 +204,7 @@ async fn write_batch(pool: &PgPool, batch: Vec<(PreOrder, Reply)>) -> bool {
 
 /// Decides the batch's members, writes every granted pre-order with its outbox row and
 /// seats, and moves `allocated` and the buyers' holdings once per row: one transaction.
-async fn commit(pool: &PgPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
+async fn commit(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
     // Redis already decided these; in the common case the database agrees, and writing
     // first with the stock rows last holds the hot item row only for the last two
     // statements. Should a CHECK refuse (Redis off the truth), decide member by member.

@@ -3,24 +3,13 @@
 //! commit, the rate windows and the request-id claim. Each runs as one EVALSHA, with every
 //! key it touches under one hash tag.
 
-use redis::Script;
-use std::sync::LazyLock;
-
 use contract::{SaleItem, UserId};
 use uuid::Uuid;
 
-use crate::infra::redis::RedisStore;
-
-static DEDUCT_STOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/deduct_stock.lua")));
-static RELEASE_DEDUCTION: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/release_deduction.lua")));
-static RATE_WINDOWS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/rate_windows.lua")));
-static CLAIM_REQUEST: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/claim_request.lua")));
-static TAKE_SEATS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/take_seats.lua")));
+use crate::infra::{
+    lua::{CLAIM_REQUEST, DEDUCT_STOCK, RATE_WINDOWS, RELEASE_DEDUCTION, TAKE_SEATS},
+    redis::RedisStore,
+};
 
 /// The value `claim_request.lua` stores while the first request with an id is in flight.
 pub(crate) const IN_FLIGHT: &[u8] = b"\0in-flight";

@@ -26,7 +26,11 @@ use crate::control::{
 use crate::{
     admin::audit::{self, PendingFlip},
     error::{ApiError, ApiResult},
-    infra::{config::Settings, etcd::EtcdLink, paging::PageWindow},
+    infra::{
+        config::Settings,
+        etcd::{EtcdCall, EtcdLink},
+        paging::PageWindow,
+    },
     state::AppState,
 };
 
@@ -148,7 +152,8 @@ impl<'a> Board<'a> {
         )
         .await?;
         let mut client = self.etcd.client().await.map_err(etcd_unavailable)?;
-        let (revision, old_value) = put_with_note(&mut client, layout, checked, note_json).await?;
+        let (revision, old_value) =
+            put_with_note(self.etcd, &mut client, layout, checked, note_json).await?;
         let audited = async {
             audit::complete_flip(&mut tx, audit_id, old_value.as_deref(), revision).await?;
             tx.commit().await
@@ -312,6 +317,7 @@ struct Written {
 /// The value and its note in one etcd transaction; returns the revision it made and the
 /// value it replaced.
 async fn put_with_note(
+    etcd: &EtcdLink,
     client: &mut etcd_client::Client,
     layout: &Layout,
     checked: &Checked<'_>,
@@ -326,11 +332,14 @@ async fn put_with_note(
         ),
         TxnOp::put(layout.note_key(path), note_json, None),
     ]);
-    let response = client.txn(txn).await.map_err(|error| {
-        // A timeout may still have landed: the board shows the note if it did.
-        tracing::warn!(path, value, error = %error, "etcd did not confirm a flip; not audited");
-        etcd_unavailable(error)
-    })?;
+    let response = etcd
+        .timed(EtcdCall::Txn, client.txn(txn))
+        .await
+        .map_err(|error| {
+            // A timeout may still have landed: the board shows the note if it did.
+            tracing::warn!(path, value, error = %error, "etcd did not confirm a flip; not audited");
+            etcd_unavailable(error)
+        })?;
     let revision = response
         .header()
         .map(|header| header.revision())
@@ -355,8 +364,11 @@ struct EtcdView {
 
 async fn read_etcd(etcd: &EtcdLink, layout: &Layout) -> anyhow::Result<EtcdView> {
     let mut client = etcd.client().await?;
-    let response = client
-        .get(layout.root(), Some(GetOptions::new().with_prefix()))
+    let response = etcd
+        .timed(
+            EtcdCall::Get,
+            client.get(layout.root(), Some(GetOptions::new().with_prefix())),
+        )
         .await?;
     let mut view = EtcdView {
         revision: response.header().map_or(0, |header| header.revision()),

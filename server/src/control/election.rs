@@ -24,7 +24,7 @@ use crate::control::{
     leader::LeadershipSignal,
     status::{Backoff, Complaint},
 };
-use crate::state::AppState;
+use crate::{infra::etcd::EtcdCall, state::AppState};
 
 /// Bound on every single election call that is not the campaign itself.
 const CALL: Duration = Duration::from_secs(3);
@@ -106,9 +106,11 @@ async fn term(
     let state = &candidate.state;
     let ttl = Duration::from_secs(state.settings.control.lease_ttl_s.max(1) as u64);
     let granted_at = Instant::now();
-    let lease = tokio::time::timeout(CALL, client.lease_grant(ttl.as_secs() as i64, None))
-        .await??
-        .id();
+    let grant = state.etcd.timed(
+        EtcdCall::Lease,
+        client.lease_grant(ttl.as_secs() as i64, None),
+    );
+    let lease = tokio::time::timeout(CALL, grant).await??.id();
     let outcome = async {
         let (mut keeper, mut acks) =
             tokio::time::timeout(CALL, client.lease_keep_alive(lease)).await??;

@@ -15,7 +15,7 @@ use crate::control::{
     layout::{now_us, Layout},
     status::{Complaint, RecentApply},
 };
-use crate::state::AppState;
+use crate::{infra::etcd::EtcdCall, state::AppState};
 
 /// The JSON under `{prefix}/nodes/{node_id}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,24 +119,28 @@ async fn beat(
     let id = match *lease {
         Some(id) if keep_alive => {
             // One keep-alive per beat; an error or a TTL of 0 means the lease is gone.
-            client.lease_keep_alive(id).await?;
+            state
+                .etcd
+                .timed(EtcdCall::Lease, client.lease_keep_alive(id))
+                .await?;
             id
         }
         Some(id) => id,
         None => {
-            let granted = client
-                .lease_grant(state.settings.control.lease_ttl_s.max(1), None)
+            let ttl_s = state.settings.control.lease_ttl_s.max(1);
+            let granted = state
+                .etcd
+                .timed(EtcdCall::Lease, client.lease_grant(ttl_s, None))
                 .await?;
             *lease = Some(granted.id());
             granted.id()
         }
     };
-    client
-        .put(
-            key,
-            serde_json::to_vec(report)?,
-            Some(PutOptions::new().with_lease(id)),
-        )
+    let value = serde_json::to_vec(report)?;
+    let options = PutOptions::new().with_lease(id);
+    state
+        .etcd
+        .timed(EtcdCall::Put, client.put(key, value, Some(options)))
         .await?;
     Ok(())
 }

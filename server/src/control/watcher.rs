@@ -23,7 +23,7 @@ use crate::control::{
     status::{Backoff, Complaint, RecentApply, ValuesFrom},
     switches::SwitchValues,
 };
-use crate::{admin::audit, state::AppState};
+use crate::{admin::audit, infra::etcd::EtcdCall, state::AppState};
 
 /// How long start-up waits for the first read of etcd before serving with what it has.
 const FIRST_READ: Duration = Duration::from_secs(2);
@@ -203,9 +203,8 @@ impl Watcher {
 
     /// Reads the whole prefix and makes it the accepted state.
     async fn reload(&mut self, client: &mut Client) -> anyhow::Result<()> {
-        let response = client
-            .get(self.layout.root(), Some(GetOptions::new().with_prefix()))
-            .await?;
+        let read = client.get(self.layout.root(), Some(GetOptions::new().with_prefix()));
+        let response = self.state.etcd.timed(EtcdCall::Get, read).await?;
         let revision = response
             .header()
             .map(|header| header.revision())

@@ -1,18 +1,21 @@
 //! One dashboard frame: counters read from the metrics registry as deltas since the frame
 //! before, levels read as they are now, the stock ledger once per live activity, the
-//! instances from their heartbeats in etcd.
+//! instances from their heartbeats in etcd. The ledger's figures are also exported as the
+//! business gauges of every live item (`seckill_item_units`).
 
 use contract::{
     AdmissionFigures, BuyFigures, DashboardFrame, InstanceHealth, ItemStock, PipelineFigures,
-    PoolFigures, StageFigures,
+    PoolFigures, SaleItem, StageFigures,
 };
 use prometheus::{core::Collector, proto::MetricFamily};
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     time::Duration,
 };
 
-use crate::{control::board::Board, control::status::Complaint, state::AppState};
+use crate::{
+    control::board::Board, control::status::Complaint, orders::admin_store, state::AppState,
+};
 
 /// The funnel's stages in the order a buy request meets them; a stage not listed here
 /// (added later) is shown after these.
@@ -36,6 +39,10 @@ const BUY_ROUTES: [&str; 2] = ["/api/seckill/buy", "/api/seckill/seats"];
 
 /// At most this long on etcd per frame: a frame is due every second.
 const ETCD_WAIT: Duration = Duration::from_millis(500);
+/// The `figure` label of `seckill_item_units`.
+const ITEM_FIGURES: [&str; 5] = ["total", "redis_stock", "allocated", "sold", "paid"];
+/// Paid units are counted from the orders, not from counters: every this many frames.
+const PAID_EVERY: u64 = 10;
 
 /// A latency histogram as counts per bucket: (upper bound in seconds, cumulative count).
 type Buckets = Vec<(f64, u64)>;
@@ -46,6 +53,11 @@ pub(crate) struct Sampler {
     buy: Buckets,
     instances: Vec<InstanceHealth>,
     stock_trouble: Complaint,
+    frames: u64,
+    /// Paid units per live item as last counted.
+    paid: HashMap<SaleItem, i64>,
+    /// Items whose business gauges are set, to drop those no longer live.
+    gauged: HashSet<SaleItem>,
 }
 
 impl Default for Sampler {
@@ -55,6 +67,9 @@ impl Default for Sampler {
             buy: Vec::new(),
             instances: Vec::new(),
             stock_trouble: Complaint::new(Duration::from_secs(60)),
+            frames: 0,
+            paid: HashMap::new(),
+            gauged: HashSet::new(),
         }
     }
 }
@@ -65,11 +80,16 @@ impl Sampler {
         let funnel = self.funnel(state);
         let buy = self.buy(state);
         let board = Board::of(state);
-        let (items, board) =
-            tokio::join!(stock(state), tokio::time::timeout(ETCD_WAIT, board.read()));
+        let count_paid = self.frames.is_multiple_of(PAID_EVERY);
+        self.frames += 1;
+        let (items, board) = tokio::join!(
+            stock(state, count_paid.then_some(&mut self.paid)),
+            tokio::time::timeout(ETCD_WAIT, board.read())
+        );
         let items = match items {
             Ok(items) => {
                 self.stock_trouble.recovered("dashboard stock read again");
+                export(state, &items, &mut self.gauged);
                 items
             }
             Err(error) => {
@@ -242,23 +262,79 @@ pub(crate) fn quantile(buckets: &[(f64, u64)], q: f64) -> Option<f64> {
     Some(lower.0)
 }
 
-/// Every item of every live activity, one ledger cut per activity.
-async fn stock(state: &AppState) -> anyhow::Result<Vec<ItemStock>> {
+/// Every item of every live activity, one ledger cut per activity; with `paid`, the paid
+/// units are counted again into it first, else taken from it.
+async fn stock(
+    state: &AppState,
+    mut paid: Option<&mut HashMap<SaleItem, i64>>,
+) -> anyhow::Result<Vec<ItemStock>> {
     let mut items = Vec::new();
-    for activity_id in crate::reconcile::store::live_activity_ids(&state.db).await? {
+    let live = crate::reconcile::store::live_activity_ids(&state.db).await?;
+    if let Some(paid) = paid.as_deref_mut() {
+        paid.clear();
+        for &activity_id in &live {
+            for (item_id, units) in admin_store::paid_units(&state.db, activity_id).await? {
+                paid.insert(SaleItem::new(activity_id, item_id), units);
+            }
+        }
+    }
+    for activity_id in live {
         // The cut's snapshot is only read: dropping it rolls it back.
         let (observed, _snapshot) = crate::reconcile::ledger::observe(state, activity_id).await?;
-        items.extend(observed.into_iter().map(|item| ItemStock {
-            activity_id,
-            item_id: item.ledger.item_id,
-            name: item.ledger.name,
-            total: item.ledger.total,
-            redis_stock: item.ledger.redis_stock,
-            allocated: item.ledger.allocated,
-            sold: item.ledger.sold,
+        items.extend(observed.into_iter().map(|item| {
+            ItemStock {
+                activity_id,
+                item_id: item.ledger.item_id,
+                paid: paid
+                    .as_deref()
+                    .and_then(|paid| paid.get(&SaleItem::new(activity_id, item.ledger.item_id)))
+                    .copied()
+                    .unwrap_or_default(),
+                name: item.ledger.name,
+                total: item.ledger.total,
+                redis_stock: item.ledger.redis_stock,
+                allocated: item.ledger.allocated,
+                sold: item.ledger.sold,
+            }
         }));
     }
     Ok(items)
+}
+
+/// The business gauges of every live item (`seckill_item_units`), and none of the items
+/// no longer live.
+fn export(state: &AppState, items: &[ItemStock], gauged: &mut HashSet<SaleItem>) {
+    let gauge = &state.metrics.item_units;
+    let mut now = HashSet::new();
+    for item in items {
+        let (activity, id) = (item.activity_id.to_string(), item.item_id.to_string());
+        let units = [
+            Some(item.total),
+            item.redis_stock,
+            Some(item.allocated),
+            Some(item.sold),
+            Some(item.paid),
+        ];
+        for (figure, units) in ITEM_FIGURES.into_iter().zip(units) {
+            match units {
+                Some(units) => gauge
+                    .with_label_values(&[&activity, &id, figure])
+                    .set(units),
+                // Not pre-warmed: no figure rather than a made-up zero.
+                None => {
+                    let _ = gauge.remove_label_values(&[&activity, &id, figure]);
+                }
+            }
+        }
+        now.insert(SaleItem::new(item.activity_id, item.item_id));
+    }
+    for gone in gauged.difference(&now) {
+        let (activity, id) = (gone.activity.to_string(), gone.item.to_string());
+        for figure in ITEM_FIGURES {
+            let _ = gauge.remove_label_values(&[&activity, &id, figure]);
+        }
+    }
+    *gauged = now;
 }
 
 /// Every switch and limit as this instance applies it (else as etcd holds it, else its

@@ -35,6 +35,10 @@ pub struct Inner {
     pub(crate) db_pool_connections: IntGaugeVec,
     pub(crate) admission_in_flight: IntGauge,
     pub(crate) preorder_queue_depth: IntGauge,
+    /// Hot callers waiting for a PostgreSQL connection now, and how long each wait took
+    /// (`caller`: `preorder_batch`, `create_order`); buckets from 10 µs.
+    pub(crate) db_pool_waiting: IntGauge,
+    pub(crate) db_pool_acquire: HistogramVec,
     /// Stock script answers outside the codes the scripts document, by script
     /// (`deduct_stock`, `take_seats`): the scripts and the server are out of step.
     pub(crate) stock_script_unknown_answers: IntCounterVec,
@@ -57,6 +61,11 @@ pub struct Inner {
     /// flight + restores owed` (positive: nobody holds them; negative: Redis would sell
     /// units orders hold). Items leave the gauge when their activity stops being live.
     pub(crate) stock_drift: IntGaugeVec,
+    /// Per live activity item, its units by `figure`: `total` on sale, `redis_stock` left
+    /// to sell (absent before the pre-warm), `allocated` to pre-orders and orders, `sold`
+    /// (orders completed), `paid`. Refreshed every second by the dashboard sampler of
+    /// every instance; items leave it when their activity stops being live.
+    pub(crate) item_units: IntGaugeVec,
     /// Reconciliation findings by class and what was done (`repaired`, `flagged`, `none`).
     pub(crate) reconcile_findings: IntCounterVec,
     /// The etcd control plane: sync, propagation, invalid values, leadership.
@@ -118,6 +127,16 @@ impl Metrics {
                 "seckill_admission_in_flight",
                 "Buy requests holding an admission slot on this instance",
             ),
+            db_pool_waiting: add.int_gauge(
+                "seckill_db_pool_waiting",
+                "Hot callers waiting for a PostgreSQL connection of this instance",
+            ),
+            db_pool_acquire: add.histograms(
+                "seckill_db_pool_acquire_seconds",
+                "Waits for a PostgreSQL connection by caller",
+                buckets(0.000_01, 20),
+                &["caller"],
+            ),
             preorder_queue_depth: add.int_gauge(
                 "seckill_preorder_queue_depth",
                 "Pre-orders waiting for the group-commit writer on this instance",
@@ -165,6 +184,11 @@ impl Metrics {
                 "seckill_stock_drift_units",
                 "Units missing from the stock ledger of a live activity item",
                 &["activity", "item"],
+            ),
+            item_units: add.gauges(
+                "seckill_item_units",
+                "Units of a live activity item by figure (total, redis_stock, allocated, sold, paid)",
+                &["activity", "item", "figure"],
             ),
             reconcile_findings: add.counters(
                 "seckill_reconcile_findings_total",
@@ -270,6 +294,8 @@ pub struct PipelineMetrics {
     pub orders_completed: IntCounterVec,
     /// Outbox rows by status (`pending`, `failed`, `recorded`).
     pub(crate) outbox_rows: IntGaugeVec,
+    /// Seconds since the oldest outbox row still to be published was written (0: none).
+    pub(crate) outbox_oldest_pending: Gauge,
     /// Dead letters not requeued yet (the DLQ depth as ops see it).
     pub(crate) dead_letters_waiting: IntGauge,
     /// Messages ready in the pipeline's queues (the MQ backlog), by queue role.
@@ -311,6 +337,10 @@ impl PipelineMetrics {
                 &["outcome"],
             ),
             outbox_rows: add.gauges("seckill_outbox_rows", "Outbox rows by status", &["status"]),
+            outbox_oldest_pending: add.gauge(
+                "seckill_outbox_oldest_pending_seconds",
+                "Seconds since the oldest outbox row still to be published was written",
+            ),
             dead_letters_waiting: add.int_gauge(
                 "seckill_dead_letters_waiting",
                 "Dead letters not requeued yet",

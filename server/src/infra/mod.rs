@@ -10,6 +10,7 @@ pub(crate) mod db;
 pub(crate) mod etcd;
 pub(crate) mod health;
 pub(crate) mod http_metrics;
+pub(crate) mod lua;
 pub(crate) mod metrics;
 pub(crate) mod paging;
 pub(crate) mod quiet_log;

@@ -4,8 +4,10 @@
 //! held back since the last one. Background jobs throttle their own failures with the same
 //! [`Budget`], one per job.
 //!
-//! On the request path, log through [`quiet!`]:
-//! `quiet!(warn, "buy.claim", error = %error, "request claim failed")`.
+//! On the request path, and for each batch, message or order a background job handles, log
+//! through [`quiet!`]: `quiet!(warn, "buy.claim", error = %error, "request claim failed")`.
+//! A job's failure as a whole (a store away for every pass) goes through its own
+//! [`Budget`] instead, which also says when it recovered.
 
 use std::{
     sync::Mutex,
@@ -110,7 +112,8 @@ pub(crate) fn let_through(kind: &'static str) -> Option<u64> {
     REQUEST_PATH.admit(kind, Instant::now())
 }
 
-/// A request-path `warn`/`error` line of a kind (a static name), rate-limited per kind:
+/// A `warn`/`error` line of a kind (a static name) that can repeat per request, batch or
+/// message, rate-limited per kind:
 /// a line let through carries `kind` and `suppressed` (lines held back since the last
 /// one); a line held back goes to debug.
 macro_rules! quiet {

@@ -1,8 +1,8 @@
 //! Redis: one multiplexed connection that is reached again on its own when Redis comes
 //! back, with every command bounded in time, the key layout every capability shares, and the
-//! generic commands. Each capability's Lua scripts (`lua/`) are methods it adds to
-//! [`RedisStore`] in its own folder (`buy::stock_scripts`, `buy::bloom`,
-//! `orders::release_scripts`, `prewarm::load`).
+//! generic commands. The Lua scripts (`lua/`) are loaded in `infra::lua`; each capability's
+//! calls of them are methods it adds to [`RedisStore`] in its own folder
+//! (`buy::stock_scripts`, `buy::bloom`, `orders::release_scripts`, `prewarm::load`).
 //!
 //! Every key starts with the configured prefix so deployments and tests can share one
 //! Redis. Keys one script touches share a hash tag (`{...}`) to stay cluster-safe.
@@ -10,22 +10,15 @@
 use prometheus::Histogram;
 use redis::{
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
-    AsyncCommands, Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Script, Value,
+    AsyncCommands, Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value,
 };
 use secrecy::ExposeSecret;
-use std::{
-    future::Future,
-    sync::{Arc, LazyLock},
-    time::Duration,
-};
+use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 use tokio::sync::mpsc;
 
 use contract::SaleItem;
 
-use crate::infra::{config::Settings, metrics::Metrics};
-
-static FIXED_WINDOW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/fixed_window.lua")));
+use crate::infra::{config::Settings, lua, lua::FIXED_WINDOW, metrics::Metrics};
 
 #[derive(Clone)]
 pub struct RedisStore {
@@ -196,29 +189,84 @@ pub struct RedisConnection {
     durations: CallDurations,
 }
 
-/// `seckill_dependency_call_duration_seconds{call="redis"}`, its two outcomes resolved once.
+/// Redis commands the timings name; any other command is timed as `redis.other`. (`eval`
+/// is a script's body sent after a `NOSCRIPT`, once per script and Redis restart.)
+const NAMED_COMMANDS: [&str; 15] = [
+    "get", "set", "setex", "psetex", "getdel", "del", "mget", "exists", "hgetall", "hmget",
+    "hscan", "scan", "ping", "time", "eval",
+];
+
+/// `seckill_dependency_call_duration_seconds{call="redis.<script or command>"}`: every
+/// label value resolved once, since the set is fixed (our scripts, the commands above,
+/// `pipeline` and `other`), so a call costs one lookup and no allocation.
 #[derive(Clone)]
-struct CallDurations {
+struct CallDurations(Arc<HashMap<&'static str, Outcomes>>);
+
+#[derive(Clone)]
+struct Outcomes {
     ok: Histogram,
     error: Histogram,
 }
 
+/// The name of what a command runs: the script of an EVALSHA, else the command.
+fn call_name(cmd: &Cmd) -> &'static str {
+    let mut args = cmd.args_iter().filter_map(|arg| match arg {
+        redis::Arg::Simple(bytes) => Some(bytes),
+        redis::Arg::Cursor => None,
+    });
+    let Some(command) = args.next() else {
+        return "other";
+    };
+    if command.eq_ignore_ascii_case(b"EVALSHA") {
+        return args.next().and_then(lua::name_of).unwrap_or("other");
+    }
+    NAMED_COMMANDS
+        .iter()
+        .find(|name| command.eq_ignore_ascii_case(name.as_bytes()))
+        .copied()
+        .unwrap_or("other")
+}
+
 impl CallDurations {
     fn of(metrics: &Metrics) -> Self {
-        let call = |outcome| {
-            metrics
-                .dependency_calls
-                .with_label_values(&["redis", outcome])
-        };
-        Self {
-            ok: call("ok"),
-            error: call("error"),
-        }
+        let names = lua::NAMES
+            .iter()
+            .chain(NAMED_COMMANDS.iter())
+            .chain(["pipeline", "other"].iter());
+        let by_name = names
+            .map(|&name| {
+                let call = format!("redis.{name}");
+                let outcome = |outcome: &str| {
+                    metrics
+                        .dependency_calls
+                        .with_label_values(&[call.as_str(), outcome])
+                };
+                (
+                    name,
+                    Outcomes {
+                        ok: outcome("ok"),
+                        error: outcome("error"),
+                    },
+                )
+            })
+            .collect();
+        Self(Arc::new(by_name))
+    }
+
+    fn of_call(&self, name: &str) -> &Outcomes {
+        self.0
+            .get(name)
+            .or_else(|| self.0.get("other"))
+            .expect("`other` is always listed")
     }
 }
 
 impl RedisConnection {
-    async fn bounded<T>(&self, command: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
+    async fn bounded<T>(
+        &self,
+        call: &str,
+        command: impl Future<Output = RedisResult<T>>,
+    ) -> RedisResult<T> {
         let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(self.timeout, command)
             .await
@@ -229,9 +277,10 @@ impl RedisConnection {
                 )))
             });
         let took = started.elapsed().as_secs_f64();
+        let durations = self.durations.of_call(call);
         match &outcome {
-            Ok(_) => self.durations.ok.observe(took),
-            Err(_) => self.durations.error.observe(took),
+            Ok(_) => durations.ok.observe(took),
+            Err(_) => durations.error.observe(took),
         }
         if outcome.as_ref().is_err_and(RedisError::is_io_error) {
             // Full: the task has been told already.
@@ -244,7 +293,10 @@ impl RedisConnection {
 impl ConnectionLike for RedisConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         let mut manager = self.manager.clone();
-        Box::pin(async move { self.bounded(manager.send_packed_command(cmd)).await })
+        Box::pin(async move {
+            self.bounded(call_name(cmd), manager.send_packed_command(cmd))
+                .await
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -255,7 +307,7 @@ impl ConnectionLike for RedisConnection {
     ) -> RedisFuture<'a, Vec<Value>> {
         let mut manager = self.manager.clone();
         Box::pin(async move {
-            self.bounded(manager.send_packed_commands(cmd, offset, count))
+            self.bounded("pipeline", manager.send_packed_commands(cmd, offset, count))
                 .await
         })
     }
@@ -307,5 +359,26 @@ async fn ping(manager: &mut ConnectionManager, timeout: Duration) -> Result<(), 
     match tokio::time::timeout(timeout, command.query_async::<()>(manager)).await {
         Ok(answer) => answer.map_err(|error| error.to_string()),
         Err(_) => Err(format!("no answer within {timeout:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::lua::DEDUCT_STOCK;
+
+    #[test]
+    fn a_call_is_named_by_its_script_or_its_command() {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(DEDUCT_STOCK.get_hash()).arg(4);
+        assert_eq!(call_name(&evalsha), "deduct_stock");
+        assert_eq!(call_name(redis::cmd("getdel").arg("k")), "getdel");
+        assert_eq!(call_name(redis::cmd("EVALSHA").arg("0123")), "other");
+        assert_eq!(call_name(&redis::cmd("FLUSHALL")), "other");
+        // Every name a call can have is resolved up front.
+        let durations = CallDurations::of(&Metrics::new());
+        for name in lua::NAMES.iter().chain(&NAMED_COMMANDS) {
+            assert!(durations.0.contains_key(name), "{name}");
+        }
     }
 }

@@ -220,3 +220,17 @@ pub(crate) async fn get(
         ),
     }))
 }
+
+/// Units of paid orders per item of an activity, from the activity's status index.
+pub(crate) async fn paid_units(
+    pool: &PgPool,
+    activity_id: i64,
+) -> Result<Vec<(i64, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT item_id, SUM(quantity)::BIGINT FROM orders
+         WHERE activity_id = $1 AND status = 'PAID' GROUP BY item_id",
+    )
+    .bind(activity_id)
+    .fetch_all(pool)
+    .await
+}

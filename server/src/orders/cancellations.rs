@@ -2,6 +2,7 @@
 //! transaction with its restore journal, the bookkeeping of the Redis give-back that follows
 //! the commit, and the scanner's searches for what a lost message or a failed give-back left.
 
+use crate::infra::quiet_log::quiet;
 use sqlx::PgPool;
 use std::time::Duration;
 use uuid::Uuid;
@@ -86,7 +87,7 @@ pub(crate) async fn cancel_unpaid(
     .rows_affected();
     if journaled == 0 {
         // Its stock went back already; moving it again would oversell.
-        tracing::warn!(%order_id, "unpaid order already has a restore-journal row; not cancelled");
+        quiet!(warn, "orders.cancel_journaled", %order_id, "unpaid order already has a restore-journal row; not cancelled");
         return Ok(None);
     }
     // The create-order consumer counted an UNPAID order as sold.

@@ -12,6 +12,7 @@ use sqlx::{Connection, PgPool, Postgres, Transaction};
 use std::collections::{BTreeMap, HashSet};
 use uuid::Uuid;
 
+use crate::infra::db::MeteredPool;
 use crate::orders::{
     cancellations::GiveBack,
     release::{self as stock, Released},
@@ -57,7 +58,7 @@ struct Candidate {
 
 /// Completes the orders of `event_ids` (distinct) as consumer `consumer`, in one transaction.
 pub(crate) async fn complete(
-    pool: &PgPool,
+    pool: &MeteredPool,
     consumer: &str,
     event_ids: &[Uuid],
 ) -> Result<BatchOutcome, sqlx::Error> {

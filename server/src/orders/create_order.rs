@@ -13,11 +13,13 @@
 //! * if the pay timeouts cannot be published, the batch goes back to the queue; its events
 //!   are processed already, so the redelivery only schedules their timeouts again.
 
+use crate::infra::quiet_log::quiet;
 use lapin::message::Delivery;
 use std::{future::Future, time::Duration};
 use uuid::Uuid;
 
 use crate::{
+    infra::db::MeteredPool,
     orders::{
         completions::{self, BatchOutcome},
         mq::{
@@ -175,7 +177,7 @@ async fn schedule_timeouts(
     match completions::unpaid_timeouts(&state.db, &rescheduled).await {
         Ok(unpaid) => due.extend(unpaid.into_iter().map(|(id, s)| (id, seconds(s)))),
         Err(error) => {
-            tracing::warn!(error = %error, "could not look up redelivered orders; returning the batch");
+            quiet!(warn, "orders.redelivered_lookup", error = %error, "could not look up redelivered orders; returning the batch");
             return false;
         }
     }
@@ -185,7 +187,7 @@ async fn schedule_timeouts(
     match state.pipeline.scheduler.schedule_pay_timeouts(&due).await {
         Ok(confirmed) => confirmed.iter().all(|ok| *ok),
         Err(error) => {
-            tracing::warn!(error = %error, "pay timeouts not scheduled; returning the batch");
+            quiet!(warn, "orders.pay_timeouts_unscheduled", error = %error, "pay timeouts not scheduled; returning the batch");
             false
         }
     }
@@ -202,18 +204,18 @@ async fn complete_resiliently(state: &AppState, ids: &[Uuid]) -> (BatchOutcome, 
     match complete_retrying(state, ids).await {
         Ok(outcome) => (outcome, Vec::new()),
         Err(error) if ids.len() == 1 => {
-            tracing::warn!(error = %error, order = %ids[0], "order could not be completed; returned towards the dead-letter queue");
+            quiet!(warn, "orders.order_failed", error = %error, order = %ids[0], "order could not be completed; returned towards the dead-letter queue");
             (BatchOutcome::default(), ids.to_vec())
         }
         Err(error) => {
-            tracing::warn!(error = %error, size = ids.len(), "batch failed; completing its orders one by one");
+            quiet!(warn, "orders.batch_failed", error = %error, size = ids.len(), "batch failed; completing its orders one by one");
             let mut outcome = BatchOutcome::default();
             let mut poisoned = Vec::new();
             for id in ids {
                 match complete_retrying(state, std::slice::from_ref(id)).await {
                     Ok(single) => outcome.absorb(single),
                     Err(error) => {
-                        tracing::warn!(error = %error, order = %id, "order could not be completed; returned towards the dead-letter queue");
+                        quiet!(warn, "orders.order_failed", error = %error, order = %id, "order could not be completed; returned towards the dead-letter queue");
                         poisoned.push(*id);
                     }
                 }
@@ -231,7 +233,13 @@ async fn complete_retrying(state: &AppState, ids: &[Uuid]) -> Result<BatchOutcom
     let mut conflicts = 0;
     let mut warnings = QuietWarnings::new("create-order transaction");
     loop {
-        match completions::complete(&state.db, CONSUMER, ids).await {
+        match completions::complete(
+            &MeteredPool::new(state.db.clone(), &state.metrics, CONSUMER),
+            CONSUMER,
+            ids,
+        )
+        .await
+        {
             Ok(outcome) => {
                 warnings.recovered();
                 return Ok(outcome);

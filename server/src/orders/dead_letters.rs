@@ -5,6 +5,7 @@
 //!
 //! The console and the admin API call the same [`list`], [`requeue`] and [`requeue_all`].
 
+use crate::infra::quiet_log::quiet;
 use contract::Actor;
 use contract::Source;
 use contract::{DeadLetterPage, DeadLetterView, RequeueReport};
@@ -67,7 +68,7 @@ impl BatchHandler for Sink {
         match store::insert_many(&self.state.db, &letters).await {
             Ok(()) => ack_all(&deliveries).await,
             Err(error) => {
-                tracing::warn!(error = %error, size = letters.len(), "dead letters not stored; returning them");
+                quiet!(warn, "orders.dead_letters_unstored", error = %error, size = letters.len(), "dead letters not stored; returning them");
                 tokio::time::sleep(STORE_RETRY_PAUSE).await;
                 return_all(&deliveries).await;
             }

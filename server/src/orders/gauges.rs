@@ -1,4 +1,5 @@
-//! The pipeline's gauges: outbox rows by status and dead letters waiting (from PostgreSQL),
+//! The pipeline's gauges: outbox rows by status, the age of the oldest row waiting and
+//! dead letters waiting (from PostgreSQL),
 //! and the ready messages of the queues (the MQ backlog, from RabbitMQ). Refreshed every
 //! few seconds on every instance, so any instance's `/metrics` shows them.
 
@@ -44,6 +45,9 @@ async fn refresh_rows(state: &AppState) -> Result<(), sqlx::Error> {
     ] {
         metrics.outbox_rows.with_label_values(&[status]).set(rows);
     }
+    metrics
+        .outbox_oldest_pending
+        .set(outbox::oldest_pending_age_s(&state.db).await?);
     metrics
         .dead_letters_waiting
         .set(dead_letters::waiting_count(&state.db).await?);

@@ -154,6 +154,17 @@ pub(crate) async fn counts(pool: &PgPool) -> Result<Counts, sqlx::Error> {
     })
 }
 
+/// Seconds since the oldest row still waiting to be published was written (0 when none
+/// waits): how far the relay is behind, which a count alone does not say.
+pub(crate) async fn oldest_pending_age_s(pool: &PgPool) -> Result<f64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::FLOAT8
+         FROM outbox WHERE status = 'pending'",
+    )
+    .fetch_one(pool)
+    .await
+}
+
 /// The newest rows the relay gave up on.
 pub(crate) async fn failed_rows(pool: &PgPool, limit: i64) -> Result<Vec<FailedRow>, sqlx::Error> {
     sqlx::query_as(

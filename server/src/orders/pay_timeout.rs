@@ -13,6 +13,7 @@
 //! the scanner to retry.
 
 use crate::buy::stock_scripts::Holding;
+use crate::infra::quiet_log::quiet;
 use contract::{SaleItem, UserId};
 use futures::StreamExt;
 use lapin::{
@@ -96,7 +97,7 @@ pub async fn settle_overdue(
         return Ok(Verdict::NothingToDo);
     }
     let Some(ms_to_deadline) = view.ms_to_deadline else {
-        tracing::warn!(%order_id, "unpaid order without a pay deadline; not cancelled");
+        quiet!(warn, "pay_timeout.no_deadline", %order_id, "unpaid order without a pay deadline; not cancelled");
         return Ok(Verdict::NothingToDo);
     };
     if ms_to_deadline > 0 {
@@ -172,7 +173,7 @@ pub(crate) async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -
                     Ok(()) => true,
                     Err(error) => {
                         // Redis has it; a retry finds the order id in the script's set.
-                        tracing::warn!(order_id = %give_back.order_id, error = %error, "could not record a Redis give-back");
+                        quiet!(warn, "pay_timeout.giveback_unrecorded", order_id = %give_back.order_id, error = %error, "could not record a Redis give-back");
                         false
                     }
                 };
@@ -184,8 +185,8 @@ pub(crate) async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -
             }
             Err(error) => {
                 state.metrics.redis_giveback_failures.inc();
-                tracing::warn!(order_id = %give_back.order_id, attempts, error = %error,
-                    "Redis give-back failed; left to the timeout scanner");
+                quiet!(warn, "pay_timeout.giveback_failed", order_id = %give_back.order_id, attempts,
+                    error = %error, "Redis give-back failed; left to the timeout scanner");
             }
         }
     }
@@ -243,7 +244,11 @@ impl PayTimeouts {
     /// (the scanner still finds its order).
     async fn handle_one(&self, delivery: Delivery) {
         let Ok(PayTimeout { order_id }) = serde_json::from_slice(&delivery.data) else {
-            tracing::warn!("malformed pay-timeout message; dead-lettered");
+            quiet!(
+                warn,
+                "pay_timeout.malformed",
+                "malformed pay-timeout message; dead-lettered"
+            );
             let _ = delivery.reject(BasicRejectOptions { requeue: false }).await;
             self.done("rejected");
             return;
@@ -298,7 +303,7 @@ impl PayTimeouts {
         {
             Ok(confirmed) => confirmed.iter().all(|ok| *ok),
             Err(error) => {
-                tracing::warn!(%order_id, error = %error, "could not reschedule an early pay timeout");
+                quiet!(warn, "pay_timeout.reschedule_failed", %order_id, error = %error, "could not reschedule an early pay timeout");
                 false
             }
         }

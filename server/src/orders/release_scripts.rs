@@ -1,13 +1,10 @@
 //! Redis's side of giving a cancelled order's stock back (`lua/restore_order.lua`): once per
 //! order id, after the PostgreSQL side (`orders::release`) has committed.
 
-use redis::Script;
-use std::sync::LazyLock;
-
-use crate::{buy::stock_scripts::Holding, infra::redis::RedisStore};
-
-static RESTORE_ORDER: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/restore_order.lua")));
+use crate::{
+    buy::stock_scripts::Holding,
+    infra::{lua::RESTORE_ORDER, redis::RedisStore},
+};
 
 impl RedisStore {
     /// Gives a cancelled order's units (or seats) back once per order id

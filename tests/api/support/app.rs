@@ -134,13 +134,41 @@ impl TestApp {
 
     /// A console page rendered on the server for `session`.
     pub(crate) async fn console_page(&self, path: &str, session: &str) -> String {
-        with_session(self.client.get(format!("{}{path}", self.address)), session)
+        match with_session(self.client.get(format!("{}{path}", self.address)), session)
             .send()
             .await
-            .unwrap_or_else(|error| panic!("{path}: {error}"))
-            .text()
-            .await
-            .expect("html")
+        {
+            Ok(response) => response.text().await.expect("html"),
+            Err(error) => panic!("{path}: {error:?}\n{}", self.pools().await),
+        }
+    }
+
+    /// The instance's pools and pending work as `/metrics` shows them, to tell a stuck
+    /// request from a starved one when a request fails.
+    async fn pools(&self) -> String {
+        let metrics = self
+            .client
+            .get(format!("{}/metrics", self.address))
+            .timeout(std::time::Duration::from_secs(5))
+            .send()
+            .await;
+        let text = match metrics {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(error) => return format!("/metrics did not answer either: {error}"),
+        };
+        text.lines()
+            .filter(|line| {
+                [
+                    "seckill_db_pool",
+                    "seckill_dependency_up",
+                    "seckill_admission",
+                    "seckill_control_leader",
+                ]
+                .iter()
+                .any(|name| line.starts_with(name))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Stops the instance as a crash would: no graceful shutdown, its leases left to expire.

@@ -14,6 +14,7 @@
 //! deltas, optionally a `perf` profile of the server, and for the database-heavy runs what
 //! the database's busy backends wait on; [`summary`] turns them into the result block.
 
+pub mod dashboard;
 mod summary;
 
 use anyhow::Context;
@@ -223,23 +224,8 @@ impl<'a> Funnel<'a> {
 
         // Benchmark 1: sell the single unit, warm up, then /healthz and the storm back to back.
         self.sell_out(storm.id).await;
-        for endpoint in ["healthz", "buy"] {
-            let mut warm = self.load_command(storm.id, STORM_MAX_S);
-            warm.args(["--endpoint", endpoint, "--requests", "5000"]);
-            let _ = warm
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .await;
-        }
-        let storm_run = [
-            "--requests".to_owned(),
-            args.storm_requests.to_string(),
-            "--users".into(),
-            self.storm_users().to_string(),
-            "--retries-per-user".into(),
-            "10".into(),
-        ];
+        self.warm_up(storm.id, &["healthz", "buy"]).await;
+        let storm_run = self.storm_args();
         let mut healthz = storm_run.to_vec();
         healthz.extend(["--endpoint".into(), "healthz".into()]);
         self.load("1a-healthz", storm.id, STORM_MAX_S, Probes::PERF, &healthz)
@@ -628,6 +614,31 @@ impl<'a> Funnel<'a> {
             .query_async::<()>(&mut redis)
             .await?;
         Ok(())
+    }
+
+    /// 5,000 requests to each of `endpoints` (`seckill-load --endpoint`), unmeasured.
+    async fn warm_up(&self, item: i64, endpoints: &[&str]) {
+        for endpoint in endpoints {
+            let mut warm = self.load_command(item, STORM_MAX_S);
+            warm.args(["--endpoint", endpoint, "--requests", "5000"]);
+            let _ = warm
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .await;
+        }
+    }
+
+    /// The storm's load: `storm_requests` requests, ten per buyer.
+    fn storm_args(&self) -> Vec<String> {
+        vec![
+            "--requests".to_owned(),
+            self.args.storm_requests.to_string(),
+            "--users".into(),
+            self.storm_users().to_string(),
+            "--retries-per-user".into(),
+            "10".into(),
+        ]
     }
 
     /// `seckill-load` against the bench's server and activity, reporting JSON.

@@ -10,7 +10,8 @@
 //! * `control`: switch propagation over three instances against a bare etcd put and watch;
 //! * `reconcile`: a reconciliation report run over a million orders against a plain
 //!   `count(*)` of them, and the buy latency with and without runs;
-//! * `all`: the four, one after the other, so they never share the machine.
+//! * `dashboard`: the sold-out storm with five live dashboard streams open against none;
+//! * `all`: the first four, one after the other, so they never share the machine.
 //!
 //! Modules: the shared run bookkeeping (`run`), the BENCHMARKS.md block (`doc`), the
 //! binaries under test (`binaries`), the child processes (`process`), the stores' set-up
@@ -34,7 +35,7 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(
     name = "seckill-bench",
-    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, or all"
+    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, dashboard, or all"
 )]
 struct Cli {
     #[command(flatten)]
@@ -70,6 +71,8 @@ enum Bench {
     Control(control::ControlArgs),
     /// A reconciliation report run over a million orders.
     Reconcile(reconcile::ReconcileArgs),
+    /// The sold-out storm with live dashboard streams open against none.
+    Dashboard(funnel::dashboard::DashboardArgs),
     /// funnel, then pipeline, then control, then reconcile.
     All {
         #[command(flatten)]
@@ -92,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Pipeline(args) => pipeline::run(common, args).await,
         Bench::Control(args) => control::run(common, args).await,
         Bench::Reconcile(args) => reconcile::run(common, args).await,
+        Bench::Dashboard(args) => funnel::dashboard::run(common, args).await,
         Bench::All {
             funnel,
             pipeline,

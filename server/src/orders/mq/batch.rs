@@ -1,6 +1,7 @@
 //! Gathering deliveries into batches, and settling a batch with one multiple-ack: the
 //! consumers' share of "fewer, larger transactions", so the database sees a steady rate.
 
+use crate::infra::quiet_log::quiet;
 use futures::StreamExt;
 use lapin::{
     message::Delivery,
@@ -45,7 +46,7 @@ pub(crate) async fn next_batch(
 pub(crate) async fn ack_all(settled: &[&Delivery]) {
     if let Some(last) = settled.iter().max_by_key(|d| d.delivery_tag) {
         if let Err(error) = last.acker.ack(BasicAckOptions { multiple: true }).await {
-            tracing::warn!(error = %error, "ack failed; the broker will redeliver");
+            quiet!(warn, "mq.ack_failed", error = %error, "ack failed; the broker will redeliver");
         }
     }
 }
@@ -61,7 +62,7 @@ pub(crate) async fn requeue(delivery: &Delivery) {
         })
         .await
     {
-        tracing::warn!(error = %error, "nack failed; the broker will redeliver");
+        quiet!(warn, "mq.nack_failed", error = %error, "nack failed; the broker will redeliver");
     }
 }
 
@@ -76,7 +77,7 @@ pub(crate) async fn requeue_all(deliveries: &[&Delivery]) {
             })
             .await
         {
-            tracing::warn!(error = %error, "nack failed; the broker will redeliver");
+            quiet!(warn, "mq.nack_failed", error = %error, "nack failed; the broker will redeliver");
         }
     }
 }

@@ -87,6 +87,11 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// Requests per second the tool reported.
+    pub fn rps(&self) -> Option<f64> {
+        self.rps
+    }
+
     pub fn new(name: &str, kind: Kind, out: &str, probed: Probed) -> Self {
         let mut m = Self {
             name: name.to_owned(),

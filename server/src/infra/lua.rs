@@ -1,0 +1,77 @@
+//! Every Redis script of `lua/`, loaded once into the binary, with the name the metrics
+//! know it by. A script runs as `EVALSHA <its SHA-1>`; the Redis call timings find the
+//! script's name from that hash, so a new script is listed here and nowhere else.
+
+use redis::Script;
+use std::{collections::HashMap, sync::LazyLock};
+
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $static:ident => $file:literal),* $(,)?) => {
+        $(
+            $(#[$doc])*
+            pub(crate) static $static: LazyLock<Script> = LazyLock::new(|| {
+                Script::new(include_str!(concat!("../../../lua/", $file, ".lua")))
+            });
+        )*
+
+        /// Every script's file name (without `.lua`), in the order above.
+        pub(crate) const NAMES: &[&str] = &[$($file),*];
+
+        /// Each script's file name by its SHA-1 (as lowercase hex, as EVALSHA sends it).
+        static BY_HASH: LazyLock<HashMap<&'static str, &'static str>> = LazyLock::new(|| {
+            HashMap::from([$(($static.get_hash(), $file)),*])
+        });
+    };
+}
+
+scripts! {
+    /// One hit in a fixed-window counter (console logins).
+    FIXED_WINDOW => "fixed_window",
+    /// One buy request in the buyer, address and item windows.
+    RATE_WINDOWS => "rate_windows",
+    /// Claims an `X-Request-ID`, or returns what is stored under it.
+    CLAIM_REQUEST => "claim_request",
+    /// Sets or tests the Bloom filter's bits.
+    BLOOM => "bloom",
+    /// Stock and per-user limit checked, then deducted, leaving a marker.
+    DEDUCT_STOCK => "deduct_stock",
+    /// All chosen seats or none, with the same marker.
+    TAKE_SEATS => "take_seats",
+    /// Gives back a deduction whose pre-order will never commit, once.
+    RELEASE_DEDUCTION => "release_deduction",
+    /// Gives a cancelled order's units or seats back once per order id.
+    RESTORE_ORDER => "restore_order",
+}
+
+/// The script whose SHA-1 is `hash`, if it is one of ours.
+pub(crate) fn name_of(hash: &[u8]) -> Option<&'static str> {
+    std::str::from_utf8(hash)
+        .ok()
+        .and_then(|hash| BY_HASH.get(hash).copied())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_of_the_lua_folder_is_listed_and_found_by_its_hash() {
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../lua");
+        let mut files: Vec<String> = std::fs::read_dir(folder)
+            .expect("lua/")
+            .filter_map(|entry| {
+                let name = entry.expect("entry").file_name().into_string().ok()?;
+                name.strip_suffix(".lua").map(str::to_owned)
+            })
+            .collect();
+        files.sort();
+        let mut listed: Vec<&str> = NAMES.to_vec();
+        listed.sort_unstable();
+        assert_eq!(files, listed);
+        assert_eq!(
+            name_of(DEDUCT_STOCK.get_hash().as_bytes()),
+            Some("deduct_stock")
+        );
+        assert_eq!(name_of(b"not a hash"), None);
+    }
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env node
+// tests/browser/console_dashboard_storm.mjs: SRE watches the live dashboard while a storm of
+// buyers (seckill-load) sells an item out, and reads the funnel and the stock off the page.
+//
+// Usage: node tests/browser/console_dashboard_storm.mjs BASE_URL USERNAME PASSWORD ITEM_KEY TOTAL
+//
+// ITEM_KEY is "<activity>-<item>", TOTAL the item's stock. Logs in, opens /dashboard, waits for
+// the stream and for the item's stock chart to show TOTAL units in Redis, then prints
+// "watching". The driving test runs the storm, reads its own figures from /metrics and writes
+// one line to stdin: "deduction=<passed> admission=<passed> stock=<units>". The page must come
+// to show exactly those: the deduction and admission stages' passed counts summed over its
+// window, and the Redis stock of the item, with a stock line drawn. It prints what it read.
+// Exit codes as in harness.mjs: 0 ok, 1 failure, 2 bad usage.
+
+import { createInterface } from 'node:readline';
+import { STEP_TIMEOUT_MS, StepError, login, openHydrated, runScenario, scenarioArgs, textOf } from './harness.mjs';
+
+const [baseArg, username, password, itemKey, total] = scenarioArgs(
+  'node console_dashboard_storm.mjs BASE_URL USERNAME PASSWORD ITEM_KEY TOTAL',
+  5,
+);
+const base = baseArg.replace(/\/+$/, '');
+const item = `#dashboard figure[data-item="${itemKey}"]`;
+
+/** What the page shows now: passed counts by stage, and the item's Redis stock. */
+const readPage = (page) =>
+  page.evaluate((item) => {
+    const passed = {};
+    for (const stage of document.querySelectorAll('#funnel g[data-stage]')) {
+      passed[stage.dataset.stage] = Number(stage.dataset.passed);
+    }
+    const stock = document.querySelector(`${item} [data-redis-stock]`)?.textContent ?? null;
+    const lines = document.querySelectorAll(`${item} polyline`).length;
+    return { passed, stock, lines };
+  }, item);
+
+const expected = new Promise((resolve) => {
+  const lines = createInterface({ input: process.stdin });
+  lines.once('line', (line) => {
+    lines.close();
+    resolve(Object.fromEntries(line.trim().split(/\s+/).map((pair) => pair.split('='))));
+  });
+});
+
+await runScenario(async (page) => {
+  await login(page, base, username, password);
+  await openHydrated(page, base, '/dashboard');
+  try {
+    await page.waitForSelector('#dashboard[data-link="live"]', { state: 'attached', timeout: STEP_TIMEOUT_MS });
+    await page.waitForFunction(
+      ({ item, total }) => document.querySelector(`${item} [data-redis-stock]`)?.textContent === total,
+      { item, total },
+      { timeout: STEP_TIMEOUT_MS },
+    );
+  } catch {
+    throw new StepError(`the item's full stock never showed (page says: ${await textOf(page, '#dashboard')})`);
+  }
+  console.log('watching');
+
+  const want = await expected;
+  try {
+    await page.waitForFunction(
+      ({ item, want }) => {
+        const passed = (stage) => document.querySelector(`#funnel g[data-stage="${stage}"]`)?.dataset.passed;
+        return (
+          passed('deduction') === want.deduction &&
+          passed('admission') === want.admission &&
+          document.querySelector(`${item} [data-redis-stock]`)?.textContent === want.stock
+        );
+      },
+      { item, want },
+      { timeout: 30_000 },
+    );
+  } catch {
+    throw new StepError(`the page never matched /metrics ${JSON.stringify(want)}: ${JSON.stringify(await readPage(page))}`);
+  }
+  const seen = await readPage(page);
+  if (seen.lines === 0) throw new StepError('no stock line drawn');
+  console.log(`ok: ${username} saw ${JSON.stringify(seen)}`);
+}, 120_000);
