@@ -2,11 +2,15 @@
 //! pre-warm and the edit form). The form builds an [`ActivityInput`] in the browser, so it
 //! needs hydration.
 
-use super::{error_box, listing, reconciliation::Ledger};
+use super::{
+    error_box, listing,
+    reconciliation::{ledger_resource, Ledger},
+};
 use crate::api::{get_activity, list_activities, list_items, PrewarmActivity, SaveActivity};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use contract::{
-    format_cents, ActivityDetail, ActivityInput, ActivityItemInput, ActivityKind, PrewarmReport,
+    format_cents, ActivityDetail, ActivityInput, ActivityItemInput, ActivityKind, Item,
+    PrewarmReport,
 };
 use leptos::prelude::*;
 use leptos_router::{
@@ -64,9 +68,10 @@ pub fn ActivityList() -> impl IntoView {
 
 #[component]
 pub fn ActivityCreate() -> impl IntoView {
+    let catalogue = Resource::new(|| (), |_| list_items());
     view! {
         <h1>"New activity"</h1>
-        <ActivityForm id=None initial=None/>
+        <ActivityForm id=None initial=None catalogue/>
     }
 }
 
@@ -75,14 +80,18 @@ pub fn ActivityPage() -> impl IntoView {
     let params = use_params_map();
     // Lives here, not in the panel, so its report survives the refetch it triggers.
     let prewarm = ServerAction::<PrewarmActivity>::new();
+    let id = move || {
+        params
+            .read()
+            .get("id")
+            .and_then(|id| id.parse::<i64>().ok())
+    };
+    // Every resource of the page is made here, none inside the view that awaits another
+    // (see `ledger_resource`).
+    let ledger = ledger_resource(id);
+    let catalogue = Resource::new(|| (), |_| list_items());
     let activity = Resource::new(
-        move || {
-            let id = params
-                .read()
-                .get("id")
-                .and_then(|id| id.parse::<i64>().ok());
-            (id, prewarm.version().get())
-        },
+        move || (id(), prewarm.version().get()),
         |(id, _)| async move {
             match id {
                 Some(id) => get_activity(id).await,
@@ -98,10 +107,10 @@ pub fn ActivityPage() -> impl IntoView {
                     Ok(activity) => view! {
                         <h1>{activity.title.clone()}</h1>
                         <Figures activity=activity.clone()/>
-                        <Ledger activity_id=activity.id/>
+                        <Ledger ledger/>
                         <Prewarm id=activity.id action=prewarm/>
                         <h2>"Edit"</h2>
-                        <ActivityForm id=Some(activity.id) initial=Some(activity.to_input())/>
+                        <ActivityForm id=Some(activity.id) initial=Some(activity.to_input()) catalogue/>
                     }.into_any(),
                     Err(error) => error_box(error),
                 }
@@ -352,7 +361,11 @@ impl ActivityFields {
 /// Its two deep parts return [`AnyView`]: as concrete types nested in the pages' views they
 /// took the server crate past the compiler's recursion limit.
 #[component]
-fn ActivityForm(id: Option<i64>, initial: Option<ActivityInput>) -> impl IntoView {
+fn ActivityForm(
+    id: Option<i64>,
+    initial: Option<ActivityInput>,
+    catalogue: Catalogue,
+) -> impl IntoView {
     let fields = ActivityFields::new(initial.as_ref());
     let save = ServerAction::<SaveActivity>::new();
     let local_error = RwSignal::new(None::<String>);
@@ -382,7 +395,7 @@ fn ActivityForm(id: Option<i64>, initial: Option<ActivityInput>) -> impl IntoVie
         <form class="card" id="activity-form" on:submit=on_submit>
             <label>"Title" <input type="text" name="title" required maxlength="200" bind:value=title/></label>
             <ScheduleFields starts_at ends_at pay_timeout kind/>
-            <ItemsFieldset items/>
+            <ItemsFieldset items catalogue/>
             <SeatsField kind seats/>
             <button type="submit" disabled=move || save.pending().get()>"Save activity"</button>
         </form>
@@ -436,11 +449,11 @@ fn KindSelect(kind: RwSignal<ActivityKind>) -> impl IntoView {
 
 /// The item rows, the catalogue they pick from, and adding a row.
 #[component]
-fn ItemsFieldset(items: ItemRows) -> AnyView {
+fn ItemsFieldset(items: ItemRows, catalogue: Catalogue) -> AnyView {
     view! {
         <fieldset>
             <legend>"Items"</legend>
-            <CatalogueOptions/>
+            <CatalogueOptions catalogue/>
             <For each=move || items.rows.get() key=|row| row.key let:row>
                 <ItemRowFields row items/>
             </For>
@@ -450,10 +463,12 @@ fn ItemsFieldset(items: ItemRows) -> AnyView {
     .into_any()
 }
 
+/// The catalogue the item id inputs suggest from, loaded by the page.
+type Catalogue = Resource<Result<Vec<Item>, ServerFnError>>;
+
 /// The catalogue's items as suggestions for the item id inputs.
 #[component]
-fn CatalogueOptions() -> impl IntoView {
-    let catalogue = Resource::new(|| (), |_| list_items());
+fn CatalogueOptions(catalogue: Catalogue) -> impl IntoView {
     view! {
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {

@@ -457,16 +457,32 @@ fn Rerun(activity_id: i64, repair: bool, rerun: ServerAction<StartReconciliation
     .into_any()
 }
 
-/// The live stock ledger of an activity's items, refreshed every two seconds.
-#[component]
-pub fn Ledger(activity_id: i64) -> impl IntoView {
-    let ledger = Resource::new(move || activity_id, get_activity_ledger);
+/// The live stock ledger of an activity, as [`Ledger`] shows it.
+pub type LedgerResource = Resource<Result<ActivityLedger, ServerFnError>>;
+
+/// The ledger of the activity `id` names (none: not found), refetched every two seconds.
+/// Made by the page at its top, never inside the view that awaits another resource: a
+/// resource created inside a `Suspend` is made again each time the server re-walks it, so
+/// its server render could wait for ever.
+pub fn ledger_resource(id: impl Fn() -> Option<i64> + Send + Sync + 'static) -> LedgerResource {
+    let ledger = Resource::new(id, |id| async move {
+        match id {
+            Some(id) => get_activity_ledger(id).await,
+            None => Err(ServerFnError::new("not found")),
+        }
+    });
     let beat = ticker(LIST_REFRESH);
     Effect::new(move |_| {
         if beat.get() > 0 {
             ledger.refetch();
         }
     });
+    ledger
+}
+
+/// The live stock ledger of an activity's items.
+#[component]
+pub fn Ledger(ledger: LedgerResource) -> impl IntoView {
     view! {
         <h2>"Stock ledger"</h2>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
