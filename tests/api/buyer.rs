@@ -406,6 +406,28 @@ async fn buyers_are_rate_limited_per_window_with_retry_after() {
 }
 
 #[tokio::test]
+async fn a_buyer_past_his_window_leaves_the_address_window_to_the_others() {
+    // Seen: 150 requests of one buyer, 145 of them refused, made the next buyer from the
+    // same address get 429: the refused ones counted in the address and item windows too.
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.buy.per_user_per_window = 5;
+        settings.buy.per_ip_per_window = 100;
+        settings.buy.rate_window_s = 60;
+    })
+    .await;
+    let sale = open_sale(&app, 10, 1).await;
+    let mut refused = 0;
+    for n in 0..150 {
+        let (status, _) = app.buy(7, &format!("greedy-{n}"), &buy_body(&sale, 1)).await;
+        refused += u32::from(status == 429);
+    }
+    assert_eq!(refused, 145, "the buyer's own window admits 5");
+    let (status, body) = app.buy(8, "next-buyer", &buy_body(&sale, 1)).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
 async fn the_challenge_must_be_answered_right_and_not_too_fast() {
     let app = spawn_app_with(|settings| {
         storm_settings(settings);
