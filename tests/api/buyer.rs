@@ -419,7 +419,9 @@ async fn a_buyer_past_his_window_leaves_the_address_window_to_the_others() {
     let sale = open_sale(&app, 10, 1).await;
     let mut refused = 0;
     for n in 0..150 {
-        let (status, _) = app.buy(7, &format!("greedy-{n}"), &buy_body(&sale, 1)).await;
+        let (status, _) = app
+            .buy(7, &format!("greedy-{n}"), &buy_body(&sale, 1))
+            .await;
         refused += u32::from(status == 429);
     }
     assert_eq!(refused, 145, "the buyer's own window admits 5");

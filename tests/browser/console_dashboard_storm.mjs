@@ -10,6 +10,7 @@
 // one line to stdin: "deduction=<passed> admission=<passed> stock=<units>". The page must come
 // to show exactly those: the deduction and admission stages' passed counts summed over its
 // window, and the Redis stock of the item, with a stock line drawn. It prints what it read.
+// With SECKILL_SCREENSHOT_DIR set, it also saves a screenshot of the page there.
 // Exit codes as in harness.mjs: 0 ok, 1 failure, 2 bad usage.
 
 import { createInterface } from 'node:readline';
@@ -76,5 +77,9 @@ await runScenario(async (page) => {
   }
   const seen = await readPage(page);
   if (seen.lines === 0) throw new StepError('no stock line drawn');
+  // For a person checking the charts by eye: SECKILL_SCREENSHOT_DIR keeps what the page showed.
+  if (process.env.SECKILL_SCREENSHOT_DIR) {
+    await page.screenshot({ path: `${process.env.SECKILL_SCREENSHOT_DIR}/dashboard-after-storm.png`, fullPage: true });
+  }
   console.log(`ok: ${username} saw ${JSON.stringify(seen)}`);
 }, 120_000);

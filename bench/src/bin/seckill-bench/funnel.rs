@@ -198,7 +198,8 @@ impl<'a> Funnel<'a> {
         self.args.storm_requests.div_ceil(10)
     }
 
-    async fn benchmarks(&mut self) -> anyhow::Result<()> {
+    /// The run's settings, first in its `meta.txt` (the sale's ids are appended later).
+    fn write_meta(&self) -> anyhow::Result<()> {
         let args = self.args;
         std::fs::write(
             self.run.file("meta.txt"),
@@ -215,6 +216,11 @@ impl<'a> Funnel<'a> {
                 args.pgbench_s
             ),
         )?;
+        Ok(())
+    }
+
+    async fn benchmarks(&mut self) -> anyhow::Result<()> {
+        self.write_meta()?;
         let token = self.fresh_stores().await?;
         let default_config = self.write_config("bench.toml", 256)?;
         let batch1_config = self.write_config("bench-batch1.toml", 1)?;
@@ -267,7 +273,7 @@ impl<'a> Funnel<'a> {
                 "-j",
                 "2",
                 "-T",
-                &args.pgbench_s.to_string(),
+                &self.args.pgbench_s.to_string(),
             ])
             .args(["-M", "prepared", "-f"])
             .arg(self.run.file("hot.sql"))

@@ -47,6 +47,7 @@ pub async fn run(common: &Common, args: &DashboardArgs) -> anyhow::Result<()> {
 }
 
 async fn measure(bench: &mut Funnel<'_>, args: &DashboardArgs) -> anyhow::Result<Vec<Pair>> {
+    bench.write_meta()?;
     let token = bench.fresh_stores().await?;
     let config = bench.write_config("bench.toml", 256)?;
     bench.start_server("dashboard", &config, &[]).await?;
@@ -120,7 +121,7 @@ struct Viewers(
 );
 
 impl Viewers {
-    /// Opens `count` streams and waits for each one's first frames (its backlog).
+    /// Opens `count` streams and waits until each one has received its backlog.
     async fn open(
         http: &reqwest::Client,
         url: &str,
@@ -157,6 +158,9 @@ impl Viewers {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // The backlog (up to five minutes of frames) goes out in a burst after the first
+        // frame: let it pass, so the storm meets only the live frames, one a second.
+        tokio::time::sleep(Duration::from_secs(3)).await;
         // Count the frames of the storm, not the backlog.
         for (_, frames) in &viewers {
             frames.store(0, Ordering::Relaxed);
