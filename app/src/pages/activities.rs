@@ -71,7 +71,8 @@ pub fn ActivityCreate() -> impl IntoView {
     let catalogue = Resource::new(|| (), |_| list_items());
     view! {
         <h1>"New activity"</h1>
-        <ActivityForm id=None initial=None catalogue/>
+        <ActivityForm id=None initial=None/>
+        <CatalogueOptions catalogue/>
     }
 }
 
@@ -86,8 +87,9 @@ pub fn ActivityPage() -> impl IntoView {
             .get("id")
             .and_then(|id| id.parse::<i64>().ok())
     };
-    // Every resource of the page is made here, none inside the view that awaits another
-    // (see `ledger_resource`).
+    // Every resource of the page is made here, and each is awaited in a boundary of its own
+    // beside the others, never inside the view that awaits another: a server render of
+    // nested boundaries could wait for ever (see `ledger_resource`).
     let ledger = ledger_resource(id);
     let catalogue = Resource::new(|| (), |_| list_items());
     let activity = Resource::new(
@@ -107,15 +109,16 @@ pub fn ActivityPage() -> impl IntoView {
                     Ok(activity) => view! {
                         <h1>{activity.title.clone()}</h1>
                         <Figures activity=activity.clone()/>
-                        <Ledger ledger/>
                         <Prewarm id=activity.id action=prewarm/>
                         <h2>"Edit"</h2>
-                        <ActivityForm id=Some(activity.id) initial=Some(activity.to_input()) catalogue/>
+                        <ActivityForm id=Some(activity.id) initial=Some(activity.to_input())/>
                     }.into_any(),
                     Err(error) => error_box(error),
                 }
             })}
         </Transition>
+        <Ledger ledger/>
+        <CatalogueOptions catalogue/>
     }
 }
 
@@ -361,11 +364,7 @@ impl ActivityFields {
 /// Its two deep parts return [`AnyView`]: as concrete types nested in the pages' views they
 /// took the server crate past the compiler's recursion limit.
 #[component]
-fn ActivityForm(
-    id: Option<i64>,
-    initial: Option<ActivityInput>,
-    catalogue: Catalogue,
-) -> impl IntoView {
+fn ActivityForm(id: Option<i64>, initial: Option<ActivityInput>) -> impl IntoView {
     let fields = ActivityFields::new(initial.as_ref());
     let save = ServerAction::<SaveActivity>::new();
     let local_error = RwSignal::new(None::<String>);
@@ -395,7 +394,7 @@ fn ActivityForm(
         <form class="card" id="activity-form" on:submit=on_submit>
             <label>"Title" <input type="text" name="title" required maxlength="200" bind:value=title/></label>
             <ScheduleFields starts_at ends_at pay_timeout kind/>
-            <ItemsFieldset items catalogue/>
+            <ItemsFieldset items/>
             <SeatsField kind seats/>
             <button type="submit" disabled=move || save.pending().get()>"Save activity"</button>
         </form>
@@ -447,13 +446,12 @@ fn KindSelect(kind: RwSignal<ActivityKind>) -> impl IntoView {
     }
 }
 
-/// The item rows, the catalogue they pick from, and adding a row.
+/// The item rows and adding a row (the catalogue they pick from is beside the form).
 #[component]
-fn ItemsFieldset(items: ItemRows, catalogue: Catalogue) -> AnyView {
+fn ItemsFieldset(items: ItemRows) -> AnyView {
     view! {
         <fieldset>
             <legend>"Items"</legend>
-            <CatalogueOptions catalogue/>
             <For each=move || items.rows.get() key=|row| row.key let:row>
                 <ItemRowFields row items/>
             </For>
@@ -466,7 +464,8 @@ fn ItemsFieldset(items: ItemRows, catalogue: Catalogue) -> AnyView {
 /// The catalogue the item id inputs suggest from, loaded by the page.
 type Catalogue = Resource<Result<Vec<Item>, ServerFnError>>;
 
-/// The catalogue's items as suggestions for the item id inputs.
+/// The catalogue's items as suggestions for the item id inputs (`list="catalogue"`), in a
+/// boundary of its own beside the form.
 #[component]
 fn CatalogueOptions(catalogue: Catalogue) -> impl IntoView {
     view! {

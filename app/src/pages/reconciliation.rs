@@ -461,9 +461,9 @@ fn Rerun(activity_id: i64, repair: bool, rerun: ServerAction<StartReconciliation
 pub type LedgerResource = Resource<Result<ActivityLedger, ServerFnError>>;
 
 /// The ledger of the activity `id` names (none: not found), refetched every two seconds.
-/// Made by the page at its top, never inside the view that awaits another resource: a
-/// resource created inside a `Suspend` is made again each time the server re-walks it, so
-/// its server render could wait for ever.
+/// Made by the page at its top and shown beside the page's other boundaries, never inside
+/// the view that awaits another resource: the server render of a resource made, or a
+/// boundary nested, inside a `Suspend` could wait for ever.
 pub fn ledger_resource(id: impl Fn() -> Option<i64> + Send + Sync + 'static) -> LedgerResource {
     let ledger = Resource::new(id, |id| async move {
         match id {
