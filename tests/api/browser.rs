@@ -36,6 +36,34 @@ async fn run_scenario(script: &str, args: Vec<String>) {
     );
 }
 
+/// Starts `tests/browser/{script}` with `args` for a test that talks to it while it runs:
+/// it reads the scenario's stdout line by line and may write to its stdin.
+fn start_scenario(script: &str, args: Vec<String>) -> tokio::process::Child {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("browser")
+        .join(script);
+    tokio::process::Command::new("node")
+        .arg(script)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs (scripts/setup.sh installs it)")
+}
+
+/// Waits for a started scenario to end; fails the test with what it `said` and its stderr.
+async fn finish_scenario(child: tokio::process::Child, said: &[String]) {
+    let output = child.wait_with_output().await.expect("the scenario ends");
+    assert!(
+        output.status.success(),
+        "browser test failed\nstdout:\n{}\nstderr:\n{}",
+        said.join("\n"),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 #[tokio::test]
 async fn a_merchant_logs_in_and_creates_an_item_in_the_hydrated_console() {
     let app = spawn_app().await;
@@ -153,17 +181,10 @@ async fn sre_watches_the_dashboard_lose_its_stream_and_reconnect_in_the_hydrated
     let mut proxy = Proxy::start(&target_of(&app.address)).await;
     let base = through(&app.address, &proxy);
     let sre = app.caller(Role::Sre, None).await;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("browser")
-        .join("console_dashboard.mjs");
-    let mut child = tokio::process::Command::new("node")
-        .arg(script)
-        .args([base, sre.username.clone(), sre.password.clone()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node runs (scripts/setup.sh installs it)");
+    let mut child = start_scenario(
+        "console_dashboard.mjs",
+        vec![base, sre.username.clone(), sre.password.clone()],
+    );
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut said = Vec::new();
     // The scenario says where it is; the test cuts and restores the connection in step.
@@ -175,13 +196,7 @@ async fn sre_watches_the_dashboard_lose_its_stream_and_reconnect_in_the_hydrated
         }
         said.push(line);
     }
-    let output = child.wait_with_output().await.expect("the scenario ends");
-    assert!(
-        output.status.success(),
-        "browser test failed\nstdout:\n{}\nstderr:\n{}",
-        said.join("\n"),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    finish_scenario(child, &said).await;
     assert_eq!(&said[..2], ["live", "reconnecting"], "{said:?}");
 }
 
@@ -193,25 +208,17 @@ async fn sre_follows_a_storm_on_the_dashboard_and_it_agrees_with_the_metrics() {
     let app = spawn_app_with(storm_settings).await;
     let sale = open_sale(&app, STOCK, 1).await;
     let sre = app.caller(Role::Sre, None).await;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("browser")
-        .join("console_dashboard_storm.mjs");
     let item_key = format!("{}-{}", sale.activity_id, sale.item_id);
-    let mut child = tokio::process::Command::new("node")
-        .arg(script)
-        .args([
+    let mut child = start_scenario(
+        "console_dashboard_storm.mjs",
+        vec![
             app.address.clone(),
             sre.username.clone(),
             sre.password.clone(),
             item_key,
             STOCK.to_string(),
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node runs (scripts/setup.sh installs it)");
+        ],
+    );
     let mut stdin = child.stdin.take().expect("stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut said = Vec::new();
@@ -262,13 +269,7 @@ async fn sre_follows_a_storm_on_the_dashboard_and_it_agrees_with_the_metrics() {
             .await
             .expect("tell the scenario");
     }
-    let output = child.wait_with_output().await.expect("the scenario ends");
-    assert!(
-        output.status.success(),
-        "browser test failed\nstdout:\n{}\nstderr:\n{}",
-        said.join("\n"),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    finish_scenario(child, &said).await;
     assert_eq!(said[0], "watching", "{said:?}");
     // The Redis stock the page showed is the business gauge's too.
     let figure = |figure: &str| {
