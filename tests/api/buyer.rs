@@ -5,8 +5,8 @@
 use crate::support::{
     app::{json, spawn_app_with, TestApp},
     fixtures::{
-        buy_body, count_codes, open_activity, open_sale, storm, storm_settings, token,
-        upcoming_activity, Listing, TestClock,
+        buy_body, count_codes, open_activity, open_sale, order_id, storm, storm_settings, token,
+        upcoming_activity, Listing, Sale, TestClock,
     },
     wait::{self, PATIENCE},
 };
@@ -328,18 +328,24 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
 async fn a_pre_order_that_cannot_be_written_gives_its_stock_back() {
     let app = spawn_app_with(storm_settings).await;
     let sale = open_sale(&app, 10, 1).await;
-    // Provoke the (user_id, request_id) constraint: this request id is already taken in
-    // PostgreSQL (as if its Redis record had expired), so the pre-order insert fails.
-    sqlx::query(
-        "INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status, request_id)
-         VALUES ($1, $2, $3, 42, 1, 0, 'FAILED', 'taken')",
-    )
-    .bind(uuid::Uuid::new_v4())
-    .bind(sale.activity_id)
-    .bind(sale.item_id)
-    .execute(&app.db)
-    .await
-    .expect("seed the conflicting row");
+    // PostgreSQL refuses buyer 42's pre-orders (and only those), as a failing disk or a
+    // broken row would; his void, a `FAILED` row, still goes in.
+    for statement in [
+        "CREATE FUNCTION refuse_buyer_42() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.user_id = 42 AND NEW.status = 'PRE_CREATED' THEN
+                 RAISE EXCEPTION 'buyer 42 cannot be written';
+             END IF;
+             RETURN NEW;
+         END $$",
+        "CREATE TRIGGER refuse_buyer_42 BEFORE INSERT ON orders
+         FOR EACH ROW EXECUTE FUNCTION refuse_buyer_42()",
+    ] {
+        sqlx::query(statement)
+            .execute(&app.db)
+            .await
+            .expect("the refusing trigger");
+    }
 
     // Others buy in the same moment, so the failing pre-order shares batches with good ones.
     let body = buy_body(&sale, 1);
@@ -627,7 +633,22 @@ impl TestApp {
 
 #[tokio::test]
 async fn buyers_racing_for_overlapping_seats_get_whole_sets_or_nothing() {
-    let app = spawn_app_with(storm_settings).await;
+    overlapping_seats(DeductionMode::Redis).await;
+}
+
+/// Found by a buyer: with the deduction on `db`, a seat taken by another member of the same
+/// batch failed the whole batch, and the loser got 503 `DEGRADED` instead of `SOLD_OUT`.
+#[tokio::test]
+async fn buyers_racing_for_overlapping_seats_on_the_database_path_lose_with_sold_out() {
+    overlapping_seats(DeductionMode::Db).await;
+}
+
+async fn overlapping_seats(mode: DeductionMode) {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.buy.deduction = mode;
+    })
+    .await;
     let seats = seat_codes(40);
     let sale = open_activity(&app, 40, 4, &seats).await;
     // 300 buyers each want 2-4 adjacent seats starting at a spread of places: heavy overlap.
@@ -691,7 +712,10 @@ async fn buyers_racing_for_overlapping_seats_get_whole_sets_or_nothing() {
         .expect("count");
     assert_eq!(in_db as usize, sold.len());
     assert_eq!(app.held_by_orders(&sale).await as usize, sold.len());
-    assert_eq!(app.redis_stock(&sale).await + sold.len() as i64, 40);
+    assert_eq!(app.allocated(&sale).await as usize, sold.len());
+    if mode == DeductionMode::Redis {
+        assert_eq!(app.redis_stock(&sale).await + sold.len() as i64, 40);
+    }
 }
 
 #[tokio::test]
@@ -792,4 +816,229 @@ async fn seat_requests_are_checked_before_anything_is_taken() {
         4,
         "A3 stayed free: nothing partial was taken"
     );
+}
+
+impl TestApp {
+    /// A buy's status and its body as sent, for comparing answers byte for byte.
+    async fn buy_bytes(&self, user_id: i64, request_id: &str, sale: &Sale) -> (u16, String) {
+        let response = self
+            .client
+            .post(format!("{}/api/seckill/buy", self.address))
+            .bearer_auth(token(self, user_id))
+            .header("X-Request-ID", request_id)
+            .json(&buy_body(sale, 1))
+            .send()
+            .await
+            .expect("sent");
+        (
+            response.status().as_u16(),
+            response.text().await.expect("body"),
+        )
+    }
+
+    /// Keys of this test's Redis prefix that match `pattern` (after the prefix).
+    async fn redis_keys(&self, pattern: &str) -> Vec<String> {
+        let mut connection = self.state.redis.connection();
+        let mut keys = Vec::new();
+        let mut cursor = 0_u64;
+        loop {
+            let (next, page): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{}{pattern}", self.state.settings.redis_prefix))
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut connection)
+                .await
+                .expect("scan");
+            keys.extend(page);
+            if next == 0 {
+                return keys;
+            }
+            cursor = next;
+        }
+    }
+
+    /// Waits until buyer 3's buy of `sale` is refused with `code`.
+    async fn until_refused_with(&self, sale: &Sale, code: &str) {
+        let mut attempt = 0;
+        wait::until(&format!("buys refused with {code}"), PATIENCE, || {
+            attempt += 1;
+            let request_id = format!("probe-{code}-{attempt}");
+            async move {
+                let (_, answer) = self.buy(3, &request_id, &buy_body(sale, 1)).await;
+                answer["code"] == code
+            }
+        })
+        .await;
+    }
+}
+
+/// Found when tried as a buyer would: the winner of the last unit who retried with the same
+/// `X-Request-ID` after a timeout was told `SOLD_OUT` (the local sold-out flag answered before
+/// the idempotency lookup), and after the end `ACTIVITY_ENDED`, with the entry closed
+/// `ACTIVITY_CLOSED`. He won and was told he lost.
+#[tokio::test]
+async fn the_winner_of_the_last_unit_gets_his_order_on_replay_whatever_the_phase() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        // The flag must still stand when the winner comes back.
+        settings.buy.sold_out_flag_ms = 600_000;
+    })
+    .await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sale = open_sale(&app, 1, 1).await;
+    let won = app.buy_bytes(1, "won", &sale).await;
+    assert_eq!(won.0, 200, "{won:?}");
+    let (status, lost) = app.buy(2, "lost", &buy_body(&sale, 1)).await;
+    assert_eq!((status, lost["code"].as_str()), (409, Some("SOLD_OUT")));
+    // The sold-out flag answers now; the winner still gets his answer.
+    let flagged = app.buy(3, "flagged", &buy_body(&sale, 1)).await;
+    assert_eq!(flagged.1["code"], "SOLD_OUT");
+    assert_eq!(app.buy_bytes(1, "won", &sale).await, won, "sold-out flag");
+
+    let entry = format!("/admin/api/switches/switches/entry/{}", sale.activity_id);
+    let flip = |value: &'static str| {
+        let (app, ops, entry) = (&app, &ops, &entry);
+        async move {
+            let (status, body) = json(
+                app.send_json(
+                    reqwest::Method::PUT,
+                    entry,
+                    Some(ops),
+                    &json!({ "value": value, "reason": "replay drill" }),
+                )
+                .await,
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+        }
+    };
+    flip("closed").await;
+    app.until_refused_with(&sale, "ACTIVITY_CLOSED").await;
+    assert_eq!(app.buy_bytes(1, "won", &sale).await, won, "entry closed");
+    flip("open").await;
+    sqlx::query("UPDATE activities SET ends_at = now() - interval '1 second' WHERE id = $1")
+        .bind(sale.activity_id)
+        .execute(&app.db)
+        .await
+        .expect("end the sale");
+    app.until_refused_with(&sale, "ACTIVITY_ENDED").await;
+    assert_eq!(app.buy_bytes(1, "won", &sale).await, won, "activity ended");
+    // Someone who did not win is refused as before, his request id left free.
+    let (status, answer) = app.buy(2, "lost", &buy_body(&sale, 1)).await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (403, Some("ACTIVITY_ENDED"))
+    );
+}
+
+/// Found when tried as a buyer would: the request id was claimed and an answer stored before
+/// any rate limit, so one token with 3,000 unique ids (2,995 answered 429) left 3,001 keys for
+/// 300 s; and `GET /api/challenge` stored a key per call (300 calls of one buyer, 300 keys).
+#[tokio::test]
+async fn refused_requests_and_repeated_challenges_leave_no_keys_behind() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.buy.per_user_per_window = 5;
+        settings.buy.rate_window_s = 600;
+    })
+    .await;
+    let sale = open_sale(&app, 100, 1).await;
+    let requests = (0..300).map(|n| (7, format!("id-{n}"))).collect();
+    let results = storm(&app, &sale, requests, 16).await;
+    let codes = count_codes(&results);
+    assert_eq!(codes.get("OK"), Some(&1), "{codes:?}");
+    assert_eq!(codes.get("RATE_LIMITED"), Some(&295), "{codes:?}");
+    let kept = app
+        .redis_keys(&format!(
+            "{{a{}.i{}}}:idem:7:*",
+            sale.activity_id, sale.item_id
+        ))
+        .await;
+    assert_eq!(kept.len(), 1, "only the success is kept: {kept:?}");
+
+    let url = format!(
+        "{}/api/challenge?activity_id={}",
+        app.address, sale.activity_id
+    );
+    for _ in 0..300 {
+        let response = app
+            .client
+            .get(&url)
+            .bearer_auth(token(&app, 7))
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let challenges = app.redis_keys("challenge:*").await;
+    assert_eq!(
+        challenges.len(),
+        1,
+        "one open challenge per buyer: {challenges:?}"
+    );
+}
+
+/// Found in the code: the request body (up to 1 MB) was read before admission control, which
+/// comes first: a full instance kept reading bodies it was going to refuse.
+#[tokio::test]
+async fn a_full_instance_refuses_before_reading_the_body() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = spawn_app_with(|settings| settings.buy.max_in_flight = 0).await;
+    let address = app.address.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    // The headers promise a body that never comes.
+    let head = format!(
+        "POST /api/seckill/buy HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: 4000\r\nX-Request-ID: slow-body\r\nAuthorization: Bearer {}\r\n\r\n",
+        token(&app, 1)
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = [0_u8; 64];
+    let read = tokio::time::timeout(PATIENCE, stream.read(&mut answer))
+        .await
+        .expect("answered without the body")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+}
+
+/// Found in the code: a request id reused after its in-flight claim expired (PostgreSQL slow)
+/// deducted again and hit the `(user_id, request_id)` unique constraint, which rolled back the
+/// batch of every buyer in it, and the buyer got 503.
+#[tokio::test]
+async fn a_request_id_claimed_again_after_its_claim_expired_gets_the_first_order() {
+    let app = spawn_app_with(storm_settings).await;
+    let sale = open_sale(&app, 100, 2).await;
+    let first = app.bought(5, "again", &buy_body(&sale, 1)).await;
+    // The claim and answer gone, as when the claim expired before the pre-order committed.
+    let key = app.state.redis.request_key(
+        contract::SaleItem::new(sale.activity_id, sale.item_id),
+        5,
+        "again",
+    );
+    let mut connection = app.state.redis.connection();
+    let _: i64 = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut connection)
+        .await
+        .expect("del");
+    // In the same batches as other buyers, none of whom may suffer for it.
+    let requests = std::iter::once((5, "again".to_owned()))
+        .chain((100..140).map(|user| (user, format!("other-{user}"))))
+        .collect();
+    let results = storm(&app, &sale, requests, 41).await;
+    for (user, status, answer) in &results {
+        assert_eq!(*status, 200, "buyer {user}: {answer}");
+        if *user == 5 {
+            assert_eq!(order_id(answer), first, "the first order, not a second one");
+        }
+    }
+    assert_eq!(app.count("orders").await, 41);
+    assert_eq!(app.allocated(&sale).await, 41);
+    // The second deduction was given back.
+    assert_eq!(app.redis_stock(&sale).await, 59);
 }

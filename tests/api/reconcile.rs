@@ -5,7 +5,7 @@
 use contract::Role;
 use futures::{stream, StreamExt};
 use seckill::{
-    buy::stock_scripts::Holding,
+    buy::stock_scripts::{BuyCall, Holding, Steps, Windows},
     infra::config::{AsyncMode, Settings},
 };
 use serde_json::{json, Value};
@@ -140,7 +140,7 @@ async fn a_deduction_whose_reply_was_lost_is_given_back_and_the_buyer_can_buy_ag
     let sale = open_sale(&app, 5, 1).await;
     // The scripts are loaded now, so the deduction goes out as an EVALSHA of its hash.
     app.bought(1, "warm-up", &buy_body(&sale, 1)).await;
-    let deduct = redis::Script::new(include_str!("../../lua/deduct_stock.lua"));
+    let deduct = redis::Script::new(include_str!("../../lua/buy.lua"));
     proxy.lose_replies_after(deduct.get_hash().as_bytes());
     let (status, answer) = app.buy(2, "reply-lost", &buy_body(&sale, 1)).await;
     assert_eq!(
@@ -443,10 +443,26 @@ async fn runs_report_then_repair_and_a_second_run_finds_nothing() {
     let deducted = app
         .state
         .redis
-        .deduct_stock(holding, 2, lost)
+        .buy(
+            &BuyCall {
+                take: holding,
+                request_id: "lost",
+                client: "127.0.0.1",
+                windows: Windows {
+                    length_s: 1,
+                    per_buyer: 1,
+                    per_address: 1,
+                    per_item: 1,
+                },
+                per_user_limit: 2,
+                order: lost,
+                seats: &[],
+            },
+            Steps::Deduct,
+        )
         .await
         .expect("deduct");
-    assert_eq!(deducted, 8);
+    assert_eq!(deducted, (0, b"8".to_vec()));
     let mut connection = app.state.redis.connection();
     let _: i64 = redis::cmd("DECRBY")
         .arg(app.state.redis.stock_key(sale_item(&sale)))

@@ -1,6 +1,9 @@
 //! The human challenge in front of the deduction: an arithmetic question
 //! bound to the buyer, answered once, and not sooner than a second after it was asked —
 //! a person needs that long, a script does not.
+//!
+//! A buyer has one open challenge at most, kept under his own key: asking again replaces
+//! it, so however often a buyer asks, Redis holds one key for him.
 
 use rand::Rng;
 use std::{
@@ -43,21 +46,24 @@ pub(crate) struct Challenge {
     pub(crate) question: String,
 }
 
-/// What is kept while a challenge is open: `"<buyer> <answer> <issued at, ms>"`.
-fn record(user_id: i64, answer: i64, issued_ms: i64) -> String {
-    format!("{user_id} {answer} {issued_ms}")
+/// What is kept under the buyer's key while his challenge is open:
+/// `"<challenge id> <answer> <issued at, ms>"`.
+fn record(challenge_id: &str, answer: i64, issued_ms: i64) -> String {
+    format!("{challenge_id} {answer} {issued_ms}")
 }
 
-/// Whether `stored` accepts this buyer's answer at `now_ms`.
-fn accepts(stored: &str, user_id: i64, answer: i64, now_ms: i64) -> bool {
-    let mut fields = stored.split(' ').map(str::parse::<i64>);
-    let (Some(Ok(owner)), Some(Ok(expected)), Some(Ok(issued_ms))) =
-        (fields.next(), fields.next(), fields.next())
-    else {
+/// Whether `stored` accepts this answer to challenge `challenge_id` at `now_ms`.
+fn accepts(stored: &str, challenge_id: &str, answer: i64, now_ms: i64) -> bool {
+    let mut fields = stored.split(' ');
+    let (Some(id), Some(Ok(expected)), Some(Ok(issued_ms))) = (
+        fields.next(),
+        fields.next().map(str::parse::<i64>),
+        fields.next().map(str::parse::<i64>),
+    ) else {
         return false;
     };
     let thought_ms = i64::try_from(MIN_THINKING_TIME.as_millis()).unwrap_or(i64::MAX);
-    owner == user_id && expected == answer && now_ms - issued_ms >= thought_ms
+    id == challenge_id && expected == answer && now_ms - issued_ms >= thought_ms
 }
 
 impl Challenges {
@@ -86,10 +92,10 @@ impl Challenges {
             (rng.gen_range(10..100), rng.gen_range(1..10))
         };
         let challenge_id = secret_token::generate()[..24].to_owned();
-        let value = record(user_id, a * b, self.now_ms());
+        let value = record(&challenge_id, a * b, self.now_ms());
         self.redis
             .store_response(
-                &self.redis.challenge_key(&challenge_id),
+                &self.redis.challenge_key(user_id),
                 value.as_bytes(),
                 CHALLENGE_TTL_S,
             )
@@ -100,7 +106,8 @@ impl Challenges {
         })
     }
 
-    /// Consumes the challenge (one attempt) and says whether the answer stands.
+    /// Consumes the buyer's open challenge (one attempt) and says whether this answer to
+    /// `challenge_id` stands.
     pub(crate) async fn check(
         &self,
         challenge_id: &str,
@@ -112,11 +119,11 @@ impl Challenges {
         }
         let stored = self
             .redis
-            .take_bytes(&self.redis.challenge_key(challenge_id))
+            .take_bytes(&self.redis.challenge_key(user_id))
             .await?;
         Ok(stored
             .and_then(|bytes| String::from_utf8(bytes).ok())
-            .is_some_and(|stored| accepts(&stored, user_id, answer, self.now_ms())))
+            .is_some_and(|stored| accepts(&stored, challenge_id, answer, self.now_ms())))
     }
 }
 
@@ -125,12 +132,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_right_buyer_with_the_right_answer_after_a_second_passes() {
-        let stored = record(7, 42, 1_000);
-        assert!(accepts(&stored, 7, 42, 2_000));
-        assert!(!accepts(&stored, 7, 42, 1_999), "too fast");
-        assert!(!accepts(&stored, 8, 42, 5_000), "someone else's challenge");
-        assert!(!accepts(&stored, 7, 41, 5_000), "wrong answer");
-        assert!(!accepts("garbage", 7, 42, 5_000));
+    fn only_the_open_challenge_with_the_right_answer_after_a_second_passes() {
+        let stored = record("c7", 42, 1_000);
+        assert!(accepts(&stored, "c7", 42, 2_000));
+        assert!(!accepts(&stored, "c7", 42, 1_999), "too fast");
+        assert!(
+            !accepts(&stored, "c8", 42, 5_000),
+            "a challenge asked before this one"
+        );
+        assert!(!accepts(&stored, "c7", 41, 5_000), "wrong answer");
+        assert!(!accepts("garbage", "c7", 42, 5_000));
     }
 }

@@ -1,13 +1,19 @@
 //! The buy funnel (docs/buyer-api.md): each stage in order, cheapest first, each counted as
 //! passed or stopped by reason in `seckill_funnel_requests_total`, each one method of
-//! [`Funnel`] in this order: (1) admission, (2) validation, (3) the buyer token, (4) the
-//! activity and item from the in-memory catalogue, (5) the phase, (6) the local sold-out
-//! flag, (7) the claim of the request id, (8) the rate limits, (9) the challenge, (10) the
-//! deduction, (11) the pre-order, (12) the publish.
+//! [`Funnel`] in this order: (1) admission, before the body is read, (2) validation, (3)
+//! the buyer token, (4) the activity and item from the in-memory catalogue, (5) the phase,
+//! (6) the local sold-out flag, (7) the stored answer of the request id, (8) the rate
+//! limits, (9) the challenge, (10) the claim and deduction, (11) the pre-order, (12) the
+//! publish. Steps 7, 8 and 10 are one Redis script (`lua/buy.lua`), so a buy costs one
+//! Redis round trip and storing its answer another; with the challenge on, one more.
 //!
-//! Once a request id is claimed (step 7), every answer is stored under it, so a replay
-//! gets the first answer byte for byte (success kept an hour, failures five minutes).
-//! Steps 8–13 run in a task of their own: a client that hangs up cannot cut a request
+//! Replays win over cheap refusals: the phase and the sold-out flag refuse from memory
+//! only a buyer who cannot have won (not in the item's holder set); a holder is sent to
+//! the stored answer of his request id. A refused request leaves nothing behind: only a
+//! success is stored (an hour) and replayed byte for byte; a request refused after its
+//! claim frees its request id again.
+//!
+//! Steps 8–12 run in a task of their own: a client that hangs up cannot cut a request
 //! between its deduction and its pre-order, so the answer is always stored for the replay.
 //!
 //! A deduction the funnel cannot account for is settled here when it can be, and by
@@ -15,9 +21,9 @@
 //! by its order id (the script's marker proves whether it happened); a pre-order whose
 //! commit failed ambiguously is voided in PostgreSQL first, then released.
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::http::HeaderMap;
-use contract::ActivityKind;
+use contract::{ActivityKind, SaleItem};
 use serde::Deserialize;
 use sqlx::PgPool;
 use std::{
@@ -31,16 +37,19 @@ use std::{
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::buy::stock_scripts::{Units, IN_FLIGHT};
 use crate::{
     buy::{
         activity_cache::{CachedActivity, CachedItem, Catalogue, LookupError},
         challenge::Challenges,
         deduction::DeductionGate,
+        holders::HolderSets,
+        in_flight::{self, Entry, Running},
         preorders::{PreOrder, PreorderWriter, Reservation, Verdict},
         rules::{
-            phase, valid_quantity, valid_request_id, Outcome, Refusal, ScriptAnswer, UnknownAnswer,
+            phase, valid_quantity, valid_request_id, Outcome, Phase, Refusal, ScriptAnswer,
+            UnknownAnswer,
         },
+        stock_scripts::{is_in_flight, BuyCall, Steps, Units, Windows},
     },
     catalog::rules::{valid_seat_code, MAX_PER_USER_LIMIT},
     control::switches::{SwitchValues, Switches},
@@ -55,12 +64,12 @@ use crate::{
     reconcile::settle::{self, Deduction},
 };
 
-/// How long a claimed request id stays "in flight" if its request dies mid-way.
-const IN_FLIGHT_MS: u64 = 10_000;
-/// How long a replay waits for the first request with its id to finish.
-const REPLAY_WAIT: Duration = Duration::from_secs(3);
+/// How long a successful answer is kept for replays.
 const SUCCESS_TTL_S: u64 = 3600;
-const FAILURE_TTL_S: u64 = 300;
+/// What a replay of a request in flight on another instance is told to wait before retrying.
+const IN_PROGRESS_RETRY_S: u32 = 1;
+/// How long a replay of a request in flight on this instance waits for its answer.
+const REPLAY_WAIT: Duration = Duration::from_secs(3);
 
 /// Body of `POST /api/seckill/buy`.
 #[derive(Debug, Deserialize)]
@@ -184,14 +193,43 @@ impl Target {
     }
 }
 
-/// What steps 8–12 need of a request whose id is claimed; owned, for the task they run in.
+/// What steps 7–12 need of a request; owned, for the task they run in.
 struct Claimed {
     switches: Arc<SwitchValues>,
-    client: IpAddr,
+    client: String,
     challenge_id: Option<String>,
     challenge_answer: Option<i64>,
     /// Under `Reservation::Redis`, with the item's per-user limit.
     order: PreOrder,
+}
+
+impl Claimed {
+    /// The request as the buy script takes it.
+    fn call(&self) -> BuyCall<'_> {
+        let limits = &self.switches.limits;
+        BuyCall {
+            take: self.order.holding(),
+            request_id: &self.order.request_id,
+            client: &self.client,
+            windows: Windows {
+                length_s: limits.rate_window_s,
+                per_buyer: limits.per_user_per_window,
+                per_address: limits.per_ip_per_window,
+                per_item: limits.per_item_per_window,
+            },
+            per_user_limit: self.order.reservation.per_user_limit(),
+            order: self.order.id,
+            seats: &self.order.seats,
+        }
+    }
+}
+
+/// How a pre-order came out of the writer, for the answer.
+enum Committed {
+    /// Written now.
+    This,
+    /// Its request id had an order already, committed earlier: the answer names that one.
+    Earlier(Uuid),
 }
 
 /// A finished answer: what the client gets, and what a replay gets again.
@@ -344,6 +382,10 @@ pub struct Funnel {
     pub challenges: Challenges,
     /// Which layer deducts now, and the db → redis hand-over's state.
     pub deduction: DeductionGate,
+    /// Who holds units of the items this instance refuses from memory.
+    holders: HolderSets,
+    /// The requests running here, for their replays to wait on.
+    running: Arc<Running<Answer>>,
     tokens: BuyerTokens,
     preorders: PreorderWriter,
     publisher: Publisher,
@@ -386,6 +428,11 @@ impl Funnel {
             bucket: TokenBucket::new(),
             deduction: DeductionGate::new(switches.current().deduction),
             challenges: Challenges::new(redis.clone()),
+            running: Running::new(),
+            holders: HolderSets::new(
+                redis.clone(),
+                Duration::from_millis(settings.sold_out_flag_ms),
+            ),
             settings,
             switches,
             catalogue,
@@ -413,12 +460,13 @@ impl Funnel {
     }
 
     /// Runs a buy (`Ask::Units`) or seats (`Ask::Seats`) request through the whole funnel.
+    /// The body is read only once the request is admitted.
     pub(crate) async fn buy(
         self: &Arc<Self>,
         ask: Ask,
         headers: &HeaderMap,
         client: IpAddr,
-        body: &[u8],
+        body: Body,
     ) -> Answer {
         match self.run(ask, headers, client, body).await {
             Ok(answer) | Err(answer) => answer,
@@ -431,33 +479,47 @@ impl Funnel {
         ask: Ask,
         headers: &HeaderMap,
         client: IpAddr,
-        body: &[u8],
+        body: Body,
     ) -> Stage<Answer> {
         // One snapshot for the whole request: a flip applies from the next request on.
         let snapshot = self.switches.current();
         let switches = snapshot.as_ref();
-        let _in_flight = self.admit(switches)?;
-        let (request_id, purchase) = self.validate(ask, headers, body)?;
+        let in_flight = self.admit(switches)?;
+        let body = self.read_body(body).await?;
+        let (request_id, purchase) = self.validate(ask, headers, &body)?;
         let user_id = self.authenticate(headers)?;
         let (activity, target) = self.look_up(ask, &purchase).await?;
-        self.check_phase(switches, &activity, &target, purchase.quantity)?;
-        self.check_sold_out_flag(&target)?;
-        let request_key = self.claim(user_id, request_id).await?;
-        let order = target.pre_order(user_id, request_id, &purchase, switches);
-        let claimed = Claimed {
-            switches: snapshot.clone(),
-            client,
-            challenge_id: purchase.challenge_id,
-            challenge_answer: purchase.answer,
-            order,
+        let asked = Asked {
+            sale: SaleItem::new(target.activity_id, target.item_id),
+            user_id,
+            request_id,
         };
+        self.check_phase(switches, &activity, &target, purchase.quantity, &asked)
+            .await?;
+        self.check_sold_out_flag(&asked).await?;
+        let key = self.redis.request_key(asked.sale, user_id, request_id);
+        let first = match self.running.enter(key) {
+            Entry::First(first) => first,
+            Entry::Replay(answer) => {
+                // Waiting for an answer is no work: the place in flight goes to others.
+                drop(in_flight);
+                self.counts.count("idempotency", "REPLAY");
+                let answer = in_flight::wait_for(answer, REPLAY_WAIT).await;
+                return Err(answer.unwrap_or_else(in_progress));
+            }
+        };
+        let claimed = Arc::new(Claimed {
+            switches: snapshot.clone(),
+            client: client.to_string(),
+            challenge_id: purchase.challenge_id.clone(),
+            challenge_answer: purchase.answer,
+            order: target.pre_order(user_id, request_id, &purchase, switches),
+        });
         let funnel = Arc::clone(self);
         let finished = tokio::spawn(
             async move {
-                let answer = match funnel.claimed(&claimed).await {
-                    Ok(answer) | Err(answer) => answer,
-                };
-                funnel.keep_for_replay(&request_key, &answer).await;
+                let answer = funnel.claimed(&claimed).await;
+                first.answered(&answer);
                 answer
             }
             // Its lines name the request, like the rest of the request's.
@@ -478,7 +540,21 @@ impl Funnel {
         Ok(admitted)
     }
 
-    /// Step 2: the request id, the body's size and shape.
+    /// Step 2 begins: the body, read only now that the request holds a place in flight, and
+    /// no more of it than `max_body_bytes`.
+    async fn read_body(&self, body: Body) -> Stage<Bytes> {
+        axum::body::to_bytes(body, self.settings.max_body_bytes)
+            .await
+            .map_err(|_| {
+                self.counts.stop_with(
+                    "validate",
+                    Outcome::BadRequest,
+                    "the request body is too large or was cut off",
+                )
+            })
+    }
+
+    /// Step 2: the request id, the body's shape.
     fn validate<'h>(
         &self,
         ask: Ask,
@@ -494,9 +570,6 @@ impl Funnel {
             .ok_or_else(|| {
                 refuse("an X-Request-ID header of 1-64 letters, digits, - or _ is required")
             })?;
-        if body.len() > self.settings.max_body_bytes {
-            return Err(refuse("the request body is too large"));
-        }
         let purchase = parse(ask, body).map_err(|message| refuse(&message))?;
         self.counts.pass("validate");
         Ok((request_id, purchase))
@@ -545,20 +618,27 @@ impl Funnel {
     }
 
     /// Step 5: the entry switches and the activity's times, then the item's own limit.
-    fn check_phase(
+    /// After the start, a holder of the item may be a winner replaying his request.
+    async fn check_phase(
         &self,
         switches: &SwitchValues,
         activity: &CachedActivity,
         target: &Target,
         quantity: i64,
+        asked: &Asked<'_>,
     ) -> Stage<()> {
-        if let Some(refusal) = Outcome::from_phase(phase(
+        let now = phase(
             activity.starts_at,
             activity.ends_at,
             chrono::Utc::now(),
             switches.entry_open_for(activity.id),
-        )) {
-            return Err(self.counts.stop("phase", refusal));
+        );
+        match Outcome::from_phase(now) {
+            None => {}
+            Some(refusal) if now == Phase::Upcoming => {
+                return Err(self.counts.stop("phase", refusal))
+            }
+            Some(refusal) => return Err(self.unless_replay("phase", refusal, asked).await),
         }
         if !valid_quantity(quantity, target.per_user_limit) {
             return Err(self.counts.stop_with(
@@ -571,112 +651,181 @@ impl Funnel {
         Ok(())
     }
 
-    /// Step 6: an item this instance saw sell out is refused without asking Redis.
-    fn check_sold_out_flag(&self, target: &Target) -> Stage<()> {
-        if self
-            .catalogue
-            .is_sold_out(target.activity_id, target.item_id)
-        {
-            return Err(self.counts.stop("sold_out_flag", Outcome::SoldOut));
+    /// Step 6: an item this instance saw sell out is refused without asking Redis, unless
+    /// the buyer holds some of it.
+    async fn check_sold_out_flag(&self, asked: &Asked<'_>) -> Stage<()> {
+        let sale = asked.sale;
+        if self.catalogue.is_sold_out(sale.activity.0, sale.item.0) {
+            return Err(self
+                .unless_replay("sold_out_flag", Outcome::SoldOut, asked)
+                .await);
         }
         self.counts.pass("sold_out_flag");
         Ok(())
     }
 
-    /// Step 7: claims the request id for this buyer; returns the key its answer is kept
-    /// under. A request id seen before is answered with its first answer.
-    async fn claim(&self, user_id: i64, request_id: &str) -> Stage<String> {
-        let request_key = self.redis.request_key(user_id, request_id);
-        match self.redis.claim_request(&request_key, IN_FLIGHT_MS).await {
-            Ok(None) => {
-                self.counts.pass("idempotency");
-                Ok(request_key)
-            }
+    /// A local refusal at `stage`, unless the buyer holds units of the item and his request
+    /// id has an answer stored: then that answer, byte for byte.
+    async fn unless_replay(&self, stage: &str, refusal: Outcome, asked: &Asked<'_>) -> Answer {
+        let degraded = |what: &str, error: redis::RedisError| {
+            quiet!(warn, "buy.replay_lookup", error = %error, what, "a holder's replay could not be looked up");
+            self.counts.stop(stage, Outcome::Degraded)
+        };
+        match self.holders.holds(asked.sale, asked.user_id).await {
+            Ok(false) => return self.counts.stop(stage, refusal),
+            Ok(true) => {}
+            Err(error) => return degraded("holder set", error),
+        }
+        let key = self
+            .redis
+            .request_key(asked.sale, asked.user_id, asked.request_id);
+        match self.redis.get_bytes(&key).await {
             Ok(Some(stored)) => {
                 self.counts.count("idempotency", "REPLAY");
-                Err(self.replay(&request_key, stored).await)
+                self.replay(&stored)
             }
-            Err(error) => {
-                quiet!(warn, "buy.claim", error = %error, "request claim failed");
-                Err(self.counts.stop("idempotency", Outcome::Degraded))
-            }
+            Ok(None) => self.counts.stop(stage, refusal),
+            Err(error) => degraded("stored answer", error),
         }
     }
 
-    /// Keeps a claimed request's answer for its replays (success an hour, failures less).
-    async fn keep_for_replay(&self, request_key: &str, answer: &Answer) {
-        let ttl = if answer.status == 200 {
-            SUCCESS_TTL_S
+    /// Keeps a successful answer for its replays; any other answer frees the request id
+    /// the request claimed, so a retry runs the buy again.
+    async fn keep_for_replay(&self, claimed: &Claimed, answer: &Answer) {
+        let call = claimed.call();
+        let kept = if answer.status == 200 {
+            let key = self
+                .redis
+                .request_key(call.take.sale, call.take.buyer.0, call.request_id);
+            self.redis
+                .store_response(&key, &answer.encode(), SUCCESS_TTL_S)
+                .await
         } else {
-            FAILURE_TTL_S
+            self.redis.release_claim(&call).await
         };
-        if let Err(error) = self
-            .redis
-            .store_response(request_key, &answer.encode(), ttl)
-            .await
-        {
-            quiet!(warn, "buy.keep_for_replay", error = %error, "could not keep the response for replay");
+        if let Err(error) = kept {
+            quiet!(warn, "buy.keep_for_replay", error = %error, "could not keep the answer for replay or free the request id");
         }
     }
 
-    /// Steps 8–12, once the request id is this request's own.
-    async fn claimed(&self, claimed: &Claimed) -> Stage<Answer> {
-        self.rate_limit(claimed).await?;
-        self.challenge(claimed).await?;
+    /// Steps 7–12: the request's own task. Whatever follows a claim ends in
+    /// `keep_for_replay`.
+    async fn claimed(&self, claimed: &Arc<Claimed>) -> Answer {
         let mode = self.deduction.mode(claimed.switches.deduction);
         // Counted until the pre-order is written, for the db → redis hand-over.
         let _database_deduction =
             (mode == DeductionMode::Db).then(|| self.deduction.enter_database());
-        let order = self.deduct(&claimed.order, mode).await?;
-        self.write_preorder(&order, mode).await?;
-        self.publish(&order);
-        Ok(Answer::json(
-            200,
-            serde_json::json!({ "order_id": order.id, "status": "PRE_CREATED" }),
-        ))
+        let order = match self.through_redis(claimed, mode).await {
+            Ok(order) => order,
+            Err(answer) => return answer,
+        };
+        let answer = match self.write_preorder(&order, mode).await {
+            Ok(Committed::This) => {
+                self.publish(&order);
+                ordered(order.id)
+            }
+            Ok(Committed::Earlier(id)) => ordered(id),
+            Err(answer) => answer,
+        };
+        self.keep_for_replay(claimed, &answer).await;
+        answer
     }
 
-    /// Step 8: the local token bucket, then the buyer, address and item windows in Redis.
-    async fn rate_limit(&self, claimed: &Claimed) -> Stage<()> {
+    /// Steps 7–10 in Redis: the local token bucket, then the buy script: the stored answer,
+    /// the windows, the claim and (on the Redis path) the deduction; the challenge, when it
+    /// is on, between the windows and the claim. Returns the pre-order with the reservation
+    /// it is made under, once its request id is claimed.
+    async fn through_redis(&self, claimed: &Arc<Claimed>, mode: DeductionMode) -> Stage<PreOrder> {
         let limits = &claimed.switches.limits;
         if !self.bucket.try_take(limits.local_rate_per_s) {
             return Err(self.rate_limited(limits.rate_window_s));
         }
+        let call = claimed.call();
+        let deducts = mode == DeductionMode::Redis;
+        let steps = if claimed.switches.challenge_required {
+            self.script(claimed, &call, Steps::Windows).await?;
+            self.challenge(claimed).await?;
+            if deducts {
+                Steps::Deduct
+            } else {
+                Steps::Claim
+            }
+        } else if deducts {
+            Steps::Buy
+        } else {
+            Steps::WindowsAndClaim
+        };
+        self.script(claimed, &call, steps).await?;
+        let per_user_limit = call.per_user_limit;
+        Ok(if deducts {
+            claimed.order.clone()
+        } else {
+            PreOrder {
+                reservation: Reservation::Database { per_user_limit },
+                ..claimed.order.clone()
+            }
+        })
+    }
+
+    /// One call of the buy script, its answer counted at the stages it went through.
+    async fn script(&self, claimed: &Arc<Claimed>, call: &BuyCall<'_>, steps: Steps) -> Stage<()> {
         let order = &claimed.order;
-        let windows = [
-            limits.per_user_per_window,
-            limits.per_ip_per_window,
-            limits.per_item_per_window,
-        ];
-        match self
-            .redis
-            .hit_rate_windows(
-                order.activity_id,
-                order.item_id,
-                order.user_id,
-                &claimed.client.to_string(),
-                limits.rate_window_s,
-                windows,
-            )
-            .await
-        {
-            Ok(0) => {
-                self.counts.pass("rate_limit");
+        let windows = matches!(steps, Steps::Buy | Steps::Windows | Steps::WindowsAndClaim);
+        let deducts = matches!(steps, Steps::Buy | Steps::Deduct);
+        let answered = self.redis.buy(call, steps).await.map_err(|error| {
+            // The script may have run with its reply lost: its claim and marker say so.
+            quiet!(warn, "buy.script", error = %error, order = %order.id, "buy script failed; its answer is unknown");
+            self.settle_unanswered(claimed, deducts);
+            let stage = if deducts { "deduction" } else { "rate_limit" };
+            self.counts.stop(stage, Outcome::Degraded)
+        })?;
+        let answer = ScriptAnswer::read(answered)
+            .map_err(|unknown| self.counts.unknown_answer("buy", unknown, order))?;
+        if windows {
+            self.counts.pass("idempotency");
+        }
+        match answer {
+            ScriptAnswer::Seen(stored) => {
+                self.counts.count("idempotency", "REPLAY");
+                return Err(self.replay(&stored));
+            }
+            ScriptAnswer::WindowFull => {
+                return Err(self.rate_limited(claimed.switches.limits.rate_window_s))
+            }
+            _ if windows => self.counts.pass("rate_limit"),
+            _ => {}
+        }
+        match answer {
+            ScriptAnswer::Deducted { stock_left } => {
+                if stock_left == 0 {
+                    self.catalogue
+                        .mark_sold_out(order.activity_id, order.item_id);
+                }
+                self.counts.pass("deduction");
                 Ok(())
             }
-            Ok(_) => Err(self.rate_limited(limits.rate_window_s)),
-            Err(error) => {
-                quiet!(warn, "buy.rate_windows", error = %error, "rate windows failed");
-                Err(self.counts.stop("rate_limit", Outcome::Degraded))
-            }
+            ScriptAnswer::Refused(refusal) => Err(self.refuse_deduction(order, refusal)),
+            _ => Ok(()),
         }
+    }
+
+    /// A buy script whose reply was lost may have claimed the request id and deducted: the
+    /// deduction (found by its marker) is given back, then the request id freed. This order
+    /// id never reaches the pre-order writer, so releasing it is always safe.
+    fn settle_unanswered(&self, claimed: &Arc<Claimed>, deducted: bool) {
+        let (redis, claimed) = (self.redis.clone(), Arc::clone(claimed));
+        tokio::spawn(async move {
+            if deducted {
+                settle::release_unanswered(&redis, &deduction(&claimed.order)).await;
+            }
+            if let Err(error) = redis.release_claim(&claimed.call()).await {
+                tracing::debug!(error = %error, "a claim whose answer was lost stays until it expires");
+            }
+        });
     }
 
     /// Step 9: the human challenge, only while the switch asks for it.
     async fn challenge(&self, claimed: &Claimed) -> Stage<()> {
-        if !claimed.switches.challenge_required {
-            return Ok(());
-        }
         let passed = match (claimed.challenge_id.as_deref(), claimed.challenge_answer) {
             (Some(id), Some(answer)) => {
                 self.challenges
@@ -698,25 +847,9 @@ impl Funnel {
         }
     }
 
-    /// Step 10: deducts in Redis, or leaves the deduction to the database allocation of
-    /// step 11; returns the pre-order with the reservation it was made under.
-    async fn deduct(&self, order: &PreOrder, mode: DeductionMode) -> Stage<PreOrder> {
-        let per_user_limit = order.reservation.per_user_limit();
-        match mode {
-            DeductionMode::Redis => {
-                self.deduct_in_redis(order, per_user_limit).await?;
-                Ok(order.clone())
-            }
-            DeductionMode::Db => Ok(PreOrder {
-                reservation: Reservation::Database { per_user_limit },
-                ..order.clone()
-            }),
-        }
-    }
-
     /// Step 11: the group-committed pre-order with its outbox row. A refusal by the
     /// database allocation is answered like a deduction refusal.
-    async fn write_preorder(&self, order: &PreOrder, mode: DeductionMode) -> Stage<()> {
+    async fn write_preorder(&self, order: &PreOrder, mode: DeductionMode) -> Stage<Committed> {
         let redis_deducted = matches!(order.reservation, Reservation::Redis { .. });
         match self.preorders.write(order.clone()).await {
             Ok(Verdict::Written) => {
@@ -724,7 +857,7 @@ impl Funnel {
                     self.counts.pass("deduction");
                 }
                 self.counts.pass("preorder");
-                Ok(())
+                Ok(Committed::This)
             }
             Ok(Verdict::Refused(refusal)) => {
                 if redis_deducted {
@@ -732,6 +865,17 @@ impl Funnel {
                 }
                 Err(self.refuse_deduction(order, refusal))
             }
+            Ok(Verdict::Duplicate(earlier)) => {
+                // The request id was claimed twice (its first claim expired while PostgreSQL
+                // was slow): this second deduction is owed back, and the buyer has his
+                // first order.
+                self.counts.count("preorder", "DUPLICATE");
+                if redis_deducted {
+                    self.give_back(order, Units::BackToStock).await;
+                }
+                earlier.map(Committed::Earlier).ok_or_else(in_progress)
+            }
+            Ok(Verdict::Voided) => Err(self.counts.stop("preorder", Outcome::Degraded)),
             Err(error) => {
                 // The commit may have happened all the same (a connection lost on COMMIT):
                 // only a void in PostgreSQL makes it certain that it never will.
@@ -760,49 +904,6 @@ impl Funnel {
                 quantity: order.quantity,
                 amount_cents: order.amount_cents,
             });
-        }
-    }
-
-    /// Step 10 on the Redis path: the Lua deduction (units or seats).
-    async fn deduct_in_redis(&self, order: &PreOrder, limit: i64) -> Result<(), Answer> {
-        let (script, answered) = if order.seats.is_empty() {
-            let answered = self
-                .redis
-                .deduct_stock(order.holding(), limit, order.id)
-                .await;
-            ("deduct_stock", answered)
-        } else {
-            let answered = self
-                .redis
-                .take_seats(
-                    order.sale_item(),
-                    order.buyer(),
-                    limit,
-                    order.id,
-                    &order.seats,
-                )
-                .await;
-            ("take_seats", answered)
-        };
-        let answer = answered.map_err(|error| {
-            // The script may have run with its reply lost; its marker says so. This order
-            // id never reaches the pre-order writer, so releasing it is always safe.
-            quiet!(warn, "buy.deduction", error = %error, order = %order.id, "deduction failed; its answer is unknown");
-            let (redis, deduction) = (self.redis.clone(), deduction(order));
-            tokio::spawn(async move { settle::release_unanswered(&redis, &deduction).await });
-            self.counts.stop("deduction", Outcome::Degraded)
-        })?;
-        match ScriptAnswer::read(answer) {
-            Ok(ScriptAnswer::Deducted { stock_left }) => {
-                if stock_left == 0 {
-                    self.catalogue
-                        .mark_sold_out(order.activity_id, order.item_id);
-                }
-                self.counts.pass("deduction");
-                Ok(())
-            }
-            Ok(ScriptAnswer::Refused(refusal)) => Err(self.refuse_deduction(order, refusal)),
-            Err(unknown) => Err(self.counts.unknown_answer(script, unknown, order)),
         }
     }
 
@@ -837,13 +938,19 @@ impl Funnel {
             Refusal::AlreadyPurchased | Refusal::LimitExceeded => Units::BackToStock,
             _ => Units::Kept,
         };
-        // The batch rolled this member back: it can never commit, so no void is needed.
+        self.give_back(order, units).await;
+    }
+
+    /// Gives back the Redis deduction of a batch member the database did not write. It can
+    /// never commit (its order id is not in PostgreSQL, and never will be), so no void is
+    /// needed.
+    async fn give_back(&self, order: &PreOrder, units: Units) {
         if let Err(error) = self
             .redis
             .release_deduction(order.sale_item(), order.id, units)
             .await
         {
-            quiet!(warn, "buy.release_overruled", error = %error, order = %order.id, "releasing an overruled deduction failed; reconciliation releases it by its marker");
+            quiet!(warn, "buy.give_back", error = %error, order = %order.id, "giving back a deduction PostgreSQL did not write failed; reconciliation releases it by its marker");
         }
     }
 
@@ -853,27 +960,43 @@ impl Funnel {
         answer
     }
 
-    /// A request id seen before: its first answer, once that answer exists.
-    async fn replay(&self, key: &str, mut stored: Vec<u8>) -> Answer {
-        let started = Instant::now();
-        while stored == IN_FLIGHT && started.elapsed() < REPLAY_WAIT {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            match self.redis.get_bytes(key).await {
-                Ok(Some(value)) => stored = value,
-                Ok(None) => break,
-                Err(_) => break,
-            }
+    /// A request id seen before: its stored answer, or, while its first request is still
+    /// in flight, a prompt 409 asking to retry (a replay never waits holding a place).
+    fn replay(&self, stored: &[u8]) -> Answer {
+        if is_in_flight(stored) {
+            return in_progress();
         }
-        Answer::decode(&stored).unwrap_or_else(|| {
-            Answer::json(
-                409,
-                serde_json::json!({
-                    "code": "REQUEST_IN_PROGRESS",
-                    "message": "the first request with this X-Request-ID has not finished; retry shortly"
-                }),
-            )
-        })
+        Answer::decode(stored).unwrap_or_else(in_progress)
     }
+}
+
+/// The answer to a buy that got its pre-order.
+fn ordered(order: Uuid) -> Answer {
+    Answer::json(
+        200,
+        serde_json::json!({ "order_id": order, "status": "PRE_CREATED" }),
+    )
+}
+
+/// The answer to a replay whose first request has not finished.
+fn in_progress() -> Answer {
+    let mut answer = Answer::json(
+        409,
+        serde_json::json!({
+            "code": "REQUEST_IN_PROGRESS",
+            "message": "the first request with this X-Request-ID has not finished; retry shortly"
+        }),
+    );
+    answer.retry_after_s = Some(IN_PROGRESS_RETRY_S);
+    answer
+}
+
+/// Who asks for which item under which request id: what a local refusal needs to tell a
+/// winner's replay from anyone else.
+struct Asked<'a> {
+    sale: SaleItem,
+    user_id: i64,
+    request_id: &'a str,
 }
 
 /// What a pre-order deducted in Redis, as reconciliation settles it.
@@ -915,6 +1038,7 @@ fn target(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buy::stock_scripts::in_flight_marker;
 
     #[test]
     fn stored_answers_decode_to_the_same_bytes() {
@@ -926,7 +1050,7 @@ mod tests {
             serde_json::json!({"order_id": "x", "status": "PRE_CREATED"}),
         );
         assert_eq!(Answer::decode(&ok.encode()), Some(ok));
-        assert_eq!(Answer::decode(IN_FLIGHT), None);
+        assert_eq!(Answer::decode(&in_flight_marker(Uuid::new_v4())), None);
     }
 
     #[test]
@@ -944,13 +1068,13 @@ mod tests {
             reservation: Reservation::Redis { per_user_limit: 1 },
             recorded: false,
         };
-        let answer = counts.unknown_answer("deduct_stock", UnknownAnswer(-7), &order);
+        let answer = counts.unknown_answer("buy", UnknownAnswer(-7), &order);
         assert_eq!(answer.status, 503);
         let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("json");
         assert_eq!(body["code"], "DEGRADED");
         let text = counts.0.render();
         for counted in [
-            r#"seckill_stock_script_unknown_answers_total{script="deduct_stock"} 1"#,
+            r#"seckill_stock_script_unknown_answers_total{script="buy"} 1"#,
             r#"seckill_funnel_requests_total{outcome="DEGRADED",stage="deduction"} 1"#,
         ] {
             assert!(text.contains(counted), "{counted} missing from:\n{text}");

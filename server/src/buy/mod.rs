@@ -10,6 +10,8 @@ pub(crate) mod bloom;
 pub mod challenge;
 pub(crate) mod deduction;
 pub(crate) mod funnel;
+pub(crate) mod holders;
+pub(crate) mod in_flight;
 pub(crate) mod preorders;
 pub(crate) mod routes;
 pub(crate) mod rules;

@@ -11,12 +11,7 @@
 //! is the fast filter in front; when it is wrong (a deduction switch flip, a re-derivation
 //! racing an in-flight deduction) the database refuses instead of overselling.
 
-use sqlx::{Postgres, Transaction};
-use std::{
-    collections::{BTreeMap, HashMap},
-    sync::Arc,
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use uuid::Uuid;
 
@@ -91,6 +86,46 @@ pub(crate) enum Verdict {
     Written,
     /// The database allocation refused it: no stock left there, or the buyer's limit.
     Refused(Refusal),
+    /// The buyer used its request id for an order before (`Some`: that order, committed
+    /// earlier; `None`: an earlier member of the same batch). Its request was claimed
+    /// twice, so this member is not written; its deduction is owed back.
+    Duplicate(Option<Uuid>),
+    /// A void took its order id first: it will never commit, and whoever voided it gives
+    /// its deduction back.
+    Voided,
+}
+
+impl Verdict {
+    /// Reads a verdict of `allocate_preorders` (migrations), for pre-order `id`.
+    fn read(id: Uuid, verdict: &str, existing: Option<Uuid>) -> Result<Self, sqlx::Error> {
+        Ok(match verdict {
+            "written" => Verdict::Written,
+            "sold_out" => Verdict::Refused(Refusal::SoldOut),
+            "not_enough" => Verdict::Refused(Refusal::NotEnough),
+            "already_purchased" => Verdict::Refused(Refusal::AlreadyPurchased),
+            "limit_exceeded" => Verdict::Refused(Refusal::LimitExceeded),
+            "unknown_seat" => Verdict::Refused(Refusal::UnknownSeat),
+            "duplicate" => Verdict::of_earlier(id, existing),
+            "voided" => Verdict::Voided,
+            other => {
+                return Err(sqlx::Error::ColumnDecode {
+                    index: "verdict".into(),
+                    source: format!("unknown verdict `{other}`").into(),
+                })
+            }
+        })
+    }
+
+    /// A member whose request id has an order already: its own, when an earlier attempt
+    /// at this very batch committed (the connection was lost before its answer), else
+    /// another one.
+    fn of_earlier(id: Uuid, existing: Option<Uuid>) -> Self {
+        if existing == Some(id) {
+            Verdict::Written
+        } else {
+            Verdict::Duplicate(existing)
+        }
+    }
 }
 
 type Reply = oneshot::Sender<Result<Verdict, Arc<sqlx::Error>>>;
@@ -173,270 +208,213 @@ impl PreorderWriter {
     }
 }
 
-/// One transaction for the batch; if it fails, each member is retried alone so one bad
-/// row (say, a reused request id) fails only its own buyer. Whether the batch's own
-/// transaction committed.
+/// Writes the batch in one statement and answers each member. Should PostgreSQL fail the
+/// statement over one member (an error of the server, not a decision: a trigger, a
+/// constraint no decision foresaw), each member is written alone, so that member fails
+/// only its own buyer. A statement that failed otherwise (a lost connection) is tried once
+/// more as a whole: both ways of writing recognise members an earlier attempt committed.
+/// Whether the batch was written as one.
 async fn write_batch(pool: &MeteredPool, batch: Vec<(PreOrder, Reply)>) -> bool {
     let (orders, replies): (Vec<PreOrder>, Vec<Reply>) = batch.into_iter().unzip();
-    match commit(pool, &orders).await {
+    let decided = match decide(pool, &orders).await {
+        Err(sqlx::Error::Database(error)) if orders.len() > 1 => {
+            quiet!(warn, "buy.preorder_batch", error = %error, size = orders.len(), "PostgreSQL failed a pre-order batch; writing its members one by one");
+            for (order, reply) in orders.iter().zip(replies) {
+                let alone = allocate(pool, std::slice::from_ref(order)).await;
+                let _ = reply.send(alone.map(|verdicts| verdicts[0]).map_err(Arc::new));
+            }
+            return false;
+        }
+        Err(error) => {
+            quiet!(warn, "buy.preorder_batch", error = %error, size = orders.len(), "pre-order batch failed; trying it once more");
+            allocate(pool, &orders).await
+        }
+        decided => decided,
+    };
+    let written = decided.is_ok();
+    match decided {
         Ok(verdicts) => {
             for (reply, verdict) in replies.into_iter().zip(verdicts) {
                 let _ = reply.send(Ok(verdict));
             }
-            return true;
-        }
-        Err(error) if orders.len() == 1 => {
-            let _ = replies
-                .into_iter()
-                .next()
-                .map(|reply| reply.send(Err(Arc::new(error))));
         }
         Err(error) => {
-            quiet!(warn, "buy.preorder_batch", error = %error, size = orders.len(), "pre-order batch failed; writing its members one by one");
-            for (order, reply) in orders.into_iter().zip(replies) {
-                let result = commit(pool, std::slice::from_ref(&order)).await;
-                let _ = reply.send(result.map(|verdicts| verdicts[0]).map_err(Arc::new));
+            let error = Arc::new(error);
+            for reply in replies {
+                let _ = reply.send(Err(error.clone()));
             }
         }
     }
-    false
+    written
 }
 
-/// Decides the batch's members, writes every granted pre-order with its outbox row and
-/// seats, and moves `allocated` and the buyers' holdings once per row: one transaction.
-async fn commit(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
-    // Redis already decided these; in the common case the database agrees, and writing
-    // first with the stock rows last holds the hot item row only for the last two
-    // statements. Should a CHECK refuse (Redis off the truth), decide member by member.
-    if orders
-        .iter()
-        .all(|order| matches!(order.reservation, Reservation::Redis { .. }))
-    {
-        let mut tx = pool.begin().await?;
-        match insert(&mut tx, orders).await {
-            Ok(()) => {
-                tx.commit().await?;
-                return Ok(vec![Verdict::Written; orders.len()]);
-            }
-            Err(error) if is_check_violation(&error) => tx.rollback().await?,
-            Err(error) => return Err(error),
+/// One statement decides the batch. Redis decided a batch of units already: in the common
+/// case the database agrees, and a plain insert of every member writes it. Should the
+/// database refuse it (a CHECK: Redis off the truth; an order id taken by a void), and for
+/// database deductions and seats, `allocate_preorders` decides member by member.
+async fn decide(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
+    let redis_units = orders.iter().all(|order| {
+        matches!(order.reservation, Reservation::Redis { .. }) && order.seats.is_empty()
+    });
+    if !redis_units {
+        return allocate(pool, orders).await;
+    }
+    match insert(pool, orders).await {
+        Err(error) if is_refusal(&error) => allocate(pool, orders).await,
+        decided => decided,
+    }
+}
+
+/// A CHECK (`allocated` past the stock, a holding past the per-user limit) or a unique
+/// constraint (an order id voided already) refused the statement.
+fn is_refusal(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(database)
+        if matches!(database.code().as_deref(), Some("23514" | "23505")))
+}
+
+/// The batch's columns, one array per column, as both statements take them.
+struct Columns {
+    ids: Vec<Uuid>,
+    activities: Vec<i64>,
+    items: Vec<i64>,
+    users: Vec<i64>,
+    quantities: Vec<i32>,
+    amounts: Vec<i64>,
+    request_ids: Vec<String>,
+    outbox_states: Vec<&'static str>,
+    limits: Vec<i32>,
+}
+
+impl Columns {
+    fn of(orders: &[PreOrder]) -> Self {
+        let narrow = |value: i64| i32::try_from(value).unwrap_or(i32::MAX);
+        Self {
+            ids: orders.iter().map(|o| o.id).collect(),
+            activities: orders.iter().map(|o| o.activity_id).collect(),
+            items: orders.iter().map(|o| o.item_id).collect(),
+            users: orders.iter().map(|o| o.user_id).collect(),
+            quantities: orders.iter().map(|o| narrow(o.quantity)).collect(),
+            amounts: orders.iter().map(|o| o.amount_cents).collect(),
+            request_ids: orders.iter().map(|o| o.request_id.clone()).collect(),
+            outbox_states: orders
+                .iter()
+                .map(|o| if o.recorded { "recorded" } else { "pending" })
+                .collect(),
+            limits: orders
+                .iter()
+                .map(|o| narrow(o.reservation.per_user_limit()))
+                .collect(),
         }
     }
-    let mut tx = pool.begin().await?;
-    let verdicts = allocate(&mut tx, orders).await?;
-    let granted: Vec<PreOrder> = orders
-        .iter()
-        .zip(&verdicts)
-        .filter(|(_, verdict)| **verdict == Verdict::Written)
-        .map(|(order, _)| order.clone())
-        .collect();
-    if !granted.is_empty() {
-        insert(&mut tx, &granted).await?;
-    }
-    tx.commit().await?;
-    Ok(verdicts)
 }
 
-/// A CHECK constraint refused the statement (`allocated` past the stock, a holding past
-/// the per-user limit).
-fn is_check_violation(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(database) if database.code().as_deref() == Some("23514"))
-}
-
-/// Decides every member item by item, first come first served, under the item row's
-/// lock, so concurrent batches cannot both hand out the last units or both take a buyer
-/// past the limit.
-async fn allocate(
-    tx: &mut Transaction<'_, Postgres>,
-    orders: &[PreOrder],
-) -> Result<Vec<Verdict>, sqlx::Error> {
-    let mut verdicts = vec![Verdict::Written; orders.len()];
-    let mut by_item: BTreeMap<(i64, i64), Vec<usize>> = BTreeMap::new();
-    for (index, order) in orders.iter().enumerate() {
-        by_item
-            .entry((order.activity_id, order.item_id))
-            .or_default()
-            .push(index);
-    }
-    // BTreeMap order: rows are locked in one global order, so batches cannot deadlock.
-    for ((activity_id, item_id), members) in by_item {
-        let (allocated, total): (i32, i32) = sqlx::query_as(
-            "SELECT allocated, total_stock FROM activity_items WHERE activity_id = $1 AND item_id = $2 FOR UPDATE",
-        )
-        .bind(activity_id)
-        .bind(item_id)
-        .fetch_one(&mut **tx)
-        .await?;
-        let buyers: Vec<i64> = members.iter().map(|&i| orders[i].user_id).collect();
-        let mut held: HashMap<i64, i64> = sqlx::query_as(
-            "SELECT user_id, units::BIGINT FROM buyer_holdings
-             WHERE activity_id = $1 AND item_id = $2 AND user_id = ANY($3)",
-        )
-        .bind(activity_id)
-        .bind(item_id)
-        .bind(&buyers)
-        .fetch_all(&mut **tx)
-        .await?
-        .into_iter()
-        .collect();
-        let mut left = i64::from(total - allocated);
-        for index in members {
-            let order = &orders[index];
-            let limit = order.reservation.per_user_limit();
-            let holding = held.entry(order.user_id).or_default();
-            verdicts[index] = match allocation(left, *holding, order.quantity, limit) {
-                Ok(stock_left) => {
-                    left = stock_left;
-                    *holding += order.quantity;
-                    Verdict::Written
-                }
-                Err(refusal) => Verdict::Refused(refusal),
-            };
-        }
-    }
-    Ok(verdicts)
-}
-
-/// The same rule as `lua/deduct_stock.lua`, for the database path: the stock left after
-/// granting `quantity`, or why not.
-fn allocation(left: i64, held: i64, quantity: i64, limit: i64) -> Result<i64, Refusal> {
-    if held >= limit {
-        Err(Refusal::AlreadyPurchased)
-    } else if held + quantity > limit {
-        Err(Refusal::LimitExceeded)
-    } else if left <= 0 {
-        Err(Refusal::SoldOut)
-    } else if left < quantity {
-        Err(Refusal::NotEnough)
-    } else {
-        Ok(left - quantity)
-    }
-}
-
-async fn insert(
-    tx: &mut Transaction<'_, Postgres>,
-    orders: &[PreOrder],
-) -> Result<(), sqlx::Error> {
-    let ids: Vec<Uuid> = orders.iter().map(|o| o.id).collect();
-    let activities: Vec<i64> = orders.iter().map(|o| o.activity_id).collect();
-    let items: Vec<i64> = orders.iter().map(|o| o.item_id).collect();
-    let users: Vec<i64> = orders.iter().map(|o| o.user_id).collect();
-    let quantities: Vec<i64> = orders.iter().map(|o| o.quantity).collect();
-    let amounts: Vec<i64> = orders.iter().map(|o| o.amount_cents).collect();
-    let request_ids: Vec<String> = orders.iter().map(|o| o.request_id.clone()).collect();
-    let outbox_states: Vec<&str> = orders
-        .iter()
-        .map(|o| if o.recorded { "recorded" } else { "pending" })
-        .collect();
-    let limits: Vec<i64> = orders
-        .iter()
-        .map(|o| o.reservation.per_user_limit())
-        .collect();
-    sqlx::query(
-        "INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status, request_id)
-         SELECT id, activity_id, item_id, user_id, quantity::INTEGER, amount_cents, 'PRE_CREATED', request_id
-         FROM UNNEST($1::UUID[], $2::BIGINT[], $3::BIGINT[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[], $7::TEXT[])
-              AS o (id, activity_id, item_id, user_id, quantity, amount_cents, request_id)",
+/// Every member written as Redis decided it, with its outbox row, the item's `allocated`
+/// and the buyers' holdings, in one statement (its own transaction). A member whose request
+/// id has an order already is skipped and reported. The writes run in the order listed
+/// (the main query reads only `written`; the rest run after it, in order), so the hot item
+/// row is locked after the outbox rows and before the buyer rows, as in every transaction
+/// that moves both (`orders::release`); its CHECK and the holdings' refuse an oversell.
+async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
+    let c = Columns::of(orders);
+    let rows: Vec<(Uuid, bool, Option<Uuid>)> = sqlx::query_as(
+        "WITH m AS (
+             SELECT * FROM UNNEST($1::UUID[], $2::BIGINT[], $3::BIGINT[], $4::BIGINT[], $5::INTEGER[],
+                                  $6::BIGINT[], $7::TEXT[], $8::TEXT[], $9::INTEGER[]) WITH ORDINALITY
+                 AS m (id, activity_id, item_id, user_id, quantity, amount_cents, request_id,
+                       outbox_state, per_user_limit, member)
+         ), written AS (
+             INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status, request_id)
+             SELECT id, activity_id, item_id, user_id, quantity, amount_cents, 'PRE_CREATED', request_id
+             FROM m ORDER BY member
+             ON CONFLICT (user_id, request_id) DO NOTHING
+             RETURNING id
+         ), outbox_rows AS (
+             INSERT INTO outbox (event_id, topic, status, payload)
+             SELECT m.id, $10, m.outbox_state, jsonb_build_object('order_id', m.id,
+                    'activity_id', m.activity_id, 'item_id', m.item_id, 'user_id', m.user_id,
+                    'quantity', m.quantity, 'amount_cents', m.amount_cents)
+             FROM m JOIN written USING (id)
+         ), stock AS (
+             UPDATE activity_items ai SET allocated = ai.allocated + b.units
+             FROM (SELECT m.activity_id, m.item_id, SUM(m.quantity)::INTEGER AS units
+                   FROM m JOIN written USING (id)
+                   GROUP BY m.activity_id, m.item_id ORDER BY m.activity_id, m.item_id) b
+             WHERE ai.activity_id = b.activity_id AND ai.item_id = b.item_id
+         ), holdings AS (
+             INSERT INTO buyer_holdings (activity_id, item_id, user_id, units, per_user_limit)
+             SELECT m.activity_id, m.item_id, m.user_id, SUM(m.quantity)::INTEGER, MAX(m.per_user_limit)
+             FROM m JOIN written USING (id)
+             GROUP BY m.activity_id, m.item_id, m.user_id
+             ORDER BY m.activity_id, m.item_id, m.user_id
+             ON CONFLICT (activity_id, item_id, user_id)
+             DO UPDATE SET units = buyer_holdings.units + EXCLUDED.units,
+                           per_user_limit = EXCLUDED.per_user_limit
+         )
+         SELECT m.id, written.id IS NOT NULL, earlier.id
+         FROM m LEFT JOIN written USING (id)
+         LEFT JOIN orders earlier ON written.id IS NULL
+              AND earlier.user_id = m.user_id AND earlier.request_id = m.request_id
+         ORDER BY m.member",
     )
-    .bind(&ids)
-    .bind(&activities)
-    .bind(&items)
-    .bind(&users)
-    .bind(&quantities)
-    .bind(&amounts)
-    .bind(&request_ids)
-    .execute(&mut **tx)
-    .await?;
-    // The event id is the order id: a consumer that records it cannot apply one order twice.
-    sqlx::query(
-        "INSERT INTO outbox (event_id, topic, status, payload)
-         SELECT o.id, $2, w.outbox_state, jsonb_build_object('order_id', o.id,
-                'activity_id', o.activity_id, 'item_id', o.item_id, 'user_id', o.user_id,
-                'quantity', o.quantity, 'amount_cents', o.amount_cents)
-         FROM UNNEST($1::UUID[], $3::TEXT[]) AS w (id, outbox_state)
-         JOIN orders o ON o.id = w.id",
-    )
-    .bind(&ids)
+    .bind(&c.ids)
+    .bind(&c.activities)
+    .bind(&c.items)
+    .bind(&c.users)
+    .bind(&c.quantities)
+    .bind(&c.amounts)
+    .bind(&c.request_ids)
+    .bind(&c.outbox_states)
+    .bind(&c.limits)
     .bind(CREATE_ORDER_TOPIC)
-    .bind(&outbox_states)
-    .execute(&mut **tx)
+    .fetch_all(&mut *pool.acquire().await?)
     .await?;
-    hold_seats(tx, orders).await?;
-    // The stock rows last, item row before buyer rows as in every transaction that moves
-    // them (`orders::release`), so the hot item row is held from here to the commit only.
-    // One UPDATE per item row for the whole batch; its CHECK refuses an oversell.
-    sqlx::query(
-        "UPDATE activity_items ai SET allocated = ai.allocated + batch.units
-         FROM (SELECT activity_id, item_id, SUM(quantity)::INTEGER AS units
-               FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[]) AS o (activity_id, item_id, quantity)
-               GROUP BY activity_id, item_id ORDER BY activity_id, item_id) AS batch
-         WHERE ai.activity_id = batch.activity_id AND ai.item_id = batch.item_id",
-    )
-    .bind(&activities)
-    .bind(&items)
-    .bind(&quantities)
-    .execute(&mut **tx)
-    .await?;
-    // Sorted, so two batches lock a buyer's rows in one order; its CHECK refuses a buyer
-    // past the per-user limit.
-    sqlx::query(
-        "INSERT INTO buyer_holdings (activity_id, item_id, user_id, units, per_user_limit)
-         SELECT activity_id, item_id, user_id, SUM(quantity)::INTEGER, MAX(per_user_limit)::INTEGER
-         FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[], $4::BIGINT[], $5::BIGINT[])
-              AS o (activity_id, item_id, user_id, quantity, per_user_limit)
-         GROUP BY activity_id, item_id, user_id ORDER BY activity_id, item_id, user_id
-         ON CONFLICT (activity_id, item_id, user_id)
-         DO UPDATE SET units = buyer_holdings.units + EXCLUDED.units,
-                       per_user_limit = EXCLUDED.per_user_limit",
-    )
-    .bind(&activities)
-    .bind(&items)
-    .bind(&users)
-    .bind(&quantities)
-    .bind(&limits)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
+    Ok(rows
+        .into_iter()
+        .map(|(id, written, earlier)| {
+            if written {
+                Verdict::Written
+            } else {
+                Verdict::of_earlier(id, earlier)
+            }
+        })
+        .collect())
 }
 
-/// Marks the seats of seated pre-orders as held by them. Each seat must still be free in
-/// PostgreSQL too; otherwise the whole transaction fails and its stock goes back.
-async fn hold_seats(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    orders: &[PreOrder],
-) -> Result<(), sqlx::Error> {
-    let seated = orders
-        .iter()
-        .flat_map(|o| o.seats.iter().map(move |seat| (o, seat)));
-    let (mut order_ids, mut activities, mut codes) = (Vec::new(), Vec::new(), Vec::new());
-    for (order, seat) in seated {
-        order_ids.push(order.id);
-        activities.push(order.activity_id);
-        codes.push(seat.clone());
+/// Every member decided in PostgreSQL, first come first served under the item row's lock,
+/// and the granted ones written: one call of `allocate_preorders` (migrations).
+async fn allocate(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
+    let c = Columns::of(orders);
+    let (mut seat_members, mut seat_codes) = (Vec::new(), Vec::new());
+    for (member, order) in (1_i32..).zip(orders) {
+        for seat in &order.seats {
+            seat_members.push(member);
+            seat_codes.push(seat.as_str());
+        }
     }
-    if codes.is_empty() {
-        return Ok(());
-    }
-    let held = sqlx::query(
-        "UPDATE seats s SET order_id = t.order_id
-         FROM UNNEST($1::UUID[], $2::BIGINT[], $3::TEXT[]) AS t (order_id, activity_id, seat_code)
-         WHERE s.activity_id = t.activity_id AND s.seat_code = t.seat_code AND s.order_id IS NULL",
+    let rows: Vec<(i32, String, Option<Uuid>)> = sqlx::query_as(
+        "SELECT member, verdict, existing
+         FROM allocate_preorders($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+         ORDER BY member",
     )
-    .bind(&order_ids)
-    .bind(&activities)
-    .bind(&codes)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    if held == codes.len() as u64 {
-        Ok(())
-    } else {
-        Err(sqlx::Error::Protocol(format!(
-            "{} of {} seats were no longer free",
-            codes.len() as u64 - held,
-            codes.len()
-        )))
-    }
+    .bind(&c.ids)
+    .bind(&c.activities)
+    .bind(&c.items)
+    .bind(&c.users)
+    .bind(&c.quantities)
+    .bind(&c.amounts)
+    .bind(&c.request_ids)
+    .bind(&c.outbox_states)
+    .bind(&c.limits)
+    .bind(&seat_members)
+    .bind(&seat_codes)
+    .bind(CREATE_ORDER_TOPIC)
+    .fetch_all(&mut *pool.acquire().await?)
+    .await?;
+    orders
+        .iter()
+        .zip(rows)
+        .map(|(order, (_, verdict, existing))| Verdict::read(order.id, &verdict, existing))
+        .collect()
 }
 
 /// Every seat of an activity with the buyer of the order holding it, if that order still
@@ -460,11 +438,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn database_allocation_follows_the_lua_rule() {
-        assert_eq!(allocation(5, 0, 2, 2), Ok(3));
-        assert_eq!(allocation(0, 0, 1, 2), Err(Refusal::SoldOut));
-        assert_eq!(allocation(1, 0, 2, 2), Err(Refusal::NotEnough));
-        assert_eq!(allocation(5, 2, 1, 2), Err(Refusal::AlreadyPurchased));
-        assert_eq!(allocation(5, 1, 2, 2), Err(Refusal::LimitExceeded));
+    fn verdicts_read_as_the_function_writes_them() {
+        let (id, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let read = |verdict, existing| Verdict::read(id, verdict, existing).expect(verdict);
+        assert_eq!(read("written", None), Verdict::Written);
+        assert_eq!(
+            read("not_enough", None),
+            Verdict::Refused(Refusal::NotEnough)
+        );
+        assert_eq!(
+            read("unknown_seat", None),
+            Verdict::Refused(Refusal::UnknownSeat)
+        );
+        assert_eq!(read("voided", None), Verdict::Voided);
+        assert_eq!(
+            read("duplicate", Some(other)),
+            Verdict::Duplicate(Some(other))
+        );
+        assert_eq!(read("duplicate", None), Verdict::Duplicate(None));
+        // An earlier attempt at this batch committed the member: it is written.
+        assert_eq!(read("duplicate", Some(id)), Verdict::Written);
+        assert!(Verdict::read(id, "maybe", None).is_err());
     }
 }

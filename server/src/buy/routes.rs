@@ -2,8 +2,8 @@
 //! and buy. The buyer's own orders are `orders::buyer`'s, paying them `payment::routes`'.
 
 use axum::{
-    body::Bytes,
-    extract::{rejection::BytesRejection, ConnectInfo, Path, Query, State},
+    body::Body,
+    extract::{ConnectInfo, Path, Query, State},
     http::{header, HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -18,7 +18,7 @@ use crate::{
         activity_cache::{CachedActivity, LookupError},
         challenge::Challenge,
         funnel::{Answer, Ask},
-        rules::{phase, Outcome, Phase},
+        rules::{phase, Phase},
     },
     error::{ApiError, ApiResult},
     state::AppState,
@@ -51,35 +51,30 @@ impl IntoResponse for Answer {
     }
 }
 
+// The body is handed over unread: admission comes first, and only an admitted request
+// reads it.
 async fn buy(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Answer {
-    funnel(&state, Ask::Units, client, &headers, body).await
+    state
+        .funnel
+        .buy(Ask::Units, &headers, client.ip(), body)
+        .await
 }
 
 async fn seats(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Answer {
-    funnel(&state, Ask::Seats, client, &headers, body).await
-}
-
-async fn funnel(
-    state: &AppState,
-    ask: Ask,
-    client: SocketAddr,
-    headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Answer {
-    match body {
-        Ok(body) => state.funnel.buy(ask, headers, client.ip(), &body).await,
-        Err(rejection) => Answer::refusal(Outcome::BadRequest, &rejection.body_text()),
-    }
+    state
+        .funnel
+        .buy(Ask::Seats, &headers, client.ip(), body)
+        .await
 }
 
 async fn cached_activity(state: &AppState, id: i64) -> ApiResult<std::sync::Arc<CachedActivity>> {

@@ -111,8 +111,8 @@ impl Outcome {
     }
 }
 
-/// Why a deduction was refused, by a stock script (`lua/deduct_stock.lua`,
-/// `lua/take_seats.lua`) or by the database allocation of the pre-order.
+/// Why a deduction was refused, by the buy script (`lua/buy.lua`) or by the database
+/// allocation of the pre-order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
     SoldOut,
@@ -149,24 +149,46 @@ impl Refusal {
     }
 }
 
-/// What a stock script answered, read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What the buy script (`lua/buy.lua`) answered, read.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ScriptAnswer {
-    Deducted { stock_left: i64 },
+    /// The request id was seen before: its stored answer, or the first request's in-flight
+    /// marker. Nothing changed.
+    Seen(Vec<u8>),
+    /// A rate window is full; nothing counted.
+    WindowFull,
+    /// Counted in the windows; nothing claimed yet (the challenge comes next).
+    Admitted,
+    /// Claimed without a deduction: PostgreSQL deducts.
+    Claimed,
+    Deducted {
+        stock_left: i64,
+    },
     Refused(Refusal),
 }
 
-/// A code no stock script documents: the scripts and this server are out of step, and
-/// whether the script deducted anything is unknown.
+/// A code the buy script does not document: the script and this server are out of step,
+/// and whether the script deducted anything is unknown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the stock script answered {0}, a code it does not document")]
+#[error("the buy script answered {0}, a code it does not document")]
 pub(crate) struct UnknownAnswer(pub i64);
 
 impl ScriptAnswer {
-    /// Reads the code table the stock scripts share: the stock left (`>= 0`) or a refusal.
-    pub(crate) fn read(answer: i64) -> Result<ScriptAnswer, UnknownAnswer> {
-        let refusal = match answer {
-            left if left >= 0 => return Ok(ScriptAnswer::Deducted { stock_left: left }),
+    /// Reads the script's `{code, value}` pair.
+    pub(crate) fn read((code, value): (i64, Vec<u8>)) -> Result<ScriptAnswer, UnknownAnswer> {
+        let refusal = match code {
+            1 => return Ok(ScriptAnswer::Seen(value)),
+            2 => return Ok(ScriptAnswer::WindowFull),
+            3 => return Ok(ScriptAnswer::Admitted),
+            4 => return Ok(ScriptAnswer::Claimed),
+            0 => {
+                return std::str::from_utf8(&value)
+                    .ok()
+                    .and_then(|left| left.parse::<i64>().ok())
+                    .filter(|left| *left >= 0)
+                    .map(|stock_left| ScriptAnswer::Deducted { stock_left })
+                    .ok_or(UnknownAnswer(code))
+            }
             -1 => Refusal::SoldOut,
             -2 => Refusal::AlreadyPurchased,
             -3 => Refusal::LimitExceeded,
@@ -212,15 +234,17 @@ mod tests {
     }
 
     #[test]
-    fn script_answers_read_as_deductions_or_refusals() {
+    fn script_answers_read_as_replays_windows_claims_deductions_or_refusals() {
+        let read = |code: i64, value: &str| ScriptAnswer::read((code, value.as_bytes().to_vec()));
+        assert_eq!(read(0, "0"), Ok(ScriptAnswer::Deducted { stock_left: 0 }));
+        assert_eq!(read(0, "7"), Ok(ScriptAnswer::Deducted { stock_left: 7 }));
         assert_eq!(
-            ScriptAnswer::read(0),
-            Ok(ScriptAnswer::Deducted { stock_left: 0 })
+            read(1, "200 0\n{}"),
+            Ok(ScriptAnswer::Seen(b"200 0\n{}".to_vec()))
         );
-        assert_eq!(
-            ScriptAnswer::read(7),
-            Ok(ScriptAnswer::Deducted { stock_left: 7 })
-        );
+        assert_eq!(read(2, "3"), Ok(ScriptAnswer::WindowFull));
+        assert_eq!(read(3, ""), Ok(ScriptAnswer::Admitted));
+        assert_eq!(read(4, ""), Ok(ScriptAnswer::Claimed));
         for (code, refusal) in [
             (-1, Refusal::SoldOut),
             (-2, Refusal::AlreadyPurchased),
@@ -230,19 +254,23 @@ mod tests {
             (-6, Refusal::UnknownSeat),
             (-8, Refusal::Fenced),
         ] {
-            assert_eq!(
-                ScriptAnswer::read(code),
-                Ok(ScriptAnswer::Refused(refusal)),
-                "{code}"
-            );
+            assert_eq!(read(code, ""), Ok(ScriptAnswer::Refused(refusal)), "{code}");
         }
     }
 
     #[test]
     fn undocumented_script_codes_are_errors_not_refusals() {
-        for code in [-7, -100, i64::MIN] {
-            assert_eq!(ScriptAnswer::read(code), Err(UnknownAnswer(code)));
+        for code in [-7, -100, 5, i64::MIN] {
+            assert_eq!(
+                ScriptAnswer::read((code, Vec::new())),
+                Err(UnknownAnswer(code))
+            );
         }
+        assert_eq!(
+            ScriptAnswer::read((0, b"-1".to_vec())),
+            Err(UnknownAnswer(0)),
+            "a deduction cannot leave less than nothing"
+        );
     }
 
     #[test]

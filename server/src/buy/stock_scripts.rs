@@ -1,18 +1,36 @@
-//! The buy path's Redis scripts (`lua/`): the stock deduction and seat taking (each leaving
-//! a marker under the order id), the give-back of a deduction whose pre-order will never
-//! commit, the rate windows and the request-id claim. Each runs as one EVALSHA, with every
-//! key it touches under one hash tag.
+//! The buy path's Redis scripts (`lua/`): the one-round-trip buy (stored answer, rate
+//! windows, claim and deduction of units or seats, leaving a marker under the order id),
+//! the release of a claim whose request was refused after it, and the give-back of a
+//! deduction whose pre-order will never commit. Each runs as one EVALSHA,
+//! with every key it touches under the item's hash tag.
 
 use contract::{SaleItem, UserId};
 use uuid::Uuid;
 
 use crate::infra::{
-    lua::{CLAIM_REQUEST, DEDUCT_STOCK, RATE_WINDOWS, RELEASE_DEDUCTION, TAKE_SEATS},
+    lua::{BUY, RELEASE_CLAIM, RELEASE_DEDUCTION},
     redis::RedisStore,
 };
 
-/// The value `claim_request.lua` stores while the first request with an id is in flight.
-pub(crate) const IN_FLIGHT: &[u8] = b"\0in-flight";
+/// How the value `lua/buy.lua` stores under a request id while its request is in flight
+/// begins; no stored answer begins so.
+const IN_FLIGHT: &[u8] = b"\0in-flight ";
+
+/// The in-flight marker of the request making pre-order `order`: unique to that request, so
+/// it frees its request id (`lua/release_claim.lua`) without touching anyone else's claim.
+pub(crate) fn in_flight_marker(order: Uuid) -> Vec<u8> {
+    [IN_FLIGHT, order.to_string().as_bytes()].concat()
+}
+
+/// Whether a value stored under a request id is an in-flight marker.
+pub(crate) fn is_in_flight(stored: &[u8]) -> bool {
+    stored.starts_with(IN_FLIGHT)
+}
+
+/// How long a claimed request id stays "in flight" if its request dies mid-way: longer than
+/// a pre-order can take to commit, so a replay cannot deduct twice while the first one may
+/// still commit (and should it all the same, PostgreSQL skips the second order).
+pub(crate) const IN_FLIGHT_MS: u64 = 10_000;
 
 /// What a released deduction does with its units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,51 +49,101 @@ pub struct Holding {
     pub quantity: i64,
 }
 
+/// The steps of `lua/buy.lua` one call runs (the stored answer is always looked up first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steps {
+    /// Windows, claim and deduction: a whole buy in one round trip.
+    Buy,
+    /// The windows only, before the challenge.
+    Windows,
+    /// Claim and deduction, after the challenge.
+    Deduct,
+    /// Windows and claim: PostgreSQL deducts.
+    WindowsAndClaim,
+    /// The claim only: after the challenge, PostgreSQL deducting.
+    Claim,
+}
+
+impl Steps {
+    fn letters(self) -> &'static str {
+        match self {
+            Steps::Buy => "wcd",
+            Steps::Windows => "w",
+            Steps::Deduct => "cd",
+            Steps::WindowsAndClaim => "wc",
+            Steps::Claim => "c",
+        }
+    }
+}
+
+/// The three rate windows of one item a buy request goes through: per buyer, per client
+/// address and for the whole item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Windows {
+    pub length_s: u64,
+    pub per_buyer: u64,
+    pub per_address: u64,
+    pub per_item: u64,
+}
+
+/// One buy request as `lua/buy.lua` sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct BuyCall<'a> {
+    /// The units asked for; a seat buy takes one per seat instead.
+    pub take: Holding,
+    pub request_id: &'a str,
+    pub client: &'a str,
+    pub windows: Windows,
+    pub per_user_limit: i64,
+    /// The pre-order the deduction is for; its id names the deduction's marker.
+    pub order: Uuid,
+    /// The chosen seats of a seat buy; empty for units.
+    pub seats: &'a [String],
+}
+
 impl RedisStore {
-    /// All the seats or none, within the per-user limit, for pre-order `order`
-    /// (`lua/take_seats.lua`).
-    pub(crate) async fn take_seats(
+    /// Runs `steps` of one buy request (`lua/buy.lua`): the script's code and its value.
+    pub async fn buy(
         &self,
-        sale: SaleItem,
-        buyer: UserId,
-        limit: i64,
-        order: Uuid,
-        seats: &[String],
-    ) -> redis::RedisResult<i64> {
-        TAKE_SEATS
-            .key(self.seats_key(sale))
+        call: &BuyCall<'_>,
+        steps: Steps,
+    ) -> redis::RedisResult<(i64, Vec<u8>)> {
+        let sale = call.take.sale;
+        let buyer = call.take.buyer.0;
+        BUY.key(self.request_key(sale, buyer, call.request_id))
+            .key(self.item_key(sale, &format!("rl:user:{buyer}")))
+            .key(self.item_key(sale, &format!("rl:ip:{}", call.client)))
+            .key(self.item_key(sale, "rl:item"))
             .key(self.stock_key(sale))
             .key(self.bought_key(sale))
             .key(self.pending_key(sale))
             .key(self.fence_key(sale))
-            .arg(buyer.0)
-            .arg(limit)
-            .arg(order.to_string())
-            .arg(seats)
+            .key(self.seats_key(sale))
+            .arg(steps.letters())
+            .arg(in_flight_marker(call.order))
+            .arg(IN_FLIGHT_MS)
+            .arg(call.windows.length_s)
+            .arg(call.windows.per_buyer)
+            .arg(call.windows.per_address)
+            .arg(call.windows.per_item)
+            .arg(buyer)
+            .arg(call.take.quantity)
+            .arg(call.per_user_limit)
+            .arg(call.order.to_string())
+            .arg(call.seats)
             .invoke_async(&mut self.connection())
             .await
     }
 
-    /// Atomic check-and-deduct of stock and the buyer's count for pre-order `order`
-    /// (`lua/deduct_stock.lua`).
-    pub async fn deduct_stock(
-        &self,
-        take: Holding,
-        limit: i64,
-        order: Uuid,
-    ) -> redis::RedisResult<i64> {
-        let sale = take.sale;
-        DEDUCT_STOCK
-            .key(self.stock_key(sale))
-            .key(self.bought_key(sale))
-            .key(self.pending_key(sale))
-            .key(self.fence_key(sale))
-            .arg(take.buyer.0)
-            .arg(take.quantity)
-            .arg(limit)
-            .arg(order.to_string())
+    /// Frees the request id of `call`, refused after its claim, if it still holds this
+    /// request's own marker (`lua/release_claim.lua`).
+    pub(crate) async fn release_claim(&self, call: &BuyCall<'_>) -> redis::RedisResult<()> {
+        let _: i64 = RELEASE_CLAIM
+            .key(self.request_key(call.take.sale, call.take.buyer.0, call.request_id))
+            .arg(in_flight_marker(call.order))
             .invoke_async(&mut self.connection())
-            .await
+            .await?;
+        Ok(())
     }
 
     /// Gives back the deduction of pre-order `order`, which will never commit, once
@@ -100,40 +168,5 @@ impl RedisStore {
             .invoke_async(&mut self.connection())
             .await?;
         Ok((released >= 0).then_some(released))
-    }
-
-    /// One hit in the buyer, address and item windows; 0 or the index of the tripped window.
-    pub(crate) async fn hit_rate_windows(
-        &self,
-        activity_id: i64,
-        item_id: i64,
-        user_id: i64,
-        client: &str,
-        window_s: u64,
-        limits: [u64; 3],
-    ) -> redis::RedisResult<i64> {
-        let tag = format!("{{a{activity_id}.i{item_id}}}");
-        RATE_WINDOWS
-            .key(self.key(&format!("{tag}:rl:user:{user_id}")))
-            .key(self.key(&format!("{tag}:rl:ip:{client}")))
-            .key(self.key(&format!("{tag}:rl:item")))
-            .arg(window_s)
-            .arg(&limits[..])
-            .invoke_async(&mut self.connection())
-            .await
-    }
-
-    /// Claims a request id: `None` when it is new, else what is stored under it.
-    pub(crate) async fn claim_request(
-        &self,
-        key: &str,
-        in_flight_ms: u64,
-    ) -> redis::RedisResult<Option<Vec<u8>>> {
-        CLAIM_REQUEST
-            .key(key)
-            .arg(IN_FLIGHT)
-            .arg(in_flight_ms)
-            .invoke_async(&mut self.connection())
-            .await
     }
 }

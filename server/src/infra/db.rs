@@ -2,8 +2,11 @@
 
 use prometheus::{Histogram, IntGauge};
 use secrecy::ExposeSecret;
-use sqlx::{postgres::PgPoolOptions, PgPool, Postgres, Transaction};
-use std::time::{Duration, Instant};
+use sqlx::{pool::PoolConnection, postgres::PgPoolOptions, PgPool, Postgres, Transaction};
+use std::{
+    future::Future,
+    time::{Duration, Instant},
+};
 
 use crate::infra::{config::Settings, metrics::Metrics};
 
@@ -39,6 +42,16 @@ impl MeteredPool {
 
     /// A transaction on a connection of the pool, once one is free.
     pub(crate) async fn begin(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        self.timed(self.pool.begin()).await
+    }
+
+    /// A connection of the pool, once one is free, for one statement in its own
+    /// transaction.
+    pub(crate) async fn acquire(&self) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+        self.timed(self.pool.acquire()).await
+    }
+
+    async fn timed<T>(&self, waited: impl Future<Output = T>) -> T {
         /// Counts the wait off again also when the caller gives up on it.
         struct Waiting<'a>(&'a IntGauge);
         impl Drop for Waiting<'_> {
@@ -49,10 +62,10 @@ impl MeteredPool {
         self.waiting.inc();
         let waiting = Waiting(&self.waiting);
         let started = Instant::now();
-        let begun = self.pool.begin().await;
+        let got = waited.await;
         drop(waiting);
         self.acquire.observe(started.elapsed().as_secs_f64());
-        begun
+        got
     }
 }
 

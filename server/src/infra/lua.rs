@@ -27,16 +27,12 @@ macro_rules! scripts {
 scripts! {
     /// One hit in a fixed-window counter (console logins).
     FIXED_WINDOW => "fixed_window",
-    /// One buy request in the buyer, address and item windows.
-    RATE_WINDOWS => "rate_windows",
-    /// Claims an `X-Request-ID`, or returns what is stored under it.
-    CLAIM_REQUEST => "claim_request",
     /// Sets or tests the Bloom filter's bits.
     BLOOM => "bloom",
-    /// Stock and per-user limit checked, then deducted, leaving a marker.
-    DEDUCT_STOCK => "deduct_stock",
-    /// All chosen seats or none, with the same marker.
-    TAKE_SEATS => "take_seats",
+    /// A whole buy: stored answer, rate windows, claim and deduction, leaving a marker.
+    BUY => "buy",
+    /// Frees a request id refused after its claim, if it still holds its own marker.
+    RELEASE_CLAIM => "release_claim",
     /// Gives back a deduction whose pre-order will never commit, once.
     RELEASE_DEDUCTION => "release_deduction",
     /// Gives a cancelled order's units or seats back once per order id.
@@ -68,10 +64,7 @@ mod tests {
         let mut listed: Vec<&str> = NAMES.to_vec();
         listed.sort_unstable();
         assert_eq!(files, listed);
-        assert_eq!(
-            name_of(DEDUCT_STOCK.get_hash().as_bytes()),
-            Some("deduct_stock")
-        );
+        assert_eq!(name_of(BUY.get_hash().as_bytes()), Some("buy"));
         assert_eq!(name_of(b"not a hash"), None);
     }
 }

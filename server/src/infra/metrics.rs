@@ -40,7 +40,7 @@ pub struct Inner {
     pub(crate) db_pool_waiting: IntGauge,
     pub(crate) db_pool_acquire: HistogramVec,
     /// Stock script answers outside the codes the scripts document, by script
-    /// (`deduct_stock`, `take_seats`): the scripts and the server are out of step.
+    /// (`buy`): the script and the server are out of step.
     pub(crate) stock_script_unknown_answers: IntCounterVec,
     /// Money recorded against orders, by where it was learnt (`notify`, `timeout_check`) and
     /// outcome (`paid`, `refund_pending`, `repeated`, `refused`, `amount_mismatch`).
@@ -495,7 +495,7 @@ mod tests {
         metrics.preorder_batch_size.observe(3.0);
         metrics
             .stock_script_unknown_answers
-            .with_label_values(&["deduct_stock"])
+            .with_label_values(&["buy"])
             .inc();
         metrics
             .payments

@@ -79,44 +79,47 @@ impl RedisStore {
     /// Stock left in Redis for one item of one activity. The hash tag groups it with the
     /// item's buyer records and rate windows for the scripts that touch them together.
     pub fn stock_key(&self, sale: SaleItem) -> String {
-        let (activity, item) = (sale.activity, sale.item);
-        self.key(&format!("{{a{activity}.i{item}}}:stock"))
+        self.item_key(sale, "stock")
     }
 
     /// Hash of buyer id → units that buyer holds of the item.
     pub fn bought_key(&self, sale: SaleItem) -> String {
-        let (activity, item) = (sale.activity, sale.item);
-        self.key(&format!("{{a{activity}.i{item}}}:bought"))
+        self.item_key(sale, "bought")
     }
 
     /// Hash of seat code → '' (free) or the buyer holding it, for seated activities.
     pub fn seats_key(&self, sale: SaleItem) -> String {
-        let (activity, item) = (sale.activity, sale.item);
-        self.key(&format!("{{a{activity}.i{item}}}:seats"))
+        self.item_key(sale, "seats")
     }
 
     /// Set of cancelled orders whose units Redis has taken back (`lua/restore_order.lua`).
     pub fn restored_key(&self, sale: SaleItem) -> String {
-        let (activity, item) = (sale.activity, sale.item);
-        self.key(&format!("{{a{activity}.i{item}}}:restored"))
+        self.item_key(sale, "restored")
     }
 
     /// Hash of order id → deduction marker, left by every deduction until reconciliation
-    /// finds its order committed (`lua/deduct_stock.lua`).
+    /// finds its order committed (`lua/buy.lua`).
     pub fn pending_key(&self, sale: SaleItem) -> String {
-        let (activity, item) = (sale.activity, sale.item);
-        self.key(&format!("{{a{activity}.i{item}}}:pending"))
+        self.item_key(sale, "pending")
     }
 
     /// Present while a reconciliation run holds the item: no deduction runs then.
     pub fn fence_key(&self, sale: SaleItem) -> String {
-        let (activity, item) = (sale.activity, sale.item);
-        self.key(&format!("{{a{activity}.i{item}}}:fence"))
+        self.item_key(sale, "fence")
     }
 
-    /// Where the first response to a buyer's request id is kept for replay.
-    pub(crate) fn request_key(&self, user_id: i64, request_id: &str) -> String {
-        self.key(&format!("idem:{{{user_id}}}:{request_id}"))
+    /// Where the answer to a buyer's request id for one item is kept for replay (or the
+    /// in-flight marker while the request runs); under the item's tag, since the buy script
+    /// claims it together with the deduction.
+    pub fn request_key(&self, sale: SaleItem, user_id: i64, request_id: &str) -> String {
+        self.item_key(sale, &format!("idem:{user_id}:{request_id}"))
+    }
+
+    /// One of an item's keys: every key of one item shares its hash tag, so one script can
+    /// touch them all, on Redis Cluster too.
+    pub(crate) fn item_key(&self, sale: SaleItem, rest: &str) -> String {
+        let (activity, item) = (sale.activity, sale.item);
+        self.key(&format!("{{a{activity}.i{item}}}:{rest}"))
     }
 
     /// The Bloom filter of every pre-warmed activity item.
@@ -124,9 +127,9 @@ impl RedisStore {
         self.key("bloom:{items}")
     }
 
-    /// A human challenge handed out and not answered yet.
-    pub(crate) fn challenge_key(&self, challenge_id: &str) -> String {
-        self.key(&format!("challenge:{{{challenge_id}}}"))
+    /// The buyer's open human challenge, handed out and not answered yet.
+    pub(crate) fn challenge_key(&self, user_id: i64) -> String {
+        self.key(&format!("challenge:{{{user_id}}}"))
     }
 
     /// Stores a request's final response for replay.
@@ -365,13 +368,13 @@ async fn ping(manager: &mut ConnectionManager, timeout: Duration) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::infra::lua::DEDUCT_STOCK;
+    use crate::infra::lua::BUY;
 
     #[test]
     fn a_call_is_named_by_its_script_or_its_command() {
         let mut evalsha = redis::cmd("EVALSHA");
-        evalsha.arg(DEDUCT_STOCK.get_hash()).arg(4);
-        assert_eq!(call_name(&evalsha), "deduct_stock");
+        evalsha.arg(BUY.get_hash()).arg(9);
+        assert_eq!(call_name(&evalsha), "buy");
         assert_eq!(call_name(redis::cmd("getdel").arg("k")), "getdel");
         assert_eq!(call_name(redis::cmd("EVALSHA").arg("0123")), "other");
         assert_eq!(call_name(&redis::cmd("FLUSHALL")), "other");

@@ -11,7 +11,7 @@
 //!
 //! # How a run knows no in-flight request will still take or commit what it repairs
 //!
-//! Every Redis deduction leaves a **marker** under its pre-order's id (`lua/deduct_stock.lua`)
+//! Every Redis deduction leaves a **marker** under its pre-order's id (`lua/buy.lua`)
 //! until a run sees that order committed. So a deduction Redis made is never silent: its
 //! marker is there until its order is in PostgreSQL or its units are back.
 //!

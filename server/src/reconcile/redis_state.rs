@@ -10,7 +10,7 @@ use contract::SaleItem;
 
 use crate::infra::redis::RedisStore;
 
-/// A deduction marker as `lua/deduct_stock.lua` and `lua/take_seats.lua` write it:
+/// A deduction marker as `lua/buy.lua` writes it:
 /// `"<deducted at ms> <buyer> <units> [<seat> ...]"`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Marker {

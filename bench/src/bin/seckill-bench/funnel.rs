@@ -1,7 +1,7 @@
 //! The buy funnel's four benchmarks, each a ratio of two measurements taken back to back:
 //!
 //! 1. sold-out storm on one hot item        vs the same server's `/healthz`  (target >= 0.7)
-//! 2. success path (huge stock)             vs `redis-benchmark` EVALSHA of `lua/deduct_stock.lua`
+//! 2. success path (huge stock)             vs `redis-benchmark` EVALSHA of `lua/buy.lua`
 //!    (target >= 0.5)
 //! 3. group commit (`preorder_batch_max` 256) vs one transaction per request (target >= 3x)
 //! 4. DB deduction path (`SECKILL_DEDUCTION=db`) vs pgbench hot-row UPDATE   (target >= 5x)
@@ -117,7 +117,7 @@ struct Item {
 struct Funnel<'a> {
     args: &'a FunnelArgs,
     run: Run,
-    /// The repository, for `lua/deduct_stock.lua`.
+    /// The repository, for `lua/buy.lua`.
     root: PathBuf,
     seckill: PathBuf,
     load: PathBuf,
@@ -573,13 +573,16 @@ impl<'a> Funnel<'a> {
             other => anyhow::bail!("redis-benchmark needs Redis over TCP, not {other:?}"),
         };
         let mut redis = client.get_multiplexed_async_connection().await?;
-        let script = std::fs::read_to_string(self.root.join("lua/deduct_stock.lua"))?;
+        let script = std::fs::read_to_string(self.root.join("lua/buy.lua"))?;
         let sha: String = redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(script)
             .query_async(&mut redis)
             .await?;
-        let (stock, bought) = (format!("{PREFIX}rb:stock"), format!("{PREFIX}rb:bought"));
+        // One whole buy per call, as the server makes it: a new buyer and request id each
+        // time (`__rand_int__`), windows that never refuse, stock that never runs out.
+        let key = |rest: &str| format!("{PREFIX}{{rb}}:{rest}");
+        let (stock, bought, pending) = (key("stock"), key("bought"), key("pending"));
         redis::cmd("SET")
             .arg(&stock)
             .arg(1_000_000_000_000_i64)
@@ -597,15 +600,30 @@ impl<'a> Funnel<'a> {
                 "100000000",
                 "--csv",
             ])
+            .args(["EVALSHA", &sha, "9"])
             .args([
-                "EVALSHA",
-                &sha,
-                "2",
-                &stock,
-                &bought,
+                key("idem:__rand_int__"),
+                key("rl:user:__rand_int__"),
+                key("rl:ip:127.0.0.1"),
+                key("rl:item"),
+                stock.clone(),
+                bought.clone(),
+                pending.clone(),
+                key("fence"),
+                key("seats"),
+            ])
+            .args([
+                "wcd",
+                "in-flight",
+                "10000",
+                "1",
+                "1000000000",
+                "1000000000",
+                "1000000000",
                 "__rand_int__",
                 "1",
                 "1000000",
+                "__rand_int__",
             ]);
         self.measure(
             "2b-redis-evalsha",
@@ -614,9 +632,11 @@ impl<'a> Funnel<'a> {
             benchmark,
         )
         .await?;
+        // The buyer records, markers and answers go with the prefix's other keys.
         redis::cmd("DEL")
             .arg(&stock)
             .arg(&bought)
+            .arg(&pending)
             .query_async::<()>(&mut redis)
             .await?;
         Ok(())

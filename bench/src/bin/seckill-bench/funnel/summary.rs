@@ -381,7 +381,7 @@ const BENCHMARKS: [(&str, &str, &str, &str, f64); 4] = [
     ),
     (
         "2",
-        "success path vs Redis EVALSHA deduct_stock.lua",
+        "success path vs Redis EVALSHA buy.lua",
         "2a-success",
         "2b-redis-evalsha",
         0.5,

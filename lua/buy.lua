@@ -1,0 +1,134 @@
+-- buy.lua: the whole Redis side of one buy request in one round trip, on one item's hash
+-- tag: the stored answer of its request id, the three rate windows, the claim and the
+-- deduction (units, or all the chosen seats or none), each within the per-user limit.
+--
+-- A refused request leaves nothing behind: a replay changes nothing, a full window counts
+-- nothing, and a stock refusal claims nothing (its request id stays free for a retry). Only
+-- a request the windows admit is counted in them, and only a deduction stores the
+-- in-flight marker under the request id, in the same step, so a replay of a request that
+-- may have deducted always finds it.
+--
+-- Every deduction leaves a marker under its order id until reconciliation finds the order
+-- committed in PostgreSQL; a deduction whose pre-order never commits (its reply lost, the
+-- server gone) is found by its marker and given back. While a reconciliation run fences
+-- the item (KEYS[8] exists) nothing is deducted, so the run sees every deduction it must
+-- account for.
+--
+-- The steps a call runs are named by letters: `w` the windows, `c` the claim, `d` the
+-- deduction (with the claim). A buy runs `wcd` in one call; with the challenge on (its key
+-- is the buyer's, not the item's), `w` first and `cd` after the challenge; with the deduction
+-- switch on `db`, PostgreSQL deducts and the script only claims (`wc`, or `w` then `c`).
+--
+-- KEYS[1]  {a<activity>.i<item>}:idem:<buyer>:<request id>   stored answer or in-flight marker
+-- KEYS[2]  {a<activity>.i<item>}:rl:user:<buyer>
+-- KEYS[3]  {a<activity>.i<item>}:rl:ip:<address>
+-- KEYS[4]  {a<activity>.i<item>}:rl:item
+-- KEYS[5]  {a<activity>.i<item>}:stock     remaining units (absent until pre-warmed)
+-- KEYS[6]  {a<activity>.i<item>}:bought    hash: buyer id -> units that buyer holds
+-- KEYS[7]  {a<activity>.i<item>}:pending   hash: order id -> "<deducted at ms> <buyer> <units>[ <seat>...]"
+-- KEYS[8]  {a<activity>.i<item>}:fence     present while a reconciliation run holds the item
+-- KEYS[9]  {a<activity>.i<item>}:seats     hash: seat code -> '' (free) or holder's buyer id
+-- ARGV[1]  the steps to run: any of `w`, `c`, `d` (the lookup always runs first)
+-- ARGV[2]  the in-flight marker stored under KEYS[1] with the deduction
+-- ARGV[3]  how long the marker lives, in milliseconds
+-- ARGV[4]  window length in seconds
+-- ARGV[5..7]  the limit of the buyer, address and item windows
+-- ARGV[8]  buyer id
+-- ARGV[9]  quantity (>= 1); a seat buy takes one unit per seat instead
+-- ARGV[10] per-user limit
+-- ARGV[11] order id of the pre-order the deduction is for
+-- ARGV[12..]  seat codes, distinct (a seat buy), or none (a units buy)
+--
+-- Returns a pair {code, value} (value a string):
+--   { 1, stored}  the request id was seen before: its stored answer, or the in-flight marker
+--   { 2, "<i>"}   window i (1 buyer, 2 address, 3 item) is full
+--   { 3, ""}      admitted by the windows and counted (no `c`)
+--   { 4, ""}      claimed, nothing deducted (`c` without `d`)
+--   { 0, "<n>"}   deducted and claimed; n units left
+--   {-1, ""}      sold out (nothing left) or, for seats, a chosen seat is taken
+--   {-2, ""}      already purchased (the buyer holds the limit)
+--   {-3, ""}      limit exceeded (this quantity would take the buyer over the limit)
+--   {-4, ""}      not pre-warmed (no stock key)
+--   {-5, ""}      not enough left for this quantity (some units remain)
+--   {-6, ""}      a chosen seat does not exist
+--   {-8, ""}      fenced: a reconciliation run holds the item for a moment
+local steps = ARGV[1]
+local stored = redis.call('GET', KEYS[1])
+if stored then
+  return {1, stored}
+end
+
+if string.find(steps, 'w', 1, true) then
+  local window = tonumber(ARGV[4])
+  local hits = redis.call('MGET', KEYS[2], KEYS[3], KEYS[4])
+  for i = 1, 3 do
+    if (tonumber(hits[i]) or 0) >= tonumber(ARGV[i + 4]) then
+      return {2, tostring(i)}
+    end
+  end
+  for i = 1, 3 do
+    if redis.call('INCR', KEYS[i + 1]) == 1 then
+      redis.call('EXPIRE', KEYS[i + 1], window)
+    end
+  end
+end
+if not string.find(steps, 'c', 1, true) then
+  return {3, ''}
+end
+if not string.find(steps, 'd', 1, true) then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', tonumber(ARGV[3]))
+  return {4, ''}
+end
+
+if redis.call('EXISTS', KEYS[8]) == 1 then
+  return {-8, ''}
+end
+local stock = redis.call('GET', KEYS[5])
+if not stock then
+  return {-4, ''}
+end
+stock = tonumber(stock)
+local buyer = ARGV[8]
+local seated = #ARGV >= 12
+local quantity = seated and (#ARGV - 11) or tonumber(ARGV[9])
+local limit = tonumber(ARGV[10])
+local held = tonumber(redis.call('HGET', KEYS[6], buyer) or '0')
+if held >= limit then
+  return {-2, ''}
+end
+if held + quantity > limit then
+  return {-3, ''}
+end
+local marker
+if seated then
+  for i = 12, #ARGV do
+    local holder = redis.call('HGET', KEYS[9], ARGV[i])
+    if not holder then
+      return {-6, ''}
+    end
+    if holder ~= '' then
+      return {-1, ''}
+    end
+  end
+  local seats = {}
+  for i = 12, #ARGV do
+    redis.call('HSET', KEYS[9], ARGV[i], buyer)
+    seats[#seats + 1] = ARGV[i]
+  end
+  marker = string.format(' %s', table.concat(seats, ' '))
+else
+  if stock <= 0 then
+    return {-1, ''}
+  end
+  if stock < quantity then
+    return {-5, ''}
+  end
+  marker = ''
+end
+redis.call('DECRBY', KEYS[5], quantity)
+redis.call('HINCRBY', KEYS[6], buyer, quantity)
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('HSET', KEYS[7], ARGV[11], string.format('%d %s %d', ms, buyer, quantity) .. marker)
+redis.call('SET', KEYS[1], ARGV[2], 'PX', tonumber(ARGV[3]))
+return {0, tostring(stock - quantity)}
