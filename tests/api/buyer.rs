@@ -8,6 +8,7 @@ use crate::support::{
         buy_body, count_codes, open_activity, open_sale, order_id, storm, storm_settings, token,
         upcoming_activity, Listing, Sale, TestClock,
     },
+    redis_cluster::RedisCluster,
     wait::{self, PATIENCE},
 };
 use contract::Role;
@@ -1041,4 +1042,120 @@ async fn a_request_id_claimed_again_after_its_claim_expired_gets_the_first_order
     assert_eq!(app.allocated(&sale).await, 41);
     // The second deduction was given back.
     assert_eq!(app.redis_stock(&sale).await, 59);
+}
+
+/// The buy script on a Redis Cluster of three masters: every key of one buy shares its
+/// item's hash tag, so each call runs whole on the item's master (a key elsewhere would be
+/// refused with `CROSSSLOT`), and a storm on three items, each on its own master, sells
+/// exactly each one's stock within the per-user limit.
+#[tokio::test]
+async fn a_storm_through_the_buy_script_on_a_redis_cluster_sells_exactly_the_stock() {
+    let cluster = RedisCluster::start(3).await;
+    let client = redis::cluster::ClusterClient::new(cluster.urls()).expect("cluster client");
+    let connection = client
+        .get_async_connection()
+        .await
+        .expect("cluster connection");
+    let buy = redis::Script::new(include_str!("../../lua/buy.lua"));
+    let release = redis::Script::new(include_str!("../../lua/release_deduction.lua"));
+    let key = |item: i64, rest: &str| format!("{{a1.i{item}}}:{rest}");
+    // Three items whose tags land on three different masters.
+    let mut items = Vec::new();
+    let mut masters = std::collections::HashSet::new();
+    for item in 1.. {
+        if masters.insert(cluster.master_of(&key(item, "stock")).await) {
+            items.push(item);
+        }
+        if items.len() == 3 {
+            break;
+        }
+    }
+    for item in &items {
+        let _: () = redis::cmd("SET")
+            .arg(key(*item, "stock"))
+            .arg(100)
+            .query_async(&mut connection.clone())
+            .await
+            .expect("stock");
+    }
+    let requests: Vec<(i64, i64)> = items
+        .iter()
+        .flat_map(|item| (1..=700).map(move |buyer| (*item, buyer)))
+        .collect();
+    let answers: Vec<(i64, i64)> = stream::iter(requests)
+        .map(|(item, buyer)| {
+            let (buy, mut connection) = (&buy, connection.clone());
+            async move {
+                let mut call = buy.prepare_invoke();
+                for rest in [
+                    format!("idem:{buyer}:r"),
+                    format!("rl:user:{buyer}"),
+                    "rl:ip:127.0.0.1".to_owned(),
+                    "rl:item".to_owned(),
+                    "stock".to_owned(),
+                    "bought".to_owned(),
+                    "pending".to_owned(),
+                    "fence".to_owned(),
+                    "seats".to_owned(),
+                ] {
+                    call.key(key(item, &rest));
+                }
+                call.arg("wcd").arg("in-flight").arg(10_000).arg(60);
+                call.arg(1_000_000).arg(1_000_000).arg(1_000_000);
+                call.arg(buyer)
+                    .arg(1)
+                    .arg(1)
+                    .arg(uuid::Uuid::new_v4().to_string());
+                let (code, _): (i64, Vec<u8>) =
+                    call.invoke_async(&mut connection).await.expect("buy");
+                (item, code)
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let mut connection = connection;
+    for item in &items {
+        let codes: Vec<i64> = answers
+            .iter()
+            .filter(|(of, _)| of == item)
+            .map(|(_, code)| *code)
+            .collect();
+        assert_eq!(
+            codes.iter().filter(|code| **code == 0).count(),
+            100,
+            "item {item}"
+        );
+        assert_eq!(
+            codes.iter().filter(|code| **code == -1).count(),
+            600,
+            "item {item}"
+        );
+        let (stock, buyers, markers): (i64, i64, i64) = redis::pipe()
+            .get(key(*item, "stock"))
+            .hlen(key(*item, "bought"))
+            .hlen(key(*item, "pending"))
+            .query_async(&mut connection)
+            .await
+            .expect("figures");
+        assert_eq!((stock, buyers, markers), (0, 100, 100), "item {item}");
+    }
+    // A give-back runs on the item's master like the buy.
+    let pending: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(key(items[0], "pending"))
+        .query_async(&mut connection)
+        .await
+        .expect("markers");
+    let order = pending.keys().next().expect("a marker");
+    let released: i64 = release
+        .key(key(items[0], "stock"))
+        .key(key(items[0], "bought"))
+        .key(key(items[0], "seats"))
+        .key(key(items[0], "pending"))
+        .arg(order)
+        .arg("1")
+        .invoke_async(&mut connection)
+        .await
+        .expect("release");
+    assert_eq!(released, 1);
 }

@@ -1,0 +1,159 @@
+//! A private Redis Cluster for tests: Debian's `redis-server` started in cluster mode as
+//! masters on spare loopback ports, their slots assigned with `redis-cli --cluster create`,
+//! without persistence. Killed (and their files removed) when dropped.
+
+use super::{spare_port, wait};
+use std::{path::PathBuf, process::Stdio, time::Duration};
+use tokio::process::{Child, Command};
+
+pub(crate) struct RedisCluster {
+    ports: Vec<u16>,
+    children: Vec<Child>,
+    dir: PathBuf,
+}
+
+/// A spare port whose cluster bus port (10,000 above it) is spare too.
+fn spare_node_port() -> u16 {
+    loop {
+        let port = spare_port();
+        if port <= 55_000 && std::net::TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn binary(name: &str) -> String {
+    std::env::var("REDIS_SERVER_BIN")
+        .map(|server| server.replace("redis-server", name))
+        .unwrap_or_else(|_| format!("/usr/bin/{name}"))
+}
+
+impl RedisCluster {
+    /// `masters` masters with every slot assigned; returns once the cluster says it is ok.
+    pub(crate) async fn start(masters: usize) -> Self {
+        let ports: Vec<u16> = (0..masters).map(|_| spare_node_port()).collect();
+        let dir = std::env::temp_dir().join(format!("seckill-cluster-{}", ports[0]));
+        std::fs::create_dir_all(&dir).expect("cluster dir");
+        let mut children = Vec::new();
+        for port in &ports {
+            let child = Command::new(binary("redis-server"))
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--cluster-enabled", "yes"])
+                .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                .current_dir(&dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("redis-server runs");
+            children.push(child);
+        }
+        let cluster = Self {
+            ports,
+            children,
+            dir,
+        };
+        for url in cluster.urls() {
+            wait::until(
+                &format!("cluster node {url} answering"),
+                Duration::from_secs(20),
+                || async { cluster.node_info(&url).await.is_ok() },
+            )
+            .await;
+        }
+        let nodes: Vec<String> = cluster
+            .ports
+            .iter()
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        let created = Command::new(binary("redis-cli"))
+            .args(["--cluster", "create"])
+            .args(&nodes)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await
+            .expect("redis-cli runs");
+        assert!(created.success(), "redis-cli --cluster create failed");
+        for url in cluster.urls() {
+            wait::until(
+                &format!("cluster state ok on {url}"),
+                Duration::from_secs(30),
+                || async {
+                    cluster
+                        .node_info(&url)
+                        .await
+                        .is_ok_and(|info| info.contains("cluster_state:ok"))
+                },
+            )
+            .await;
+        }
+        cluster
+    }
+
+    /// Every node's URL, as a cluster client takes them.
+    pub(crate) fn urls(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .map(|port| format!("redis://127.0.0.1:{port}/"))
+            .collect()
+    }
+
+    async fn node_info(&self, url: &str) -> redis::RedisResult<String> {
+        let client = redis::Client::open(url)?;
+        let mut connection = client.get_multiplexed_async_connection().await?;
+        redis::cmd("CLUSTER")
+            .arg("INFO")
+            .query_async(&mut connection)
+            .await
+    }
+
+    /// The port of the master that serves `key`'s slot.
+    pub(crate) async fn master_of(&self, key: &str) -> u16 {
+        let client = redis::Client::open(self.urls()[0].as_str()).expect("client");
+        let mut connection = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query_async(&mut connection)
+            .await
+            .expect("keyslot");
+        // Each entry: [first slot, last slot, [host, port, id], ...].
+        let ranges: Vec<(i64, i64, u16)> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async::<Vec<redis::Value>>(&mut connection)
+            .await
+            .expect("slots")
+            .into_iter()
+            .filter_map(|range| match range {
+                redis::Value::Array(fields) if fields.len() >= 3 => {
+                    let first = redis::from_redis_value(&fields[0]).ok()?;
+                    let last = redis::from_redis_value(&fields[1]).ok()?;
+                    let master: Vec<redis::Value> = redis::from_redis_value(&fields[2]).ok()?;
+                    let port = redis::from_redis_value(master.get(1)?).ok()?;
+                    Some((first, last, port))
+                }
+                _ => None,
+            })
+            .collect();
+        ranges
+            .into_iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+            .map(|(_, _, port)| port)
+            .expect("every slot is served")
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.start_kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
