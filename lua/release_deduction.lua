@@ -5,7 +5,7 @@
 -- KEYS[1]  {a<activity>.i<item>}:stock
 -- KEYS[2]  {a<activity>.i<item>}:bought   hash: buyer id -> units held
 -- KEYS[3]  {a<activity>.i<item>}:seats    hash: seat code -> '' or holder (seated items)
--- KEYS[4]  {a<activity>.i<item>}:pending  the markers deduct_stock.lua / take_seats.lua leave
+-- KEYS[4]  {a<activity>.i<item>}:pending  the markers buy.lua leaves
 -- ARGV[1]  order id
 -- ARGV[2]  '1': the units go back to stock; '0': they stay spent (PostgreSQL had no stock
 --          left for them, so Redis was over by as much); the buyer's record and seats go
