@@ -29,7 +29,7 @@ pub trait Clock: Send + Sync {
 }
 
 /// The real time, which serves unless [`Challenges::use_clock`] says otherwise.
-struct WallClock;
+pub(crate) struct WallClock;
 
 impl Clock for WallClock {
     fn now_ms(&self) -> i64 {

@@ -15,6 +15,7 @@
 //! the database's busy backends wait on; [`summary`] turns them into the result block.
 
 pub mod dashboard;
+pub mod sale_page;
 mod summary;
 
 use anyhow::Context;

@@ -96,7 +96,7 @@ enum Side {
 }
 
 /// One storm; its throughput.
-async fn load(
+pub(super) async fn load(
     bench: &mut Funnel<'_>,
     name: &str,
     item: i64,
