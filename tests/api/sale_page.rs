@@ -3,7 +3,8 @@
 //! the server's clock, bad input, and another instance serving what one published. In
 //! Chromium (`tests/browser/sale_page_*.mjs`): a visitor's clock an hour off does not light
 //! the button early or late, the buyer's whole flow from the countdown to paid, refusals in
-//! words, and a buy that timed out retried as the same order.
+//! words, a buy that timed out retried as the same order, the page without its API, and an
+//! order the pipeline holds said calmly to be in preparation.
 
 use crate::browser::{finish_scenario, start_scenario};
 use crate::support::{
@@ -16,6 +17,7 @@ use crate::support::{
 };
 use contract::Role;
 use reqwest::{header, Method, Response};
+use seckill::infra::config::AsyncMode;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -545,4 +547,50 @@ async fn a_buy_that_timed_out_is_retried_as_the_same_order() {
             .expect("orders");
     // One order for the click and its retry, the one the page shows.
     assert_eq!(orders, [(shown.to_owned(), request_id.to_owned())]);
+}
+
+#[tokio::test]
+async fn without_its_api_the_page_shows_its_static_facts_and_an_unknown_status() {
+    let app = spawn_app().await;
+    let shop = shop(&app, "acme", "Offline sale").await;
+    published(&app, &shop.merchant, shop.sale.activity_id).await;
+    let child = start_scenario(
+        "sale_page_offline.mjs",
+        vec![
+            app.address.clone(),
+            shop.sale.activity_id.to_string(),
+            token(&app, 506),
+            "Offline sale".into(),
+            "9.90".into(),
+            shots(),
+        ],
+    );
+    let said = lines_of(child).await;
+    assert!(said.iter().any(|line| line.starts_with("ok:")), "{said:?}");
+}
+
+#[tokio::test]
+async fn an_order_the_pipeline_holds_is_said_to_be_in_preparation_after_10_s() {
+    // Pre-orders are recorded, not handed to the pipeline: they stay PRE_CREATED.
+    let app = spawn_app_with(|settings| settings.buy.async_mode = AsyncMode::Record).await;
+    let shop = open_page(&app, 10).await;
+    const BUYER: i64 = 507;
+    let child = start_scenario(
+        "sale_page_preparing.mjs",
+        vec![
+            app.address.clone(),
+            shop.sale.activity_id.to_string(),
+            token(&app, BUYER),
+            shots(),
+        ],
+    );
+    let said = lines_of(child).await;
+    let shown = said_value(&said, "order").expect("order shown");
+    let orders: Vec<(String, String)> =
+        sqlx::query_as("SELECT id::TEXT, status FROM orders WHERE user_id = $1")
+            .bind(BUYER)
+            .fetch_all(&app.db)
+            .await
+            .expect("orders");
+    assert_eq!(orders, [(shown.to_owned(), "PRE_CREATED".to_owned())]);
 }

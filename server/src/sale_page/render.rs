@@ -182,6 +182,7 @@ fn html(activity: &StoredActivity, version: i64, script: &str, stylesheet: &str)
     <button id="buy" type="button" disabled>Buy now</button>
     <p id="message" role="alert"></p>
     <div id="order" hidden>
+      <p id="order-id" class="meta"></p>
       <p id="order-status" role="status"></p>
       <p id="order-amount"></p>
       <button id="pay" type="button" hidden>Pay</button>

@@ -11,7 +11,7 @@
   const el = {
     phase: $('phase'), countdown: $('countdown'), buy: $('buy'), message: $('message'),
     challenge: $('challenge'), question: $('question'), answer: $('answer'), seats: $('seats'),
-    order: $('order'), orderStatus: $('order-status'), amount: $('order-amount'),
+    order: $('order'), orderId: $('order-id'), orderStatus: $('order-status'), amount: $('order-amount'),
     pay: $('pay'), recheck: $('recheck'),
   };
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -109,13 +109,13 @@
   }
 
   // The phase by the server, from whichever source answered last; `closed` (an operator's
-  // switch) only /status knows, so it holds until /status says otherwise.
+  // switch) only /status knows, so it holds until /status says otherwise. Until /status
+  // answers once the page has no clock, no stock and no challenge setting: unknown.
   function phase() {
-    if (status && status.phase === 'closed') return 'closed';
+    if (!status) return 'unknown';
+    if (status.phase === 'closed') return 'closed';
     if (button && buttonAt > statusAt) return button.phase;
-    if (status) return status.phase;
-    if (button) return button.phase;
-    return 'unknown';
+    return status.phase;
   }
 
   const selectedItem = () => {
@@ -148,8 +148,10 @@
     const now = serverNow();
     const p = phase();
     el.phase.dataset.phase = p;
-    if (p === 'unknown' || (statusFailed && !status && !button)) {
-      el.phase.textContent = 'Sale status unknown: the shop cannot be reached right now; the page keeps trying.';
+    if (p === 'unknown') {
+      el.phase.textContent = statusFailed
+        ? 'Sale status unknown: the shop cannot be reached right now; the page keeps trying.'
+        : 'Sale status unknown: asking the shop…';
     } else if (p === 'upcoming') {
       el.phase.textContent = 'The sale has not started yet.';
     } else if (p === 'open') {
@@ -320,6 +322,7 @@
     el.order.hidden = false;
     el.order.dataset.order = orderId;
     el.order.dataset.status = state;
+    el.orderId.textContent = `Order ${orderId}`;
     el.orderStatus.textContent = text;
   }
 
