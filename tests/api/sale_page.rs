@@ -392,19 +392,14 @@ fn said_value<'a>(said: &'a [String], key: &str) -> Option<&'a str> {
 async fn clock_off_by(offset_ms: i64) {
     let app = spawn_app().await;
     let (sale, starts_at_ms) = opening_soon(&app, 12, 10).await;
-    let buyer = token(&app, 501);
-    let child = start_scenario(
+    let said = buyer_scenario(
+        &app,
         "sale_page_clock.mjs",
-        vec![
-            app.address.clone(),
-            sale.activity_id.to_string(),
-            buyer,
-            starts_at_ms.to_string(),
-            offset_ms.to_string(),
-            shots(),
-        ],
-    );
-    let said = lines_of(child).await;
+        sale.activity_id,
+        501,
+        &[starts_at_ms.to_string(), offset_ms.to_string()],
+    )
+    .await;
     let lit_at: i64 = said_value(&said, "lit_at")
         .and_then(|ms| ms.parse().ok())
         .unwrap_or_else(|| panic!("no lit_at in {said:?}"));
@@ -432,6 +427,36 @@ async fn lines_of(mut child: tokio::process::Child) -> Vec<String> {
     said
 }
 
+/// Runs `script` as buyer `buyer` on the activity's page (with `extra` arguments before the
+/// screenshot folder); what it said.
+async fn buyer_scenario(
+    app: &TestApp,
+    script: &str,
+    activity_id: i64,
+    buyer: i64,
+    extra: &[String],
+) -> Vec<String> {
+    let mut args = vec![
+        app.address.clone(),
+        activity_id.to_string(),
+        token(app, buyer),
+    ];
+    args.extend_from_slice(extra);
+    args.push(shots());
+    lines_of(start_scenario(script, args)).await
+}
+
+/// The buyer's orders: (id, `column`).
+async fn orders_of(app: &TestApp, buyer: i64, column: &str) -> Vec<(String, String)> {
+    sqlx::query_as(&format!(
+        "SELECT id::TEXT, {column} FROM orders WHERE user_id = $1"
+    ))
+    .bind(buyer)
+    .fetch_all(&app.db)
+    .await
+    .expect("orders")
+}
+
 #[tokio::test]
 async fn a_visitor_an_hour_ahead_sees_the_button_light_at_the_servers_start() {
     clock_off_by(3_600_000).await;
@@ -447,25 +472,13 @@ async fn a_buyer_goes_from_the_countdown_to_paid_with_one_request_and_a_reload_b
     let app = spawn_app().await;
     let (sale, _) = opening_soon(&app, 12, 10).await;
     const BUYER: i64 = 502;
-    let child = start_scenario(
-        "sale_page_flow.mjs",
-        vec![
-            app.address.clone(),
-            sale.activity_id.to_string(),
-            token(&app, BUYER),
-            shots(),
-        ],
-    );
-    let said = lines_of(child).await;
+    let said = buyer_scenario(&app, "sale_page_flow.mjs", sale.activity_id, BUYER, &[]).await;
     assert_eq!(said_value(&said, "buys"), Some("1"), "{said:?}");
     let shown = said_value(&said, "order").expect("order shown");
-    let orders: Vec<(String, String)> =
-        sqlx::query_as("SELECT id::TEXT, status FROM orders WHERE user_id = $1")
-            .bind(BUYER)
-            .fetch_all(&app.db)
-            .await
-            .expect("orders");
-    assert_eq!(orders, [(shown.to_owned(), "PAID".to_owned())]);
+    assert_eq!(
+        orders_of(&app, BUYER, "status").await,
+        [(shown.to_owned(), "PAID".to_owned())]
+    );
 }
 
 /// Runs the refusal scenario on an open sale's page: the test does `before_click` once the
@@ -527,26 +540,21 @@ async fn a_buy_that_timed_out_is_retried_as_the_same_order() {
     let app = spawn_app().await;
     let shop = open_page(&app, 10).await;
     const BUYER: i64 = 505;
-    let child = start_scenario(
+    let said = buyer_scenario(
+        &app,
         "sale_page_retry.mjs",
-        vec![
-            app.address.clone(),
-            shop.sale.activity_id.to_string(),
-            token(&app, BUYER),
-            shots(),
-        ],
-    );
-    let said = lines_of(child).await;
+        shop.sale.activity_id,
+        BUYER,
+        &[],
+    )
+    .await;
     let shown = said_value(&said, "order").expect("order shown");
     let request_id = said_value(&said, "request_id").expect("the click's request id");
-    let orders: Vec<(String, String)> =
-        sqlx::query_as("SELECT id::TEXT, request_id FROM orders WHERE user_id = $1")
-            .bind(BUYER)
-            .fetch_all(&app.db)
-            .await
-            .expect("orders");
     // One order for the click and its retry, the one the page shows.
-    assert_eq!(orders, [(shown.to_owned(), request_id.to_owned())]);
+    assert_eq!(
+        orders_of(&app, BUYER, "request_id").await,
+        [(shown.to_owned(), request_id.to_owned())]
+    );
 }
 
 #[tokio::test]
@@ -554,18 +562,14 @@ async fn without_its_api_the_page_shows_its_static_facts_and_an_unknown_status()
     let app = spawn_app().await;
     let shop = shop(&app, "acme", "Offline sale").await;
     published(&app, &shop.merchant, shop.sale.activity_id).await;
-    let child = start_scenario(
+    let said = buyer_scenario(
+        &app,
         "sale_page_offline.mjs",
-        vec![
-            app.address.clone(),
-            shop.sale.activity_id.to_string(),
-            token(&app, 506),
-            "Offline sale".into(),
-            "9.90".into(),
-            shots(),
-        ],
-    );
-    let said = lines_of(child).await;
+        shop.sale.activity_id,
+        506,
+        &["Offline sale".into(), "9.90".into()],
+    )
+    .await;
     assert!(said.iter().any(|line| line.starts_with("ok:")), "{said:?}");
 }
 
@@ -575,22 +579,17 @@ async fn an_order_the_pipeline_holds_is_said_to_be_in_preparation_after_10_s() {
     let app = spawn_app_with(|settings| settings.buy.async_mode = AsyncMode::Record).await;
     let shop = open_page(&app, 10).await;
     const BUYER: i64 = 507;
-    let child = start_scenario(
+    let said = buyer_scenario(
+        &app,
         "sale_page_preparing.mjs",
-        vec![
-            app.address.clone(),
-            shop.sale.activity_id.to_string(),
-            token(&app, BUYER),
-            shots(),
-        ],
-    );
-    let said = lines_of(child).await;
+        shop.sale.activity_id,
+        BUYER,
+        &[],
+    )
+    .await;
     let shown = said_value(&said, "order").expect("order shown");
-    let orders: Vec<(String, String)> =
-        sqlx::query_as("SELECT id::TEXT, status FROM orders WHERE user_id = $1")
-            .bind(BUYER)
-            .fetch_all(&app.db)
-            .await
-            .expect("orders");
-    assert_eq!(orders, [(shown.to_owned(), "PRE_CREATED".to_owned())]);
+    assert_eq!(
+        orders_of(&app, BUYER, "status").await,
+        [(shown.to_owned(), "PRE_CREATED".to_owned())]
+    );
 }

@@ -51,16 +51,21 @@ async fn without_slash(id: Result<Path<i64>, PathRejection>) -> ApiResult<Respon
         .into_response())
 }
 
+/// What `serve` answers for the path's activity id, or 404 when it has no published page.
+fn published(
+    id: Result<Path<i64>, PathRejection>,
+    serve: impl FnOnce(i64) -> Option<Response>,
+) -> ApiResult<Response> {
+    let Path(id) = id?;
+    serve(id).ok_or(ApiError::NotFound("sale page"))
+}
+
 async fn page(
     State(state): State<AppState>,
     id: Result<Path<i64>, PathRejection>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let Path(id) = id?;
-    state
-        .sale_pages
-        .page(id, &headers)
-        .ok_or(ApiError::NotFound("sale page"))
+    published(id, |id| state.sale_pages.page(id, &headers))
 }
 
 async fn button(
@@ -68,11 +73,7 @@ async fn button(
     id: Result<Path<i64>, PathRejection>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let Path(id) = id?;
-    state
-        .sale_pages
-        .button(id, &headers)
-        .ok_or(ApiError::NotFound("sale page"))
+    published(id, |id| state.sale_pages.button(id, &headers))
 }
 
 async fn asset(

@@ -20,16 +20,16 @@ use serde::{Deserialize, Serialize};
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
-    sync::{Arc, PoisonError, RwLock},
+    sync::Arc,
 };
 
 use super::{
     render::{button_script, Rendered},
     rules::{entity_tag, matches_tag, ButtonPhase},
 };
-use crate::{
-    buy::challenge::{Clock, WallClock},
-    infra::config::SalePageSettings,
+use crate::infra::{
+    clock::{Clock, SwappableClock},
+    config::SalePageSettings,
 };
 
 /// One ready-made response.
@@ -114,7 +114,7 @@ const CSS: &str = "text/css; charset=utf-8";
 pub struct SalePages {
     dir: PathBuf,
     site: ArcSwap<Site>,
-    clock: RwLock<Arc<dyn Clock>>,
+    clock: SwappableClock,
     page_cache: HeaderValue,
     button_cache: HeaderValue,
     asset_cache: HeaderValue,
@@ -129,7 +129,7 @@ impl SalePages {
         Self {
             dir: settings.dir.clone(),
             site: ArcSwap::default(),
-            clock: RwLock::new(Arc::new(WallClock)),
+            clock: SwappableClock::default(),
             page_cache: public(settings.page_max_age_s),
             button_cache: public(settings.button_max_age_s),
             asset_cache: HeaderValue::from_static("public, max-age=31536000, immutable"),
@@ -139,14 +139,7 @@ impl SalePages {
     /// Decides the button's phase by `clock` from now on (tests move a clock of their own
     /// past the start instead of waiting for it).
     pub fn use_clock(&self, clock: Arc<dyn Clock>) {
-        *self.clock.write().unwrap_or_else(PoisonError::into_inner) = clock;
-    }
-
-    fn now_ms(&self) -> i64 {
-        self.clock
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .now_ms()
+        self.clock.set(clock);
     }
 
     /// The version of an activity's page this instance serves, if any.
@@ -167,7 +160,7 @@ impl SalePages {
     pub(crate) fn button(&self, activity_id: i64, request: &HeaderMap) -> Option<Response> {
         let site = self.site.load();
         let page = site.pages.get(&activity_id)?;
-        let phase = ButtonPhase::at(self.now_ms(), page.starts_at_ms, page.ends_at_ms);
+        let phase = ButtonPhase::at(self.clock.now_ms(), page.starts_at_ms, page.ends_at_ms);
         let index = ButtonPhase::ALL.iter().position(|p| *p == phase)?;
         Some(page.buttons.get(index)?.respond(request))
     }

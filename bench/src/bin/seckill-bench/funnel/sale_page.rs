@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{dashboard::load, Funnel, FunnelArgs};
-use crate::{doc, run::grouped, Common};
+use crate::{run::grouped, Common};
 
 #[derive(Args)]
 pub struct SalePageArgs {
@@ -129,45 +129,19 @@ fn report(
     pairs: &[Pair],
     page_bytes: usize,
 ) -> anyhow::Result<()> {
-    let finished = bench.run.finish();
-    let mut ratios: Vec<f64> = pairs.iter().map(Pair::ratio).collect();
-    let mut lines = vec![
-        bench.run.header(&finished, None, ""),
-        String::new(),
+    let mut table = vec![
         format!("| pair | GET /healthz (req/s) | GET /sale/{{id}}/, {page_bytes} bytes (req/s) | ratio |"),
         "|---|---|---|---|".to_owned(),
     ];
-    for (index, (pair, ratio)) in pairs.iter().zip(&ratios).enumerate() {
-        lines.push(format!(
-            "| {} | {} | {} | {ratio:.3} |",
+    for (index, pair) in pairs.iter().enumerate() {
+        table.push(format!(
+            "| {} | {} | {} | {:.3} |",
             index + 1,
             grouped(pair.healthz, 0),
             grouped(pair.page, 0),
+            pair.ratio(),
         ));
     }
-    ratios.sort_by(f64::total_cmp);
-    if let (Some(low), Some(high)) = (ratios.first(), ratios.last()) {
-        lines.push(String::new());
-        lines.push(format!(
-            "Median ratio **{:.3}** over {} pairs (spread {low:.3}–{high:.3}); target ≥ 0.9.",
-            ratios[ratios.len() / 2],
-            ratios.len()
-        ));
-    }
-    if !bench.failures.is_empty() {
-        lines.push(format!("Failures: {}", bench.failures.join("; ")));
-    }
-    let text = lines.join("\n");
-    std::fs::write(bench.run.file("summary.md"), format!("{text}\n"))?;
-    bench.run.say(&text);
-    if common.update_doc {
-        doc::replace_block(&common.root.join("BENCHMARKS.md"), "salepage", &text)?;
-    }
-    anyhow::ensure!(
-        bench.failures.is_empty(),
-        "{} failure(s): {}",
-        bench.failures.len(),
-        bench.failures.join("; ")
-    );
-    Ok(())
+    let ratios = pairs.iter().map(Pair::ratio).collect();
+    bench.report_pairs(common, "salepage", table, ratios, 0.9)
 }
