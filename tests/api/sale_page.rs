@@ -346,6 +346,29 @@ async fn another_instance_serves_what_was_published_and_follows_the_next_publish
     .await;
 }
 
+#[tokio::test]
+async fn the_console_publishes_from_the_activity_page() {
+    use leptos::server_fn::ServerFn;
+    let app = spawn_app().await;
+    let shop = shop(&app, "acme", "From the console").await;
+    let id = shop.sale.activity_id;
+    let session = app.console_session(&shop.merchant).await;
+    let html = app
+        .console_page(&format!("/activities/{id}"), &session)
+        .await;
+    assert!(html.contains(r#"id="publish-form""#), "{html}");
+    let id_text = id.to_string();
+    let form = [("id", id_text.as_str())];
+    let response = app
+        .console_call(app::api::PublishSalePage::PATH, &session, &form)
+        .await;
+    let (status, body) = json(response).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["version"], 1);
+    assert_eq!(body["url"], format!("/sale/{id}/"));
+    assert!(page(&app, id).await.0.contains("From the console"));
+}
+
 // ---- in Chromium ----
 
 /// A merchant's activity of one item, pre-warmed, starting `seconds` from now, its page

@@ -86,6 +86,18 @@ pub(crate) fn render(activity: &StoredActivity, version: i64) -> Rendered {
     }
 }
 
+/// The script as buyers download it: without its indentation, its blank lines and its
+/// lines of comment (which are for the people who read `assets/sale.js`). Line breaks stay,
+/// so no statement is joined to the next.
+fn compact(script: &str) -> String {
+    script
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The button script of one phase: a call the page's polling reads (and a plain script
 /// include could run), naming the publication and the phase so every change has a version.
 pub(crate) fn button_script(activity_id: i64, version: i64, phase: ButtonPhase) -> String {
@@ -262,6 +274,15 @@ mod tests {
         assert_eq!(
             first.stylesheet.name,
             render(&activity("B"), 2).stylesheet.name
+        );
+    }
+
+    #[test]
+    fn the_script_leaves_out_comments_and_indentation_only() {
+        let script = "// why\n(() => {\n  // what\n  const a = '// not a comment';\n\n  f(a); // kept\n})();\n";
+        assert_eq!(
+            compact(script),
+            "(() => {\nconst a = '// not a comment';\nf(a); // kept\n})();"
         );
     }
 
