@@ -75,7 +75,7 @@ pub(crate) fn render(activity: &StoredActivity, version: i64) -> Rendered {
     let script = Asset::hashed(
         "sale",
         "js",
-        format!("const SALE = {settings};\n{BEHAVIOUR}"),
+        format!("const SALE = {settings};\n{}", compact(BEHAVIOUR)),
     );
     let stylesheet = Asset::hashed("sale", "css", STYLESHEET.to_owned());
     let html = html(activity, version, &script.name, &stylesheet.name);
