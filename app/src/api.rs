@@ -6,8 +6,8 @@
 use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, CurrentUser,
     DashboardFrame, DeadLetterPage, DeadLetterView, Item, OrderDetail, OrderPage, OutboxSummary,
-    PrewarmReport, ReconciliationRun, ReplayReport, RequeueReport, RunSummary, StartedRun,
-    SwitchBoard, SwitchChange,
+    PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport, RequeueReport, RunSummary,
+    StartedRun, SwitchBoard, SwitchChange,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
@@ -188,6 +188,16 @@ pub async fn save_activity(id: Option<i64>, input: ActivityInput) -> Result<i64,
 pub async fn prewarm_activity(id: i64) -> Result<PrewarmReport, ServerFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend.prewarm(&actor, id).await.map_err(session::refuse)
+}
+
+/// Publishes the activity's static sale page: a new version, served at once.
+#[server(prefix = "/console/fn")]
+pub async fn publish_sale_page(id: i64) -> Result<PublishedPage, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .publish_sale_page(&actor, id)
+        .await
+        .map_err(session::refuse)
 }
 
 /// A page of orders, newest first; absent filters mean "any".

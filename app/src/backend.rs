@@ -9,8 +9,8 @@
 use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, Actor, AuditPage,
     DashboardFrame, DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage,
-    OrderQuery, OutboxSummary, PrewarmReport, ReconciliationRun, ReplayReport, RequeueReport,
-    RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
+    OrderQuery, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
+    RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
 use std::sync::Arc;
 
@@ -100,6 +100,13 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     /// admin only; refused once the sale is open).
     async fn prewarm(&self, actor: &Actor, activity_id: i64)
         -> Result<PrewarmReport, ConsoleError>;
+    /// Renders the activity's static sale page as a new version and serves it (the owning
+    /// merchant, ops and admin).
+    async fn publish_sale_page(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+    ) -> Result<PublishedPage, ConsoleError>;
 
     /// A page of orders, newest first (merchants: only their activities' orders).
     async fn list_orders(

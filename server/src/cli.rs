@@ -1,5 +1,5 @@
-//! The `seckill` command line: `serve`, `worker`, `migrate`, `demo`, `prewarm`, `token`,
-//! `admin`, `switch`, `replay-recorded` and `reconcile`.
+//! The `seckill` command line: `serve`, `worker`, `migrate`, `demo`, `prewarm`, `publish`,
+//! `token`, `admin`, `switch`, `replay-recorded` and `reconcile`.
 
 use clap::{Parser, Subcommand};
 use contract::Actor;
@@ -45,10 +45,14 @@ enum Command {
     },
     /// Apply database migrations and exit.
     Migrate,
-    /// Seed the demo: an ops and a merchant user (passwords printed), one item, one pre-warmed activity.
+    /// Seed the demo: an ops and a merchant user (passwords printed), one item, one
+    /// pre-warmed activity with its sale page published (a link with a demo buyer's token printed).
     Demo,
     /// Load an activity's stock, buyer records and Bloom filter keys into Redis.
     Prewarm { activity: i64 },
+    /// Render an activity's static sale page into the site directory as a new version
+    /// (running servers pick it up within `[sale_page] refresh_ms`); prints `{url, version}`.
+    Publish { activity: i64 },
     /// Compare an activity's Redis stock and buyer records with PostgreSQL's orders and
     /// restore journal: shows the run's progress, then prints every finding; exits
     /// non-zero when the run failed.
@@ -182,6 +186,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let state = startup::connect(settings).await?;
             let report = prewarm::prewarm(&state, &cli_actor(), activity).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
+        }
+        Command::Publish { activity } => {
+            let state = startup::connect(settings).await?;
+            let page = crate::sale_page::publish(&state, &cli_actor(), activity).await?;
+            println!("{}", serde_json::to_string_pretty(&page)?);
         }
         Command::Reconcile {
             activity,
@@ -500,10 +509,12 @@ pub async fn create_user(
 }
 
 const DEMO_ACTIVITY: &str = "Demo flash sale";
+/// The buyer the demo's sale page link signs in (buyers are only ids in tokens).
+const DEMO_BUYER: i64 = 1001;
 
 /// Demo users get fresh random passwords on every run (printed, never stored in clear);
-/// a demo activity opening in five minutes is added unless an upcoming one exists, and
-/// pre-warmed.
+/// a demo activity opening in five minutes is added unless an upcoming one exists,
+/// pre-warmed, and its sale page published.
 async fn seed_demo(settings: Settings) -> anyhow::Result<()> {
     let state = startup::connect(settings).await?;
     db::migrate(&state.db).await?;
@@ -563,9 +574,19 @@ async fn seed_demo(settings: Settings) -> anyhow::Result<()> {
     };
     let report = prewarm::prewarm(&state, &cli_actor(), activity_id).await?;
     let stock: i64 = report.items.iter().map(|item| item.redis_stock).sum();
+    let page = crate::sale_page::publish(&state, &cli_actor(), activity_id).await?;
+    let token = buyer_token::mint(
+        &state.settings.jwt_secret,
+        DEMO_BUYER,
+        chrono::Duration::hours(24),
+    )?;
     println!("demo ready: activity {activity_id} ({DEMO_ACTIVITY}), pre-warmed with {stock} units");
     println!("  ops user:      ops / {ops_password}");
     println!("  merchant user: merchant / {merchant_password}");
+    println!(
+        "  sale page (version {}, as buyer {DEMO_BUYER}): http://{}{}#token={token}",
+        page.version, state.settings.bind, page.url
+    );
     Ok(())
 }
 

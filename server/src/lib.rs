@@ -4,7 +4,8 @@
 //! One folder per capability, each owning its routes, use cases and queries: `buy` (the buyer
 //! API and its funnel), `catalog`, `prewarm`, `orders` (the RabbitMQ pipeline, pay timeout,
 //! outbox relay, dead letters, order admin), `payment`, `control` (etcd switches, election),
-//! `identity`, `dashboard` (the live figures the console draws), `admin` (the admin router, permissions, console backend, audit). Generic
+//! `identity`, `dashboard` (the live figures the console draws), `sale_page` (the static
+//! sale page: publish, serve, the button script), `admin` (the admin router, permissions, console backend, audit). Generic
 //! plumbing is in `infra`; `startup` and `state` put the pieces together.
 
 pub mod admin;
@@ -20,5 +21,6 @@ pub mod orders;
 pub mod payment;
 pub(crate) mod prewarm;
 pub mod reconcile;
+pub mod sale_page;
 pub mod startup;
 pub mod state;

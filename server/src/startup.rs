@@ -58,6 +58,8 @@ impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let (state, election) = assemble(settings).await?;
         db::migrate(&state.db).await?;
+        crate::sale_page::load_all(&state).await?;
+        crate::sale_page::spawn_refresher(&state);
         deduction::handover::spawn(state.clone());
         let listener = tokio::net::TcpListener::bind(state.settings.bind).await?;
         state.payment.listening_on(listener.local_addr()?);
@@ -156,6 +158,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         settings.payment.clone(),
         metrics.clone(),
     ));
+    let sale_pages = crate::sale_page::SalePages::new(&settings.sale_page);
     let state = AppState::new(Shared {
         amqp,
         pipeline,
@@ -172,6 +175,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         payment,
         control,
         dashboard: crate::dashboard::Hub::default(),
+        sale_pages,
     });
     Ok((state, election))
 }
@@ -211,6 +215,7 @@ pub(crate) fn router(state: AppState) -> Router {
                 .merge(payment::routes::router()),
         )
         .nest("/admin/api", admin::routes::router())
+        .merge(crate::sale_page::routes::router())
         .merge(admin::console::router(state.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), infra::http_metrics::track))
         .layer(DefaultBodyLimit::max(MAX_JSON_BYTES))

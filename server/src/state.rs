@@ -82,6 +82,8 @@ pub struct Shared {
     pub(crate) payment: Arc<dyn PaymentGateway>,
     /// The RabbitMQ order pipeline: topology and publishers (its workers run apart).
     pub pipeline: Pipeline,
+    /// The published sale pages this instance serves from memory.
+    pub sale_pages: crate::sale_page::SalePages,
     /// The live dashboard's recent frames and their viewers (sampled only where HTTP is served).
     pub(crate) dashboard: crate::dashboard::Hub,
 }

@@ -38,7 +38,7 @@ async fn run_scenario(script: &str, args: Vec<String>) {
 
 /// Starts `tests/browser/{script}` with `args` for a test that talks to it while it runs:
 /// it reads the scenario's stdout line by line and may write to its stdin.
-fn start_scenario(script: &str, args: Vec<String>) -> tokio::process::Child {
+pub(crate) fn start_scenario(script: &str, args: Vec<String>) -> tokio::process::Child {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("browser")
         .join(script);
@@ -54,7 +54,7 @@ fn start_scenario(script: &str, args: Vec<String>) -> tokio::process::Child {
 }
 
 /// Waits for a started scenario to end; fails the test with what it `said` and its stderr.
-async fn finish_scenario(child: tokio::process::Child, said: &[String]) {
+pub(crate) async fn finish_scenario(child: tokio::process::Child, said: &[String]) {
     let output = child.wait_with_output().await.expect("the scenario ends");
     assert!(
         output.status.success(),

@@ -23,4 +23,5 @@ mod pipeline;
 mod rbac;
 mod reconcile;
 mod redis_outage;
+mod sale_page;
 mod support;

@@ -168,6 +168,14 @@ fn rows() -> Vec<Row> {
             404,
         ),
         admin(
+            M::POST,
+            "/activities/{id}/publish",
+            &format!("/activities/{NO_ID}/publish"),
+            Body::None,
+            Needs(P::PublishSalePage),
+            404,
+        ),
+        admin(
             M::GET,
             "/switches",
             "/switches",
@@ -321,6 +329,12 @@ fn rows() -> Vec<Row> {
             PrewarmActivity::PATH,
             Form(vec![("id", NO_ID)]),
             Needs(P::Prewarm),
+            404,
+        ),
+        server_fn(
+            PublishSalePage::PATH,
+            Form(vec![("id", NO_ID)]),
+            Needs(P::PublishSalePage),
             404,
         ),
         server_fn(ListOrders::PATH, Form(vec![]), Needs(P::ReadOrders), 200),

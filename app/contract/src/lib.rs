@@ -15,6 +15,7 @@ mod pipeline;
 mod prewarm;
 mod reconcile;
 mod roles;
+mod sale_page;
 
 pub use audit::*;
 pub use catalog::*;
@@ -28,3 +29,4 @@ pub use pipeline::*;
 pub use prewarm::*;
 pub use reconcile::*;
 pub use roles::*;
+pub use sale_page::*;

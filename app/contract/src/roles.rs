@@ -43,10 +43,12 @@ pub enum Permission {
     Reconcile,
     /// Run a reconciliation that repairs what it finds.
     RepairStock,
+    /// Render an activity's static sale page and serve it (merchants: their own activities).
+    PublishSalePage,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 10] = [
+    pub const ALL: [Permission; 11] = [
         Permission::ReadCatalog,
         Permission::WriteCatalog,
         Permission::ReadOrders,
@@ -57,6 +59,7 @@ impl Permission {
         Permission::OperatePipeline,
         Permission::Reconcile,
         Permission::RepairStock,
+        Permission::PublishSalePage,
     ];
 }
 
@@ -86,6 +89,7 @@ impl Role {
             | Permission::OperatePipeline
             | Permission::RepairStock => &[Ops, Admin],
             Permission::WatchOperations | Permission::Reconcile => &[Ops, Sre, Admin],
+            Permission::PublishSalePage => &[Merchant, Ops, Admin],
         };
         allowed.contains(&self)
     }
@@ -176,6 +180,8 @@ mod tests {
         assert!(Role::Sre.may(WatchOperations) && !Role::Merchant.may(WatchOperations));
         assert!(Role::Sre.may(Reconcile) && !Role::Sre.may(RepairStock));
         assert!(Role::Ops.may(RepairStock) && !Role::Merchant.may(Reconcile));
+        assert!(Role::Merchant.may(PublishSalePage) && Role::Ops.may(PublishSalePage));
+        assert!(Role::Admin.may(PublishSalePage) && !Role::Sre.may(PublishSalePage));
         for role in Role::ALL {
             assert!(role.may(ReadCatalog) && role.may(ReadOrders) && role.may(ReadSwitches));
             assert_eq!(role.may(Prewarm), matches!(role, Role::Ops | Role::Admin));

@@ -6,7 +6,9 @@ use super::{
     error_box, listing,
     reconciliation::{ledger_resource, Ledger},
 };
-use crate::api::{get_activity, list_activities, list_items, PrewarmActivity, SaveActivity};
+use crate::api::{
+    get_activity, list_activities, list_items, PrewarmActivity, PublishSalePage, SaveActivity,
+};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use contract::{
     format_cents, ActivityDetail, ActivityInput, ActivityItemInput, ActivityKind, Item,
@@ -81,6 +83,7 @@ pub fn ActivityPage() -> impl IntoView {
     let params = use_params_map();
     // Lives here, not in the panel, so its report survives the refetch it triggers.
     let prewarm = ServerAction::<PrewarmActivity>::new();
+    let publish = ServerAction::<PublishSalePage>::new();
     let id = move || {
         params
             .read()
@@ -110,6 +113,7 @@ pub fn ActivityPage() -> impl IntoView {
                         <h1>{activity.title.clone()}</h1>
                         <Figures activity=activity.clone()/>
                         <Prewarm id=activity.id action=prewarm/>
+                        <Publish id=activity.id action=publish/>
                         <h2>"Edit"</h2>
                         <ActivityForm id=Some(activity.id) initial=Some(activity.to_input())/>
                     }.into_any(),
@@ -173,6 +177,31 @@ fn Prewarm(id: i64, action: ServerAction<PrewarmActivity>) -> impl IntoView {
         </ActionForm>
         {move || action.value().get().map(|result| match result {
             Ok(report) => view! { <PrewarmLoaded report/> }.into_any(),
+            Err(error) => error_box(error),
+        })}
+    }
+}
+
+/// The publish button (the owning merchant, ops and admin; the server refuses the others)
+/// and, once it ran, the link to the page with its version.
+#[component]
+fn Publish(id: i64, action: ServerAction<PublishSalePage>) -> impl IntoView {
+    let pending = action.pending();
+    view! {
+        <ActionForm action attr:class="row" attr:id="publish-form">
+            <input type="hidden" name="id" value=id/>
+            <button type="submit" disabled=move || pending.get()>
+                {move || if pending.get() { "Publishing…" } else { "Publish sale page" }}
+            </button>
+            <span class="meta">"Renders the buyers' static page (title, items, prices, times) as a new version; pages already open keep working."</span>
+        </ActionForm>
+        {move || action.value().get().map(|result| match result {
+            Ok(page) => view! {
+                <p class="meta" id="published">
+                    "Published version " {page.version} ": "
+                    <a href=page.url.clone() target="_blank" rel="noopener">{page.url.clone()}</a>
+                </p>
+            }.into_any(),
             Err(error) => error_box(error),
         })}
     }

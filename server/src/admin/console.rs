@@ -9,8 +9,8 @@ use contract::Source;
 use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, DashboardFrame,
     DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery,
-    OutboxSummary, Permission, PrewarmReport, ReconciliationRun, ReplayReport, RequeueReport,
-    RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
+    OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
+    RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
 use leptos::prelude::provide_context;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
@@ -164,6 +164,14 @@ impl ConsoleBackend for ConsoleService {
         activity_id: i64,
     ) -> Result<PrewarmReport, ConsoleError> {
         Ok(prewarm::prewarm(&self.state, actor, activity_id).await?)
+    }
+
+    async fn publish_sale_page(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+    ) -> Result<PublishedPage, ConsoleError> {
+        Ok(crate::sale_page::publish(&self.state, actor, activity_id).await?)
     }
 
     async fn list_orders(

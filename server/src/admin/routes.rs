@@ -60,6 +60,7 @@ fn table() -> AdminRoutes {
     let routes = crate::control::routes::admin(routes);
     let routes = crate::reconcile::routes::admin(routes);
     let routes = crate::dashboard::routes::admin(routes);
+    let routes = crate::sale_page::routes::admin(routes);
     crate::orders::routes::admin(routes)
 }
 

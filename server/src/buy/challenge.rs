@@ -6,12 +6,13 @@
 //! it, so however often a buyer asks, Redis holds one key for him.
 
 use rand::Rng;
-use std::{
-    sync::{Arc, PoisonError, RwLock},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
-use crate::{identity::secret_token, infra::redis::RedisStore};
+pub use crate::infra::clock::Clock;
+use crate::{
+    identity::secret_token,
+    infra::{clock::SwappableClock, redis::RedisStore},
+};
 
 /// How long a challenge may stay unanswered.
 const CHALLENGE_TTL_S: u64 = 300;
@@ -22,22 +23,7 @@ pub struct Challenges {
     redis: RedisStore,
     /// Replaceable because the thinking time is what the rule is about: a test moves a
     /// clock of its own forward instead of waiting.
-    clock: RwLock<Arc<dyn Clock>>,
-}
-
-/// Where challenges read the time.
-pub trait Clock: Send + Sync {
-    /// Milliseconds since the Unix epoch.
-    fn now_ms(&self) -> i64;
-}
-
-/// The real time, which serves unless [`Challenges::use_clock`] says otherwise.
-struct WallClock;
-
-impl Clock for WallClock {
-    fn now_ms(&self) -> i64 {
-        chrono::Utc::now().timestamp_millis()
-    }
+    clock: SwappableClock,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -70,20 +56,17 @@ impl Challenges {
     pub(crate) fn new(redis: RedisStore) -> Self {
         Self {
             redis,
-            clock: RwLock::new(Arc::new(WallClock)),
+            clock: SwappableClock::default(),
         }
     }
 
     /// Reads the time from `clock` from now on, for issuing and checking alike.
     pub fn use_clock(&self, clock: Arc<dyn Clock>) {
-        *self.clock.write().unwrap_or_else(PoisonError::into_inner) = clock;
+        self.clock.set(clock);
     }
 
     fn now_ms(&self) -> i64 {
-        self.clock
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .now_ms()
+        self.clock.now_ms()
     }
 
     pub(crate) async fn issue(&self, user_id: i64) -> redis::RedisResult<Challenge> {

@@ -301,6 +301,7 @@ pub(crate) struct StoredActivity {
 pub(crate) struct StoredLine {
     pub(crate) item_id: i64,
     pub(crate) name: String,
+    pub(crate) description: String,
     pub(crate) total_stock: i32,
     pub(crate) sold: i32,
     pub(crate) per_user_limit: i32,
@@ -332,7 +333,7 @@ pub(crate) async fn get_activity(
     .await?;
     let Some(head) = head else { return Ok(None) };
     let lines: Vec<StoredLine> = sqlx::query_as(
-        "SELECT ai.item_id, i.name, ai.total_stock, ai.sold, ai.per_user_limit, ai.price_cents
+        "SELECT ai.item_id, i.name, i.description, ai.total_stock, ai.sold, ai.per_user_limit, ai.price_cents
          FROM activity_items ai JOIN items i ON i.id = ai.item_id
          WHERE ai.activity_id = $1 ORDER BY ai.item_id",
     )

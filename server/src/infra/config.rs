@@ -70,6 +70,8 @@ pub struct Settings {
     pub payment: PaymentSettings,
     /// The etcd control plane: node identity, leases, the local snapshot.
     pub control: ControlSettings,
+    /// The static sale pages: where they are written and how long they are cached.
+    pub sale_page: SalePageSettings,
     /// Run the background workers (consumers, relay, DLQ sink) in this process; `serve
     /// --no-workers` turns them off, `worker` runs them without the HTTP server.
     pub workers: bool,
@@ -204,6 +206,33 @@ impl Default for ControlSettings {
     }
 }
 
+/// The static sale pages.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SalePageSettings {
+    /// The site directory publishing writes each page and its hashed assets into, ready to
+    /// be copied to a CDN (`SECKILL_SALE_DIR`).
+    pub dir: PathBuf,
+    /// `max-age` of a page, in seconds: short, so a republish reaches the buyers soon.
+    pub page_max_age_s: u32,
+    /// `max-age` of the button script, in seconds: the start must reach the buyers within it.
+    pub button_max_age_s: u32,
+    /// How often an instance compares its loaded pages with PostgreSQL's versions, in
+    /// milliseconds, to pick up a publish made by another instance or the command line.
+    pub refresh_ms: u64,
+}
+
+impl Default for SalePageSettings {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from(".local/sale"),
+            page_max_age_s: 5,
+            button_max_age_s: 1,
+            refresh_ms: 1_000,
+        }
+    }
+}
+
 /// Where the buy path deducts stock (the default of the `switches/deduction` etcd key).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -318,6 +347,7 @@ impl Default for Settings {
             reconcile: ReconcileSettings::default(),
             payment: PaymentSettings::default(),
             control: ControlSettings::default(),
+            sale_page: SalePageSettings::default(),
             workers: true,
         }
     }
@@ -411,6 +441,7 @@ const VARIABLES: &[(&str, &str, Spelling)] = &[
     ("SECKILL_DEDUCTION",          "buy.deduction",             Spelling::Trimmed),
     ("SECKILL_ASYNC",              "buy.async_mode",            Spelling::Trimmed),
     ("SECKILL_NODE_ID",            "control.node_id",           Spelling::Verbatim),
+    ("SECKILL_SALE_DIR",           "sale_page.dir",             Spelling::Verbatim),
 ];
 
 /// One set environment variable as a layer of its own, so that an error names the variable.

@@ -1,10 +1,11 @@
-//! Generic plumbing every capability shares: configuration, telemetry, the store clients
+//! Generic plumbing every capability shares: configuration, telemetry, the clock rules read, the store clients
 //! (PostgreSQL pool and migrations, Redis connection and key layout, RabbitMQ and etcd links),
 //! metrics and their HTTP routes, health probes, the paging window of admin listings and the
 //! rate limit on warning lines.
 //! Nothing here knows what a buy, an order or a switch is.
 
 pub(crate) mod amqp;
+pub(crate) mod clock;
 pub mod config;
 pub(crate) mod db;
 pub(crate) mod etcd;

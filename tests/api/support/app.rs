@@ -69,6 +69,8 @@ pub(crate) async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestAp
     settings.bind = "127.0.0.1:0".parse().expect("address");
     settings.db_max_connections = 8;
     settings.control.snapshot_path = snapshot_path();
+    // A site directory of its own: activity ids repeat across the tests' databases.
+    settings.sale_page.dir = std::env::temp_dir().join("seckill-test-sale").join(&id);
     // Each test declares its own quorum queues (a few file descriptors each in the broker);
     // the broker drops them 30 s after the test's consumers are gone.
     settings.pipeline.idle_queue_expiry_ms = Some(30_000);

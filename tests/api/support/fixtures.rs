@@ -157,8 +157,8 @@ pub(crate) async fn upcoming_activity(
     }
 }
 
-/// Pre-warms the sale's activity as `ops`, then opens it (its start moved into the past).
-async fn prewarm_and_open(app: &TestApp, ops: &Caller, sale: &Sale) {
+/// Pre-warms the sale's activity as `ops`.
+pub(crate) async fn prewarm(app: &TestApp, ops: &Caller, sale: &Sale) {
     let activity_id = sale.activity_id;
     let (status, report) = json(
         app.post_json(
@@ -170,6 +170,12 @@ async fn prewarm_and_open(app: &TestApp, ops: &Caller, sale: &Sale) {
     )
     .await;
     assert_eq!(status, 200, "{report}");
+}
+
+/// Pre-warms the sale's activity as `ops`, then opens it (its start moved into the past).
+async fn prewarm_and_open(app: &TestApp, ops: &Caller, sale: &Sale) {
+    let activity_id = sale.activity_id;
+    prewarm(app, ops, sale).await;
     sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute', ends_at = now() + interval '1 hour' WHERE id = $1")
         .bind(activity_id)
         .execute(&app.db)

@@ -15,6 +15,7 @@
 //! the database's busy backends wait on; [`summary`] turns them into the result block.
 
 pub mod dashboard;
+pub mod sale_page;
 mod summary;
 
 use anyhow::Context;
@@ -825,6 +826,10 @@ impl<'a> Funnel<'a> {
         if common.update_doc {
             doc::replace_block(&common.root.join("BENCHMARKS.md"), "bench.sh", &text)?;
         }
+        self.no_failures()
+    }
+
+    fn no_failures(&self) -> anyhow::Result<()> {
         anyhow::ensure!(
             self.failures.is_empty(),
             "{} failure(s): {}",
@@ -832,6 +837,42 @@ impl<'a> Funnel<'a> {
             self.failures.join("; ")
         );
         Ok(())
+    }
+
+    /// The result block of a benchmark taken in pairs: the run's header, `table` (its head
+    /// and one row per pair), the median of the pairs' `ratios` with their spread against
+    /// `target`, and the failures; written to the run's `summary.md` and between `marker`'s
+    /// markers in BENCHMARKS.md.
+    fn report_pairs(
+        &self,
+        common: &Common,
+        marker: &str,
+        table: Vec<String>,
+        mut ratios: Vec<f64>,
+        target: f64,
+    ) -> anyhow::Result<()> {
+        let finished = self.run.finish();
+        let mut lines = vec![self.run.header(&finished, None, ""), String::new()];
+        lines.extend(table);
+        ratios.sort_by(f64::total_cmp);
+        if let (Some(low), Some(high)) = (ratios.first(), ratios.last()) {
+            lines.push(String::new());
+            lines.push(format!(
+                "Median ratio **{:.3}** over {} pairs (spread {low:.3}–{high:.3}); target ≥ {target}.",
+                ratios[ratios.len() / 2],
+                ratios.len()
+            ));
+        }
+        if !self.failures.is_empty() {
+            lines.push(format!("Failures: {}", self.failures.join("; ")));
+        }
+        let text = lines.join("\n");
+        std::fs::write(self.run.file("summary.md"), format!("{text}\n"))?;
+        self.run.say(&text);
+        if common.update_doc {
+            doc::replace_block(&common.root.join("BENCHMARKS.md"), marker, &text)?;
+        }
+        self.no_failures()
     }
 }
 

@@ -11,6 +11,7 @@
 //! * `reconcile`: a reconciliation report run over a million orders against a plain
 //!   `count(*)` of them, and the buy latency with and without runs;
 //! * `dashboard`: the sold-out storm with five live dashboard streams open against none;
+//! * `salepage`: GETs of a published sale page against `/healthz`, same load, same server;
 //! * `all`: the first four, one after the other, so they never share the machine.
 //!
 //! Modules: the shared run bookkeeping (`run`), the BENCHMARKS.md block (`doc`), the
@@ -35,7 +36,7 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(
     name = "seckill-bench",
-    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, dashboard, or all"
+    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, dashboard, salepage, or all"
 )]
 struct Cli {
     #[command(flatten)]
@@ -73,6 +74,8 @@ enum Bench {
     Reconcile(reconcile::ReconcileArgs),
     /// The sold-out storm with live dashboard streams open against none.
     Dashboard(funnel::dashboard::DashboardArgs),
+    /// A published sale page served against `/healthz`.
+    Salepage(funnel::sale_page::SalePageArgs),
     /// funnel, then pipeline, then control, then reconcile.
     All {
         #[command(flatten)]
@@ -96,6 +99,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Control(args) => control::run(common, args).await,
         Bench::Reconcile(args) => reconcile::run(common, args).await,
         Bench::Dashboard(args) => funnel::dashboard::run(common, args).await,
+        Bench::Salepage(args) => funnel::sale_page::run(common, args).await,
         Bench::All {
             funnel,
             pipeline,

@@ -52,7 +52,8 @@ pub struct Args {
     /// every buyer has used them.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub retries_per_user: u64,
-    /// `buy` posts to /api/seckill/buy; `healthz` sends the same load to GET /healthz as a baseline.
+    /// `buy` posts to /api/seckill/buy; `healthz` sends the same load to GET /healthz as a
+    /// baseline; `sale-page` GETs the activity's published page `/sale/{activity}/`.
     #[arg(long, value_enum, default_value_t = Endpoint::Buy)]
     pub endpoint: Endpoint,
     /// Give up on one request after this many milliseconds (counted as a transport error).
@@ -84,6 +85,8 @@ pub struct Args {
 pub enum Endpoint {
     Buy,
     Healthz,
+    #[serde(rename = "sale-page")]
+    SalePage,
 }
 
 impl Endpoint {
@@ -91,6 +94,7 @@ impl Endpoint {
         match self {
             Self::Buy => "buy",
             Self::Healthz => "healthz",
+            Self::SalePage => "sale-page",
         }
     }
 }

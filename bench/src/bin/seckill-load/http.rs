@@ -111,10 +111,11 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn new(client: Client, base_url: &str, endpoint: Endpoint) -> Self {
+    pub fn new(client: Client, base_url: &str, endpoint: Endpoint, activity_id: i64) -> Self {
         let path = match endpoint {
-            Endpoint::Buy => "/api/seckill/buy",
-            Endpoint::Healthz => "/healthz",
+            Endpoint::Buy => "/api/seckill/buy".to_owned(),
+            Endpoint::Healthz => "/healthz".to_owned(),
+            Endpoint::SalePage => format!("/sale/{activity_id}/"),
         };
         Self {
             client,
@@ -131,7 +132,7 @@ impl Target {
                 item_id: slot.item_id,
                 quantity,
             }),
-            Endpoint::Healthz => self.client.get(&self.url),
+            Endpoint::Healthz | Endpoint::SalePage => self.client.get(&self.url),
         }
         .header("Authorization", &slot.buyer.authorization)
         .header("X-Request-ID", Uuid::new_v4().to_string());
@@ -175,7 +176,7 @@ fn classify(endpoint: Endpoint, status: StatusCode, body: &[u8]) -> Reply {
         order_id,
     };
     match (endpoint, status) {
-        (Endpoint::Healthz, StatusCode::OK) => reply("OK", None),
+        (Endpoint::Healthz | Endpoint::SalePage, StatusCode::OK) => reply("OK", None),
         (Endpoint::Buy, StatusCode::OK) => match serde_json::from_slice::<Accepted>(body) {
             Ok(accepted) if accepted.status == "PRE_CREATED" => {
                 reply("OK", Some(accepted.order_id))

@@ -42,7 +42,7 @@ async fn main() -> anyhow::Result<ExitCode> {
     )?;
     let setup = setup(&args, base_url, items, &plan);
     eprintln!("seckill-load: {} tokens minted, sending", setup.users);
-    let target = http::Target::new(client, base_url, args.endpoint);
+    let target = http::Target::new(client, base_url, args.endpoint, args.activity_id);
     let (tally, wall) = runner::run(target, plan, args.concurrency, args.duration()).await?;
     let (summary, order_ids) = tally.summarize(wall);
     let checks = if args.check {

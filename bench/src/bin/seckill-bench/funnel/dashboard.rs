@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::{Funnel, FunnelArgs, Probes, STORM_MAX_S};
-use crate::{doc, process, run::grouped, Common};
+use crate::{process, run::grouped, Common};
 
 #[derive(Args)]
 pub struct DashboardArgs {
@@ -96,7 +96,7 @@ enum Side {
 }
 
 /// One storm; its throughput.
-async fn load(
+pub(super) async fn load(
     bench: &mut Funnel<'_>,
     name: &str,
     item: i64,
@@ -186,50 +186,24 @@ fn report(
     args: &DashboardArgs,
     pairs: &[Pair],
 ) -> anyhow::Result<()> {
-    let finished = bench.run.finish();
-    let mut ratios: Vec<f64> = pairs.iter().map(Pair::ratio).collect();
-    let mut lines = vec![
-        bench.run.header(&finished, None, ""),
-        String::new(),
+    let mut table = vec![
         format!(
             "| pair | storm alone (req/s) | storm with {} dashboard streams (req/s) | ratio | frames per viewer |",
             args.viewers
         ),
         "|---|---|---|---|---|".to_owned(),
     ];
-    for (index, (pair, ratio)) in pairs.iter().zip(&ratios).enumerate() {
+    for (index, pair) in pairs.iter().enumerate() {
         let frames: Vec<String> = pair.frames.iter().map(usize::to_string).collect();
-        lines.push(format!(
-            "| {} | {} | {} | {ratio:.3} | {} |",
+        table.push(format!(
+            "| {} | {} | {} | {:.3} | {} |",
             index + 1,
             grouped(pair.alone, 0),
             grouped(pair.watched, 0),
+            pair.ratio(),
             frames.join(", ")
         ));
     }
-    ratios.sort_by(f64::total_cmp);
-    if let (Some(low), Some(high)) = (ratios.first(), ratios.last()) {
-        lines.push(String::new());
-        lines.push(format!(
-            "Median ratio **{:.3}** over {} pairs (spread {low:.3}–{high:.3}); target ≥ 0.97.",
-            ratios[ratios.len() / 2],
-            ratios.len()
-        ));
-    }
-    if !bench.failures.is_empty() {
-        lines.push(format!("Failures: {}", bench.failures.join("; ")));
-    }
-    let text = lines.join("\n");
-    std::fs::write(bench.run.file("summary.md"), format!("{text}\n"))?;
-    bench.run.say(&text);
-    if common.update_doc {
-        doc::replace_block(&common.root.join("BENCHMARKS.md"), "dashboard", &text)?;
-    }
-    anyhow::ensure!(
-        bench.failures.is_empty(),
-        "{} failure(s): {}",
-        bench.failures.len(),
-        bench.failures.join("; ")
-    );
-    Ok(())
+    let ratios = pairs.iter().map(Pair::ratio).collect();
+    bench.report_pairs(common, "dashboard", table, ratios, 0.97)
 }

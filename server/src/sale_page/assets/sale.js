@@ -1,0 +1,446 @@
+// The sale page's behaviour, written after `const SALE = {...}` (the activity's settings)
+// when a page is published. Plain script, no framework. The time that matters is the
+// server's: the page keeps the server's time from /status, corrected by half the round
+// trip, and moves it on with performance.now(), never with the visitor's clock. The button
+// lights when the server says the sale is open: the button script (its `canStart`) or
+// /status, whichever answered last.
+(() => {
+  'use strict';
+
+  const $ = (id) => document.getElementById(id);
+  const el = {
+    phase: $('phase'), countdown: $('countdown'), buy: $('buy'), message: $('message'),
+    challenge: $('challenge'), question: $('question'), answer: $('answer'), seats: $('seats'),
+    order: $('order'), orderId: $('order-id'), orderStatus: $('order-status'), amount: $('order-amount'),
+    pay: $('pay'), recheck: $('recheck'),
+  };
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  // How long one buy request may take before it is sent again (same X-Request-ID).
+  const BUY_TIMEOUT_MS = 4000;
+  const BUY_TRIES = 6;
+  // A click blocks the button this long.
+  const CLICK_BLOCK_MS = 10000;
+  // Without UNPAID this long after the buy, the page says the order is being prepared.
+  const PREPARING_PATIENCE_MS = 10000;
+
+  // ---- the buyer: a token from the URL fragment (then kept) or from local storage ----
+  const TOKEN_KEY = 'seckill.token';
+  const fragment = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  if (fragment) {
+    localStorage.setItem(TOKEN_KEY, decodeURIComponent(fragment[1]));
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+  const token = localStorage.getItem(TOKEN_KEY);
+  const buyer = (() => {
+    try {
+      const part = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+      return String(JSON.parse(atob(part)).sub);
+    } catch {
+      return null;
+    }
+  })();
+  // The click in progress (its request id, body, order), kept across reloads.
+  const CLICK_KEY = `seckill.sale.${SALE.activity}.${buyer}`;
+  const loadClick = () => {
+    try {
+      return JSON.parse(localStorage.getItem(CLICK_KEY));
+    } catch {
+      return null;
+    }
+  };
+  const saveClick = (click) => localStorage.setItem(CLICK_KEY, JSON.stringify(click));
+  const forgetClick = () => localStorage.removeItem(CLICK_KEY);
+
+  // ---- the server's clock ----
+  let clock = null; // {server, at, rtt}: the server's time at performance.now() === at
+  const serverNow = () => (clock ? clock.server + (performance.now() - clock.at) : null);
+
+  let status = null; // the last /status answer
+  let statusAt = -Infinity; // performance.now() when it came
+  let statusFailed = false;
+  let button = null; // the last button script's state
+  let buttonAt = -Infinity;
+  let lastStatusAsk = -Infinity;
+  let lastButtonAsk = -Infinity;
+  let blockedUntil = 0; // performance.now() until which a click is blocked
+  let sending = false;
+  let following = null; // the order id being followed
+  let challenge = null; // {challenge_id, question}
+
+  async function syncStatus() {
+    lastStatusAsk = performance.now();
+    const sent = performance.now();
+    try {
+      const res = await fetch(`/api/activities/${SALE.activity}/status`, { cache: 'no-store' });
+      if (!res.ok) throw new Error(`status ${res.status}`);
+      const body = await res.json();
+      const got = performance.now();
+      const rtt = got - sent;
+      // A sample with a much longer round trip than the last one is a worse estimate.
+      if (!clock || rtt <= clock.rtt * 3 || got - clock.at > 60000) {
+        clock = { server: body.server_time_ms + rtt / 2, at: got, rtt };
+      }
+      status = body;
+      // Answers are ordered by when they were asked: a slow one must not undo a newer one.
+      statusAt = sent;
+      statusFailed = false;
+    } catch {
+      statusFailed = true;
+    }
+    render();
+  }
+
+  async function syncButton() {
+    lastButtonAsk = performance.now();
+    const sent = lastButtonAsk;
+    try {
+      // no-cache: revalidated with If-None-Match, so an unchanged script costs a 304.
+      const res = await fetch(SALE.button, { cache: 'no-cache' });
+      if (!res.ok) throw new Error(`button ${res.status}`);
+      const text = await res.text();
+      const state = JSON.parse(text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')));
+      button = state;
+      buttonAt = sent;
+    } catch {
+      // /status still tells the phase.
+    }
+    render();
+  }
+
+  // The phase by the server, from whichever source answered last; `closed` (an operator's
+  // switch) only /status knows, so it holds until /status says otherwise. Until /status
+  // answers once the page has no clock, no stock and no challenge setting: unknown.
+  function phase() {
+    if (!status) return 'unknown';
+    if (status.phase === 'closed') return 'closed';
+    if (button && buttonAt > statusAt) return button.phase;
+    return status.phase;
+  }
+
+  const selectedItem = () => {
+    const chosen = document.querySelector('input[name=item]:checked');
+    return chosen ? Number(chosen.value) : null;
+  };
+  const soldOut = () => {
+    const item = selectedItem();
+    return Boolean(status && status.items.some((i) => i.item_id === item && i.sold_out));
+  };
+
+  function two(n) {
+    return String(n).padStart(2, '0');
+  }
+  function countdownText(ms) {
+    const s = Math.max(0, Math.ceil(ms / 1000));
+    const d = Math.floor(s / 86400);
+    const clockText = `${two(Math.floor((s % 86400) / 3600))}:${two(Math.floor((s % 3600) / 60))}:${two(s % 60)}`;
+    return d > 0 ? `${d} d ${clockText}` : clockText;
+  }
+  const money = (cents) => `${Math.trunc(cents / 100)}.${two(Math.abs(cents) % 100)}`;
+
+  function say(text, code) {
+    el.message.textContent = text;
+    el.message.dataset.code = code || '';
+  }
+
+  // ---- what the page shows, from what it knows ----
+  function render() {
+    const now = serverNow();
+    const p = phase();
+    el.phase.dataset.phase = p;
+    if (p === 'unknown') {
+      el.phase.textContent = statusFailed
+        ? 'Sale status unknown: the shop cannot be reached right now; the page keeps trying.'
+        : 'Sale status unknown: asking the shop…';
+    } else if (p === 'upcoming') {
+      el.phase.textContent = 'The sale has not started yet.';
+    } else if (p === 'open') {
+      el.phase.textContent = soldOut() ? 'Sold out.' : 'The sale is open.';
+    } else if (p === 'ended') {
+      el.phase.textContent = 'The sale has ended.';
+    } else if (p === 'closed') {
+      el.phase.textContent = 'The sale is closed for now.';
+    }
+    if (now !== null && p === 'upcoming') {
+      el.countdown.textContent = `Starts in ${countdownText(SALE.starts_at_ms - now)}`;
+    } else if (now !== null && p === 'open') {
+      el.countdown.textContent = `Ends in ${countdownText(SALE.ends_at_ms - now)}`;
+    } else {
+      el.countdown.textContent = '';
+    }
+    const wait = blockedUntil - performance.now();
+    const lit = p === 'open' && !soldOut() && !sending && wait <= 0 && !following && token;
+    el.buy.disabled = !lit;
+    el.buy.textContent = wait > 0 ? `Buy now (wait ${Math.ceil(wait / 1000)} s)` : 'Buy now';
+    if (!token && p === 'open') say('Sign in to buy: this page has no buyer token.', 'NO_TOKEN');
+    const wantChallenge = p === 'open' && status && status.challenge_required && !following;
+    el.challenge.hidden = !wantChallenge;
+    if (wantChallenge && !challenge) fetchChallenge();
+  }
+
+  // ---- the challenge ----
+  let askingChallenge = false;
+  async function fetchChallenge() {
+    if (askingChallenge || !token) return;
+    askingChallenge = true;
+    try {
+      const res = await fetch(`/api/challenge?activity_id=${SALE.activity}`, {
+        headers: { Authorization: `Bearer ${token}` },
+        cache: 'no-store',
+      });
+      if (res.ok) {
+        challenge = await res.json();
+        el.question.textContent = challenge.question;
+        el.answer.value = '';
+      }
+    } catch {
+      // asked again at the next render
+    } finally {
+      askingChallenge = false;
+    }
+  }
+
+  // ---- a click: one request id, kept for every retry of that click ----
+  function newRequestId() {
+    const bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+  }
+
+  function clickBody() {
+    const body = { activity_id: SALE.activity };
+    if (SALE.kind === 'seated') {
+      body.seats = (el.seats ? el.seats.value : '').split(/[\s,]+/).filter(Boolean);
+    } else {
+      body.item_id = selectedItem();
+      body.quantity = 1;
+    }
+    if (status && status.challenge_required && challenge) {
+      body.challenge_id = challenge.challenge_id;
+      body.answer = Number(el.answer.value);
+    }
+    return body;
+  }
+
+  el.buy.addEventListener('click', () => {
+    if (el.buy.disabled || sending) return;
+    // A click whose answer never came is the same click again: same id, same body.
+    const pending = loadClick();
+    const click = pending && !pending.orderId ? pending : {
+      requestId: newRequestId(),
+      path: SALE.kind === 'seated' ? '/api/seckill/seats' : '/api/seckill/buy',
+      body: clickBody(),
+    };
+    saveClick(click);
+    blockedUntil = performance.now() + CLICK_BLOCK_MS;
+    send(click);
+  });
+
+  const WORDS = {
+    SOLD_OUT: () => 'Sold out: every unit has been taken.',
+    ALREADY_PURCHASED: () => 'You already hold as many as one buyer may.',
+    LIMIT_EXCEEDED: () => 'That many would take you past the limit per buyer.',
+    RATE_LIMITED: (retry) => `Too many tries at once. Please wait ${retry} s and try again.`,
+    ACTIVITY_NOT_STARTED: () => 'The sale has not started yet.',
+    ACTIVITY_ENDED: () => 'The sale has ended.',
+    ACTIVITY_CLOSED: () => 'The sale is closed for now.',
+    CHALLENGE_FAILED: () => 'The answer was not accepted. Here is a new question.',
+    ITEM_NOT_FOUND: () => 'This is not on sale (or that seat does not exist).',
+    UNAUTHENTICATED: () => 'Please sign in again: your session has expired.',
+    BAD_REQUEST: () => 'The shop could not read that request.',
+    OVERLOADED: () => 'The shop is very busy. Please try again in a moment.',
+    DEGRADED: () => 'The shop is having trouble. Please try again in a moment.',
+  };
+
+  async function send(click) {
+    sending = true;
+    render();
+    say('Sending your order…', 'SENDING');
+    try {
+      for (let tries = 1; ; tries++) {
+        let res;
+        let body = null;
+        const abort = new AbortController();
+        const timer = setTimeout(() => abort.abort(), BUY_TIMEOUT_MS);
+        try {
+          res = await fetch(click.path, {
+            method: 'POST',
+            headers: {
+              'Content-Type': 'application/json',
+              Authorization: `Bearer ${token}`,
+              'X-Request-ID': click.requestId,
+            },
+            body: JSON.stringify(click.body),
+            signal: abort.signal,
+          });
+          body = await res.json().catch(() => null);
+        } catch {
+          res = null;
+        } finally {
+          clearTimeout(timer);
+        }
+        const code = body && body.code;
+        if (!res || code === 'REQUEST_IN_PROGRESS') {
+          if (tries >= BUY_TRIES) {
+            say('The shop did not answer. Press the button again to retry the same order.', 'NO_ANSWER');
+            return;
+          }
+          say('The network is slow; trying the same order again…', 'RETRYING');
+          await sleep(500 * tries);
+          continue;
+        }
+        if (res.ok && body && body.order_id) {
+          click.orderId = body.order_id;
+          saveClick(click);
+          say('', '');
+          follow(click.orderId);
+          return;
+        }
+        forgetClick();
+        const retry = Number(res.headers.get('Retry-After')) || 1;
+        if (code === 'RATE_LIMITED') blockedUntil = Math.max(blockedUntil, performance.now() + retry * 1000);
+        if (code === 'CHALLENGE_FAILED') challenge = null;
+        const words = WORDS[code];
+        say(words ? words(retry) : `The order was refused (${code || res.status}).`, code || String(res.status));
+        return;
+      }
+    } finally {
+      sending = false;
+      render();
+    }
+  }
+
+  // ---- the order: preparing, then pay, then paid ----
+  const ORDER_WORDS = {
+    PAID: 'Paid. Thank you!',
+    FAILED: 'We could not complete this order; the unit went back on sale.',
+    CANCELLED: 'This order was cancelled: it was not paid in time.',
+    REFUND_PENDING: 'The payment came after the order was cancelled; it is being refunded.',
+  };
+
+  function showOrder(orderId, text, state) {
+    el.order.hidden = false;
+    el.order.dataset.order = orderId;
+    el.order.dataset.status = state;
+    el.orderId.textContent = `Order ${orderId}`;
+    el.orderStatus.textContent = text;
+  }
+
+  async function readOrder(orderId) {
+    try {
+      const res = await fetch(`/api/orders/${orderId}`, {
+        headers: { Authorization: `Bearer ${token}` },
+        cache: 'no-store',
+      });
+      return res.ok ? await res.json() : null;
+    } catch {
+      return null;
+    }
+  }
+
+  let recheckNow = null;
+  el.recheck.addEventListener('click', (event) => {
+    event.preventDefault();
+    if (recheckNow) recheckNow();
+  });
+
+  async function follow(orderId) {
+    following = orderId;
+    render();
+    const since = performance.now();
+    showOrder(orderId, 'Got it! Preparing your payment…', 'PREPARING');
+    for (;;) {
+      const order = await readOrder(orderId);
+      const state = order ? order.status : 'PRE_CREATED';
+      if (state === 'UNPAID') {
+        el.recheck.hidden = true;
+        showOrder(orderId, 'Your order is ready to pay.', 'UNPAID');
+        el.amount.textContent = `Amount: ${money(order.amount_cents)}`;
+        el.pay.hidden = false;
+        return;
+      }
+      if (ORDER_WORDS[state]) {
+        el.recheck.hidden = true;
+        el.pay.hidden = true;
+        showOrder(orderId, ORDER_WORDS[state], state);
+        return;
+      }
+      const waited = performance.now() - since;
+      if (waited >= PREPARING_PATIENCE_MS) {
+        showOrder(orderId, 'Your order is being prepared. Nothing is lost: you can check again in a moment.', 'PRE_CREATED');
+        el.recheck.hidden = false;
+      }
+      // Every 1.5 s at first, then calmer; "check again" asks at once.
+      const pause = waited >= PREPARING_PATIENCE_MS ? 5000 : 1500;
+      await new Promise((resolve) => {
+        recheckNow = resolve;
+        setTimeout(resolve, pause);
+      });
+    }
+  }
+
+  el.pay.addEventListener('click', async () => {
+    const orderId = following;
+    if (!orderId) return;
+    el.pay.disabled = true;
+    showOrder(orderId, 'Starting the payment…', 'PAYING');
+    try {
+      const res = await fetch(`/api/orders/${orderId}/pay`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${token}` },
+      });
+      const body = await res.json().catch(() => null);
+      if (!res.ok) {
+        const refused = {
+          ORDER_NOT_PAYABLE: 'This order cannot be paid any more.',
+          PAY_DEADLINE_PASSED: 'The time to pay this order has passed.',
+        };
+        showOrder(orderId, refused[body && body.code] || 'The payment could not start. Please try again.', 'UNPAID');
+        el.pay.disabled = false;
+        return;
+      }
+      el.pay.hidden = true;
+      showOrder(orderId, 'Paying… waiting for the payment center.', 'PAYING');
+      for (;;) {
+        const order = await readOrder(orderId);
+        if (order && order.status !== 'UNPAID') {
+          showOrder(orderId, ORDER_WORDS[order.status] || order.status, order.status);
+          return;
+        }
+        await sleep(1500);
+      }
+    } catch {
+      showOrder(orderId, 'The payment could not start. Please try again.', 'UNPAID');
+      el.pay.disabled = false;
+    }
+  });
+
+  // ---- the loop: countdown every quarter second, the server asked as the start nears ----
+  function tick() {
+    const now = serverNow();
+    const untilStart = now === null ? null : SALE.starts_at_ms - now;
+    const sinceStatus = performance.now() - lastStatusAsk;
+    const sinceButton = performance.now() - lastButtonAsk;
+    const p = phase();
+    const nearStart = untilStart !== null && untilStart < 2000 && p === 'upcoming';
+    // Re-sync the clock every 20 s; every second around the start, and while unreachable.
+    const statusEvery = nearStart || statusFailed || p === 'unknown' ? 1000 : 20000;
+    if (sinceStatus >= statusEvery) syncStatus();
+    // The button script: every 5 s, every quarter second once the start is due.
+    const buttonEvery = nearStart ? 250 : 5000;
+    if (sinceButton >= buttonEvery) syncButton();
+    render();
+  }
+
+  const resumed = loadClick();
+  syncStatus();
+  syncButton();
+  if (resumed && resumed.orderId) {
+    follow(resumed.orderId);
+  } else if (resumed && token) {
+    // Reloaded while a click was waiting for its answer: ask again with the same id.
+    blockedUntil = performance.now() + CLICK_BLOCK_MS;
+    send(resumed);
+  }
+  setInterval(tick, 250);
+})();

@@ -1,0 +1,111 @@
+//! The static sale page: publishing an activity renders its page (everything static:
+//! title, times, items, prices, descriptions), a script and a stylesheet under
+//! content-hashed names into the site directory, ready for a CDN, and bumps the version
+//! PostgreSQL keeps. Every instance serves the pages from memory (`site`), loaded at
+//! start-up and whenever PostgreSQL's version differs from its own (a publish by another
+//! instance or the command line), and serves the button script whose `canStart` the
+//! server's clock decides (`rules`). Routes in `routes`, rendering in `render`, the
+//! versions in `store`; the page's behaviour is `assets/sale.js`.
+
+pub(crate) mod render;
+pub(crate) mod routes;
+pub(crate) mod rules;
+pub(crate) mod site;
+pub(crate) mod store;
+
+pub use site::SalePages;
+
+use contract::{Actor, Permission, PublishedPage};
+use std::time::Duration;
+
+use crate::{
+    admin::authorize,
+    catalog::store as catalog,
+    error::{ApiError, ApiResult},
+    infra::quiet_log::quiet,
+    state::AppState,
+};
+
+/// Renders and writes the activity's page as a new version and serves it. The owning
+/// merchant, ops and admin may; another merchant's activity is absent (404).
+pub(crate) async fn publish(
+    state: &AppState,
+    actor: &Actor,
+    activity_id: i64,
+) -> ApiResult<PublishedPage> {
+    authorize(actor, Permission::PublishSalePage)?;
+    let activity = catalog::get_activity(&state.db, activity_id, actor.visible_merchant())
+        .await?
+        .ok_or(ApiError::NotFound("activity"))?;
+    let (mut tx, current) = store::begin_publish(&state.db, activity_id).await?;
+    let version = rules::next_version(current);
+    let rendered = render::render(&activity, version);
+    let times = (
+        activity.starts_at.timestamp_millis(),
+        activity.ends_at.timestamp_millis(),
+    );
+    let pages = &state.sale_pages;
+    pages
+        .write(activity_id, version, times, &rendered)
+        .await
+        .map_err(|error| {
+            ApiError::Internal(anyhow::Error::new(error).context("writing the sale page"))
+        })?;
+    store::save_version(&mut tx, activity_id, version, &actor.username).await?;
+    tx.commit().await?;
+    pages.load(activity_id).await.map_err(|error| {
+        ApiError::Internal(anyhow::Error::new(error).context("loading the sale page"))
+    })?;
+    tracing::info!(activity_id, version, by = %actor.username, "sale page published");
+    Ok(PublishedPage {
+        activity_id,
+        url: render::page_url(activity_id),
+        version,
+    })
+}
+
+/// Loads every page whose version in PostgreSQL differs from the one served here; returns
+/// how many it loaded. A page whose files are missing stays as it was (logged).
+pub(crate) async fn refresh(state: &AppState) -> Result<usize, sqlx::Error> {
+    let pages = &state.sale_pages;
+    let mut loaded = 0;
+    for (activity_id, version) in store::versions(&state.db).await? {
+        if pages.version(activity_id) == Some(version) {
+            continue;
+        }
+        match pages.load(activity_id).await {
+            Ok(_) => loaded += 1,
+            Err(error) => quiet!(
+                warn,
+                "sale_page.load",
+                activity_id,
+                version,
+                error = %error,
+                "a published sale page is not in the site directory"
+            ),
+        }
+    }
+    Ok(loaded)
+}
+
+/// Start-up: every asset of the site directory, then every published page.
+pub(crate) async fn load_all(state: &AppState) -> anyhow::Result<()> {
+    let assets = state.sale_pages.load_assets().await?;
+    let pages = refresh(state).await?;
+    tracing::info!(assets, pages, "sale pages loaded");
+    Ok(())
+}
+
+/// Follows the publishes made elsewhere, every `[sale_page] refresh_ms`.
+pub(crate) fn spawn_refresher(state: &AppState) -> tokio::task::JoinHandle<()> {
+    let state = state.clone();
+    tokio::spawn(async move {
+        let interval = Duration::from_millis(state.settings.sale_page.refresh_ms.max(100));
+        loop {
+            tokio::time::sleep(interval).await;
+            if let Err(error) = refresh(&state).await {
+                quiet!(warn, "sale_page.refresh", error = %error, "sale page versions unreadable");
+            }
+        }
+    })
+}

@@ -1,0 +1,296 @@
+//! The site directory and the copy of it this instance serves from memory.
+//!
+//! On disk (`[sale_page] dir`), ready to be copied to a CDN:
+//! `assets/sale.<hash>.js|css` (never overwritten, never removed: a page already open keeps
+//! its assets), `{activity_id}/index.html` and `{activity_id}/page.json` (the version, the
+//! sale's times and the assets the page names). Every file is written beside its place and
+//! renamed into it, so a reader never sees half a file.
+//!
+//! In memory, every page, its button script in each phase and every asset are ready-made
+//! responses (body, entity tag, cache header) in one map swapped whole, so serving is a
+//! lookup and a publish never holds a reader up.
+
+use arc_swap::ArcSwap;
+use axum::{
+    body::{Body, Bytes},
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    response::Response,
+};
+use serde::{Deserialize, Serialize};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use super::{
+    render::{button_script, Rendered},
+    rules::{entity_tag, matches_tag, ButtonPhase},
+};
+use crate::infra::{
+    clock::{Clock, SwappableClock},
+    config::SalePageSettings,
+};
+
+/// One ready-made response.
+pub(crate) struct StaticFile {
+    body: Bytes,
+    content_type: HeaderValue,
+    cache_control: HeaderValue,
+    etag: HeaderValue,
+}
+
+impl StaticFile {
+    fn new(
+        body: impl Into<Bytes>,
+        content_type: &'static str,
+        cache_control: &HeaderValue,
+    ) -> Self {
+        let body = body.into();
+        let etag =
+            HeaderValue::from_str(&entity_tag(&body)).unwrap_or(HeaderValue::from_static("\"\""));
+        Self {
+            body,
+            content_type: HeaderValue::from_static(content_type),
+            cache_control: cache_control.clone(),
+            etag,
+        }
+    }
+
+    /// The file, or 304 without a body when `If-None-Match` names its tag.
+    pub(crate) fn respond(&self, request: &HeaderMap) -> Response {
+        let current = request
+            .get(header::IF_NONE_MATCH)
+            .and_then(|value| value.to_str().ok())
+            .zip(self.etag.to_str().ok())
+            .is_some_and(|(asked, tag)| matches_tag(asked, tag));
+        let (status, body) = if current {
+            (StatusCode::NOT_MODIFIED, Body::empty())
+        } else {
+            (StatusCode::OK, Body::from(self.body.clone()))
+        };
+        let mut response = Response::new(body);
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(header::ETAG, self.etag.clone());
+        headers.insert(header::CACHE_CONTROL, self.cache_control.clone());
+        if !current {
+            headers.insert(header::CONTENT_TYPE, self.content_type.clone());
+        }
+        response
+    }
+}
+
+/// What `page.json` keeps of a publication beside its HTML.
+#[derive(Serialize, Deserialize)]
+struct PageFacts {
+    version: i64,
+    starts_at_ms: i64,
+    ends_at_ms: i64,
+    assets: Vec<String>,
+}
+
+/// One published page as served.
+struct LoadedPage {
+    version: i64,
+    starts_at_ms: i64,
+    ends_at_ms: i64,
+    html: StaticFile,
+    /// The button script in each phase, in the order of [`ButtonPhase::ALL`].
+    buttons: Vec<StaticFile>,
+}
+
+#[derive(Clone, Default)]
+struct Site {
+    pages: HashMap<i64, Arc<LoadedPage>>,
+    assets: HashMap<String, Arc<StaticFile>>,
+}
+
+const HTML: &str = "text/html; charset=utf-8";
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+
+/// The published pages this instance serves, and the directory they are written to.
+pub struct SalePages {
+    dir: PathBuf,
+    site: ArcSwap<Site>,
+    clock: SwappableClock,
+    page_cache: HeaderValue,
+    button_cache: HeaderValue,
+    asset_cache: HeaderValue,
+}
+
+impl SalePages {
+    pub(crate) fn new(settings: &SalePageSettings) -> Self {
+        let public = |max_age: u32| {
+            HeaderValue::from_str(&format!("public, max-age={max_age}"))
+                .unwrap_or(HeaderValue::from_static("public"))
+        };
+        Self {
+            dir: settings.dir.clone(),
+            site: ArcSwap::default(),
+            clock: SwappableClock::default(),
+            page_cache: public(settings.page_max_age_s),
+            button_cache: public(settings.button_max_age_s),
+            asset_cache: HeaderValue::from_static("public, max-age=31536000, immutable"),
+        }
+    }
+
+    /// Decides the button's phase by `clock` from now on (tests move a clock of their own
+    /// past the start instead of waiting for it).
+    pub fn use_clock(&self, clock: Arc<dyn Clock>) {
+        self.clock.set(clock);
+    }
+
+    /// The version of an activity's page this instance serves, if any.
+    pub(crate) fn version(&self, activity_id: i64) -> Option<i64> {
+        self.site
+            .load()
+            .pages
+            .get(&activity_id)
+            .map(|page| page.version)
+    }
+
+    pub(crate) fn page(&self, activity_id: i64, request: &HeaderMap) -> Option<Response> {
+        let site = self.site.load();
+        Some(site.pages.get(&activity_id)?.html.respond(request))
+    }
+
+    /// The button script of the phase the clock is in now.
+    pub(crate) fn button(&self, activity_id: i64, request: &HeaderMap) -> Option<Response> {
+        let site = self.site.load();
+        let page = site.pages.get(&activity_id)?;
+        let phase = ButtonPhase::at(self.clock.now_ms(), page.starts_at_ms, page.ends_at_ms);
+        let index = ButtonPhase::ALL.iter().position(|p| *p == phase)?;
+        Some(page.buttons.get(index)?.respond(request))
+    }
+
+    pub(crate) fn asset(&self, name: &str, request: &HeaderMap) -> Option<Response> {
+        Some(self.site.load().assets.get(name)?.respond(request))
+    }
+
+    fn activity_dir(&self, activity_id: i64) -> PathBuf {
+        self.dir.join(activity_id.to_string())
+    }
+
+    fn assets_dir(&self) -> PathBuf {
+        self.dir.join("assets")
+    }
+
+    /// Writes one publication into the site directory: the assets first, the page last,
+    /// so the page on disk never names an asset that is not there.
+    pub(crate) async fn write(
+        &self,
+        activity_id: i64,
+        version: i64,
+        times: (i64, i64),
+        rendered: &Rendered,
+    ) -> std::io::Result<()> {
+        let assets = self.assets_dir();
+        tokio::fs::create_dir_all(&assets).await?;
+        for asset in [&rendered.script, &rendered.stylesheet] {
+            let path = assets.join(&asset.name);
+            if !tokio::fs::try_exists(&path).await? {
+                write_whole(&path, asset.body.as_bytes()).await?;
+            }
+        }
+        let dir = self.activity_dir(activity_id);
+        tokio::fs::create_dir_all(&dir).await?;
+        let facts = PageFacts {
+            version,
+            starts_at_ms: times.0,
+            ends_at_ms: times.1,
+            assets: vec![
+                rendered.script.name.clone(),
+                rendered.stylesheet.name.clone(),
+            ],
+        };
+        write_whole(&dir.join("index.html"), rendered.html.as_bytes()).await?;
+        write_whole(&dir.join("page.json"), &serde_json::to_vec(&facts)?).await
+    }
+
+    /// Reads an activity's page and the assets it names from the site directory and serves
+    /// them from now on; returns the version loaded.
+    pub(crate) async fn load(&self, activity_id: i64) -> std::io::Result<i64> {
+        let dir = self.activity_dir(activity_id);
+        let facts: PageFacts =
+            serde_json::from_slice(&tokio::fs::read(dir.join("page.json")).await?)?;
+        let html = tokio::fs::read(dir.join("index.html")).await?;
+        let mut assets = Vec::with_capacity(facts.assets.len());
+        for name in &facts.assets {
+            let body = tokio::fs::read(self.assets_dir().join(name)).await?;
+            assets.push((name.clone(), self.asset_file(name, body)));
+        }
+        let page = LoadedPage {
+            version: facts.version,
+            starts_at_ms: facts.starts_at_ms,
+            ends_at_ms: facts.ends_at_ms,
+            html: StaticFile::new(html, HTML, &self.page_cache),
+            buttons: ButtonPhase::ALL
+                .iter()
+                .map(|phase| {
+                    let script = button_script(activity_id, facts.version, *phase);
+                    StaticFile::new(script, JAVASCRIPT, &self.button_cache)
+                })
+                .collect(),
+        };
+        let page = Arc::new(page);
+        let assets: Vec<(String, Arc<StaticFile>)> = assets
+            .into_iter()
+            .map(|(name, file)| (name, Arc::new(file)))
+            .collect();
+        self.site.rcu(|site| {
+            let mut site = Site::clone(site);
+            site.pages.insert(activity_id, page.clone());
+            site.assets.extend(assets.iter().cloned());
+            site
+        });
+        Ok(facts.version)
+    }
+
+    /// Every asset in the site directory, old publications' included, so a page opened
+    /// before a restart still finds its assets after it.
+    pub(crate) async fn load_assets(&self) -> std::io::Result<usize> {
+        let mut found = Vec::new();
+        let mut entries = match tokio::fs::read_dir(self.assets_dir()).await {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(error) => return Err(error),
+        };
+        while let Some(entry) = entries.next_entry().await? {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let body = tokio::fs::read(entry.path()).await?;
+            found.push((name.clone(), Arc::new(self.asset_file(&name, body))));
+        }
+        let count = found.len();
+        self.site.rcu(|site| {
+            let mut site = Site::clone(site);
+            site.assets.extend(found.iter().cloned());
+            site
+        });
+        Ok(count)
+    }
+
+    fn asset_file(&self, name: &str, body: Vec<u8>) -> StaticFile {
+        let content_type = if name.ends_with(".css") {
+            CSS
+        } else {
+            JAVASCRIPT
+        };
+        StaticFile::new(body, content_type, &self.asset_cache)
+    }
+}
+
+/// Writes `body` to a hidden file beside `path`, then renames it into place.
+async fn write_whole(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let partial = path.with_file_name(format!(".{name}.{}", uuid::Uuid::new_v4().simple()));
+    tokio::fs::write(&partial, body).await?;
+    tokio::fs::rename(&partial, path).await
+}

@@ -1,0 +1,50 @@
+//! The published versions in PostgreSQL (`sale_pages`).
+
+use sqlx::{PgPool, Postgres, Transaction};
+
+/// Starts a publish of `activity_id`: takes its activity row's lock, so two publishes of one
+/// activity take turns (buys, which only take the key-share lock of a foreign key, go on),
+/// and reads the current version. `Ok(None)` inside: not yet published.
+pub(crate) async fn begin_publish(
+    pool: &PgPool,
+    activity_id: i64,
+) -> Result<(Transaction<'static, Postgres>, Option<i64>), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT id FROM activities WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(activity_id)
+        .execute(&mut *tx)
+        .await?;
+    let current: Option<i64> =
+        sqlx::query_scalar("SELECT version FROM sale_pages WHERE activity_id = $1")
+            .bind(activity_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    Ok((tx, current))
+}
+
+/// Records `version` as the current publication (inside the publish's transaction).
+pub(crate) async fn save_version(
+    tx: &mut Transaction<'static, Postgres>,
+    activity_id: i64,
+    version: i64,
+    published_by: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO sale_pages (activity_id, version, published_by) VALUES ($1, $2, $3)
+         ON CONFLICT (activity_id) DO UPDATE
+         SET version = EXCLUDED.version, published_by = EXCLUDED.published_by, published_at = now()",
+    )
+    .bind(activity_id)
+    .bind(version)
+    .bind(published_by)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Every published activity with its current version.
+pub(crate) async fn versions(pool: &PgPool) -> Result<Vec<(i64, i64)>, sqlx::Error> {
+    sqlx::query_as("SELECT activity_id, version FROM sale_pages")
+        .fetch_all(pool)
+        .await
+}
