@@ -515,7 +515,10 @@ fn counters(m: &Measurement, bench_db: &str) -> Vec<String> {
     }
     l.push(line);
     l.extend(m.checks.iter().map(|c| format!("  * `{c}`")));
-    if let Some(n) = m.requests.filter(|n| *n > 0.0 && m.tool == Kind::Load.tool()) {
+    if let Some(n) = m
+        .requests
+        .filter(|n| *n > 0.0 && m.tool == Kind::Load.tool())
+    {
         let c = &m.cpu;
         let per = |seconds: f64| 1e6 * seconds / n;
         l.push(format!(
