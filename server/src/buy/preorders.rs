@@ -11,6 +11,7 @@
 //! is the fast filter in front; when it is wrong (a deduction switch flip, a re-derivation
 //! racing an in-flight deduction) the database refuses instead of overselling.
 
+use sqlx::{postgres::PgArguments, Arguments, Postgres};
 use std::{sync::Arc, time::Duration};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use uuid::Uuid;
@@ -272,40 +273,64 @@ fn is_refusal(error: &sqlx::Error) -> bool {
         if matches!(database.code().as_deref(), Some("23514" | "23505")))
 }
 
-/// The batch's columns, one array per column, as both statements take them.
-struct Columns {
-    ids: Vec<Uuid>,
-    activities: Vec<i64>,
-    items: Vec<i64>,
-    users: Vec<i64>,
-    quantities: Vec<i32>,
-    amounts: Vec<i64>,
-    request_ids: Vec<String>,
-    outbox_states: Vec<&'static str>,
-    limits: Vec<i32>,
+/// The batch's columns, one array per column, as `$1`–`$9` of both statements; a statement
+/// adds its own parameters after them with [`push`].
+fn columns(orders: &[PreOrder]) -> Result<PgArguments, sqlx::Error> {
+    let narrow = |value: i64| i32::try_from(value).unwrap_or(i32::MAX);
+    let mut arguments = PgArguments::default();
+    push(
+        &mut arguments,
+        orders.iter().map(|o| o.id).collect::<Vec<_>>(),
+    )?;
+    push(
+        &mut arguments,
+        orders.iter().map(|o| o.activity_id).collect::<Vec<_>>(),
+    )?;
+    push(
+        &mut arguments,
+        orders.iter().map(|o| o.item_id).collect::<Vec<_>>(),
+    )?;
+    push(
+        &mut arguments,
+        orders.iter().map(|o| o.user_id).collect::<Vec<_>>(),
+    )?;
+    push(
+        &mut arguments,
+        orders
+            .iter()
+            .map(|o| narrow(o.quantity))
+            .collect::<Vec<_>>(),
+    )?;
+    push(
+        &mut arguments,
+        orders.iter().map(|o| o.amount_cents).collect::<Vec<_>>(),
+    )?;
+    push(
+        &mut arguments,
+        orders
+            .iter()
+            .map(|o| o.request_id.as_str())
+            .collect::<Vec<_>>(),
+    )?;
+    let outbox_states: Vec<&str> = orders
+        .iter()
+        .map(|o| if o.recorded { "recorded" } else { "pending" })
+        .collect();
+    push(&mut arguments, outbox_states)?;
+    let limits: Vec<i32> = orders
+        .iter()
+        .map(|o| narrow(o.reservation.per_user_limit()))
+        .collect();
+    push(&mut arguments, limits)?;
+    Ok(arguments)
 }
 
-impl Columns {
-    fn of(orders: &[PreOrder]) -> Self {
-        let narrow = |value: i64| i32::try_from(value).unwrap_or(i32::MAX);
-        Self {
-            ids: orders.iter().map(|o| o.id).collect(),
-            activities: orders.iter().map(|o| o.activity_id).collect(),
-            items: orders.iter().map(|o| o.item_id).collect(),
-            users: orders.iter().map(|o| o.user_id).collect(),
-            quantities: orders.iter().map(|o| narrow(o.quantity)).collect(),
-            amounts: orders.iter().map(|o| o.amount_cents).collect(),
-            request_ids: orders.iter().map(|o| o.request_id.clone()).collect(),
-            outbox_states: orders
-                .iter()
-                .map(|o| if o.recorded { "recorded" } else { "pending" })
-                .collect(),
-            limits: orders
-                .iter()
-                .map(|o| narrow(o.reservation.per_user_limit()))
-                .collect(),
-        }
-    }
+/// Binds the next parameter.
+fn push<'q, T>(arguments: &mut PgArguments, value: T) -> Result<(), sqlx::Error>
+where
+    T: sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + 'q,
+{
+    arguments.add(value).map_err(sqlx::Error::Encode)
 }
 
 /// Every member written as Redis decided it, with its outbox row, the item's `allocated`
@@ -315,8 +340,9 @@ impl Columns {
 /// row is locked after the outbox rows and before the buyer rows, as in every transaction
 /// that moves both (`orders::release`); its CHECK and the holdings' refuse an oversell.
 async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
-    let c = Columns::of(orders);
-    let rows: Vec<(Uuid, bool, Option<Uuid>)> = sqlx::query_as(
+    let mut arguments = columns(orders)?;
+    push(&mut arguments, CREATE_ORDER_TOPIC)?;
+    let rows: Vec<(Uuid, bool, Option<Uuid>)> = sqlx::query_as_with(
         "WITH m AS (
              SELECT * FROM UNNEST($1::UUID[], $2::BIGINT[], $3::BIGINT[], $4::BIGINT[], $5::INTEGER[],
                                   $6::BIGINT[], $7::TEXT[], $8::TEXT[], $9::INTEGER[]) WITH ORDINALITY
@@ -355,17 +381,8 @@ async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>,
          LEFT JOIN orders earlier ON written.id IS NULL
               AND earlier.user_id = m.user_id AND earlier.request_id = m.request_id
          ORDER BY m.member",
+        arguments,
     )
-    .bind(&c.ids)
-    .bind(&c.activities)
-    .bind(&c.items)
-    .bind(&c.users)
-    .bind(&c.quantities)
-    .bind(&c.amounts)
-    .bind(&c.request_ids)
-    .bind(&c.outbox_states)
-    .bind(&c.limits)
-    .bind(CREATE_ORDER_TOPIC)
     .fetch_all(&mut *pool.acquire().await?)
     .await?;
     Ok(rows
@@ -383,7 +400,7 @@ async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>,
 /// Every member decided in PostgreSQL, first come first served under the item row's lock,
 /// and the granted ones written: one call of `allocate_preorders` (migrations).
 async fn allocate(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
-    let c = Columns::of(orders);
+    let mut arguments = columns(orders)?;
     let (mut seat_members, mut seat_codes) = (Vec::new(), Vec::new());
     for (member, order) in (1_i32..).zip(orders) {
         for seat in &order.seats {
@@ -391,23 +408,15 @@ async fn allocate(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict
             seat_codes.push(seat.as_str());
         }
     }
-    let rows: Vec<(i32, String, Option<Uuid>)> = sqlx::query_as(
+    push(&mut arguments, seat_members)?;
+    push(&mut arguments, seat_codes)?;
+    push(&mut arguments, CREATE_ORDER_TOPIC)?;
+    let rows: Vec<(i32, String, Option<Uuid>)> = sqlx::query_as_with(
         "SELECT member, verdict, existing
          FROM allocate_preorders($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
          ORDER BY member",
+        arguments,
     )
-    .bind(&c.ids)
-    .bind(&c.activities)
-    .bind(&c.items)
-    .bind(&c.users)
-    .bind(&c.quantities)
-    .bind(&c.amounts)
-    .bind(&c.request_ids)
-    .bind(&c.outbox_states)
-    .bind(&c.limits)
-    .bind(&seat_members)
-    .bind(&seat_codes)
-    .bind(CREATE_ORDER_TOPIC)
     .fetch_all(&mut *pool.acquire().await?)
     .await?;
     orders
