@@ -9,6 +9,7 @@ use contract::{
     PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport, RequeueReport, RunSummary,
     StartedRun, SwitchBoard, SwitchChange,
 };
+use contract::{HotKey, HotKeyPeriod, HotKeysView};
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
 
@@ -373,4 +374,61 @@ pub async fn start_reconciliation(
         .map_err(session::refuse)?;
     leptos_axum::redirect(&format!("/reconciliations/{}", started.id));
     Ok(started)
+}
+
+/// The hot keys in force on the answering instance and the cluster-wide top per kind.
+#[server(prefix = "/console/fn")]
+pub async fn get_hotkeys() -> Result<HotKeysView, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend.hotkeys(&actor).await.map_err(session::refuse)
+}
+
+/// The stored periods of hot keys over the last `hours` (default 6).
+#[server(prefix = "/console/fn")]
+pub async fn hotkey_history(hours: Option<u32>) -> Result<Vec<HotKeyPeriod>, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .hotkey_history(&actor, hours.unwrap_or(6))
+        .await
+        .map_err(session::refuse)
+}
+
+/// Puts a key in force by hand for `hold_s` seconds; the reason is required and audited.
+/// The form's fields arrive as text and are read on the server once the caller may add.
+#[server(prefix = "/console/fn")]
+pub async fn add_hot_key(
+    kind: String,
+    key: String,
+    action: String,
+    limit_per_s: Option<String>,
+    hold_s: String,
+    reason: String,
+) -> Result<HotKey, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    let form = contract::HotKeyForm {
+        kind,
+        key,
+        action,
+        limit_per_s,
+        hold_s,
+        reason,
+    };
+    backend
+        .add_hotkey(&actor, form)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Takes a key out of force; the reason is required and audited.
+#[server(prefix = "/console/fn")]
+pub async fn remove_hot_key(
+    kind: String,
+    key: String,
+    reason: String,
+) -> Result<(), ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .remove_hotkey(&actor, &kind, &key, &reason)
+        .await
+        .map_err(session::refuse)
 }

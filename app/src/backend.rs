@@ -12,6 +12,7 @@ use contract::{
     OrderQuery, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
+use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView};
 use std::sync::Arc;
 
 /// Why a console call was refused; rendered to the user as its message.
@@ -186,6 +187,26 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         actor: &Actor,
         request: StartReconciliation,
     ) -> Result<StartedRun, ConsoleError>;
+
+    /// The hot keys in force on this instance and the cluster-wide top (ops, SRE, admin).
+    async fn hotkeys(&self, actor: &Actor) -> Result<HotKeysView, ConsoleError>;
+    /// The stored periods of hot keys over the last `hours`, latest first.
+    async fn hotkey_history(
+        &self,
+        actor: &Actor,
+        hours: u32,
+    ) -> Result<Vec<HotKeyPeriod>, ConsoleError>;
+    /// Puts a key in force by hand, audited (ops and admin); the form is read only once
+    /// the caller may add.
+    async fn add_hotkey(&self, actor: &Actor, form: HotKeyForm) -> Result<HotKey, ConsoleError>;
+    /// Takes a key out of force, audited (ops and admin).
+    async fn remove_hotkey(
+        &self,
+        actor: &Actor,
+        kind: &str,
+        key: &str,
+        reason: &str,
+    ) -> Result<(), ConsoleError>;
 }
 
 /// How the server hands its implementation to the console.

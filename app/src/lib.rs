@@ -13,7 +13,7 @@ use leptos_router::{
     path, SsrMode,
 };
 use pages::{
-    activities, audit, dashboard, dead_letters, items, layout, login, orders, prewarm,
+    activities, audit, dashboard, dead_letters, hotkeys, items, layout, login, orders, prewarm,
     reconciliation, switches, unbuilt,
 };
 
@@ -67,7 +67,7 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/prewarm") view=prewarm::PrewarmList/>
                         <Route path=path!("/switches") view=switches::SwitchBoardPage/>
                         <Route path=path!("/dashboard") view=dashboard::Dashboard/>
-                        <Route path=path!("/hotkeys") view=unbuilt::HotKeys/>
+                        <Route path=path!("/hotkeys") view=hotkeys::HotKeysPage/>
                         <Route path=path!("/baselines") view=unbuilt::Baselines/>
                         <Route path=path!("/reconciliations") view=reconciliation::Reconciliations/>
                         <Route path=path!("/reconciliations/:id") view=reconciliation::ReconciliationPage/>

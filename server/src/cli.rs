@@ -1,16 +1,19 @@
 //! The `seckill` command line: `serve`, `worker`, `migrate`, `demo`, `prewarm`, `publish`,
-//! `token`, `admin`, `switch`, `replay-recorded` and `reconcile`.
+//! `token`, `admin`, `switch`, `hotkeys`, `replay-recorded` and `reconcile`.
 
 use clap::{Parser, Subcommand};
 use contract::Actor;
 use contract::Source;
 use contract::{ActivityInput, ActivityItemInput, ActivityKind, ItemInput, Role};
+use contract::{HotKeyAction, HotKeyKind, NewHotKey};
 use std::io::BufRead;
 
 use crate::{
     catalog::service as catalog,
+    control::board::{Board, Flip},
+    hotkeys::service as hotkey_service,
     identity::{buyer_token, password, secret_token, users},
-    infra::{config::Settings, db},
+    infra::{config::Settings, db, etcd::EtcdLink, metrics::Metrics},
     prewarm,
     reconcile::service as reconcile,
     startup::{self, Application},
@@ -78,6 +81,39 @@ enum Command {
     /// Read or flip switches and limits in etcd (needs PostgreSQL and etcd only).
     #[command(subcommand)]
     Switch(SwitchCommand),
+    /// The hot keys in force (as etcd holds them), or add or remove one by hand (audited;
+    /// needs PostgreSQL and etcd only).
+    Hotkeys {
+        #[command(subcommand)]
+        command: Option<HotkeysCommand>,
+    },
+}
+
+#[derive(Subcommand)]
+enum HotkeysCommand {
+    /// Put a key in force on every instance for --hold-s seconds; prints it as JSON.
+    Add {
+        /// `item`, `user` or `ip`.
+        kind: HotKeyKind,
+        /// An item or user id, or an IP address.
+        key: String,
+        /// `watch`, `cache` (items), `limit` (with --limit-per-s) or `block` (users, addresses).
+        #[arg(long)]
+        action: HotKeyAction,
+        #[arg(long)]
+        limit_per_s: Option<u64>,
+        #[arg(long, default_value_t = 300)]
+        hold_s: u64,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Take a key out of force (a detected key comes back if it is still hot).
+    Remove {
+        kind: String,
+        key: String,
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -182,6 +218,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Demo => seed_demo(settings).await?,
         Command::Switch(command) => switch(settings, command).await?,
+        Command::Hotkeys { command } => hotkeys(settings, command).await?,
         Command::Prewarm { activity } => {
             let state = startup::connect(settings).await?;
             let report = prewarm::prewarm(&state, &cli_actor(), activity).await?;
@@ -365,27 +402,75 @@ fn findings_table(findings: &[contract::Finding]) -> String {
 
 /// `seckill switch get|set`: the switch board over PostgreSQL and etcd only, so ops can
 /// flip a switch while Redis or RabbitMQ is the thing that is down.
-async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()> {
-    use crate::{
-        control::board::{Board, Flip},
-        infra::{etcd::EtcdLink, metrics::Metrics},
-    };
-    let db = db::connect(&settings).await?;
+/// What the control-plane commands need: PostgreSQL and etcd, not Redis or RabbitMQ,
+/// which may be the very thing that is down.
+async fn control_stores(settings: &Settings) -> anyhow::Result<(sqlx::PgPool, EtcdLink)> {
+    let db = db::connect(settings).await?;
     // A one-off command's timings are not scraped.
     let etcd = EtcdLink::new(settings.etcd_endpoints.clone(), &Metrics::new());
+    Ok((db, etcd))
+}
+
+/// The audit names the person at the keyboard, as the OS knows them.
+fn keyboard_actor() -> Actor {
+    Actor {
+        username: std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .unwrap_or_else(|_| cli_actor().username),
+        ..cli_actor()
+    }
+}
+
+async fn hotkeys(settings: Settings, command: Option<HotkeysCommand>) -> anyhow::Result<()> {
+    let (db, etcd) = control_stores(&settings).await?;
     let board = Board {
         db: &db,
         etcd: &etcd,
         settings: &settings,
         instance: None,
     };
-    // The audit names the person at the keyboard, as the OS knows them.
-    let actor = Actor {
-        username: std::env::var("USER")
-            .or_else(|_| std::env::var("LOGNAME"))
-            .unwrap_or_else(|_| cli_actor().username),
-        ..cli_actor()
+    let actor = keyboard_actor();
+    match command {
+        None => {
+            let hot = hotkey_service::list(&board, &actor).await?;
+            println!("{}", serde_json::to_string_pretty(&hot)?);
+        }
+        Some(HotkeysCommand::Add {
+            kind,
+            key,
+            action,
+            limit_per_s,
+            hold_s,
+            reason,
+        }) => {
+            let new = NewHotKey {
+                kind,
+                key,
+                action,
+                limit_per_s,
+                hold_s,
+                reason,
+            };
+            let added = hotkey_service::add(&board, &actor, Source::Cli, &new).await?;
+            println!("{}", serde_json::to_string_pretty(&added)?);
+        }
+        Some(HotkeysCommand::Remove { kind, key, reason }) => {
+            hotkey_service::remove(&board, &actor, Source::Cli, &kind, &key, &reason).await?;
+            println!("removed {kind}/{key}");
+        }
+    }
+    Ok(())
+}
+
+async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()> {
+    let (db, etcd) = control_stores(&settings).await?;
+    let board = Board {
+        db: &db,
+        etcd: &etcd,
+        settings: &settings,
+        instance: None,
     };
+    let actor = keyboard_actor();
     match command {
         SwitchCommand::Get { path: None } => print!("{}", switch_table(&board.read().await?)),
         SwitchCommand::Get { path: Some(path) } => {

@@ -4,7 +4,8 @@
 //! One folder per capability, each owning its routes, use cases and queries: `buy` (the buyer
 //! API and its funnel), `catalog`, `prewarm`, `orders` (the RabbitMQ pipeline, pay timeout,
 //! outbox relay, dead letters, order admin), `payment`, `control` (etcd switches, election),
-//! `identity`, `dashboard` (the live figures the console draws), `sale_page` (the static
+//! `identity`, `dashboard` (the live figures the console draws), `hotkeys` (hot-key
+//! detection, its reactions and manual keys), `sale_page` (the static
 //! sale page: publish, serve, the button script), `admin` (the admin router, permissions, console backend, audit). Generic
 //! plumbing is in `infra`; `startup` and `state` put the pieces together.
 
@@ -15,6 +16,7 @@ pub mod cli;
 pub mod control;
 pub(crate) mod dashboard;
 pub(crate) mod error;
+pub mod hotkeys;
 pub mod identity;
 pub mod infra;
 pub mod orders;

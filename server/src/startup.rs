@@ -24,6 +24,7 @@ use crate::{
         switches::{SwitchValues, Switches},
         ControlPlane,
     },
+    hotkeys::HotKeys,
     identity::{authenticate::Authenticator, buyer_token::BuyerTokens},
     infra,
     infra::{
@@ -66,6 +67,7 @@ impl Application {
         let router = router(state.clone());
         let control = control::start(&state, election, listener.local_addr()?).await;
         crate::dashboard::spawn(&state);
+        crate::hotkeys::spawn(&state);
         if state.settings.workers {
             workers(&state);
         }
@@ -135,10 +137,12 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
     let control = ControlStatus::new(&settings.control);
     let amqp = AmqpLink::new(settings.amqp_url.clone());
     let pipeline = Pipeline::new(&amqp, &settings, &db, &metrics);
+    let hotkeys = Arc::new(HotKeys::new(buy.hotkey_detection, metrics.clone()));
     let funnel = Arc::new(Funnel::new(FunnelParts {
         settings: buy.clone(),
         switches: switches.clone(),
-        catalogue: Catalogue::new(db.clone(), redis.clone(), buy),
+        catalogue: Catalogue::new(db.clone(), redis.clone(), buy, hotkeys.clone()),
+        hotkeys: hotkeys.clone(),
         tokens: BuyerTokens::new(&settings.jwt_secret),
         preorders,
         publisher: pipeline.publisher.clone(),
@@ -176,6 +180,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         control,
         dashboard: crate::dashboard::Hub::default(),
         sale_pages,
+        hotkeys,
     });
     Ok((state, election))
 }

@@ -84,6 +84,8 @@ pub struct Shared {
     pub pipeline: Pipeline,
     /// The published sale pages this instance serves from memory.
     pub sale_pages: crate::sale_page::SalePages,
+    /// Hot-key counting, the keys in force and their reactions.
+    pub hotkeys: Arc<crate::hotkeys::HotKeys>,
     /// The live dashboard's recent frames and their viewers (sampled only where HTTP is served).
     pub(crate) dashboard: crate::dashboard::Hub,
 }

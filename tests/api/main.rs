@@ -16,6 +16,7 @@ mod dashboard;
 mod deduction_flip;
 mod deploy;
 mod health;
+mod hotkeys;
 mod identity;
 mod logging;
 mod payment;

@@ -426,6 +426,71 @@ fn rows() -> Vec<Row> {
             Needs(P::RepairStock),
             400,
         ),
+        admin(
+            M::GET,
+            "/hotkeys",
+            "/hotkeys",
+            Body::None,
+            Needs(P::WatchOperations),
+            200,
+        ),
+        admin(
+            M::GET,
+            "/hotkeys/history",
+            "/hotkeys/history",
+            Body::None,
+            Needs(P::WatchOperations),
+            200,
+        ),
+        // A key of a second spelling: refused by the rules once the gate lets it through.
+        admin(
+            M::POST,
+            "/hotkeys",
+            "/hotkeys",
+            Json(
+                json!({ "kind": "user", "key": "042", "action": "block", "hold_s": 5, "reason": "x" }),
+            ),
+            Needs(P::ManageHotKeys),
+            400,
+        ),
+        admin(
+            M::DELETE,
+            "/hotkeys/{kind}/{key}",
+            &format!("/hotkeys/user/{NO_ID}?reason=gone"),
+            Body::None,
+            Needs(P::ManageHotKeys),
+            404,
+        ),
+        server_fn(
+            GetHotkeys::PATH,
+            Form(vec![]),
+            Needs(P::WatchOperations),
+            200,
+        ),
+        server_fn(
+            HotkeyHistory::PATH,
+            Form(vec![]),
+            Needs(P::WatchOperations),
+            200,
+        ),
+        server_fn(
+            AddHotKey::PATH,
+            Form(vec![
+                ("kind", "user"),
+                ("key", "042"),
+                ("action", "block"),
+                ("hold_s", "5"),
+                ("reason", "x"),
+            ]),
+            Needs(P::ManageHotKeys),
+            400,
+        ),
+        server_fn(
+            RemoveHotKey::PATH,
+            Form(vec![("kind", "user"), ("key", NO_ID), ("reason", "gone")]),
+            Needs(P::ManageHotKeys),
+            404,
+        ),
         // Last, because it ends the session it is called with.
         server_fn(Logout::PATH, Form(vec![]), Open, 200),
     ]

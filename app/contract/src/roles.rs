@@ -45,10 +45,12 @@ pub enum Permission {
     RepairStock,
     /// Render an activity's static sale page and serve it (merchants: their own activities).
     PublishSalePage,
+    /// Add and remove hot keys by hand (reading them is `WatchOperations`).
+    ManageHotKeys,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 11] = [
+    pub const ALL: [Permission; 12] = [
         Permission::ReadCatalog,
         Permission::WriteCatalog,
         Permission::ReadOrders,
@@ -60,6 +62,7 @@ impl Permission {
         Permission::Reconcile,
         Permission::RepairStock,
         Permission::PublishSalePage,
+        Permission::ManageHotKeys,
     ];
 }
 
@@ -87,7 +90,8 @@ impl Role {
             Permission::Prewarm
             | Permission::FlipSwitch
             | Permission::OperatePipeline
-            | Permission::RepairStock => &[Ops, Admin],
+            | Permission::RepairStock
+            | Permission::ManageHotKeys => &[Ops, Admin],
             Permission::WatchOperations | Permission::Reconcile => &[Ops, Sre, Admin],
             Permission::PublishSalePage => &[Merchant, Ops, Admin],
         };

@@ -5,6 +5,7 @@ pub mod activities;
 pub mod audit;
 pub mod dashboard;
 pub mod dead_letters;
+pub mod hotkeys;
 pub mod items;
 pub mod layout;
 pub mod login;

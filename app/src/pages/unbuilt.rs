@@ -11,11 +11,6 @@ fn not_built(title: &'static str, arrives_with: &'static str) -> impl IntoView {
 }
 
 #[component]
-pub fn HotKeys() -> impl IntoView {
-    not_built("Hot keys", "the hot-key detection work")
-}
-
-#[component]
 pub fn Baselines() -> impl IntoView {
     not_built("Baselines", "the baseline recording work")
 }

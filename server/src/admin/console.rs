@@ -12,6 +12,7 @@ use contract::{
     OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
+use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView};
 use leptos::prelude::provide_context;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
 use std::{net::IpAddr, sync::Arc};
@@ -22,6 +23,7 @@ use crate::{
     catalog::service as catalog,
     control::board::{self, Board, Flip},
     error::ApiError,
+    hotkeys::service as hotkeys,
     identity::authenticate::LoginError,
     orders::{admin as order_admin, dead_letters, recordings, relay},
     prewarm,
@@ -281,6 +283,35 @@ impl ConsoleBackend for ConsoleService {
         request: StartReconciliation,
     ) -> Result<StartedRun, ConsoleError> {
         Ok(reconcile::start(&self.state, actor, Source::Console, request).await?)
+    }
+
+    async fn hotkeys(&self, actor: &Actor) -> Result<HotKeysView, ConsoleError> {
+        Ok(hotkeys::view(&self.state, actor)?)
+    }
+
+    async fn hotkey_history(
+        &self,
+        actor: &Actor,
+        hours: u32,
+    ) -> Result<Vec<HotKeyPeriod>, ConsoleError> {
+        Ok(hotkeys::history(&self.state.db, actor, hours).await?)
+    }
+
+    async fn add_hotkey(&self, actor: &Actor, form: HotKeyForm) -> Result<HotKey, ConsoleError> {
+        authorize(actor, Permission::ManageHotKeys)?;
+        let new = form.read().map_err(ConsoleError::Invalid)?;
+        Ok(hotkeys::add(&Board::of(&self.state), actor, Source::Console, &new).await?)
+    }
+
+    async fn remove_hotkey(
+        &self,
+        actor: &Actor,
+        kind: &str,
+        key: &str,
+        reason: &str,
+    ) -> Result<(), ConsoleError> {
+        let board = Board::of(&self.state);
+        Ok(hotkeys::remove(&board, actor, Source::Console, kind, key, reason).await?)
     }
 }
 

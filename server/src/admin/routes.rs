@@ -45,6 +45,14 @@ impl AdminRoutes {
         self.add(Method::PUT, path, routing::put(handler))
     }
 
+    pub(crate) fn delete<H: Handler<T, AppState>, T: 'static>(
+        self,
+        path: &'static str,
+        handler: H,
+    ) -> Self {
+        self.add(Method::DELETE, path, routing::delete(handler))
+    }
+
     fn add(mut self, method: Method, path: &'static str, route: MethodRouter<AppState>) -> Self {
         // axum merges method routers registered under the same path.
         self.router = self.router.route(path, route);
@@ -61,6 +69,7 @@ fn table() -> AdminRoutes {
     let routes = crate::reconcile::routes::admin(routes);
     let routes = crate::dashboard::routes::admin(routes);
     let routes = crate::sale_page::routes::admin(routes);
+    let routes = crate::hotkeys::routes::admin(routes);
     crate::orders::routes::admin(routes)
 }
 

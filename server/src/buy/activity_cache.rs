@@ -4,21 +4,29 @@
 //!
 //! A cache miss is let through to PostgreSQL only if the Bloom filter in Redis says the
 //! id may exist, so a flood of made-up ids never reaches the database.
+//!
+//! An activity with an item under a `cache` hot key is served from memory past its
+//! lifetime, refreshed in the background (one refresh at a time per activity), and so is
+//! its items' stock for `/status`: a hot item's readers cost no I/O at all.
 
 use chrono::{DateTime, Utc};
 use contract::ActivityKind;
 use sqlx::PgPool;
 use std::{
-    collections::HashMap,
-    sync::{Arc, RwLock},
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex, RwLock},
     time::{Duration, Instant},
 };
 
 use crate::{
     buy::bloom::{self, BloomShape},
     catalog::store as catalog,
+    hotkeys::HotKeys,
     infra::{config::BuySettings, redis::RedisStore},
 };
+
+/// How old a hot item's stock for `/status` may be before a background refresh.
+const STOCK_MEMO: Duration = Duration::from_millis(100);
 
 /// An activity as the buy path needs it.
 #[derive(Debug)]
@@ -60,11 +68,19 @@ pub(crate) enum LookupError {
 
 type Expiries<K> = RwLock<HashMap<K, Instant>>;
 
+type Activities = Arc<RwLock<HashMap<i64, Arc<CachedActivity>>>>;
+/// Per activity, its items' Redis stock in item order, and when it was read.
+type StockMemos = Arc<RwLock<HashMap<i64, (Arc<Vec<Option<i64>>>, Instant)>>>;
+
 pub struct Catalogue {
     db: PgPool,
     redis: RedisStore,
     bloom: BloomShape,
-    activities: RwLock<HashMap<i64, Arc<CachedActivity>>>,
+    activities: Activities,
+    /// Hot activities whose copy or stock is being refreshed in the background.
+    refreshing: Arc<Mutex<HashSet<(i64, Refresh)>>>,
+    stock: StockMemos,
+    hotkeys: Arc<HotKeys>,
     missing: Expiries<i64>,
     sold_out: Expiries<(i64, i64)>,
     activity_ttl: Duration,
@@ -86,16 +102,68 @@ fn flag<K: std::hash::Hash + Eq>(map: &Expiries<K>, key: K, ttl: Duration) {
     }
 }
 
+/// What a background refresh renews.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Refresh {
+    Activity,
+    Stock,
+}
+
+/// Forgets that a refresh runs, however it ends.
+struct Refreshing(Arc<Mutex<HashSet<(i64, Refresh)>>>, (i64, Refresh));
+
+impl Drop for Refreshing {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.0.lock() {
+            running.remove(&self.1);
+        }
+    }
+}
+
+/// Reads an activity from PostgreSQL into its cached form.
+async fn load(db: &PgPool, id: i64) -> Result<Option<CachedActivity>, sqlx::Error> {
+    let Some(stored) = catalog::get_activity(db, id, None).await? else {
+        return Ok(None);
+    };
+    Ok(Some(CachedActivity {
+        id: stored.id,
+        title: stored.title,
+        kind: stored.kind,
+        starts_at: stored.starts_at,
+        ends_at: stored.ends_at,
+        items: stored
+            .lines
+            .into_iter()
+            .map(|line| CachedItem {
+                item_id: line.item_id,
+                name: line.name,
+                price_cents: line.price_cents,
+                per_user_limit: line.per_user_limit.into(),
+                total_stock: line.total_stock.into(),
+            })
+            .collect(),
+        loaded_at: Instant::now(),
+    }))
+}
+
 impl Catalogue {
-    pub(crate) fn new(db: PgPool, redis: RedisStore, settings: &BuySettings) -> Self {
+    pub(crate) fn new(
+        db: PgPool,
+        redis: RedisStore,
+        settings: &BuySettings,
+        hotkeys: Arc<HotKeys>,
+    ) -> Self {
         Self {
             db,
             redis,
+            refreshing: Arc::default(),
+            stock: Arc::default(),
+            hotkeys,
             bloom: BloomShape::for_capacity(
                 settings.bloom_capacity,
                 settings.bloom_false_positive_rate,
             ),
-            activities: RwLock::default(),
+            activities: Arc::default(),
             missing: RwLock::default(),
             sold_out: RwLock::default(),
             activity_ttl: Duration::from_millis(settings.activity_cache_ms),
@@ -133,6 +201,11 @@ impl Catalogue {
         if let Some(cached) = self.cached(id) {
             return Ok(cached);
         }
+        if let Some(hot) = self.stale_but_hot(id) {
+            self.hotkeys.served_from_cache();
+            self.refresh_in_background(id);
+            return Ok(hot);
+        }
         if still_flagged(&self.missing, &id) {
             return Err(LookupError::Missing);
         }
@@ -143,33 +216,106 @@ impl Catalogue {
         {
             return Err(LookupError::Missing);
         }
-        let Some(stored) = catalog::get_activity(&self.db, id, None).await? else {
+        let Some(loaded) = load(&self.db, id).await? else {
             flag(&self.missing, id, self.null_ttl);
             return Err(LookupError::Missing);
         };
-        let activity = Arc::new(CachedActivity {
-            id: stored.id,
-            title: stored.title,
-            kind: stored.kind,
-            starts_at: stored.starts_at,
-            ends_at: stored.ends_at,
-            items: stored
-                .lines
-                .into_iter()
-                .map(|line| CachedItem {
-                    item_id: line.item_id,
-                    name: line.name,
-                    price_cents: line.price_cents,
-                    per_user_limit: line.per_user_limit.into(),
-                    total_stock: line.total_stock.into(),
-                })
-                .collect(),
-            loaded_at: Instant::now(),
-        });
+        let activity = Arc::new(loaded);
         if let Ok(mut activities) = self.activities.write() {
             activities.insert(id, activity.clone());
         }
         Ok(activity)
+    }
+
+    /// The copy of an activity past its lifetime, if one of its items is a `cache` hot key.
+    fn stale_but_hot(&self, id: i64) -> Option<Arc<CachedActivity>> {
+        let activities = self.activities.read().ok()?;
+        activities
+            .get(&id)
+            .filter(|activity| self.is_hot(activity))
+            .cloned()
+    }
+
+    /// Whether an item of the activity is a `cache` hot key.
+    pub(crate) fn is_hot(&self, activity: &CachedActivity) -> bool {
+        activity
+            .items
+            .iter()
+            .any(|item| self.hotkeys.caches_item(item.item_id))
+    }
+
+    /// Starts a refresh of `what` for activity `id` unless one runs; the guard it returns
+    /// travels into the task.
+    fn start_refresh(&self, id: i64, what: Refresh) -> Option<Refreshing> {
+        let mut running = self.refreshing.lock().ok()?;
+        running
+            .insert((id, what))
+            .then(|| Refreshing(self.refreshing.clone(), (id, what)))
+    }
+
+    fn refresh_in_background(&self, id: i64) {
+        let Some(guard) = self.start_refresh(id, Refresh::Activity) else {
+            return;
+        };
+        let (db, activities) = (self.db.clone(), self.activities.clone());
+        tokio::spawn(async move {
+            let _guard = guard;
+            match load(&db, id).await {
+                Ok(Some(loaded)) => {
+                    if let Ok(mut activities) = activities.write() {
+                        activities.insert(id, Arc::new(loaded));
+                    }
+                }
+                // Deleted meanwhile: the next lookup finds out the usual way.
+                Ok(None) => {
+                    if let Ok(mut activities) = activities.write() {
+                        activities.remove(&id);
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(activity = id, error = %error, "a hot activity's refresh failed; the copy stays")
+                }
+            }
+        });
+    }
+
+    /// The items' Redis stock of a hot activity for `/status`: from memory, refreshed in
+    /// the background once older than [`STOCK_MEMO`]; read at once the first time.
+    pub(crate) async fn hot_stock(
+        &self,
+        activity_id: i64,
+        keys: Vec<String>,
+    ) -> redis::RedisResult<Arc<Vec<Option<i64>>>> {
+        let memo = self
+            .stock
+            .read()
+            .ok()
+            .and_then(|memos| memos.get(&activity_id).cloned());
+        if let Some((stock, read_at)) = memo {
+            if read_at.elapsed() > STOCK_MEMO {
+                if let Some(guard) = self.start_refresh(activity_id, Refresh::Stock) {
+                    let (redis, memos) = (self.redis.clone(), self.stock.clone());
+                    tokio::spawn(async move {
+                        let _guard = guard;
+                        if let Ok(stock) = redis.get_integers(&keys).await {
+                            if let Ok(mut memos) = memos.write() {
+                                memos.insert(activity_id, (Arc::new(stock), Instant::now()));
+                            }
+                        }
+                    });
+                }
+            }
+            self.hotkeys.served_from_cache();
+            return Ok(stock);
+        }
+        let stock = Arc::new(self.redis.get_integers(&keys).await?);
+        if let Ok(mut memos) = self.stock.write() {
+            memos.retain(|_, (_, read_at)| {
+                read_at.elapsed() < self.activity_ttl.max(STOCK_MEMO) * 60
+            });
+            memos.insert(activity_id, (stock.clone(), Instant::now()));
+        }
+        Ok(stock)
     }
 
     fn cached(&self, id: i64) -> Option<Arc<CachedActivity>> {
@@ -196,6 +342,9 @@ impl Catalogue {
         }
         if let Ok(mut missing) = self.missing.write() {
             missing.remove(&activity_id);
+        }
+        if let Ok(mut stock) = self.stock.write() {
+            stock.remove(&activity_id);
         }
         if let Ok(mut sold_out) = self.sold_out.write() {
             sold_out.retain(|(activity, _), _| *activity != activity_id);

@@ -13,6 +13,11 @@
 //! success is stored (an hour) and replayed byte for byte; a request refused after its
 //! claim frees its request id again.
 //!
+//! Hot keys (`hotkeys`): once the buyer token is checked, the request's item, buyer and
+//! address are handed to the hot-key counter without waiting, and a buyer or address under a
+//! `block` key is refused there; a `limit` key's bucket sits in front of the local bucket of
+//! step 8.
+//!
 //! Steps 8–12 run in a task of their own: a client that hangs up cannot cut a request
 //! between its deduction and its pre-order, so the answer is always stored for the replay.
 //!
@@ -30,9 +35,7 @@ use std::{
     net::IpAddr,
     sync::atomic::{AtomicU64, Ordering},
     sync::Arc,
-    sync::Mutex,
     time::Duration,
-    time::Instant,
 };
 use tracing::Instrument;
 use uuid::Uuid;
@@ -53,12 +56,14 @@ use crate::{
     },
     catalog::rules::{valid_seat_code, MAX_PER_USER_LIMIT},
     control::switches::{SwitchValues, Switches},
+    hotkeys::HotKeys,
     identity::buyer_token::BuyerTokens,
     infra::{
         config::{AsyncMode, BuySettings, DeductionMode},
         metrics::Metrics,
         quiet_log::quiet,
         redis::RedisStore,
+        token_bucket::TokenBucket,
     },
     orders::mq::{message::OrderCreated, publisher::Publisher},
     reconcile::settle::{self, Deduction},
@@ -196,6 +201,8 @@ impl Target {
 /// What steps 7–12 need of a request; owned, for the task they run in.
 struct Claimed {
     switches: Arc<SwitchValues>,
+    /// The client's address, and as the rate windows key it.
+    ip: IpAddr,
     client: String,
     challenge_id: Option<String>,
     challenge_answer: Option<i64>,
@@ -281,37 +288,6 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|value| value.to_str().ok())
 }
 
-/// The per-instance token bucket in front of Redis (step 8). Its rate is passed on every
-/// take, so a limit changed in etcd applies to the next request.
-struct TokenBucket {
-    state: Mutex<(f64, Instant)>,
-}
-
-impl TokenBucket {
-    fn new() -> Self {
-        Self {
-            state: Mutex::new((f64::INFINITY, Instant::now())),
-        }
-    }
-
-    fn try_take(&self, rate_per_s: u64) -> bool {
-        let rate = rate_per_s.max(1) as f64;
-        let Ok(mut state) = self.state.lock() else {
-            return false;
-        };
-        let (tokens, last) = &mut *state;
-        let now = Instant::now();
-        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * rate).min(rate);
-        *last = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-
 /// Step 1: requests in flight on this instance, against a limit that can change live.
 struct Admission {
     in_flight: AtomicU64,
@@ -382,6 +358,8 @@ pub struct Funnel {
     pub challenges: Challenges,
     /// Which layer deducts now, and the db → redis hand-over's state.
     pub deduction: DeductionGate,
+    /// Hot-key counting and the reactions to keys in force.
+    hotkeys: Arc<HotKeys>,
     /// Who holds units of the items this instance refuses from memory.
     holders: HolderSets,
     /// The requests running here, for their replays to wait on.
@@ -400,6 +378,7 @@ pub(crate) struct FunnelParts {
     pub(crate) settings: BuySettings,
     pub(crate) switches: Switches,
     pub(crate) catalogue: Catalogue,
+    pub(crate) hotkeys: Arc<HotKeys>,
     pub(crate) tokens: BuyerTokens,
     pub(crate) preorders: PreorderWriter,
     pub(crate) publisher: Publisher,
@@ -414,6 +393,7 @@ impl Funnel {
             settings,
             switches,
             catalogue,
+            hotkeys,
             tokens,
             preorders,
             publisher,
@@ -436,6 +416,7 @@ impl Funnel {
             settings,
             switches,
             catalogue,
+            hotkeys,
             tokens,
             preorders,
             publisher,
@@ -487,7 +468,14 @@ impl Funnel {
         let in_flight = self.admit(switches)?;
         let body = self.read_body(body).await?;
         let (request_id, purchase) = self.validate(ask, headers, &body)?;
-        let user_id = self.authenticate(headers)?;
+        let user_id = self.authenticate(headers);
+        self.hotkeys.sample(
+            purchase.item_id,
+            user_id.as_ref().ok().copied(),
+            Some(client),
+        );
+        let user_id = user_id?;
+        self.check_blocked(user_id, client)?;
         let (activity, target) = self.look_up(ask, &purchase).await?;
         let asked = Asked {
             sale: SaleItem::new(target.activity_id, target.item_id),
@@ -510,6 +498,7 @@ impl Funnel {
         };
         let claimed = Arc::new(Claimed {
             switches: snapshot.clone(),
+            ip: client,
             client: client.to_string(),
             challenge_id: purchase.challenge_id.clone(),
             challenge_answer: purchase.answer,
@@ -583,6 +572,26 @@ impl Funnel {
             .ok_or_else(|| self.counts.stop("auth", Outcome::Unauthenticated))?;
         self.counts.pass("auth");
         Ok(user_id)
+    }
+
+    /// Step 3 ends: a buyer or an address blocked as a hot key is refused until the key lapses.
+    fn check_blocked(&self, user_id: i64, client: IpAddr) -> Stage<()> {
+        match self.hotkeys.refusal(Some(user_id), client) {
+            None => Ok(()),
+            Some(refusal) => {
+                let mut answer = self.counts.stop_with(
+                    "hotkey_block",
+                    Outcome::RateLimited,
+                    match refusal.kind {
+                        contract::HotKeyKind::Ip => "this address is sending too many requests",
+                        _ => "this buyer is sending too many requests",
+                    },
+                );
+                answer.retry_after_s =
+                    Some(u32::try_from(refusal.retry_after_s).unwrap_or(u32::MAX));
+                Err(answer)
+            }
+        }
     }
 
     /// Step 4: the activity and the item bought, from the in-memory catalogue.
@@ -737,6 +746,16 @@ impl Funnel {
     /// it is made under, once its request id is claimed.
     async fn through_redis(&self, claimed: &Arc<Claimed>, mode: DeductionMode) -> Stage<PreOrder> {
         let limits = &claimed.switches.limits;
+        let order = &claimed.order;
+        if self
+            .hotkeys
+            .limited(order.item_id, order.user_id, claimed.ip)
+            .is_some()
+        {
+            let mut answer = self.counts.stop("hotkey_limit", Outcome::RateLimited);
+            answer.retry_after_s = Some(1);
+            return Err(answer);
+        }
         if !self.bucket.try_take(limits.local_rate_per_s) {
             return Err(self.rate_limited(limits.rate_window_s));
         }
@@ -1079,12 +1098,5 @@ mod tests {
         ] {
             assert!(text.contains(counted), "{counted} missing from:\n{text}");
         }
-    }
-
-    #[test]
-    fn the_token_bucket_admits_its_rate_then_refuses() {
-        let bucket = TokenBucket::new();
-        assert!((0..3).all(|_| bucket.try_take(3)));
-        assert!(!bucket.try_take(3));
     }
 }

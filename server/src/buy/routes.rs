@@ -99,10 +99,12 @@ struct PublicItem<'a> {
 /// Static facts of an activity; cacheable by a CDN for a few seconds.
 async fn activity(
     State(state): State<AppState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Response> {
     let Path(id) = id?;
     let activity = cached_activity(&state, id).await?;
+    sample_read(&state, &activity, client);
     let items: Vec<PublicItem> = activity
         .items
         .iter()
@@ -145,21 +147,28 @@ struct Status {
 /// The live state the activity page syncs its countdown with; never cached.
 async fn status(
     State(state): State<AppState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Response> {
     let Path(id) = id?;
     let activity = cached_activity(&state, id).await?;
+    sample_read(&state, &activity, client);
     let now = chrono::Utc::now();
     let keys: Vec<String> = activity
         .items
         .iter()
         .map(|item| state.redis.stock_key(SaleItem::new(id, item.item_id)))
         .collect();
-    let stock = state.redis.get_integers(&keys).await?;
+    let catalogue = &state.funnel.catalogue;
+    let stock = if catalogue.is_hot(&activity) {
+        catalogue.hot_stock(id, keys).await?
+    } else {
+        std::sync::Arc::new(state.redis.get_integers(&keys).await?)
+    };
     let items = activity
         .items
         .iter()
-        .zip(stock)
+        .zip(stock.iter().copied())
         .map(|(item, stock)| ItemStatus {
             item_id: item.item_id,
             sold_out: stock.is_some_and(|left| left <= 0),
@@ -180,6 +189,14 @@ async fn status(
         challenge_required: switches.challenge_required,
     };
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
+}
+
+/// Counts a read of the activity's items (and the reader's address once) for hot keys.
+fn sample_read(state: &AppState, activity: &CachedActivity, client: SocketAddr) {
+    let mut ip = Some(client.ip());
+    for item in &activity.items {
+        state.hotkeys.sample(Some(item.item_id), None, ip.take());
+    }
 }
 
 /// The buyer named by the request's bearer token, or 401.

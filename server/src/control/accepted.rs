@@ -36,7 +36,7 @@ pub(crate) struct Observed<'a> {
 /// What observing one key did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// Outside `switches/` and `limits/` (nodes, write notes, the election, anything else).
+    /// Outside `switches/`, `limits/` and `rules/` (nodes, write notes, the election, anything else).
     NotASwitch,
     /// Same value and revision as already accepted.
     Unchanged,
@@ -146,7 +146,7 @@ impl Accepted {
 
 /// Whether a path belongs to the switch board at all.
 pub(crate) fn is_switch_path(path: &str) -> bool {
-    path.starts_with("switches/") || path.starts_with("limits/")
+    path.starts_with("switches/") || path.starts_with("limits/") || path.starts_with("rules/")
 }
 
 /// The last accepted values on local disk (`settings.control.snapshot_path`).

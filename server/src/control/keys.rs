@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use contract::{HotKeyKind, HotKeyRule};
+
 use crate::control::switches::{Limits, SwitchValues};
 use crate::infra::config::{AsyncMode, DeductionMode};
 
@@ -18,6 +20,8 @@ pub(crate) enum SwitchKey {
     Async,
     Challenge,
     Limit(LimitName),
+    /// `rules/hotkeys/{kind}`: when a key of the kind is hot, and what is done about it.
+    HotKeyRule(HotKeyKind),
 }
 
 /// The names under `limits/`.
@@ -39,6 +43,8 @@ pub(crate) enum Setting {
     Async(AsyncMode),
     Challenge(bool),
     Limit(u64),
+    /// `off` (no rule: keys of the kind are counted and shown, never published) or a rule.
+    HotKeyRule(Option<HotKeyRule>),
 }
 
 /// Why a path or value was refused; `code` is the API's error code.
@@ -132,6 +138,7 @@ impl SwitchKey {
         ]
         .into_iter()
         .chain(LimitName::ALL.into_iter().map(SwitchKey::Limit))
+        .chain(HotKeyKind::ALL.into_iter().map(SwitchKey::HotKeyRule))
     }
 
     /// Parses a path relative to the prefix, exactly: `switches/entry/` is another etcd
@@ -161,6 +168,8 @@ impl SwitchKey {
                         .find(|limit| limit.as_str() == name)
                         .ok_or_else(unknown)?;
                     SwitchKey::Limit(limit)
+                } else if let Some(kind) = path.strip_prefix("rules/hotkeys/") {
+                    SwitchKey::HotKeyRule(kind.parse().map_err(|_| unknown())?)
                 } else {
                     return Err(unknown());
                 }
@@ -177,6 +186,7 @@ impl SwitchKey {
             SwitchKey::Async => "switches/async".into(),
             SwitchKey::Challenge => "switches/challenge".into(),
             SwitchKey::Limit(limit) => format!("limits/{}", limit.as_str()),
+            SwitchKey::HotKeyRule(kind) => format!("rules/hotkeys/{kind}"),
         }
     }
 
@@ -189,6 +199,9 @@ impl SwitchKey {
             SwitchKey::Async => "async",
             SwitchKey::Challenge => "challenge",
             SwitchKey::Limit(limit) => limit.as_str(),
+            SwitchKey::HotKeyRule(HotKeyKind::Item) => "hotkey_rule_item",
+            SwitchKey::HotKeyRule(HotKeyKind::User) => "hotkey_rule_user",
+            SwitchKey::HotKeyRule(HotKeyKind::Ip) => "hotkey_rule_ip",
         }
     }
 
@@ -199,7 +212,7 @@ impl SwitchKey {
             SwitchKey::Deduction => &["redis", "db"],
             SwitchKey::Async => &["mq", "record"],
             SwitchKey::Challenge => &["on", "off"],
-            SwitchKey::Limit(_) => &[],
+            SwitchKey::Limit(_) | SwitchKey::HotKeyRule(_) => &[],
         }
     }
 
@@ -209,6 +222,10 @@ impl SwitchKey {
             SwitchKey::Limit(limit) => {
                 let range = limit.range();
                 format!("an integer in {}..={}", range.start(), range.end())
+            }
+            SwitchKey::HotKeyRule(_) => {
+                r#"off | {"threshold_per_s":N,"action":"watch|cache|limit|block","limit_per_s":N?,"hold_s":N}"#
+                    .into()
             }
             _ => self.choices().join(" | "),
         }
@@ -244,6 +261,13 @@ impl SwitchKey {
                 .ok()
                 .filter(|n| limit.range().contains(n) && value.bytes().all(|b| b.is_ascii_digit()))
                 .map(Setting::Limit),
+            SwitchKey::HotKeyRule(kind) => match value {
+                "off" => Some(Setting::HotKeyRule(None)),
+                json => serde_json::from_str::<HotKeyRule>(json)
+                    .ok()
+                    .filter(|rule| rule.check(*kind).is_ok())
+                    .map(|rule| Setting::HotKeyRule(Some(rule))),
+            },
         };
         setting.ok_or_else(|| KeyError::InvalidValue {
             path: self.path(),
@@ -261,6 +285,7 @@ impl SwitchKey {
             SwitchKey::Async => Setting::Async(values.async_mode),
             SwitchKey::Challenge => Setting::Challenge(values.challenge_required),
             SwitchKey::Limit(limit) => Setting::Limit(limit.get(&values.limits)),
+            SwitchKey::HotKeyRule(kind) => Setting::HotKeyRule(values.hotkey_rules.of(*kind)),
         };
         setting.to_string()
     }
@@ -280,6 +305,9 @@ impl SwitchKey {
             (SwitchKey::Async, Setting::Async(mode)) => values.async_mode = mode,
             (SwitchKey::Challenge, Setting::Challenge(on)) => values.challenge_required = on,
             (SwitchKey::Limit(limit), Setting::Limit(n)) => limit.set(&mut values.limits, n),
+            (SwitchKey::HotKeyRule(kind), Setting::HotKeyRule(rule)) => {
+                values.hotkey_rules.set(*kind, rule)
+            }
             // `parse_value` only makes settings of the key's own kind.
             (key, setting) => {
                 tracing::error!(
@@ -311,6 +339,11 @@ impl fmt::Display for Setting {
             Setting::Challenge(true) => f.write_str("on"),
             Setting::Challenge(false) => f.write_str("off"),
             Setting::Limit(n) => write!(f, "{n}"),
+            Setting::HotKeyRule(None) => f.write_str("off"),
+            Setting::HotKeyRule(Some(rule)) => {
+                let json = serde_json::to_string(rule).map_err(|_| fmt::Error)?;
+                f.write_str(&json)
+            }
         }
     }
 }
@@ -366,6 +399,10 @@ mod tests {
             "limits/",
             "limits/max_in_flight/x",
             "nodes/a",
+            "rules/hotkeys",
+            "rules/hotkeys/",
+            "rules/hotkeys/seat",
+            "rules/hotkeys/user/1",
         ] {
             let error = SwitchKey::parse(path).expect_err(path);
             assert_eq!(error.code(), "UNKNOWN_SWITCH", "{path}");
@@ -407,6 +444,19 @@ mod tests {
             (limit, "3.5"),
             (limit, "1000001"),
             (SwitchKey::Limit(LimitName::RateWindowS), "3601"),
+            (SwitchKey::HotKeyRule(HotKeyKind::User), "on"),
+            (
+                SwitchKey::HotKeyRule(HotKeyKind::Item),
+                r#"{"threshold_per_s":50,"action":"block","hold_s":5}"#,
+            ),
+            (
+                SwitchKey::HotKeyRule(HotKeyKind::User),
+                r#"{"threshold_per_s":50,"action":"block","hold_s":5,"extra":1}"#,
+            ),
+            (
+                SwitchKey::HotKeyRule(HotKeyKind::Ip),
+                r#"{"threshold_per_s":0,"action":"watch","hold_s":5}"#,
+            ),
         ] {
             let error = key.parse_value(bad).expect_err(bad);
             assert_eq!(error.code(), "INVALID_SWITCH_VALUE", "{key} {bad}");
@@ -422,6 +472,15 @@ mod tests {
             (SwitchKey::Async, "mq"),
             (SwitchKey::Challenge, "on"),
             (SwitchKey::Limit(LimitName::MaxInFlight), "12"),
+            (SwitchKey::HotKeyRule(HotKeyKind::Ip), "off"),
+            (
+                SwitchKey::HotKeyRule(HotKeyKind::User),
+                r#"{"threshold_per_s":50,"action":"block","hold_s":5}"#,
+            ),
+            (
+                SwitchKey::HotKeyRule(HotKeyKind::Item),
+                r#"{"threshold_per_s":900,"action":"limit","limit_per_s":100,"hold_s":30}"#,
+            ),
         ] {
             let setting = key.parse_value(text).expect(text);
             assert_eq!(setting.to_string(), text);

@@ -20,6 +20,7 @@ pub(crate) struct Layout {
 
 const NOTES: &str = "meta/writes/";
 const NODES: &str = "nodes/";
+const HOTKEYS: &str = "hotkeys/";
 
 impl Layout {
     pub(crate) fn new(prefix: &str) -> Self {
@@ -68,6 +69,21 @@ impl Layout {
         path.starts_with(NODES)
     }
 
+    /// Where a hot key is published: `hotkeys/{kind}/{key}`.
+    pub(crate) fn hotkey_key(&self, id: contract::HotKeyId) -> String {
+        self.key(&format!("{HOTKEYS}{}", id.path()))
+    }
+
+    /// Every hot key.
+    pub(crate) fn hotkeys(&self) -> String {
+        self.key(HOTKEYS)
+    }
+
+    /// The `{kind}/{key}` of a path under `hotkeys/`.
+    pub(crate) fn hotkey_path(path: &str) -> Option<&str> {
+        path.strip_prefix(HOTKEYS)
+    }
+
     /// The etcd election's name; candidates' keys are created beneath it.
     pub(crate) fn election(&self) -> String {
         self.key("election/leader")
@@ -106,6 +122,10 @@ mod tests {
             );
             assert_eq!(layout.node_key("n1"), "/seckill/nodes/n1");
             assert_eq!(layout.election(), "/seckill/election/leader");
+            assert_eq!(
+                layout.hotkey_key(contract::HotKeyId::User(7)),
+                "/seckill/hotkeys/user/7"
+            );
         }
     }
 

@@ -27,12 +27,14 @@ pub(crate) async fn list(
     Ok(Json(Board::of(&state).read().await?))
 }
 
-/// A limit may be sent as a JSON number; switches as strings.
+/// A limit may be sent as a JSON number, a hot-key rule as a JSON object; switches as
+/// strings.
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Value {
     Text(String),
     Number(i64),
+    Rule(serde_json::Map<String, serde_json::Value>),
 }
 
 #[derive(Deserialize)]
@@ -65,6 +67,7 @@ pub(crate) async fn set(
     let value = match body.value {
         Value::Text(text) => text,
         Value::Number(number) => number.to_string(),
+        Value::Rule(rule) => serde_json::Value::Object(rule).to_string(),
     };
     let change = Board::of(&state)
         .flip(Flip {

@@ -2,6 +2,7 @@
 //! snapshot when etcd changes; handlers take the current one with one atomic load.
 
 use arc_swap::ArcSwap;
+use contract::{HotKeyKind, HotKeyRule};
 use std::{collections::HashSet, sync::Arc};
 use tokio::sync::watch;
 
@@ -21,6 +22,33 @@ pub struct Limits {
     pub(crate) per_item_per_window: u64,
 }
 
+/// The hot-key rule of each kind, if any.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HotKeyRules {
+    item: Option<HotKeyRule>,
+    user: Option<HotKeyRule>,
+    ip: Option<HotKeyRule>,
+}
+
+impl HotKeyRules {
+    pub fn of(&self, kind: HotKeyKind) -> Option<HotKeyRule> {
+        match kind {
+            HotKeyKind::Item => self.item,
+            HotKeyKind::User => self.user,
+            HotKeyKind::Ip => self.ip,
+        }
+    }
+
+    pub(crate) fn set(&mut self, kind: HotKeyKind, rule: Option<HotKeyRule>) {
+        let slot = match kind {
+            HotKeyKind::Item => &mut self.item,
+            HotKeyKind::User => &mut self.user,
+            HotKeyKind::Ip => &mut self.ip,
+        };
+        *slot = rule;
+    }
+}
+
 /// Every switch and limit as one instance applies them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SwitchValues {
@@ -32,6 +60,8 @@ pub struct SwitchValues {
     pub async_mode: AsyncMode,
     pub challenge_required: bool,
     pub limits: Limits,
+    /// `rules/hotkeys/{kind}`: absent or `off`, no key of the kind is ever published.
+    pub hotkey_rules: HotKeyRules,
     /// The etcd revision these values were read at (0: defaults, never from etcd).
     pub(crate) revision: i64,
 }
@@ -53,6 +83,7 @@ impl SwitchValues {
                 per_ip_per_window: u64::from(buy.per_ip_per_window),
                 per_item_per_window: u64::from(buy.per_item_per_window),
             },
+            hotkey_rules: HotKeyRules::default(),
             revision: 0,
         }
     }

@@ -5,6 +5,9 @@
 //! (`reload`). A progress request every heartbeat proves the watch current; its answers
 //! (and events) are the "last successful sync" that the staleness metric counts from.
 //!
+//! Hot keys (`hotkeys/`) go to the hot-key table as they change; everything else below
+//! is about switches.
+//!
 //! Values go into force with [`Switches::replace`](super::switches::Switches::replace)
 //! and nothing else; then the node report is woken, the snapshot is saved to disk, and
 //! changes written straight into etcd are offered to the audit.
@@ -23,7 +26,9 @@ use crate::control::{
     status::{Backoff, Complaint, RecentApply, ValuesFrom},
     switches::SwitchValues,
 };
-use crate::{admin::audit, infra::etcd::EtcdCall, state::AppState};
+use crate::{
+    admin::audit, hotkeys::table::Entry as HotKeyEntry, infra::etcd::EtcdCall, state::AppState,
+};
 
 /// How long start-up waits for the first read of etcd before serving with what it has.
 const FIRST_READ: Duration = Duration::from_secs(2);
@@ -210,11 +215,20 @@ impl Watcher {
             .map(|header| header.revision())
             .unwrap_or_default();
         let mut entries = Vec::new();
+        let mut hot_keys = Vec::new();
         self.notes.clear();
         for kv in response.kvs() {
             let Some(path) = self.relative(kv) else {
                 continue;
             };
+            if let Some(hot) = Layout::hotkey_path(path) {
+                hot_keys.push(HotKeyEntry {
+                    path: hot,
+                    value: Some(kv.value()),
+                    lease: kv.lease(),
+                });
+                continue;
+            }
             if let Some(noted) = Layout::noted_path(path) {
                 if let Some(note) = parse_note(kv) {
                     self.notes
@@ -226,6 +240,8 @@ impl Watcher {
                 entries.push((path.to_owned(), value.to_owned(), kv.mod_revision()));
             }
         }
+        self.state.hotkeys.table.replace_all(hot_keys);
+        self.state.hotkeys.table_changed();
         let before = self.accepted.clone();
         let observed: Vec<Observed<'_>> = entries
             .iter()
@@ -291,6 +307,7 @@ impl Watcher {
             self.mark_synced(revision);
             return;
         }
+        self.apply_hot_keys(events);
         let mut seen = Vec::new();
         let mut last = self.position.unwrap_or(0);
         // One revision at a time, its notes first: a flip's note and value share one
@@ -351,6 +368,26 @@ impl Watcher {
         self.position = Some(last);
         self.mark_synced(last);
         self.put_in_force(seen, false);
+    }
+
+    /// Hot keys published, renewed, removed or lapsed (their lease ran out).
+    fn apply_hot_keys(&self, events: &[etcd_client::Event]) {
+        let changes: Vec<HotKeyEntry<'_>> = events
+            .iter()
+            .filter_map(|event| {
+                let kv = event.kv()?;
+                let path = Layout::hotkey_path(self.relative(kv)?)?;
+                Some(HotKeyEntry {
+                    path,
+                    value: (event.event_type() == EventType::Put).then(|| kv.value()),
+                    lease: kv.lease(),
+                })
+            })
+            .collect();
+        if !changes.is_empty() {
+            self.state.hotkeys.table.apply(changes);
+            self.state.hotkeys.table_changed();
+        }
     }
 
     /// Replaces the snapshot if anything was applied, then does the follow-ups.

@@ -291,6 +291,10 @@ pub struct BuySettings {
     /// a batch waits for company, in microseconds.
     pub(crate) preorder_batch_max: usize,
     pub(crate) preorder_batch_wait_us: u64,
+    /// Count the item, buyer and address of every request for hot-key detection
+    /// (`SECKILL_HOTKEYS`, `on`/`off`); off, nothing is counted and nothing is detected,
+    /// while keys published by hand still apply.
+    pub hotkey_detection: bool,
 }
 
 impl Default for BuySettings {
@@ -313,6 +317,7 @@ impl Default for BuySettings {
             sold_out_flag_ms: 1_000,
             preorder_batch_max: 256,
             preorder_batch_wait_us: 2_000,
+            hotkey_detection: true,
         }
     }
 }
@@ -440,6 +445,7 @@ const VARIABLES: &[(&str, &str, Spelling)] = &[
     ("SECKILL_CHALLENGE",          "buy.challenge_required",    Spelling::Trimmed),
     ("SECKILL_DEDUCTION",          "buy.deduction",             Spelling::Trimmed),
     ("SECKILL_ASYNC",              "buy.async_mode",            Spelling::Trimmed),
+    ("SECKILL_HOTKEYS",            "buy.hotkey_detection",      Spelling::Trimmed),
     ("SECKILL_NODE_ID",            "control.node_id",           Spelling::Verbatim),
     ("SECKILL_SALE_DIR",           "sale_page.dir",             Spelling::Verbatim),
 ];

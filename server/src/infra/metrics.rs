@@ -72,6 +72,8 @@ pub struct Inner {
     pub(crate) control: ControlMetrics,
     /// The RabbitMQ order pipeline: publishing, consuming, outbox, dead letters.
     pub pipeline: PipelineMetrics,
+    /// Hot-key detection and reactions.
+    pub(crate) hotkeys: HotKeyMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -197,6 +199,7 @@ impl Metrics {
             ),
             control: ControlMetrics::register(&add),
             pipeline: PipelineMetrics::register(&add),
+            hotkeys: HotKeyMetrics::register(&add),
             // Last: the fields above borrow it through `add`.
             registry,
         };
@@ -214,6 +217,58 @@ impl Metrics {
 }
 
 /// The control plane's metrics.
+pub(crate) struct HotKeyMetrics {
+    /// Samples the counting task could not take (its queue was full): counts run low by this.
+    pub(crate) samples_dropped: IntCounter,
+    /// This instance's reports of its top keys, by `outcome` (`sent`, `failed`), and the
+    /// reports it received from every instance (`received`, `malformed`).
+    pub(crate) reports: IntCounterVec,
+    /// Hot keys the leader wrote to etcd by `kind` and `outcome` (`published`, `renewed`,
+    /// `failed`).
+    pub(crate) publishes: IntCounterVec,
+    /// Requests a hot key acted on, by `kind` and `action` (`block`, `limit`: refused;
+    /// `cache`: served from memory past the cache's lifetime).
+    pub(crate) reactions: IntCounterVec,
+    /// Hot keys in force on this instance.
+    pub(crate) in_force: IntGauge,
+    /// The most memory the counting sketches can hold, whatever the traffic.
+    pub(crate) counter_bytes: IntGauge,
+}
+
+impl HotKeyMetrics {
+    fn register(add: &Registrar) -> Self {
+        Self {
+            samples_dropped: add.counter(
+                "seckill_hotkey_samples_dropped_total",
+                "Hot-key samples dropped because the counting task was behind",
+            ),
+            reports: add.counters(
+                "seckill_hotkey_reports_total",
+                "Top-key reports sent and received, by outcome",
+                &["outcome"],
+            ),
+            publishes: add.counters(
+                "seckill_hotkey_publishes_total",
+                "Hot keys written to etcd by the leader, by kind and outcome",
+                &["kind", "outcome"],
+            ),
+            reactions: add.counters(
+                "seckill_hotkey_reactions_total",
+                "Requests a hot key acted on, by kind and action",
+                &["kind", "action"],
+            ),
+            in_force: add.int_gauge(
+                "seckill_hotkeys_in_force",
+                "Hot keys in force on this instance",
+            ),
+            counter_bytes: add.int_gauge(
+                "seckill_hotkey_counter_bytes",
+                "The most memory the hot-key counting sketches can hold, whatever the traffic",
+            ),
+        }
+    }
+}
+
 pub(crate) struct ControlMetrics {
     /// Seconds since etcd last confirmed this instance had every switch change; grows
     /// while etcd is unreachable (the last values stay in force meanwhile).

@@ -24,6 +24,8 @@ use crate::infra::{config::Settings, lua, lua::FIXED_WINDOW, metrics::Metrics};
 pub struct RedisStore {
     connection: RedisConnection,
     prefix: Arc<str>,
+    /// For connections of their own (a subscription holds its connection).
+    client: redis::Client,
 }
 
 impl RedisStore {
@@ -41,7 +43,7 @@ impl RedisStore {
             .set_number_of_retries(0)
             .set_connection_timeout(timeout)
             .set_response_timeout(timeout);
-        let manager = ConnectionManager::new_with_config(client, config).await?;
+        let manager = ConnectionManager::new_with_config(client.clone(), config).await?;
         // One pending signal is enough: the task pings until Redis answers, whatever the count.
         let (failed, failures) = mpsc::channel(1);
         tokio::spawn(reconnect_while_unreachable(
@@ -58,7 +60,13 @@ impl RedisStore {
                 durations: CallDurations::of(metrics),
             },
             prefix: settings.redis_prefix.as_str().into(),
+            client,
         })
+    }
+
+    /// The client, for a connection apart from the shared one (a pub/sub subscription).
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
     }
 
     /// A clone of the shared connection; cheap, multiplexed, every command bounded in time.

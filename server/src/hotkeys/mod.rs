@@ -1,0 +1,212 @@
+//! Hot keys: which items, buyers and addresses carry more than their share of the traffic,
+//! found cluster-wide within about a second, and what every instance does about them.
+//!
+//! * Counting ([`window`], [`sketch`]): the buy path hands each request's item, buyer and
+//!   address to a bounded queue ([`HotKeys::sample`], never waiting); one task per
+//!   instance counts them in Space-Saving sketches over a sliding second.
+//! * Aggregation ([`report`], [`cluster`]): every quarter second each instance publishes its
+//!   top keys on a Redis channel; every instance adds up the latest report of each, so
+//!   every console shows the cluster-wide top, and the leader ([`publish`]) applies the
+//!   rules of `rules/hotkeys/{kind}` and writes each hot key to etcd under
+//!   `hotkeys/{kind}/{key}` with a lease of `hold_s`, renewed while it stays hot.
+//! * Reactions ([`table`], [`HotKeys::refusal`], [`HotKeys::limited`],
+//!   [`HotKeys::caches_item`]): the control plane's watcher keeps the keys in force in
+//!   memory; the buy path reads them with one atomic load.
+//! * Manual keys, the history and the view ([`service`], [`store`], [`routes`]).
+//!
+//! The reports go through Redis rather than etcd: they are four writes a second per
+//! instance that nobody needs a second later, and in etcd each would be a Raft write
+//! fsynced on every member, kept in the revision history until compaction, and pushed to
+//! every watcher of the prefix. Only decisions (a key becoming hot) go to etcd.
+
+use contract::{HotKeyAction, HotKeyId, HotKeyKind, TopKeys};
+use std::{
+    collections::HashMap,
+    net::IpAddr,
+    sync::{Arc, Mutex},
+};
+use tokio::sync::mpsc;
+
+use crate::infra::{metrics::Metrics, token_bucket::TokenBucket};
+
+mod cluster;
+mod publish;
+mod report;
+pub(crate) mod routes;
+pub(crate) mod service;
+mod sketch;
+mod store;
+pub(crate) mod table;
+mod window;
+
+pub(crate) use report::spawn;
+use table::HotKeyTable;
+use window::Sample;
+
+/// Samples waiting for the counting task at most; beyond, they are dropped and counted.
+const QUEUE: usize = 65_536;
+
+/// The hot-key side of one instance, shared by the buy path, the watcher and the routes.
+pub struct HotKeys {
+    /// Absent when detection is off: nothing is counted.
+    samples: Option<mpsc::Sender<Sample>>,
+    /// The counting task's end, taken once by [`spawn`].
+    queue: Mutex<Option<mpsc::Receiver<Sample>>>,
+    /// The keys in force, from etcd.
+    pub(crate) table: HotKeyTable,
+    /// The token buckets of `limit` keys, made when first needed, dropped with their key.
+    buckets: Mutex<HashMap<HotKeyId, Arc<TokenBucket>>>,
+    /// The latest cluster-wide top per kind and how many instances it adds up.
+    top: Mutex<(TopKeys, u32)>,
+    metrics: Metrics,
+}
+
+/// A request refused by a hot key, with what to tell the client.
+pub(crate) struct Refusal {
+    pub(crate) kind: HotKeyKind,
+    pub(crate) retry_after_s: u64,
+}
+
+impl HotKeys {
+    pub(crate) fn new(detection: bool, metrics: Metrics) -> Self {
+        let (samples, queue) = if detection {
+            let (sender, receiver) = mpsc::channel(QUEUE);
+            (Some(sender), Some(receiver))
+        } else {
+            (None, None)
+        };
+        Self {
+            samples,
+            queue: Mutex::new(queue),
+            table: HotKeyTable::default(),
+            buckets: Mutex::default(),
+            top: Mutex::default(),
+            metrics,
+        }
+    }
+
+    /// Counts a buy's item, buyer and address, or an activity read's items and address;
+    /// never waits: a sample the counting task has no room for is dropped and counted.
+    pub(crate) fn sample(&self, item: Option<i64>, user: Option<i64>, ip: Option<IpAddr>) {
+        let Some(samples) = &self.samples else {
+            return;
+        };
+        if samples.try_send(Sample { item, user, ip }).is_err() {
+            self.metrics.hotkeys.samples_dropped.inc();
+        }
+    }
+
+    /// A `block` on the buyer or the address: refuse until the key lapses.
+    pub(crate) fn refusal(&self, user: Option<i64>, ip: IpAddr) -> Option<Refusal> {
+        if self.table.is_empty() {
+            return None;
+        }
+        let keys = [user.map(HotKeyId::User), Some(HotKeyId::Ip(ip))];
+        keys.into_iter().flatten().find_map(|id| {
+            let (action, _, expires_ms) = self.table.action(&id)?;
+            (action == HotKeyAction::Block).then(|| {
+                self.react(id.kind(), action);
+                let left_ms = expires_ms - chrono::Utc::now().timestamp_millis();
+                Refusal {
+                    kind: id.kind(),
+                    retry_after_s: u64::try_from(left_ms.max(0))
+                        .unwrap_or(0)
+                        .div_ceil(1000)
+                        .max(1),
+                }
+            })
+        })
+    }
+
+    /// Whether a `limit` on the item, the buyer or the address has no token for this
+    /// request; each limited key has its own bucket on this instance.
+    pub(crate) fn limited(&self, item: i64, user: i64, ip: IpAddr) -> Option<HotKeyKind> {
+        if self.table.is_empty() {
+            return None;
+        }
+        [HotKeyId::Item(item), HotKeyId::User(user), HotKeyId::Ip(ip)]
+            .into_iter()
+            .find(|id| {
+                let Some((HotKeyAction::Limit, Some(rate), _)) = self.table.action(id) else {
+                    return false;
+                };
+                let taken = self.bucket(*id).try_take(rate);
+                if !taken {
+                    self.react(id.kind(), HotKeyAction::Limit);
+                }
+                !taken
+            })
+            .map(|id| id.kind())
+    }
+
+    /// Whether the item's activity info and status are served from memory.
+    pub(crate) fn caches_item(&self, item: i64) -> bool {
+        matches!(
+            self.table.action(&HotKeyId::Item(item)),
+            Some((HotKeyAction::Cache, _, _))
+        )
+    }
+
+    /// Counts a read served from memory past the cache's lifetime.
+    pub(crate) fn served_from_cache(&self) {
+        self.react(HotKeyKind::Item, HotKeyAction::Cache);
+    }
+
+    fn react(&self, kind: HotKeyKind, action: HotKeyAction) {
+        self.metrics
+            .hotkeys
+            .reactions
+            .with_label_values(&[kind.as_str(), action.as_str()])
+            .inc();
+    }
+
+    fn bucket(&self, id: HotKeyId) -> Arc<TokenBucket> {
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        buckets
+            .entry(id)
+            .or_insert_with(|| Arc::new(TokenBucket::new()))
+            .clone()
+    }
+
+    /// Called by the watcher after the table changed: buckets of keys no longer limited go.
+    pub(crate) fn table_changed(&self) {
+        let table = self.table.snapshot();
+        self.metrics
+            .hotkeys
+            .in_force
+            .set(i64::try_from(table.len()).unwrap_or(i64::MAX));
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        buckets.retain(|id, _| {
+            table
+                .get(id)
+                .is_some_and(|hot| hot.value.action == HotKeyAction::Limit)
+        });
+    }
+
+    pub(crate) fn top(&self) -> (TopKeys, u32) {
+        self.top
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    fn set_top(&self, top: TopKeys, nodes: u32) {
+        *self
+            .top
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = (top, nodes);
+    }
+
+    fn take_queue(&self) -> Option<mpsc::Receiver<Sample>> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+    }
+}

@@ -1,0 +1,232 @@
+//! The hot-key use cases the admin API, the console and the CLI share: the view of an
+//! instance (keys in force from its table, the cluster-wide top from its aggregator), the
+//! stored history, and manual keys, added and removed like a switch is flipped: checked,
+//! audited in `switch_audit` (path `hotkeys/{kind}/{key}`) in the transaction that commits
+//! only once etcd has answered.
+
+use contract::{
+    check_action, check_hold, Actor, HotKey, HotKeyId, HotKeyKind, HotKeyPeriod, HotKeySource,
+    HotKeysView, NewHotKey, Permission, Source,
+};
+use etcd_client::{DeleteOptions, GetOptions, PutOptions};
+
+use crate::{
+    admin::{
+        audit::{self, PendingFlip},
+        authorize,
+        reason::audited_reason,
+    },
+    control::{board::Board, layout::Layout},
+    error::{ApiError, ApiResult},
+    hotkeys::{
+        store::{self, Opening},
+        table::{Entry, HotKeyTable, Published},
+        window::WINDOW_MS,
+    },
+    infra::etcd::EtcdCall,
+    state::AppState,
+};
+
+/// Periods the history shows at most.
+const HISTORY_ROWS: i64 = 500;
+/// Hours of history at most.
+pub(crate) const MAX_HISTORY_HOURS: u32 = 72;
+
+fn invalid(code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::Invalid {
+        code,
+        message: message.into(),
+    }
+}
+
+fn etcd_unavailable(error: impl Into<anyhow::Error>) -> ApiError {
+    ApiError::Unavailable(error.into().context("etcd"))
+}
+
+/// What this instance applies, and the latest cluster-wide top.
+pub(crate) fn view(state: &AppState, actor: &Actor) -> ApiResult<HotKeysView> {
+    authorize(actor, Permission::WatchOperations)?;
+    let (top, nodes) = state.hotkeys.top();
+    Ok(HotKeysView {
+        hot: state.hotkeys.table.listed(),
+        top,
+        window_ms: WINDOW_MS,
+        reporting_nodes: nodes,
+    })
+}
+
+pub(crate) async fn history(
+    db: &sqlx::PgPool,
+    actor: &Actor,
+    hours: u32,
+) -> ApiResult<Vec<HotKeyPeriod>> {
+    authorize(actor, Permission::WatchOperations)?;
+    if !(1..=MAX_HISTORY_HOURS).contains(&hours) {
+        return Err(invalid(
+            "INVALID_HOURS",
+            format!("hours must be 1..={MAX_HISTORY_HOURS}"),
+        ));
+    }
+    Ok(store::recent(db, hours, HISTORY_ROWS).await?)
+}
+
+fn key_of(kind: HotKeyKind, key: &str) -> ApiResult<HotKeyId> {
+    HotKeyId::parse(kind, key).map_err(|message| invalid("INVALID_HOTKEY", message))
+}
+
+/// Adds (or replaces) a manual hot key, held for `hold_s` and never renewed.
+pub async fn add(
+    board: &Board<'_>,
+    actor: &Actor,
+    source: Source,
+    new: &NewHotKey,
+) -> ApiResult<HotKey> {
+    authorize(actor, Permission::ManageHotKeys)?;
+    let reason = audited_reason(&new.reason)?;
+    let id = key_of(new.kind, &new.key)?;
+    check_action(new.kind, new.action, new.limit_per_s)
+        .map_err(|message| invalid("INVALID_HOTKEY_ACTION", message))?;
+    check_hold(new.hold_s).map_err(|message| invalid("INVALID_HOLD", message))?;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let hold_ms = i64::try_from(new.hold_s * 1000).unwrap_or(i64::MAX);
+    let value = Published {
+        action: new.action,
+        limit_per_s: new.limit_per_s,
+        source: HotKeySource::Manual,
+        rate_per_s: 0,
+        since_ms: now_ms,
+        expires_ms: now_ms + hold_ms,
+        actor: Some(actor.username.clone()),
+        reason: Some(reason.to_owned()),
+    };
+    let json = serde_json::to_string(&value).map_err(anyhow::Error::from)?;
+    let layout = Layout::new(&board.settings.etcd_prefix);
+    let path = format!("hotkeys/{}", id.path());
+    let mut tx = board.db.begin().await?;
+    let audit_id = audit::begin_flip(
+        &mut tx,
+        &PendingFlip {
+            actor: &actor.username,
+            source,
+            path: &path,
+            new_value: &json,
+            reason,
+        },
+    )
+    .await?;
+    let mut client = board.etcd.client().await.map_err(etcd_unavailable)?;
+    let ttl = i64::try_from(new.hold_s).unwrap_or(i64::MAX);
+    let lease = board
+        .etcd
+        .timed(EtcdCall::Lease, client.lease_grant(ttl, None))
+        .await
+        .map_err(etcd_unavailable)?
+        .id();
+    let put = client.put(
+        layout.hotkey_key(id),
+        json.clone(),
+        Some(PutOptions::new().with_lease(lease).with_prev_key()),
+    );
+    let written = board
+        .etcd
+        .timed(EtcdCall::Put, put)
+        .await
+        .map_err(etcd_unavailable)?;
+    let old_value = written
+        .prev_key()
+        .and_then(|kv| kv.value_str().ok())
+        .map(str::to_owned);
+    let revision = written.header().map_or(0, |header| header.revision());
+    audit::complete_flip(&mut tx, audit_id, old_value.as_deref(), revision).await?;
+    tx.commit().await?;
+    // A detected period of the same key ends where the operator's begins.
+    store::close(board.db, id).await?;
+    store::open(
+        board.db,
+        &Opening {
+            id,
+            action: new.action,
+            source: HotKeySource::Manual,
+            rate_per_s: 0,
+            actor: Some(&actor.username),
+            reason: Some(reason),
+        },
+    )
+    .await?;
+    Ok(value.listed(id))
+}
+
+/// Removes a hot key in force, manual or detected (a detected one comes back if it is
+/// still hot); 404 when there is none.
+pub async fn remove(
+    board: &Board<'_>,
+    actor: &Actor,
+    source: Source,
+    kind: &str,
+    key: &str,
+    reason: &str,
+) -> ApiResult<()> {
+    authorize(actor, Permission::ManageHotKeys)?;
+    let reason = audited_reason(reason)?;
+    let kind: HotKeyKind = kind
+        .parse()
+        .map_err(|message: String| invalid("INVALID_HOTKEY", message))?;
+    let id = key_of(kind, key)?;
+    let layout = Layout::new(&board.settings.etcd_prefix);
+    let path = format!("hotkeys/{}", id.path());
+    let mut tx = board.db.begin().await?;
+    let audit_id = audit::begin_flip(
+        &mut tx,
+        &PendingFlip {
+            actor: &actor.username,
+            source,
+            path: &path,
+            new_value: "",
+            reason,
+        },
+    )
+    .await?;
+    let mut client = board.etcd.client().await.map_err(etcd_unavailable)?;
+    let delete = client.delete(
+        layout.hotkey_key(id),
+        Some(DeleteOptions::new().with_prev_key()),
+    );
+    let deleted = board
+        .etcd
+        .timed(EtcdCall::Txn, delete)
+        .await
+        .map_err(etcd_unavailable)?;
+    let Some(old) = deleted.prev_kvs().first() else {
+        // Nothing was there: the transaction rolls back, nothing is audited.
+        return Err(ApiError::NotFound("hot key"));
+    };
+    let old_value = old.value_str().ok().map(str::to_owned);
+    let revision = deleted.header().map_or(0, |header| header.revision());
+    audit::complete_flip(&mut tx, audit_id, old_value.as_deref(), revision).await?;
+    tx.commit().await?;
+    store::close(board.db, id).await?;
+    Ok(())
+}
+
+/// The keys in force as etcd holds them now, for the CLI (which runs no watcher).
+pub async fn list(board: &Board<'_>, actor: &Actor) -> ApiResult<Vec<HotKey>> {
+    authorize(actor, Permission::WatchOperations)?;
+    let layout = Layout::new(&board.settings.etcd_prefix);
+    let mut client = board.etcd.client().await.map_err(etcd_unavailable)?;
+    let read = client.get(layout.hotkeys(), Some(GetOptions::new().with_prefix()));
+    let response = board
+        .etcd
+        .timed(EtcdCall::Get, read)
+        .await
+        .map_err(etcd_unavailable)?;
+    let table = HotKeyTable::default();
+    table.replace_all(response.kvs().iter().filter_map(|kv| {
+        let path = Layout::hotkey_path(layout.relative(kv.key_str().ok()?)?)?;
+        Some(Entry {
+            path,
+            value: Some(kv.value()),
+            lease: kv.lease(),
+        })
+    }));
+    Ok(table.listed())
+}

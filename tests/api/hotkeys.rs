@@ -1,0 +1,506 @@
+//! Hot keys on real instances and a real etcd: a buyer hot only in the sum of two instances
+//! is found by the leader, published with a lease, and blocked on both within a second and
+//! a half while others are served; the key lapses once the buyer stops; a new leader picks
+//! detection up after the old one dies; manual keys are audited and refused to roles that
+//! may not add them; `limit` and `cache` act where they should.
+
+use crate::support::{
+    app::{json, spawn_app_with, TestApp},
+    fixtures::{buy_body, open_sale, storm_settings, Caller},
+    wait::until,
+};
+use contract::Role;
+use etcd_client::Client;
+use futures::{stream::FuturesUnordered, StreamExt};
+use reqwest::Method;
+use seckill::infra::config::Settings;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Short leases, so a dead leader is replaced quickly; loose rate limits, so only hot keys
+/// refuse anything.
+fn settings(settings: &mut Settings) {
+    storm_settings(settings);
+    settings.buy.per_user_per_window = 1_000_000;
+    settings.control.lease_ttl_s = 2;
+}
+
+async fn etcd(app: &TestApp) -> Client {
+    Client::connect(&app.state.settings.etcd_endpoints, None)
+        .await
+        .expect("etcd client")
+}
+
+/// Sets a hot-key rule through the admin API and waits until every live instance has it.
+async fn rule(app: &TestApp, ops: &Caller, kind: &str, rule: Value) {
+    let response = app
+        .send_json(
+            Method::PUT,
+            &format!("/admin/api/switches/rules/hotkeys/{kind}?wait_ms=5000"),
+            Some(ops),
+            &json!({ "value": rule, "reason": "hot-key test" }),
+        )
+        .await;
+    let (status, body) = json(response).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["propagation"]["complete"], true, "{body}");
+}
+
+async fn view(app: &TestApp, caller: &Caller) -> Value {
+    let (status, body) = json(app.get("/admin/api/hotkeys", Some(caller)).await).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+fn listed<'v>(view: &'v Value, kind: &str, key: &str) -> Option<&'v Value> {
+    view["hot"]
+        .as_array()?
+        .iter()
+        .find(|hot| hot["kind"] == kind && hot["key"] == key)
+}
+
+async fn add(app: &TestApp, caller: &Caller, key: &Value) -> (u16, Value) {
+    json(app.post_json("/admin/api/hotkeys", Some(caller), key).await).await
+}
+
+async fn remove(app: &TestApp, caller: &Caller, path: &str) -> (u16, Value) {
+    json(
+        app.send_json(Method::DELETE, path, Some(caller), &Value::Null)
+            .await,
+    )
+    .await
+}
+
+/// Sends buys of `user` to `app` at `per_s` for `during`, each with a fresh request id and
+/// without waiting for the previous answer (a slow answer does not slow the burst down);
+/// returns when each was sent (from `start`) and its status and code, in sending order.
+async fn burst(
+    app: &TestApp,
+    body: &Value,
+    user: i64,
+    per_s: u32,
+    during: Duration,
+    start: Instant,
+) -> Vec<(Duration, u16, String)> {
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / per_s);
+    let mut pending = FuturesUnordered::new();
+    let mut answers = Vec::new();
+    loop {
+        tokio::select! {
+            _ = tick.tick(), if start.elapsed() < during => {
+                let sent = start.elapsed();
+                let request_id = format!("burst-{}", uuid::Uuid::new_v4().simple());
+                pending.push(async move {
+                    let (status, answer) = app.buy(user, &request_id, body).await;
+                    (sent, status, answer["code"].as_str().unwrap_or("").to_owned())
+                });
+            }
+            Some(answer) = pending.next() => answers.push(answer),
+            else => break,
+        }
+    }
+    answers.sort_by_key(|(sent, ..)| *sent);
+    answers
+}
+
+/// When the first buy answered 429 `RATE_LIMITED` was sent.
+fn first_blocked(answers: &[(Duration, u16, String)]) -> Option<Duration> {
+    answers
+        .iter()
+        .find(|(_, status, code)| *status == 429 && code == "RATE_LIMITED")
+        .map(|(sent, ..)| *sent)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_buyer_hot_only_in_the_sum_is_blocked_on_both_instances_within_a_second_and_a_half() {
+    let first = spawn_app_with(settings).await;
+    let second = first.spawn_sibling(|_| {}).await;
+    let sale = open_sale(&first, 100_000, 1_000).await;
+    let ops = first.caller(Role::Ops, None).await;
+    let hold_s = 2;
+    rule(
+        &first,
+        &ops,
+        "user",
+        json!({ "threshold_per_s": 50, "action": "block", "hold_s": hold_s }),
+    )
+    .await;
+    let body = buy_body(&sale, 1);
+    let greedy = 4_242;
+    // 30 buys a second to each instance: 60 in the sum, neither instance above 50 alone.
+    let start = Instant::now();
+    let during = Duration::from_millis(2_500);
+    let (on_first, on_second) = tokio::join!(
+        burst(&first, &body, greedy, 30, during, start),
+        burst(&second, &body, greedy, 30, during, start),
+    );
+    let stopped = Instant::now();
+    for (name, answers) in [("first", &on_first), ("second", &on_second)] {
+        let blocked = first_blocked(answers)
+            .unwrap_or_else(|| panic!("the {name} instance never blocked the buyer: {answers:?}"));
+        assert!(
+            blocked <= Duration::from_millis(1_500),
+            "the {name} instance blocked the buyer only {blocked:?} after the burst began"
+        );
+        let before: Vec<_> = answers
+            .iter()
+            .filter(|(sent, ..)| *sent < blocked)
+            .collect();
+        assert!(
+            before.iter().all(|(_, status, _)| *status == 200),
+            "before the block every buy is served: {before:?}"
+        );
+    }
+    // While the key is in force: etcd holds it under a lease, both instances list it, and
+    // another buyer is served by both.
+    let key = format!("{}/hotkeys/user/{greedy}", first.state.settings.etcd_prefix);
+    let stored = etcd(&first)
+        .await
+        .get(key.as_str(), None)
+        .await
+        .expect("etcd get");
+    let kv = stored.kvs().first().expect("the hot key is in etcd");
+    assert_ne!(kv.lease(), 0, "published with a lease");
+    let published: Value = serde_json::from_slice(kv.value()).expect("json");
+    assert_eq!(published["source"], "detected");
+    let sre = first.caller(Role::Sre, None).await;
+    for (n, app) in [&first, &second].into_iter().enumerate() {
+        let seen = view(app, &sre).await;
+        let hot = listed(&seen, "user", &greedy.to_string())
+            .unwrap_or_else(|| panic!("listed on every instance: {seen}"));
+        assert_eq!(hot["source"], "detected");
+        assert_eq!(hot["action"], "block");
+        assert!(hot["rate_per_s"].as_u64().unwrap_or(0) >= 50, "{hot}");
+        assert!(
+            hot["expires_ms"].as_i64() > hot["since_ms"].as_i64(),
+            "{hot}"
+        );
+        let (status, answer) = app.buy(77, &format!("other-{n}"), &body).await;
+        assert_eq!(status, 200, "another buyer is served: {answer}");
+        assert!(
+            app.metric(
+                "seckill_funnel_requests_total{outcome=\"RATE_LIMITED\",stage=\"hotkey_block\"}"
+            )
+            .await
+                > 0.0
+        );
+    }
+    // The buyer stopped: nobody renews the key, and it lapses a hold after its last renewal.
+    until(
+        "the key lapses on both instances",
+        Duration::from_secs(hold_s + 3),
+        || async {
+            listed(&view(&first, &sre).await, "user", &greedy.to_string()).is_none()
+                && listed(&view(&second, &sre).await, "user", &greedy.to_string()).is_none()
+        },
+    )
+    .await;
+    assert!(
+        stopped.elapsed() >= Duration::from_millis(hold_s * 1000 - 1_100),
+        "held for about hold_s after the last renewal, not dropped at once: {:?}",
+        stopped.elapsed()
+    );
+    let (status, answer) = first.buy(greedy, "after-the-hold", &body).await;
+    assert_eq!(status, 200, "served again once the key lapsed: {answer}");
+    // The period is in the history.
+    let (status, history) = json(first.get("/admin/api/hotkeys/history", Some(&sre)).await).await;
+    assert_eq!(status, 200, "{history}");
+    let period = history
+        .as_array()
+        .and_then(|rows| {
+            rows.iter()
+                .find(|row| row["key"].as_str() == Some(greedy.to_string().as_str()))
+        })
+        .unwrap_or_else(|| panic!("the period is stored: {history}"));
+    assert_eq!(period["source"], "detected");
+    assert!(
+        period["peak_rate_per_s"].as_u64().unwrap_or(0) >= 50,
+        "{period}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_leader_publishes_within_the_takeover_and_a_second_when_the_old_one_dies_in_a_burst()
+{
+    let first = spawn_app_with(settings).await;
+    until(
+        "the first instance leads",
+        Duration::from_secs(10),
+        || async { first.state.leadership.is_leader() },
+    )
+    .await;
+    let second = first.spawn_sibling(|_| {}).await;
+    let sale = open_sale(&first, 100_000, 1_000).await;
+    let ops = first.caller(Role::Ops, None).await;
+    rule(
+        &first,
+        &ops,
+        "user",
+        json!({ "threshold_per_s": 40, "action": "block", "hold_s": 5 }),
+    )
+    .await;
+    let body = buy_body(&sale, 1);
+    let greedy = 5_151;
+    // The leader dies as the burst begins; the burst goes on at the survivor.
+    first.kill();
+    let killed = Instant::now();
+    let (answers, took_over) = tokio::join!(
+        burst(&second, &body, greedy, 60, Duration::from_secs(8), killed),
+        async {
+            until("the survivor leads", Duration::from_secs(10), || async {
+                second.state.leadership.is_leader()
+            })
+            .await;
+            killed.elapsed()
+        }
+    );
+    let blocked = first_blocked(&answers)
+        .unwrap_or_else(|| panic!("the survivor never blocked the buyer: {answers:?}"));
+    assert!(
+        blocked <= took_over + Duration::from_secs(1),
+        "published {blocked:?} after the kill; the takeover took {took_over:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_hot_keys_are_audited_act_at_once_and_are_refused_to_roles_that_may_not_add_them() {
+    let app = spawn_app_with(settings).await;
+    let sale = open_sale(&app, 100, 100).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let body = buy_body(&sale, 1);
+    let audited = || app.count("switch_audit WHERE path LIKE 'hotkeys/%'");
+    let before = audited().await;
+    // Refused: a role that may not, and bad input of every kind; nothing is written.
+
+    let good = json!({ "kind": "user", "key": "31", "action": "block", "hold_s": 60, "reason": "scalper" });
+    let (status, _) = add(&app, &sre, &good).await;
+    assert_eq!(status, 403);
+    for (bad, code) in [
+        (
+            json!({ "kind": "user", "key": "031", "action": "block", "hold_s": 60, "reason": "x" }),
+            "INVALID_HOTKEY",
+        ),
+        (
+            json!({ "kind": "user", "key": "31", "action": "cache", "hold_s": 60, "reason": "x" }),
+            "INVALID_HOTKEY_ACTION",
+        ),
+        (
+            json!({ "kind": "item", "key": "31", "action": "limit", "hold_s": 60, "reason": "x" }),
+            "INVALID_HOTKEY_ACTION",
+        ),
+        (
+            json!({ "kind": "user", "key": "31", "action": "block", "hold_s": 0, "reason": "x" }),
+            "INVALID_HOLD",
+        ),
+        (
+            json!({ "kind": "user", "key": "31", "action": "block", "hold_s": 60, "reason": " " }),
+            "REASON_REQUIRED",
+        ),
+    ] {
+        let (status, answer) = add(&app, &ops, &bad).await;
+        assert_eq!(
+            (status, answer["code"].as_str()),
+            (400, Some(code)),
+            "{bad}"
+        );
+    }
+    let (status, answer) = add(&app, &ops, &json!({ "kind": "seat" })).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["code"].is_string(), "{answer}");
+    assert_eq!(audited().await, before, "refused requests audit nothing");
+    assert!(view(&app, &sre).await["hot"]
+        .as_array()
+        .is_some_and(Vec::is_empty));
+
+    // Added: audited, in force at once (as soon as the watch applies it), listed as manual.
+    let (status, added) = add(&app, &ops, &good).await;
+    assert_eq!(status, 201, "{added}");
+    assert_eq!(added["source"], "manual");
+    assert_eq!(audited().await, before + 1);
+    until(
+        "the manual block applies",
+        Duration::from_secs(5),
+        || async {
+            app.buy(31, &format!("m-{}", uuid::Uuid::new_v4().simple()), &body)
+                .await
+                .0
+                == 429
+        },
+    )
+    .await;
+    let response = app.buy(31, "blocked-once-more", &body).await;
+    assert_eq!(response.1["code"], "RATE_LIMITED", "{}", response.1);
+    let (status, _) = app.buy(32, "someone-else", &body).await;
+    assert_eq!(status, 200, "another buyer is served");
+    let seen = view(&app, &sre).await;
+    let hot = listed(&seen, "user", "31").unwrap_or_else(|| panic!("{seen}"));
+    assert_eq!(
+        (&hot["source"], &hot["reason"]),
+        (&json!("manual"), &json!("scalper"))
+    );
+    assert_eq!(hot["actor"], ops.username);
+
+    // Removed: audited, and the buyer is served again.
+
+    let (status, _) = remove(&app, &sre, "/admin/api/hotkeys/user/31?reason=done").await;
+    assert_eq!(status, 403);
+    let (status, answer) = remove(&app, &ops, "/admin/api/hotkeys/user/31").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("REASON_REQUIRED"))
+    );
+    let (status, _) = remove(&app, &ops, "/admin/api/hotkeys/user/99?reason=done").await;
+    assert_eq!(status, 404, "nothing to remove");
+    assert_eq!(audited().await, before + 1);
+    let (status, _) = remove(&app, &ops, "/admin/api/hotkeys/user/31?reason=done").await;
+    assert_eq!(status, 204);
+    assert_eq!(audited().await, before + 2);
+    until(
+        "the buyer is served again",
+        Duration::from_secs(5),
+        || async {
+            app.buy(31, &format!("r-{}", uuid::Uuid::new_v4().simple()), &body)
+                .await
+                .0
+                == 200
+        },
+    )
+    .await;
+    let (_, history) = json(app.get("/admin/api/hotkeys/history", Some(&sre)).await).await;
+    let period = &history[0];
+    assert_eq!(
+        (&period["key"], &period["source"]),
+        (&json!("31"), &json!("manual"))
+    );
+    assert!(
+        period["ended_at"].is_string(),
+        "closed on removal: {period}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limited_item_lets_its_rate_through_and_refuses_the_rest_before_redis() {
+    let app = spawn_app_with(settings).await;
+    let sale = open_sale(&app, 1_000, 1).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let key = json!({ "kind": "item", "key": sale.item_id.to_string(), "action": "limit",
+                      "limit_per_s": 5, "hold_s": 60, "reason": "flash crowd" });
+    let (status, added) = json(app.post_json("/admin/api/hotkeys", Some(&ops), &key).await).await;
+    assert_eq!(status, 201, "{added}");
+    let sre = app.caller(Role::Sre, None).await;
+    until("the limit applies", Duration::from_secs(5), || async {
+        listed(&view(&app, &sre).await, "item", &sale.item_id.to_string()).is_some()
+    })
+    .await;
+    let body = buy_body(&sale, 1);
+    let answers =
+        futures::future::join_all((0..40).map(|user| app.buy(1_000 + user, "limited", &body)))
+            .await;
+    let served = answers.iter().filter(|(status, _)| *status == 200).count();
+    let limited = answers
+        .iter()
+        .filter(|(status, body)| *status == 429 && body["code"] == "RATE_LIMITED")
+        .count();
+    assert_eq!(served + limited, 40, "{answers:?}");
+    // The bucket starts with one second's worth; the burst takes well under a second.
+    assert!((5..=10).contains(&served), "{served} served");
+    let stopped = app
+        .metric("seckill_funnel_requests_total{outcome=\"RATE_LIMITED\",stage=\"hotkey_limit\"}")
+        .await;
+    assert_eq!(stopped as usize, limited);
+    // The refused buys never reached Redis: only the served ones were deducted.
+    assert_eq!(app.redis_stock(&sale).await, 1_000 - served as i64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_item_is_read_from_memory_past_the_cache_lifetime_and_refreshed_behind() {
+    let app = spawn_app_with(|settings| {
+        settings.buy.activity_cache_ms = 50;
+    })
+    .await;
+    let sale = open_sale(&app, 10, 1).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let key = json!({ "kind": "item", "key": sale.item_id.to_string(), "action": "cache",
+                      "hold_s": 60, "reason": "front page" });
+    let (status, added) = json(app.post_json("/admin/api/hotkeys", Some(&ops), &key).await).await;
+    assert_eq!(status, 201, "{added}");
+    let sre = app.caller(Role::Sre, None).await;
+    until("the cache applies", Duration::from_secs(5), || async {
+        listed(&view(&app, &sre).await, "item", &sale.item_id.to_string()).is_some()
+    })
+    .await;
+    let path = format!("/api/activities/{}", sale.activity_id);
+    let (status, first) = json(app.get(&path, None).await).await;
+    assert_eq!(status, 200, "{first}");
+    // The title changes in the database; reads past the 50 ms lifetime are answered from
+    // memory (counted) and the copy is refreshed in the background.
+    sqlx::query("UPDATE activities SET title = 'Renamed' WHERE id = $1")
+        .bind(sale.activity_id)
+        .execute(&app.db)
+        .await
+        .expect("rename");
+    let cached = "seckill_hotkey_reactions_total{action=\"cache\",kind=\"item\"}";
+    until(
+        "the renamed title is served",
+        Duration::from_secs(5),
+        || async { json(app.get(&path, None).await).await.1["title"] == "Renamed" },
+    )
+    .await;
+    assert!(
+        app.metric(cached).await > 0.0,
+        "reads were served from memory"
+    );
+    // The status's stock is read from memory too, and follows Redis behind.
+    let status_path = format!("/api/activities/{}/status", sale.activity_id);
+    let (status, live) = json(app.get(&status_path, None).await).await;
+    assert_eq!(
+        (status, &live["items"][0]["sold_out"]),
+        (200, &json!(false)),
+        "{live}"
+    );
+    let mut redis = app.state.redis.connection();
+    let _: () = redis::AsyncCommands::set(
+        &mut redis,
+        app.state
+            .redis
+            .stock_key(contract::SaleItem::new(sale.activity_id, sale.item_id)),
+        0,
+    )
+    .await
+    .expect("empty the stock");
+    until(
+        "the status follows Redis",
+        Duration::from_secs(5),
+        || async {
+            json(app.get(&status_path, None).await).await.1["items"][0]["sold_out"] == true
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_instance_reports_its_top_keys_and_the_view_adds_them_up() {
+    let first = spawn_app_with(settings).await;
+    let second = first.spawn_sibling(|_| {}).await;
+    let sale = open_sale(&first, 1_000, 1_000).await;
+    let body = buy_body(&sale, 1);
+    for (n, app) in [&first, &second].into_iter().enumerate() {
+        for i in 0..10 {
+            let (status, answer) = app.buy(9, &format!("top-{n}-{i}"), &body).await;
+            assert_eq!(status, 200, "{answer}");
+        }
+    }
+    let sre = first.caller(Role::Sre, None).await;
+    until(
+        "the top adds up both instances",
+        Duration::from_secs(5),
+        || async {
+            let seen = view(&first, &sre).await;
+            seen["top"]["user"][0]["key"] == "9"
+                && seen["top"]["user"][0]["rate_per_s"].as_u64() == Some(20)
+                && seen["reporting_nodes"].as_u64() == Some(2)
+        },
+    )
+    .await;
+}
