@@ -191,6 +191,7 @@ pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
     let (state, election) = assemble(settings).await?;
     db::migrate(&state.db).await?;
     let control = control::start(&state, election, state.settings.bind).await;
+    crate::hotkeys::spawn_aggregator(&state);
     let workers = workers(&state);
     tracing::info!("workers running");
     shutdown_signal().await;

@@ -504,3 +504,128 @@ async fn every_instance_reports_its_top_keys_and_the_view_adds_them_up() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_page_lists_the_keys_in_force_and_gives_the_forms_to_ops_only() {
+    use app::api::{AddHotKey, RemoveHotKey};
+    use leptos::server_fn::ServerFn;
+    let app = spawn_app_with(settings).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let session = app.console_session(&ops).await;
+    let form = [
+        ("kind", "ip"),
+        ("key", "10.9.8.7"),
+        ("action", "block"),
+        ("limit_per_s", ""),
+        ("hold_s", "60"),
+        ("reason", "console test"),
+    ];
+    let response = app.console_call(AddHotKey::PATH, &session, &form).await;
+    assert_eq!(
+        response.status().as_u16(),
+        200,
+        "{:?}",
+        response.text().await
+    );
+    until("the key is in force", Duration::from_secs(5), || async {
+        listed(&view(&app, &sre).await, "ip", "10.9.8.7").is_some()
+    })
+    .await;
+    let html = app.console_page("/hotkeys", &session).await;
+    for shown in [
+        "10.9.8.7",
+        "console test",
+        "id=\"add-hotkey\"",
+        "Top keys, cluster-wide",
+    ] {
+        assert!(html.contains(shown), "{shown} missing from:\n{html}");
+    }
+    let watcher = app.console_session(&sre).await;
+    let html = app.console_page("/hotkeys", &watcher).await;
+    assert!(html.contains("10.9.8.7"), "{html}");
+    assert!(
+        !html.contains("id=\"add-hotkey\""),
+        "no form for SRE: {html}"
+    );
+    // A number that is not one is refused with its name, after the role is checked.
+    let response = app.console_call(AddHotKey::PATH, &watcher, &form).await;
+    assert_eq!(response.status().as_u16(), 403);
+    let mut bad = form;
+    bad[4] = ("hold_s", "soon");
+    let response = app.console_call(AddHotKey::PATH, &session, &bad).await;
+    assert_eq!(response.status().as_u16(), 400);
+    assert!(response.text().await.unwrap_or_default().contains("hold_s"));
+    let remove = [("kind", "ip"), ("key", "10.9.8.7"), ("reason", "done")];
+    let response = app
+        .console_call(RemoveHotKey::PATH, &session, &remove)
+        .await;
+    assert_eq!(response.status().as_u16(), 200);
+    until("the key is gone", Duration::from_secs(5), || async {
+        listed(&view(&app, &sre).await, "ip", "10.9.8.7").is_none()
+    })
+    .await;
+}
+
+/// `seckill hotkeys ...` against the test's deployment; its stdout, or a panic with stderr.
+async fn cli(app: &TestApp, args: &[&str]) -> String {
+    use secrecy::ExposeSecret;
+    let settings = &app.state.settings;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_seckill-under-test"))
+        .arg("hotkeys")
+        .args(args)
+        .env("DATABASE_URL", settings.database_url.expose_secret())
+        .env("ETCD_ENDPOINTS", settings.etcd_endpoints.join(","))
+        .env("SECKILL_ETCD_PREFIX", &settings.etcd_prefix)
+        .env("USER", "ops-at-the-keyboard")
+        .env_remove("SECKILL_CONFIG")
+        .output()
+        .await
+        .expect("the seckill binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "seckill hotkeys {args:?}: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_adds_lists_and_removes_a_hot_key_audited_under_the_os_user() {
+    let app = spawn_app_with(settings).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let added = cli(
+        &app,
+        &[
+            "add", "user", "55", "--action", "block", "--hold-s", "30", "--reason", "scalper",
+        ],
+    )
+    .await;
+    let added: Value = serde_json::from_str(&added).expect("json");
+    assert_eq!(
+        (&added["key"], &added["source"]),
+        (&json!("55"), &json!("manual"))
+    );
+    until(
+        "the instance applies it",
+        Duration::from_secs(5),
+        || async {
+            listed(&view(&app, &sre).await, "user", "55")
+                .is_some_and(|hot| hot["actor"] == "ops-at-the-keyboard")
+        },
+    )
+    .await;
+    let listed_by_cli: Value = serde_json::from_str(&cli(&app, &[]).await).expect("json");
+    assert_eq!(listed_by_cli[0]["key"], "55", "{listed_by_cli}");
+    cli(&app, &["remove", "user", "55", "--reason", "done"]).await;
+    assert_eq!(
+        app.count("switch_audit WHERE path = 'hotkeys/user/55' AND source = 'cli'")
+            .await,
+        2
+    );
+    until("the instance drops it", Duration::from_secs(5), || async {
+        listed(&view(&app, &sre).await, "user", "55").is_none()
+    })
+    .await;
+}

@@ -39,7 +39,7 @@ mod store;
 pub(crate) mod table;
 mod window;
 
-pub(crate) use report::spawn;
+pub(crate) use report::{spawn, spawn_aggregator};
 use table::HotKeyTable;
 use window::Sample;
 

@@ -26,16 +26,22 @@ fn channel(state: &AppState) -> String {
 
 /// Starts the counter (when detection is on) and the aggregator, for the process's life.
 pub(crate) fn spawn(state: &AppState) {
-    tokio::spawn(aggregate(state.clone()));
+    spawn_aggregator(state);
     if let Some(queue) = state.hotkeys.take_queue() {
         tokio::spawn(count(state.clone(), queue));
     }
 }
 
+/// The aggregator alone, for a process that serves no requests (`seckill worker`), which
+/// has nothing to count but may be the leader that publishes.
+pub(crate) fn spawn_aggregator(state: &AppState) {
+    tokio::spawn(aggregate(state.clone()));
+}
+
 async fn count(state: AppState, mut queue: mpsc::Receiver<Sample>) {
     let mut window = Window::new();
     let bound = i64::try_from(window.bound_bytes()).unwrap_or(i64::MAX);
-    state.metrics.hotkeys.counter_bytes.set(bound);
+    state.metrics.hotkeys.sketch_bytes.set(bound);
     let mut tick = tokio::time::interval(Duration::from_millis(QUARTER_MS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let channel = channel(&state);

@@ -232,7 +232,7 @@ pub(crate) struct HotKeyMetrics {
     /// Hot keys in force on this instance.
     pub(crate) in_force: IntGauge,
     /// The most memory the counting sketches can hold, whatever the traffic.
-    pub(crate) counter_bytes: IntGauge,
+    pub(crate) sketch_bytes: IntGauge,
 }
 
 impl HotKeyMetrics {
@@ -261,8 +261,8 @@ impl HotKeyMetrics {
                 "seckill_hotkeys_in_force",
                 "Hot keys in force on this instance",
             ),
-            counter_bytes: add.int_gauge(
-                "seckill_hotkey_counter_bytes",
+            sketch_bytes: add.int_gauge(
+                "seckill_hotkey_sketch_bytes",
                 "The most memory the hot-key counting sketches can hold, whatever the traffic",
             ),
         }
