@@ -52,7 +52,7 @@ impl From<ApiError> for ConsoleError {
             ApiError::Conflict { message, .. } => ConsoleError::Conflict(message),
             ApiError::Unauthenticated => ConsoleError::Unauthenticated,
             ApiError::BadSignature => ConsoleError::Invalid(ApiError::BadSignature.to_string()),
-            ApiError::Forbidden => ConsoleError::Forbidden,
+            ApiError::Forbidden | ApiError::CrossSite => ConsoleError::Forbidden,
             ApiError::NotFound(_) => ConsoleError::NotFound,
             ApiError::RateLimited { .. } => ConsoleError::RateLimited,
             ApiError::Unavailable(cause) => {

@@ -5,7 +5,7 @@
 use super::fixtures::Caller;
 use app::backend::SESSION_COOKIE;
 use reqwest::{
-    header::{AUTHORIZATION, COOKIE},
+    header::{AUTHORIZATION, COOKIE, ORIGIN},
     Client, RequestBuilder, Response,
 };
 use seckill::{
@@ -120,7 +120,8 @@ impl TestApp {
         serve(settings).await
     }
 
-    /// Calls a console server function with `session`'s cookie and a form body.
+    /// Calls a console server function with `session`'s cookie and a form body, from the
+    /// console's own page as a browser would (its `Origin`).
     pub(crate) async fn console_call(
         &self,
         path: &str,
@@ -128,6 +129,7 @@ impl TestApp {
         form: &[(&str, &str)],
     ) -> Response {
         with_session(self.client.post(format!("{}{path}", self.address)), session)
+            .header(ORIGIN, &self.address)
             .form(form)
             .send()
             .await
