@@ -1,7 +1,8 @@
 -- restore_order.lua: give a cancelled order's units back to Redis, at most once per order.
 -- PostgreSQL has already moved its stock and written the restore journal;
 -- this runs after that commit, and again whenever the give-back has to be retried, so the
--- order id is remembered here and a second run gives nothing.
+-- order id is remembered here and a second run gives nothing. The restore set, which this
+-- may create, expires with the stock key (the activity's end and a grace).
 --
 -- KEYS[1]  {a<activity>.i<item>}:stock
 -- KEYS[2]  {a<activity>.i<item>}:bought    hash: buyer id -> units held
@@ -39,4 +40,8 @@ if units > 0 and redis.call('HINCRBY', KEYS[2], ARGV[2], -units) <= 0 then
   redis.call('HDEL', KEYS[2], ARGV[2])
 end
 redis.call('SADD', KEYS[4], ARGV[1])
+local expires_at = redis.call('PEXPIRETIME', KEYS[1])
+if expires_at > 0 then
+  redis.call('PEXPIREAT', KEYS[4], expires_at, 'NX')
+end
 return redis.call('INCRBY', KEYS[1], units)

@@ -569,7 +569,8 @@ fn read_password() -> anyhow::Result<String> {
     Ok(password)
 }
 
-/// Creates or resets a user; a merchant user needs its merchant's name.
+/// Creates or resets a user (a reset signs it out of every session and revokes its API
+/// tokens); a merchant user needs its merchant's name.
 pub async fn create_user(
     pool: &sqlx::PgPool,
     username: &str,
@@ -577,6 +578,8 @@ pub async fn create_user(
     role: Role,
     merchant: Option<&str>,
 ) -> anyhow::Result<Actor> {
+    // A username longer than a login accepts could never sign in.
+    crate::identity::rules::check_username(username)?;
     let merchant_id = match (role, merchant) {
         (Role::Merchant, Some(name)) => Some(users::ensure_merchant(pool, name).await?),
         (Role::Merchant, None) => anyhow::bail!("a merchant user needs --merchant NAME"),

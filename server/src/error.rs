@@ -23,6 +23,9 @@ pub enum ApiError {
     BadSignature,
     #[error("your role may not do this")]
     Forbidden,
+    /// A state-changing request a browser authenticated by itself, from another origin.
+    #[error("the request did not come from the console's own origin")]
+    CrossSite,
     #[error("{0} not found")]
     NotFound(&'static str),
     #[error("{message}")]
@@ -50,7 +53,7 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unauthenticated | ApiError::BadSignature => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden => StatusCode::FORBIDDEN,
+            ApiError::Forbidden | ApiError::CrossSite => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Invalid { .. } => StatusCode::BAD_REQUEST,
@@ -67,6 +70,7 @@ impl ApiError {
             ApiError::Unauthenticated => "UNAUTHENTICATED",
             ApiError::BadSignature => "BAD_SIGNATURE",
             ApiError::Forbidden => "FORBIDDEN",
+            ApiError::CrossSite => "CROSS_SITE_REQUEST",
             ApiError::NotFound(_) => "NOT_FOUND",
             ApiError::Conflict { code, .. } => code,
             ApiError::Invalid { code, .. } => code,

@@ -54,9 +54,11 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects PostgreSQL and Redis (required to serve), prepares the lazy RabbitMQ and
-    /// etcd links, migrates, and binds the listener.
+    /// Refuses secrets anyone could know on a non-loopback address (before touching any
+    /// store), connects PostgreSQL and Redis (required to serve), prepares the lazy RabbitMQ
+    /// and etcd links, migrates, and binds the listener.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        settings.check_secrets()?;
         let (state, election) = assemble(settings).await?;
         db::migrate(&state.db).await?;
         crate::sale_page::load_all(&state).await?;
@@ -188,6 +190,8 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
 /// `seckill worker`: the pipeline's workers and the control plane (which elects the leader
 /// of the singleton jobs), without the HTTP server, until SIGINT or SIGTERM.
 pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
+    // Workers sign the simulated center's callbacks: the same rule as serving.
+    settings.check_secrets()?;
     let (state, election) = assemble(settings).await?;
     db::migrate(&state.db).await?;
     let control = control::start(&state, election, state.settings.bind).await;
@@ -223,6 +227,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .nest("/admin/api", admin::routes::router())
         .merge(crate::sale_page::routes::router())
         .merge(admin::console::router(state.clone()))
+        .layer(middleware::from_fn_with_state(state.clone(), admin::csrf::guard))
         .layer(middleware::from_fn_with_state(state.clone(), infra::http_metrics::track))
         .layer(DefaultBodyLimit::max(MAX_JSON_BYTES))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))

@@ -77,6 +77,7 @@ async fn a_wrong_password_gets_a_4xx_from_the_login_server_function() {
     let attempt = |password: &str| {
         app.client
             .post(format!("{}{}", app.address, app::api::Login::PATH))
+            .header("origin", &app.address)
             .form(&[("username", ops.username.as_str()), ("password", password)])
             .send()
     };

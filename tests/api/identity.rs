@@ -1,7 +1,7 @@
 //! Console logins: argon2 passwords, hashed session cookies accepted by the admin API,
-//! rate-limited attempts.
+//! attempts rate-limited per (username, address) and per address.
 
-use crate::support::app::{json, spawn_app, with_session};
+use crate::support::app::{json, spawn_app, spawn_app_with, with_session};
 use contract::Role;
 use seckill::identity::authenticate::LoginError;
 
@@ -55,40 +55,49 @@ async fn wrong_passwords_and_unknown_users_are_refused_alike() {
 }
 
 #[tokio::test]
-async fn login_attempts_are_rate_limited_per_username_and_per_address() {
-    let app = spawn_app().await;
+async fn login_attempts_are_rate_limited_per_username_and_address_and_per_address() {
+    let app = spawn_app_with(|settings| {
+        settings.login_attempts_per_window = 3;
+        settings.login_attempts_per_address = 5;
+    })
+    .await;
     let ops = app.caller(Role::Ops, None).await;
-    let limit = app.state.settings.login_attempts_per_window;
     let address = Some("203.0.113.9".parse().expect("ip"));
-    for _ in 0..limit {
+    for _ in 0..3 {
         let attempt = app.state.auth.login(&ops.username, "guess", address).await;
         assert!(matches!(attempt, Err(LoginError::BadCredentials)));
     }
-    // Even the right password is refused now: the window is spent.
+    // Even the right password is refused from there now: the pair's window is spent.
     let blocked = app
         .state
         .auth
         .login(&ops.username, &ops.password, address)
         .await;
     assert!(matches!(blocked, Err(LoginError::RateLimited { .. })));
-    // The same address spraying another account is still blocked.
+    // Another account from the same address is tried until the address's window is spent
+    // too (five attempts of any username), then refused as well.
     let other = app.caller(Role::Sre, None).await;
     let sprayed = app
         .state
         .auth
-        .login(&other.username, &other.password, address)
+        .login(&other.username, "guess", address)
         .await;
-    assert!(matches!(sprayed, Err(LoginError::RateLimited { .. })));
-    // From another address, the other account is fine.
-    let elsewhere = app
+    assert!(matches!(sprayed, Err(LoginError::BadCredentials)));
+    let spent = app
         .state
         .auth
-        .login(
-            &other.username,
-            &other.password,
-            Some("198.51.100.7".parse().expect("ip")),
-        )
+        .login(&other.username, &other.password, address)
         .await;
-    assert!(elsewhere.is_ok());
-    assert_eq!(app.count("admin_sessions").await, 1);
+    assert!(matches!(spent, Err(LoginError::RateLimited { .. })));
+    // From another address, both accounts are fine.
+    let elsewhere = Some("198.51.100.7".parse().expect("ip"));
+    for caller in [&ops, &other] {
+        let signed_in = app
+            .state
+            .auth
+            .login(&caller.username, &caller.password, elsewhere)
+            .await;
+        assert!(signed_in.is_ok(), "{}", caller.username);
+    }
+    assert_eq!(app.count("admin_sessions").await, 2);
 }

@@ -25,4 +25,5 @@ mod rbac;
 mod reconcile;
 mod redis_outage;
 mod sale_page;
+mod security;
 mod support;

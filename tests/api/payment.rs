@@ -761,6 +761,7 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
                     (seats[2].clone(), Some(7)),
                 ],
                 restored: &[],
+                expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
             },
         )
         .await

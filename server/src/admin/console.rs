@@ -3,7 +3,14 @@
 //! The backend calls the same services as the admin API, so both enforce the same rules.
 
 use app::backend::{ConsoleBackend, ConsoleError, NewSession, SharedBackend};
-use axum::{body::Body, extract::Request, routing::post, Router};
+use axum::{
+    body::Body,
+    extract::{FromRequest, Request},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::post,
+    Form, Router,
+};
 use contract::Actor;
 use contract::Source;
 use contract::{
@@ -14,6 +21,7 @@ use contract::{
 };
 use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView};
 use leptos::prelude::provide_context;
+use leptos::server_fn::ServerFn;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
 use std::{net::IpAddr, sync::Arc};
 
@@ -24,7 +32,7 @@ use crate::{
     control::board::{self, Board, Flip},
     error::ApiError,
     hotkeys::service as hotkeys,
-    identity::authenticate::LoginError,
+    identity::{authenticate::LoginError, rules},
     orders::{admin as order_admin, dead_letters, recordings, relay},
     prewarm,
     reconcile::service as reconcile,
@@ -46,7 +54,7 @@ impl From<ApiError> for ConsoleError {
             ApiError::Conflict { message, .. } => ConsoleError::Conflict(message),
             ApiError::Unauthenticated => ConsoleError::Unauthenticated,
             ApiError::BadSignature => ConsoleError::Invalid(ApiError::BadSignature.to_string()),
-            ApiError::Forbidden => ConsoleError::Forbidden,
+            ApiError::Forbidden | ApiError::CrossSite => ConsoleError::Forbidden,
             ApiError::NotFound(_) => ConsoleError::NotFound,
             ApiError::RateLimited { .. } => ConsoleError::RateLimited,
             ApiError::Unavailable(cause) => {
@@ -89,6 +97,7 @@ impl ConsoleBackend for ConsoleService {
                 Err(ConsoleError::Invalid("wrong username or password".into()))
             }
             Err(LoginError::RateLimited { .. }) => Err(ConsoleError::RateLimited),
+            Err(LoginError::TooLong(too_long)) => Err(ConsoleError::Invalid(too_long.to_string())),
             Err(LoginError::Failed(cause)) => Err(ApiError::Internal(cause).into()),
         }
     }
@@ -316,7 +325,8 @@ impl ConsoleBackend for ConsoleService {
 }
 
 /// Console pages (server-rendered, then hydrated), its server functions under
-/// `/console/fn`, and the site folder (the `/pkg` bundle, public assets) for the rest.
+/// `/console/fn` (login behind [`login_gate`]), and the site folder (the `/pkg` bundle,
+/// public assets) for the rest.
 pub(crate) fn router(state: AppState) -> Router<AppState> {
     let backend: SharedBackend = Arc::new(ConsoleService {
         state: state.clone(),
@@ -336,4 +346,34 @@ pub(crate) fn router(state: AppState) -> Router<AppState> {
         )
         .leptos_routes_with_context(&state, routes, provide, move || app::shell(leptos.clone()))
         .fallback_service(site)
+        .layer(middleware::from_fn(login_gate))
+}
+
+/// The login server function behind a gate of its own, because anyone may call it: the body
+/// is read up to [`rules::MAX_LOGIN_BODY_BYTES`] (413 `PAYLOAD_TOO_LARGE` beyond), and a
+/// username or password past its cap is answered 400 with its code, before the server
+/// function (and Redis) sees either. A body that is not the login form is left to the
+/// server function to refuse; every other request passes untouched.
+async fn login_gate(request: Request, next: Next) -> Response {
+    if request.uri().path() != <app::api::Login as ServerFn>::PATH {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    // Any failure to read is answered as too large: past the limit is the only one a
+    // client still waiting for the answer can cause.
+    let Ok(bytes) = axum::body::to_bytes(body, rules::MAX_LOGIN_BODY_BYTES).await else {
+        return ApiError::PayloadTooLarge.into_response();
+    };
+    let as_form = Request::from_parts(parts.clone(), Body::from(bytes.clone()));
+    if let Ok(Form(login)) = Form::<app::api::Login>::from_request(as_form, &()).await {
+        if let Err(too_long) = rules::check_login_input(&login.username, &login.password) {
+            return ApiError::Invalid {
+                code: too_long.code(),
+                message: too_long.to_string(),
+            }
+            .into_response();
+        }
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }

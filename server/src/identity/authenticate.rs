@@ -9,7 +9,7 @@ use contract::Actor;
 use sqlx::PgPool;
 use std::net::IpAddr;
 
-use crate::identity::{password, secret_token};
+use crate::identity::{password, rules, secret_token};
 use crate::{
     error::ApiError,
     identity::users,
@@ -22,6 +22,8 @@ pub enum LoginError {
     BadCredentials,
     #[error("too many login attempts")]
     RateLimited { retry_after_s: u32 },
+    #[error(transparent)]
+    TooLong(#[from] rules::TooLong),
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
 }
@@ -39,6 +41,7 @@ pub struct Authenticator {
     metrics: Metrics,
     session_ttl_s: i64,
     attempts_per_window: u32,
+    attempts_per_address: u32,
     window_s: u32,
 }
 
@@ -55,31 +58,45 @@ impl Authenticator {
             metrics,
             session_ttl_s: settings.session_ttl_s,
             attempts_per_window: settings.login_attempts_per_window,
+            attempts_per_address: settings.login_attempts_per_address,
             window_s: settings.login_window_s,
         }
     }
 
-    /// Checks a password and opens a session. Every attempt counts against both the
-    /// username and the client address, so neither guessing one account's password nor
-    /// spraying many accounts from one address goes fast.
+    /// Checks a password and opens a session. A username or password past its cap is refused
+    /// before anything is looked up or counted. Every attempt counts against the client
+    /// address and against the (username, address) pair, in that order, and a full window
+    /// stops there: so guessing one account's password from one place is slow, spraying
+    /// many accounts from one place is too, and no stranger can spend the real user's
+    /// attempts from elsewhere. Each attempt creates at most these two keys, of bounded size.
     pub async fn login(
         &self,
         username: &str,
         password: &str,
         client: Option<IpAddr>,
     ) -> Result<Session, LoginError> {
-        let user_key = self.redis.login_attempts_key(&format!("user:{username}"));
-        let mut subjects = vec![user_key.clone()];
-        if let Some(ip) = client {
-            subjects.push(self.redis.login_attempts_key(&format!("ip:{ip}")));
+        if let Err(too_long) = rules::check_login_input(username, password) {
+            self.metrics
+                .admin_logins
+                .with_label_values(&["rejected"])
+                .inc();
+            return Err(too_long.into());
         }
-        for key in &subjects {
+        let [address, pair] = rules::attempt_subjects(username, client);
+        let pair_key = self.redis.login_attempts_key(&pair);
+        for (key, limit) in [
+            (
+                self.redis.login_attempts_key(&address),
+                self.attempts_per_address,
+            ),
+            (pair_key.clone(), self.attempts_per_window),
+        ] {
             let hits = self
                 .redis
-                .hit_fixed_window(key, self.window_s)
+                .hit_fixed_window(&key, self.window_s)
                 .await
                 .map_err(anyhow::Error::from)?;
-            if hits > u64::from(self.attempts_per_window) {
+            if hits > u64::from(limit) {
                 self.metrics
                     .admin_logins
                     .with_label_values(&["rate_limited"])
@@ -115,7 +132,7 @@ impl Authenticator {
         .await
         .map_err(anyhow::Error::from)?;
         self.redis
-            .delete(&user_key)
+            .delete(&pair_key)
             .await
             .map_err(anyhow::Error::from)?;
         self.metrics

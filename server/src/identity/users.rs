@@ -47,7 +47,9 @@ pub(crate) async fn ensure_merchant(pool: &PgPool, name: &str) -> Result<i64, sq
     .await
 }
 
-/// Creates the user, or resets password, role and merchant if the username exists.
+/// Creates the user, or resets password, role and merchant if the username exists. A reset
+/// signs the user out everywhere in the same transaction: its console sessions are deleted
+/// and its admin API tokens revoked, since whoever had the old password may have opened them.
 pub(crate) async fn upsert_user(
     pool: &PgPool,
     username: &str,
@@ -55,7 +57,8 @@ pub(crate) async fn upsert_user(
     role: Role,
     merchant_id: Option<i64>,
 ) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
+    let mut tx = pool.begin().await?;
+    let id: i64 = sqlx::query_scalar(
         "INSERT INTO admin_users (username, password_hash, role, merchant_id)
          VALUES ($1, $2, $3, $4)
          ON CONFLICT (username) DO UPDATE
@@ -67,8 +70,20 @@ pub(crate) async fn upsert_user(
     .bind(password_hash)
     .bind(role.as_str())
     .bind(merchant_id)
-    .fetch_one(pool)
-    .await
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query("DELETE FROM admin_sessions WHERE user_id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "UPDATE admin_api_tokens SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL",
+    )
+    .bind(id)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(id)
 }
 
 pub(crate) async fn credentials(

@@ -2,14 +2,15 @@
 //! services a development machine runs), an optional TOML file named by `SECKILL_CONFIG`
 //! (field names as here), then the environment variables listed in [`VARIABLES`].
 //!
-//! Secrets are [`SecretString`]s so that `Debug` and logs never show them.
+//! Secrets are [`SecretString`]s so that `Debug` and logs never show them. Whether the
+//! process may serve with the secrets it was given is [`judge_secrets`]'s rule.
 
 use figment::{
     providers::{Data, Format, Serialized, Toml},
     value::{Dict, Map, Value},
     Figment, Metadata, Profile, Provider,
 };
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde::{de::Error as _, Deserialize, Deserializer};
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -54,8 +55,17 @@ pub struct Settings {
     pub(crate) session_ttl_s: i64,
     /// Mark session cookies `Secure`; turn on behind HTTPS (`SECKILL_SECURE_COOKIES`).
     pub(crate) secure_cookies: bool,
-    /// Failed logins allowed per username and per client address in one window (`SECKILL_LOGIN_ATTEMPTS`).
+    /// Login attempts allowed per (username, client address) in one window
+    /// (`SECKILL_LOGIN_ATTEMPTS`): past it that pair waits, the same user from elsewhere does not.
     pub login_attempts_per_window: u32,
+    /// Login attempts allowed per client address in one window, whatever the usernames
+    /// (`SECKILL_LOGIN_ADDRESS_ATTEMPTS`): the bound on spraying many accounts from one place.
+    pub login_attempts_per_address: u32,
+    /// The console's public origin (`https://console.example.com`, `SECKILL_PUBLIC_ORIGIN`):
+    /// a cookie-authenticated state-changing request must come from it. Unset: from the
+    /// origin the request's `Host` header names; empty counts as unset.
+    #[serde(deserialize_with = "an_origin")]
+    pub public_origin: Option<String>,
     /// Length of that window, in seconds (`SECKILL_LOGIN_WINDOW_S`).
     pub(crate) login_window_s: u32,
     /// How long a readiness probe waits for each dependency, in milliseconds.
@@ -322,8 +332,73 @@ impl Default for BuySettings {
     }
 }
 
-/// The development default for secrets; fine on a laptop, refused nowhere, logged nowhere.
+/// The development default for secrets: known to everyone who read the source, so
+/// [`judge_secrets`] refuses it on any address but loopback.
 const DEVELOPMENT_SECRET: &str = "seckill-development-secret-change-me";
+
+/// What is wrong with a secret.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weakness {
+    /// Unset, so the development default from the source.
+    Development,
+    /// Set to nothing: anyone signs with the empty key.
+    Empty,
+}
+
+/// One secret anyone could know, named by its environment variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WeakSecret {
+    pub variable: &'static str,
+    pub weakness: Weakness,
+}
+
+impl std::fmt::Display for WeakSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.weakness {
+            Weakness::Development => {
+                write!(f, "{} is unset (the development default)", self.variable)
+            }
+            Weakness::Empty => write!(f, "{} is empty", self.variable),
+        }
+    }
+}
+
+/// Serving on an address other machines reach with a secret anyone could know: anyone could
+/// mint buyer tokens or sign payment callbacks.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "refusing to serve on {bind}: {}; set it to a long random value (or bind a loopback address)",
+    weak.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+)]
+pub struct SecretsRefused {
+    pub bind: SocketAddr,
+    pub weak: Vec<WeakSecret>,
+}
+
+/// Whether a process bound to `bind` may run with `secrets` (environment variable, value):
+/// every weak one refuses a non-loopback address; on loopback (a development machine) the
+/// weak ones are handed back for the caller to warn about.
+pub fn judge_secrets(
+    bind: SocketAddr,
+    secrets: &[(&'static str, &SecretString)],
+) -> Result<Vec<WeakSecret>, SecretsRefused> {
+    let weak: Vec<WeakSecret> = secrets
+        .iter()
+        .filter_map(|&(variable, secret)| {
+            let weakness = match secret.expose_secret() {
+                "" => Weakness::Empty,
+                DEVELOPMENT_SECRET => Weakness::Development,
+                _ => return None,
+            };
+            Some(WeakSecret { variable, weakness })
+        })
+        .collect();
+    if weak.is_empty() || bind.ip().is_loopback() {
+        Ok(weak)
+    } else {
+        Err(SecretsRefused { bind, weak })
+    }
+}
 
 impl Default for Settings {
     fn default() -> Self {
@@ -345,6 +420,8 @@ impl Default for Settings {
             session_ttl_s: 12 * 3600,
             secure_cookies: false,
             login_attempts_per_window: 10,
+            login_attempts_per_address: 100,
+            public_origin: None,
             login_window_s: 300,
             probe_timeout_ms: 1500,
             buy: BuySettings::default(),
@@ -394,6 +471,26 @@ impl Settings {
             .map_err(|error| SettingsError(Box::new(error)))
     }
 
+    /// [`judge_secrets`] for this process's bind address and secrets; the weak ones allowed
+    /// on loopback are logged as a warning here, once per start.
+    pub fn check_secrets(&self) -> Result<(), SecretsRefused> {
+        let weak = judge_secrets(
+            self.bind,
+            &[
+                ("SECKILL_JWT_SECRET", &self.jwt_secret),
+                ("SECKILL_PAY_SECRET", &self.pay_secret),
+            ],
+        )?;
+        for secret in weak {
+            tracing::warn!(
+                bind = %self.bind,
+                "{secret}: anyone who has read the source can mint buyer tokens and sign payment \
+                 callbacks; allowed on loopback only, refused on any other address"
+            );
+        }
+        Ok(())
+    }
+
     pub(crate) fn probe_timeout(&self) -> Duration {
         Duration::from_millis(self.probe_timeout_ms)
     }
@@ -440,6 +537,8 @@ const VARIABLES: &[(&str, &str, Spelling)] = &[
     ("SECKILL_SECURE_COOKIES",     "secure_cookies",            Spelling::Trimmed),
     ("SECKILL_LOGIN_ATTEMPTS",     "login_attempts_per_window", Spelling::Trimmed),
     ("SECKILL_LOGIN_WINDOW_S",     "login_window_s",            Spelling::Trimmed),
+    ("SECKILL_LOGIN_ADDRESS_ATTEMPTS", "login_attempts_per_address", Spelling::Trimmed),
+    ("SECKILL_PUBLIC_ORIGIN",      "public_origin",             Spelling::Trimmed),
     ("SECKILL_BUY_MAX_IN_FLIGHT",  "buy.max_in_flight",         Spelling::Trimmed),
     ("SECKILL_BUY_USER_RATE",      "buy.per_user_per_window",   Spelling::Trimmed),
     ("SECKILL_CHALLENGE",          "buy.challenge_required",    Spelling::Trimmed),
@@ -489,6 +588,29 @@ impl Provider for Variable {
 fn without_trailing_slash<'de, D: Deserializer<'de>>(field: D) -> Result<String, D::Error> {
     let prefix = String::deserialize(field)?;
     Ok(prefix.trim_end_matches('/').to_owned())
+}
+
+/// An origin is a scheme and a host (and port), nothing more: anything else would never
+/// equal a browser's `Origin` header, and every console change would be refused.
+fn an_origin<'de, D: Deserializer<'de>>(field: D) -> Result<Option<String>, D::Error> {
+    let Some(origin) = Option::<String>::deserialize(field)? else {
+        return Ok(None);
+    };
+    let origin = origin.trim().trim_end_matches('/');
+    if origin.is_empty() {
+        return Ok(None);
+    }
+    let uri: http::Uri = origin.parse().map_err(D::Error::custom)?;
+    match (uri.scheme_str(), uri.authority(), uri.path_and_query()) {
+        (Some("http" | "https"), Some(_), None) => Ok(Some(origin.to_owned())),
+        (Some("http" | "https"), Some(_), Some(path)) if path.as_str() == "/" => {
+            Ok(Some(origin.to_owned()))
+        }
+        _ => Err(D::Error::invalid_value(
+            serde::de::Unexpected::Str(origin),
+            &"an origin such as https://console.example.com",
+        )),
+    }
 }
 
 /// The etcd client cannot start without an endpoint.
@@ -559,6 +681,103 @@ mod tests {
         assert!(!format!("{settings:?}").contains("hunter2"));
     }
 
+    fn judged(bind: &str, jwt: &str, pay: &str) -> Result<Vec<WeakSecret>, SecretsRefused> {
+        let (jwt, pay) = (SecretString::from(jwt), SecretString::from(pay));
+        judge_secrets(
+            bind.parse().expect("address"),
+            &[("SECKILL_JWT_SECRET", &jwt), ("SECKILL_PAY_SECRET", &pay)],
+        )
+    }
+
+    #[test]
+    fn strong_secrets_serve_anywhere() {
+        for bind in ["0.0.0.0:3000", "10.1.2.3:80", "[::]:3000", "127.0.0.1:3000"] {
+            assert_eq!(judged(bind, "jwt-9f2c", "pay-77a1").expect(bind), []);
+        }
+    }
+
+    #[test]
+    fn weak_secrets_are_refused_off_loopback_naming_each_variable() {
+        for bind in ["0.0.0.0:3000", "192.168.1.20:3000", "[::]:3000"] {
+            let refused = judged(bind, DEVELOPMENT_SECRET, "").expect_err(bind);
+            assert_eq!(
+                refused.weak,
+                [
+                    WeakSecret {
+                        variable: "SECKILL_JWT_SECRET",
+                        weakness: Weakness::Development
+                    },
+                    WeakSecret {
+                        variable: "SECKILL_PAY_SECRET",
+                        weakness: Weakness::Empty
+                    },
+                ]
+            );
+            let message = refused.to_string();
+            assert!(message.contains("SECKILL_JWT_SECRET is unset"), "{message}");
+            assert!(message.contains("SECKILL_PAY_SECRET is empty"), "{message}");
+        }
+        let one = judged("0.0.0.0:3000", "jwt-9f2c", DEVELOPMENT_SECRET).expect_err("pay weak");
+        assert_eq!(one.weak.len(), 1);
+        assert!(!one.to_string().contains("SECKILL_JWT_SECRET"), "{one}");
+    }
+
+    #[test]
+    fn weak_secrets_on_loopback_are_handed_back_to_warn_about() {
+        for bind in ["127.0.0.1:3000", "127.0.0.2:3000", "[::1]:3000"] {
+            let weak = judged(bind, "", DEVELOPMENT_SECRET).expect(bind);
+            assert_eq!(weak.len(), 2, "{bind}");
+        }
+    }
+
+    #[test]
+    fn the_defaults_and_an_empty_variable_are_weak() {
+        let defaults = with_env(&[("SECKILL_BIND", "0.0.0.0:3000")]).expect("valid env");
+        let refused = defaults.check_secrets().expect_err("development secrets");
+        assert!(refused
+            .weak
+            .iter()
+            .all(|w| w.weakness == Weakness::Development));
+        let empty = with_env(&[
+            ("SECKILL_BIND", "0.0.0.0:3000"),
+            ("SECKILL_JWT_SECRET", ""),
+            ("SECKILL_PAY_SECRET", "pay-77a1"),
+        ])
+        .expect("valid env");
+        let refused = empty.check_secrets().expect_err("empty secret");
+        assert_eq!(
+            refused.weak,
+            [WeakSecret {
+                variable: "SECKILL_JWT_SECRET",
+                weakness: Weakness::Empty
+            }]
+        );
+        assert!(with_env(&[]).expect("defaults").check_secrets().is_ok());
+    }
+
+    #[test]
+    fn the_public_origin_is_an_origin_or_unset() {
+        let empty = with_env(&[("SECKILL_PUBLIC_ORIGIN", " ")]).expect("empty is unset");
+        assert_eq!(empty.public_origin, None);
+        let slash = with_env(&[("SECKILL_PUBLIC_ORIGIN", "https://shop.example:8443/")])
+            .expect("valid origin");
+        assert_eq!(
+            slash.public_origin.as_deref(),
+            Some("https://shop.example:8443")
+        );
+        for wrong in [
+            "shop.example",
+            "https://shop.example/console",
+            "ftp://shop.example",
+        ] {
+            let error = with_env(&[("SECKILL_PUBLIC_ORIGIN", wrong)]).expect_err(wrong);
+            assert!(
+                error.to_string().contains("SECKILL_PUBLIC_ORIGIN"),
+                "{error}"
+            );
+        }
+    }
+
     #[test]
     fn a_settings_file_parses_partially() {
         let settings = layered(
@@ -590,6 +809,8 @@ mod tests {
             ("SECKILL_SECURE_COOKIES", "true"),
             ("SECKILL_LOGIN_ATTEMPTS", "3"),
             ("SECKILL_LOGIN_WINDOW_S", "30"),
+            ("SECKILL_LOGIN_ADDRESS_ATTEMPTS", "40"),
+            ("SECKILL_PUBLIC_ORIGIN", " https://console.example.com "),
             ("SECKILL_BUY_MAX_IN_FLIGHT", "9"),
             ("SECKILL_BUY_USER_RATE", "2"),
             ("SECKILL_CHALLENGE", " on "),
@@ -615,6 +836,11 @@ mod tests {
         assert!(settings.secure_cookies);
         assert_eq!(settings.login_attempts_per_window, 3);
         assert_eq!(settings.login_window_s, 30);
+        assert_eq!(settings.login_attempts_per_address, 40);
+        assert_eq!(
+            settings.public_origin.as_deref(),
+            Some("https://console.example.com")
+        );
         assert_eq!(settings.buy.max_in_flight, 9);
         assert_eq!(settings.buy.per_user_per_window, 2);
         assert!(settings.buy.challenge_required);

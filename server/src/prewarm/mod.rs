@@ -5,8 +5,10 @@
 //! Allowed while the sale is open too (an activity that opened without a pre-warm, Redis
 //! lost mid-sale): each item is re-derived behind the reconciliation fence
 //! (`reconcile::fence`), so deductions in flight are committed or voided first and no unit
-//! is handed out twice. The deduction hand-over and repairs use the same [`load`].
+//! is handed out twice. The deduction hand-over and repairs use the same [`load`]. Every key
+//! written expires some time after the activity's end (`expiry`).
 
+pub(crate) mod expiry;
 pub(crate) mod routes;
 
 use contract::Actor;

@@ -110,6 +110,7 @@ async fn fenced(
                 holders: &holders,
                 seats: &seats,
                 restored: &restored,
+                expires_at: crate::prewarm::expiry::keys_expire_at(activity.ends_at),
             },
         )
         .await?;

@@ -53,6 +53,9 @@ pub struct Derived<'a> {
     /// Orders whose units went back to stock in PostgreSQL: Redis must never give them
     /// back again, whoever retries.
     pub restored: &'a [Uuid],
+    /// When every key written expires (the activity's end plus the grace of
+    /// `prewarm::expiry`); the scripts that create the item's other keys copy it.
+    pub expires_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Redis's millisecond clock, read together with the markers it stamps.
@@ -169,7 +172,7 @@ impl RedisStore {
     }
 
     /// Replaces the item's stock, buyer records, seat map and restore set with PostgreSQL's
-    /// view, and clears its markers, in one MULTI.
+    /// view, each expiring at `derived.expires_at`, and clears its markers, in one MULTI.
     pub async fn rederive(&self, sale: SaleItem, derived: &Derived<'_>) -> redis::RedisResult<()> {
         let bought = self.bought_key(sale);
         let seat_map = self.seats_key(sale);
@@ -199,6 +202,12 @@ impl RedisStore {
         for chunk in derived.restored.chunks(1000) {
             let ids: Vec<String> = chunk.iter().map(Uuid::to_string).collect();
             pipe.sadd(&restored, ids).ignore();
+        }
+        // A key left empty above does not exist: EXPIREAT skips it, and the script that
+        // creates it later copies the stock key's expiry.
+        let expires_at = derived.expires_at.timestamp();
+        for key in [&self.stock_key(sale), &bought, &seat_map, &restored] {
+            pipe.expire_at(key, expires_at).ignore();
         }
         pipe.query_async(&mut self.connection()).await
     }

@@ -5,7 +5,7 @@
 use super::fixtures::Caller;
 use app::backend::SESSION_COOKIE;
 use reqwest::{
-    header::{AUTHORIZATION, COOKIE},
+    header::{AUTHORIZATION, COOKIE, ORIGIN},
     Client, RequestBuilder, Response,
 };
 use seckill::{
@@ -44,6 +44,15 @@ pub(crate) async fn spawn_app() -> TestApp {
 
 /// `spawn_app` with settings adjusted first (limits, switches held in settings for now).
 pub(crate) async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+    let mut settings = isolated_settings().await;
+    adjust(&mut settings);
+    serve(settings).await
+}
+
+/// The settings of a deployment of its own: a fresh, empty database (the application
+/// migrates it), its own Redis key prefix, AMQP name prefix, etcd prefix, switch snapshot
+/// and sale directory, on a loopback port chosen by the system.
+pub(crate) async fn isolated_settings() -> Settings {
     TRACING.call_once(|| {
         if std::env::var("TEST_LOG").is_ok() {
             seckill::infra::telemetry::init();
@@ -74,8 +83,7 @@ pub(crate) async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestAp
     // Each test declares its own quorum queues (a few file descriptors each in the broker);
     // the broker drops them 30 s after the test's consumers are gone.
     settings.pipeline.idle_queue_expiry_ms = Some(30_000);
-    adjust(&mut settings);
-    serve(settings).await
+    settings
 }
 
 /// A switch snapshot file of its own, so no test starts from another's switches.
@@ -120,7 +128,8 @@ impl TestApp {
         serve(settings).await
     }
 
-    /// Calls a console server function with `session`'s cookie and a form body.
+    /// Calls a console server function with `session`'s cookie and a form body, from the
+    /// console's own page as a browser would (its `Origin`).
     pub(crate) async fn console_call(
         &self,
         path: &str,
@@ -128,6 +137,7 @@ impl TestApp {
         form: &[(&str, &str)],
     ) -> Response {
         with_session(self.client.post(format!("{}{path}", self.address)), session)
+            .header(ORIGIN, &self.address)
             .form(form)
             .send()
             .await
