@@ -404,11 +404,27 @@ fn findings_table(findings: &[contract::Finding]) -> String {
 /// flip a switch while Redis or RabbitMQ is the thing that is down.
 /// What the control-plane commands need: PostgreSQL and etcd, not Redis or RabbitMQ,
 /// which may be the very thing that is down.
-async fn control_stores(settings: &Settings) -> anyhow::Result<(sqlx::PgPool, EtcdLink)> {
-    let db = db::connect(settings).await?;
-    // A one-off command's timings are not scraped.
-    let etcd = EtcdLink::new(settings.etcd_endpoints.clone(), &Metrics::new());
-    Ok((db, etcd))
+struct ControlStores {
+    db: sqlx::PgPool,
+    etcd: EtcdLink,
+}
+
+impl ControlStores {
+    async fn connect(settings: &Settings) -> anyhow::Result<Self> {
+        let db = db::connect(settings).await?;
+        // A one-off command's timings are not scraped.
+        let etcd = EtcdLink::new(settings.etcd_endpoints.clone(), &Metrics::new());
+        Ok(Self { db, etcd })
+    }
+
+    fn board<'a>(&'a self, settings: &'a Settings) -> Board<'a> {
+        Board {
+            db: &self.db,
+            etcd: &self.etcd,
+            settings,
+            instance: None,
+        }
+    }
 }
 
 /// The audit names the person at the keyboard, as the OS knows them.
@@ -422,13 +438,8 @@ fn keyboard_actor() -> Actor {
 }
 
 async fn hotkeys(settings: Settings, command: Option<HotkeysCommand>) -> anyhow::Result<()> {
-    let (db, etcd) = control_stores(&settings).await?;
-    let board = Board {
-        db: &db,
-        etcd: &etcd,
-        settings: &settings,
-        instance: None,
-    };
+    let stores = ControlStores::connect(&settings).await?;
+    let board = stores.board(&settings);
     let actor = keyboard_actor();
     match command {
         None => {
@@ -463,13 +474,8 @@ async fn hotkeys(settings: Settings, command: Option<HotkeysCommand>) -> anyhow:
 }
 
 async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()> {
-    let (db, etcd) = control_stores(&settings).await?;
-    let board = Board {
-        db: &db,
-        etcd: &etcd,
-        settings: &settings,
-        instance: None,
-    };
+    let stores = ControlStores::connect(&settings).await?;
+    let board = stores.board(&settings);
     let actor = keyboard_actor();
     match command {
         SwitchCommand::Get { path: None } => print!("{}", switch_table(&board.read().await?)),

@@ -70,6 +70,29 @@ pub(crate) async fn history(
     Ok(store::recent(db, hours, HISTORY_ROWS).await?)
 }
 
+/// Opens the audit row of a manual change of `id` in a transaction that the caller commits
+/// once etcd has answered: no change lands in etcd unaudited because the database was away.
+async fn begin_audit(
+    board: &Board<'_>,
+    actor: &Actor,
+    source: Source,
+    id: HotKeyId,
+    new_value: &str,
+    reason: &str,
+) -> ApiResult<(sqlx::Transaction<'static, sqlx::Postgres>, i64)> {
+    let path = format!("hotkeys/{}", id.path());
+    let mut tx = board.db.begin().await?;
+    let flip = PendingFlip {
+        actor: &actor.username,
+        source,
+        path: &path,
+        new_value,
+        reason,
+    };
+    let audit_id = audit::begin_flip(&mut tx, &flip).await?;
+    Ok((tx, audit_id))
+}
+
 fn key_of(kind: HotKeyKind, key: &str) -> ApiResult<HotKeyId> {
     HotKeyId::parse(kind, key).map_err(|message| invalid("INVALID_HOTKEY", message))
 }
@@ -101,19 +124,7 @@ pub async fn add(
     };
     let json = serde_json::to_string(&value).map_err(anyhow::Error::from)?;
     let layout = Layout::new(&board.settings.etcd_prefix);
-    let path = format!("hotkeys/{}", id.path());
-    let mut tx = board.db.begin().await?;
-    let audit_id = audit::begin_flip(
-        &mut tx,
-        &PendingFlip {
-            actor: &actor.username,
-            source,
-            path: &path,
-            new_value: &json,
-            reason,
-        },
-    )
-    .await?;
+    let (mut tx, audit_id) = begin_audit(board, actor, source, id, &json, reason).await?;
     let mut client = board.etcd.client().await.map_err(etcd_unavailable)?;
     let ttl = i64::try_from(new.hold_s).unwrap_or(i64::MAX);
     let lease = board
@@ -173,19 +184,8 @@ pub async fn remove(
         .map_err(|message: String| invalid("INVALID_HOTKEY", message))?;
     let id = key_of(kind, key)?;
     let layout = Layout::new(&board.settings.etcd_prefix);
-    let path = format!("hotkeys/{}", id.path());
-    let mut tx = board.db.begin().await?;
-    let audit_id = audit::begin_flip(
-        &mut tx,
-        &PendingFlip {
-            actor: &actor.username,
-            source,
-            path: &path,
-            new_value: "",
-            reason,
-        },
-    )
-    .await?;
+    // An empty new value records a removal, as for a switch deleted from etcd.
+    let (mut tx, audit_id) = begin_audit(board, actor, source, id, "", reason).await?;
     let mut client = board.etcd.client().await.map_err(etcd_unavailable)?;
     let delete = client.delete(
         layout.hotkey_key(id),
