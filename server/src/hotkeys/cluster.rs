@@ -1,6 +1,6 @@
 //! The cluster's counts: every instance's latest report, added up per key. Each instance
-//! publishes the top keys of its sliding second every quarter second; a report older than
-//! three periods is dropped (its instance stopped or lost Redis), so a dead instance's
+//! publishes the top keys of its sliding second every eighth of a second; a report older than
+//! 750 ms (six periods) is dropped (its instance stopped or lost Redis), so a dead instance's
 //! traffic fades out within a second. Pure: the aggregator task feeds it.
 
 use contract::{HotKeyId, HotKeyKind, TopKey, TopKeys};
@@ -12,7 +12,7 @@ use std::{
 
 use crate::hotkeys::window::{Tops, QUARTER_MS};
 
-/// What an instance publishes every quarter second.
+/// What an instance publishes every eighth of a second.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Report {
     pub(crate) node: String,

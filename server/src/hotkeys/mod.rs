@@ -4,7 +4,7 @@
 //! * Counting ([`window`], [`sketch`]): the buy path hands each request's item, buyer and
 //!   address to a bounded queue ([`HotKeys::sample`], never waiting); one task per
 //!   instance counts them in Space-Saving sketches over a sliding second.
-//! * Aggregation ([`report`], [`cluster`]): every quarter second each instance publishes its
+//! * Aggregation ([`report`], [`cluster`]): every eighth of a second each instance publishes its
 //!   top keys on a Redis channel; every instance adds up the latest report of each, so
 //!   every console shows the cluster-wide top, and the leader ([`publish`]) applies the
 //!   rules of `rules/hotkeys/{kind}` and writes each hot key to etcd under

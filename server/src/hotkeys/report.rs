@@ -1,5 +1,5 @@
 //! The two tasks of every serving instance: the counter, which counts the samples and
-//! publishes its top keys on the Redis channel `{prefix}hotkeys:reports` every quarter
+//! publishes its top keys on the Redis channel `{prefix}hotkeys:reports` every eighth of a
 //! second, and the aggregator, which listens on that channel, adds up the latest report of
 //! every instance, keeps the cluster-wide top for the console and, on the leader, hands the
 //! sum to the [`Publisher`](super::publish::Publisher) at once, so that a key is published
@@ -15,7 +15,7 @@ use crate::{
     hotkeys::{
         cluster::{top_keys, ClusterCounts, Report},
         publish::Publisher,
-        window::{Sample, Window, QUARTER_MS},
+        window::{Sample, Window, QUARTER_MS, REPORT_MS, WINDOW_MS},
     },
     state::AppState,
 };
@@ -42,9 +42,11 @@ async fn count(state: AppState, mut queue: mpsc::Receiver<Sample>) {
     let mut window = Window::new();
     let bound = i64::try_from(window.bound_bytes()).unwrap_or(i64::MAX);
     state.metrics.hotkeys.sketch_bytes.set(bound);
-    let mut tick = tokio::time::interval(Duration::from_millis(QUARTER_MS));
+    let mut tick = tokio::time::interval(Duration::from_millis(REPORT_MS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let channel = channel(&state);
+    // Every other report ends a quarter.
+    let mut ends_quarter = false;
     let mut samples = Vec::with_capacity(1024);
     loop {
         tokio::select! {
@@ -57,10 +59,15 @@ async fn count(state: AppState, mut queue: mpsc::Receiver<Sample>) {
                 }
             }
             _ = tick.tick() => {
+                ends_quarter = !ends_quarter;
+                let covered = if ends_quarter { WINDOW_MS } else { WINDOW_MS - REPORT_MS };
                 let report = Report {
                     node: state.control.node_id().to_owned(),
-                    tops: window.rotate(),
+                    tops: window.report(covered),
                 };
+                if ends_quarter {
+                    window.rotate();
+                }
                 let sent = match serde_json::to_vec(&report) {
                     Ok(payload) => state
                         .redis
