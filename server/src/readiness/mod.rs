@@ -20,7 +20,7 @@ use crate::{
     error::{ApiError, ApiResult},
     infra::lua,
     orders::{dead_letter_store, mq::broker::queue_states, outbox},
-    reconcile::{ledger, store as reconcile_store},
+    reconcile::{ledger, rules, store as reconcile_store},
     state::AppState,
 };
 use checks::{BloomProbe, ClockSample, ItemState, SwitchState};
@@ -70,8 +70,14 @@ async fn redis_state(state: &AppState, activity_id: i64) -> Vec<ReadinessCheck> 
                 reconcile_store::holder_count(&mut tx, activity_id, ledger.item_id).await?;
             items.push(ItemState {
                 item_id: ledger.item_id,
-                // What Redis should hold: the ledger's drift is what it holds too few.
-                db_stock: ledger.redis_stock.unwrap_or(0) + ledger.drift,
+                // What Redis should hold: the drift of an empty Redis.
+                db_stock: rules::drift(
+                    ledger.total,
+                    0,
+                    ledger.allocated,
+                    ledger.in_flight,
+                    ledger.restore_owed,
+                ),
                 redis_stock: ledger.redis_stock,
                 redis_buyers: ledger.redis_buyers,
                 db_buyers,
