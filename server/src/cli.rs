@@ -1,5 +1,5 @@
 //! The `seckill` command line: `serve`, `worker`, `migrate`, `demo`, `prewarm`, `publish`,
-//! `token`, `admin`, `switch`, `hotkeys`, `replay-recorded` and `reconcile`.
+//! `token`, `admin`, `switch`, `hotkeys`, `replay-recorded`, `reconcile` and `readiness`.
 
 use clap::{Parser, Subcommand};
 use contract::Actor;
@@ -68,6 +68,9 @@ enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// The pre-sale readiness check of an activity: prints every check as a table; exits
+    /// non-zero when the activity is not ready.
+    Readiness { activity: i64 },
     /// Mint a buyer token (HS256 JWT) for tests and load generation.
     Token {
         #[arg(long)]
@@ -234,6 +237,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             repair,
             reason,
         } => reconcile_activity(settings, activity, repair, reason).await?,
+        Command::Readiness { activity } => {
+            let state = startup::connect(settings).await?;
+            let report = crate::readiness::check(&state, &cli_actor(), activity).await?;
+            print!("{}", readiness_table(&report));
+            anyhow::ensure!(report.ready, "activity {activity} is not ready");
+        }
     }
     Ok(())
 }
@@ -397,6 +406,28 @@ fn findings_table(findings: &[contract::Finding]) -> String {
             count(FindingAction::None),
         ));
     }
+    table
+}
+
+/// One line per check: `ok`/`FAIL`, its name, its detail; then the verdict.
+fn readiness_table(report: &contract::Readiness) -> String {
+    let width = report
+        .checks
+        .iter()
+        .map(|check| check.name.as_str().len())
+        .max()
+        .unwrap_or(0);
+    let mut table = String::new();
+    for check in &report.checks {
+        let verdict = if check.ok { "ok  " } else { "FAIL" };
+        table.push_str(&format!(
+            "{verdict}  {:<width$}  {}\n",
+            check.name.as_str(),
+            check.detail
+        ));
+    }
+    let overall = if report.ready { "READY" } else { "NOT READY" };
+    table.push_str(&format!("{overall}: activity {}\n", report.activity_id));
     table
 }
 
@@ -699,6 +730,30 @@ mod tests {
         assert!(refused.to_string().contains("--reason"), "{refused}");
         assert!(parse(&["seckill", "reconcile", "7", "--repair", "--reason", "drill"]).is_ok());
         assert!(parse(&["seckill", "reconcile", "7"]).is_ok());
+    }
+
+    #[test]
+    fn readiness_prints_a_line_per_check_and_the_verdict() {
+        use contract::{Readiness, ReadinessCheck, ReadinessCheckName};
+        let report = Readiness::of(
+            3,
+            vec![
+                ReadinessCheck {
+                    name: ReadinessCheckName::Stock,
+                    ok: true,
+                    detail: "equal".into(),
+                },
+                ReadinessCheck {
+                    name: ReadinessCheckName::BuyerRecords,
+                    ok: false,
+                    detail: "differ".into(),
+                },
+            ],
+        );
+        assert_eq!(
+            readiness_table(&report),
+            "ok    stock          equal\nFAIL  buyer_records  differ\nNOT READY: activity 3\n"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! API and its funnel), `catalog`, `prewarm`, `orders` (the RabbitMQ pipeline, pay timeout,
 //! outbox relay, dead letters, order admin), `payment`, `control` (etcd switches, election),
 //! `identity`, `dashboard` (the live figures the console draws), `hotkeys` (hot-key
-//! detection, its reactions and manual keys), `sale_page` (the static
+//! detection, its reactions and manual keys), `readiness` (the pre-sale go/no-go), `sale_page` (the static
 //! sale page: publish, serve, the button script), `admin` (the admin router, permissions, console backend, audit). Generic
 //! plumbing is in `infra`; `startup` and `state` put the pieces together.
 
@@ -22,6 +22,7 @@ pub mod infra;
 pub mod orders;
 pub mod payment;
 pub(crate) mod prewarm;
+pub(crate) mod readiness;
 pub mod reconcile;
 pub mod sale_page;
 pub mod startup;

@@ -22,6 +22,7 @@ mod logging;
 mod payment;
 mod pipeline;
 mod rbac;
+mod readiness;
 mod reconcile;
 mod redis_outage;
 mod sale_page;

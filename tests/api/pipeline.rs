@@ -15,7 +15,7 @@ use seckill::{
     infra::config::{AsyncMode, Settings},
     orders::{
         create_order,
-        mq::{broker::queue_depths, message::OrderCreated, topology::Outgoing},
+        mq::{broker::queue_states, message::OrderCreated, topology::Outgoing},
     },
 };
 use secrecy::ExposeSecret;
@@ -109,14 +109,14 @@ impl TestApp {
         let topology = &self.state.pipeline.topology;
         let queue = topology.delay_queue(900);
         // Not declared yet: nothing scheduled yet.
-        queue_depths(
+        queue_states(
             &self.state.amqp,
             topology,
             &[&queue],
             Duration::from_secs(5),
         )
         .await
-        .map_or(0, |depths| depths[0])
+        .map_or(0, |states| states[0].ready)
     }
 
     /// The buy path's offers with this outcome (`confirmed`, `dropped`, ...).

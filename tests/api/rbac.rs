@@ -273,6 +273,14 @@ fn rows() -> Vec<Row> {
         ),
         admin(
             M::GET,
+            "/readiness",
+            &format!("/readiness?activity_id={NO_ID}"),
+            Body::None,
+            Needs(P::WatchOperations),
+            404,
+        ),
+        admin(
+            M::GET,
             "/dashboard/stream",
             "/dashboard/stream",
             Body::None,

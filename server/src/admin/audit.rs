@@ -76,6 +76,29 @@ pub(crate) async fn record_external(
     Ok(stored.rows_affected() == 1)
 }
 
+/// The latest flip of a switch, as `switch_audit` has it.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub(crate) struct LastFlip {
+    pub(crate) path: String,
+    pub(crate) actor: String,
+    pub(crate) old_value: Option<String>,
+    pub(crate) new_value: String,
+    pub(crate) reason: String,
+    pub(crate) at: DateTime<Utc>,
+}
+
+/// The latest flip of each of `paths` that was ever flipped.
+pub(crate) async fn last_flips(db: &PgPool, paths: &[String]) -> sqlx::Result<Vec<LastFlip>> {
+    sqlx::query_as(
+        "SELECT DISTINCT ON (path) path, actor, old_value, new_value, reason, created_at AS at
+         FROM switch_audit WHERE path = ANY($1)
+         ORDER BY path, created_at DESC, id DESC",
+    )
+    .bind(paths)
+    .fetch_all(db)
+    .await
+}
+
 #[derive(sqlx::FromRow)]
 struct Row {
     kind: String,

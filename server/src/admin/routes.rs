@@ -70,6 +70,7 @@ fn table() -> AdminRoutes {
     let routes = crate::dashboard::routes::admin(routes);
     let routes = crate::sale_page::routes::admin(routes);
     let routes = crate::hotkeys::routes::admin(routes);
+    let routes = crate::readiness::routes::admin(routes);
     crate::orders::routes::admin(routes)
 }
 

@@ -14,7 +14,8 @@
 //! key behind the caller's back.
 
 use etcd_client::{
-    Client, ConnectOptions, EventType, LeaseKeepAliveStream, LeaseKeeper, WatchOptions,
+    Client, ConnectOptions, EventType, GetOptions, LeaseKeepAliveStream, LeaseKeeper, SortOrder,
+    SortTarget, WatchOptions,
 };
 use std::{sync::Arc, time::Duration};
 use tokio::{sync::watch, time::Instant};
@@ -53,6 +54,30 @@ impl Candidate {
         self.signal.set(false);
         state.metrics.control.leader.set(0);
     }
+}
+
+/// The node id of the elected leader, if any: the value of the oldest candidate key under
+/// the election's name, which is who etcd's election API names the leader.
+pub(crate) async fn current_leader(
+    state: &AppState,
+    layout: &Layout,
+) -> anyhow::Result<Option<String>> {
+    let mut client = state.etcd.client().await?;
+    let options = GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Ascend)
+        .with_limit(1);
+    let response = state
+        .etcd
+        .timed(
+            EtcdCall::Get,
+            client.get(format!("{}/", layout.election()), Some(options)),
+        )
+        .await?;
+    Ok(response
+        .kvs()
+        .first()
+        .map(|kv| kv.value_str().unwrap_or("<not UTF-8>").to_owned()))
 }
 
 pub(super) async fn run(

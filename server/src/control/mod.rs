@@ -11,7 +11,7 @@ use crate::{control::leader::LeadershipSignal, state::AppState};
 
 pub(crate) mod accepted;
 pub mod board;
-mod election;
+pub(crate) mod election;
 pub(crate) mod keys;
 pub(crate) mod layout;
 pub(crate) mod leader;

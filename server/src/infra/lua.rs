@@ -1,9 +1,12 @@
 //! Every Redis script of `lua/`, loaded once into the binary, with the name the metrics
 //! know it by. A script runs as `EVALSHA <its SHA-1>`; the Redis call timings find the
-//! script's name from that hash, so a new script is listed here and nowhere else.
+//! script's name from that hash, so a new script is listed here and nowhere else. Pre-warm
+//! loads them all ahead of a sale; the readiness check asks Redis whether it holds them.
 
 use redis::Script;
 use std::{collections::HashMap, sync::LazyLock};
+
+use crate::infra::redis::RedisStore;
 
 macro_rules! scripts {
     ($($(#[$doc:meta])* $static:ident => $file:literal),* $(,)?) => {
@@ -16,6 +19,11 @@ macro_rules! scripts {
 
         /// Every script's file name (without `.lua`), in the order above.
         pub(crate) const NAMES: &[&str] = &[$($file),*];
+
+        /// Every script with its file name, in the order above.
+        pub(crate) fn all() -> Vec<(&'static str, &'static Script)> {
+            vec![$(($file, &*$static)),*]
+        }
 
         /// Each script's file name by its SHA-1 (as lowercase hex, as EVALSHA sends it).
         static BY_HASH: LazyLock<HashMap<&'static str, &'static str>> = LazyLock::new(|| {
@@ -44,6 +52,38 @@ pub(crate) fn name_of(hash: &[u8]) -> Option<&'static str> {
     std::str::from_utf8(hash)
         .ok()
         .and_then(|hash| BY_HASH.get(hash).copied())
+}
+
+impl RedisStore {
+    /// Loads every script (SCRIPT LOAD), so the first buys after a Redis restart or a
+    /// SCRIPT FLUSH do not each pay a NOSCRIPT round trip and a body upload.
+    pub(crate) async fn load_scripts(&self) -> redis::RedisResult<()> {
+        let mut connection = self.connection();
+        for (_, script) in all() {
+            script.prepare_invoke().load_async(&mut connection).await?;
+        }
+        Ok(())
+    }
+
+    /// The scripts Redis does not hold (SCRIPT EXISTS), by file name.
+    pub(crate) async fn missing_scripts(&self) -> redis::RedisResult<Vec<&'static str>> {
+        let scripts = all();
+        let hashes: Vec<&str> = scripts
+            .iter()
+            .map(|(_, script)| script.get_hash())
+            .collect();
+        let loaded: Vec<bool> = redis::cmd("SCRIPT")
+            .arg("EXISTS")
+            .arg(&hashes)
+            .query_async(&mut self.connection())
+            .await?;
+        Ok(scripts
+            .iter()
+            .zip(loaded)
+            .filter(|(_, loaded)| !loaded)
+            .map(|((name, _), _)| *name)
+            .collect())
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::{
     orders::{
         dead_letter_store as dead_letters,
-        mq::{broker::queue_depths, consume::QuietWarnings},
+        mq::{broker::queue_states, consume::QuietWarnings},
         outbox,
     },
     state::AppState,
@@ -63,14 +63,14 @@ async fn refresh_queues(state: &AppState) -> Result<(), crate::orders::mq::broke
     ];
     let names: Vec<&str> = queues.iter().map(|(_, name)| *name).collect();
     let deadline = Duration::from_millis(state.settings.pipeline.confirm_timeout_ms);
-    let depths = queue_depths(&state.amqp, topology, &names, deadline).await?;
-    for ((role, _), depth) in queues.iter().zip(depths) {
+    let states = queue_states(&state.amqp, topology, &names, deadline).await?;
+    for ((role, _), queue) in queues.iter().zip(states) {
         state
             .metrics
             .pipeline
             .queue_depth
             .with_label_values(&[role])
-            .set(i64::from(depth));
+            .set(i64::from(queue.ready));
     }
     Ok(())
 }

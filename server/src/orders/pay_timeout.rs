@@ -195,7 +195,7 @@ pub(crate) async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -
 
 /// Starts the pay-timeout consumer and the leader's scanner, in one task that runs until
 /// it is aborted.
-pub(crate) fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
     let consumer = consume_pay_timeouts(state);
     let scanner = scan_while_leading(state.clone());
     tokio::spawn(async move {

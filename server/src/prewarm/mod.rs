@@ -1,5 +1,5 @@
-//! Pre-warm: load an activity's stock and buyer records from PostgreSQL into Redis and add
-//! its keys to the Bloom filter. Idempotent: Redis is derived from the database every time,
+//! Pre-warm: load an activity's stock and buyer records from PostgreSQL into Redis, add
+//! its keys to the Bloom filter and load every Lua script. Idempotent: Redis is derived from the database every time,
 //! never incremented.
 //!
 //! Allowed while the sale is open too (an activity that opened without a pre-warm, Redis
@@ -40,14 +40,15 @@ pub(crate) async fn prewarm(
     })
 }
 
-/// Derives the activity's Redis state from PostgreSQL item by item behind the fence (stock
-/// = total minus units allocated, buyer records, seat map) and adds its keys to the Bloom
-/// filter. Returns what was loaded per item and the Bloom bits newly set.
+/// Loads the scripts, derives the activity's Redis state from PostgreSQL item by item behind
+/// the fence (stock = total minus units allocated, buyer records, seat map) and adds its
+/// keys to the Bloom filter. Returns what was loaded per item and the Bloom bits newly set.
 pub(crate) async fn load(
     state: &AppState,
     activity: &StoredActivity,
 ) -> ApiResult<(Vec<PrewarmedItem>, i64)> {
     let activity_id = activity.id;
+    state.redis.load_scripts().await?;
     let shape = state.funnel.catalogue.bloom();
     let mut bloom_bits_set = state
         .redis

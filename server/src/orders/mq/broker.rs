@@ -69,16 +69,25 @@ pub(crate) async fn open_channel(
         .map_err(BrokerError::from)
 }
 
-/// Messages ready in each of `queues` (unacknowledged ones not counted), asked on a channel
-/// of its own: a missing queue closes the channel it was asked on.
-pub async fn queue_depths(
+/// What a passive declare says of a queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueState {
+    /// Messages ready (unacknowledged ones not counted).
+    pub ready: u32,
+    /// Consumers attached.
+    pub consumers: u32,
+}
+
+/// The state of each of `queues`, asked on a channel of its own: a missing queue closes
+/// the channel it was asked on.
+pub async fn queue_states(
     link: &AmqpLink,
     topology: &Topology,
     queues: &[&str],
     deadline: Duration,
-) -> Result<Vec<u32>, BrokerError> {
+) -> Result<Vec<QueueState>, BrokerError> {
     let channel = open_channel(link, topology, false, None, deadline).await?;
-    let mut depths = Vec::with_capacity(queues.len());
+    let mut states = Vec::with_capacity(queues.len());
     for queue in queues {
         let passive = QueueDeclareOptions {
             passive: true,
@@ -90,10 +99,13 @@ pub async fn queue_depths(
         )
         .await
         .map_err(|_| BrokerError::Timeout(deadline))??;
-        depths.push(declared.message_count());
+        states.push(QueueState {
+            ready: declared.message_count(),
+            consumers: declared.consumer_count(),
+        });
     }
     let _ = channel.close(200, "done").await;
-    Ok(depths)
+    Ok(states)
 }
 
 /// A publishing role's confirm-mode channel. Cheap to clone; clones share the channel.

@@ -39,7 +39,7 @@ pub const PAY_TIMEOUT_KEY: &str = "pay-timeout";
 #[derive(Clone, Debug)]
 pub struct Topology {
     pub exchange: String,
-    pub(crate) dead_exchange: String,
+    pub dead_exchange: String,
     pub create_queue: String,
     pub(crate) pay_timeout_queue: String,
     pub(crate) dead_queue: String,

@@ -1,0 +1,542 @@
+//! The readiness verdicts as plain functions: what was read goes in, one
+//! [`ReadinessCheck`] comes out, with a detail that says what was seen and, when it is not
+//! ok, what to do. No I/O here; the use case (`readiness::check`) reads the stores.
+
+use chrono::{DateTime, Utc};
+use contract::{ReadinessCheck, ReadinessCheckName as Name};
+use std::time::Duration;
+
+use crate::admin::audit::LastFlip;
+
+/// Largest clock difference with the database a sale tolerates.
+pub(crate) const CLOCK_TOLERANCE_MS: f64 = 100.0;
+
+fn verdict(name: Name, ok: bool, detail: String) -> ReadinessCheck {
+    ReadinessCheck { name, ok, detail }
+}
+
+/// A check whose facts could not be read: not ok, saying what could not be read and why.
+pub(crate) fn unreadable(name: Name, what: &str, error: impl std::fmt::Display) -> ReadinessCheck {
+    verdict(name, false, format!("could not read {what}: {error}"))
+}
+
+/// One item as the stock ledger's cut saw it.
+pub(crate) struct ItemState {
+    pub(crate) item_id: i64,
+    pub(crate) name: String,
+    /// `None`: the item's Redis state is gone or was never loaded.
+    pub(crate) redis_stock: Option<i64>,
+    /// Units PostgreSQL leaves to sell, counting deductions in flight.
+    pub(crate) db_stock: i64,
+    pub(crate) redis_buyers: i64,
+    pub(crate) db_buyers: i64,
+}
+
+pub(crate) fn stock(items: &[ItemState]) -> ReadinessCheck {
+    if items.is_empty() {
+        return verdict(Name::Stock, false, "the activity has no items".into());
+    }
+    let wrong: Vec<String> = items
+        .iter()
+        .filter_map(|item| match item.redis_stock {
+            None => Some(format!(
+                "item {} ({}): no stock in Redis, the database leaves {}",
+                item.item_id, item.name, item.db_stock
+            )),
+            Some(redis) if redis != item.db_stock => Some(format!(
+                "item {} ({}): Redis {redis}, the database leaves {}",
+                item.item_id, item.name, item.db_stock
+            )),
+            Some(_) => None,
+        })
+        .collect();
+    if wrong.is_empty() {
+        let units: i64 = items.iter().map(|item| item.db_stock).sum();
+        verdict(
+            Name::Stock,
+            true,
+            format!(
+                "{} item(s): Redis equals the database ({units} unit(s) to sell)",
+                items.len()
+            ),
+        )
+    } else {
+        verdict(
+            Name::Stock,
+            false,
+            format!(
+                "{}; pre-warm the activity again (or run a reconciliation repair)",
+                wrong.join("; ")
+            ),
+        )
+    }
+}
+
+pub(crate) fn buyer_records(items: &[ItemState]) -> ReadinessCheck {
+    let wrong: Vec<String> = items
+        .iter()
+        .filter(|item| item.redis_buyers != item.db_buyers)
+        .map(|item| {
+            format!(
+                "item {} ({}): Redis records {} buyer(s), the database {}",
+                item.item_id, item.name, item.redis_buyers, item.db_buyers
+            )
+        })
+        .collect();
+    if wrong.is_empty() {
+        let buyers: i64 = items.iter().map(|item| item.db_buyers).sum();
+        verdict(
+            Name::BuyerRecords,
+            true,
+            format!("{buyers} buyer record(s), the same in Redis and the database"),
+        )
+    } else {
+        verdict(
+            Name::BuyerRecords,
+            false,
+            format!(
+                "{}; pre-warm the activity again (or run a reconciliation repair)",
+                wrong.join("; ")
+            ),
+        )
+    }
+}
+
+/// What the Bloom filter said of the activity's own keys and of made-up ones.
+pub(crate) struct BloomProbe {
+    /// The filter's bitmap is gone from Redis.
+    pub(crate) gone: bool,
+    /// The activity's keys (activity, items) the filter says are absent.
+    pub(crate) absent: Vec<String>,
+    pub(crate) own_keys: usize,
+    /// Keys nobody added, and how many of them the filter let through.
+    pub(crate) probes: usize,
+    pub(crate) false_positives: usize,
+    /// The rate the filter is sized for.
+    pub(crate) target_rate: f64,
+}
+
+impl BloomProbe {
+    /// Measured false positives above twice the target (and a few probes of chance) mean
+    /// the filter holds more keys than it was sized for.
+    fn too_many_false_positives(&self) -> bool {
+        let allowed = 2.0 * self.target_rate * self.probes as f64 + 3.0;
+        self.false_positives as f64 > allowed
+    }
+}
+
+pub(crate) fn bloom(probe: &BloomProbe) -> ReadinessCheck {
+    let rate = |n: usize| 100.0 * n as f64 / probe.probes.max(1) as f64;
+    let measured = format!(
+        "{} of {} made-up keys passed ({:.2} %, sized for {:.2} %)",
+        probe.false_positives,
+        probe.probes,
+        rate(probe.false_positives),
+        100.0 * probe.target_rate
+    );
+    if probe.gone {
+        return verdict(
+            Name::Bloom,
+            false,
+            "the Bloom filter is gone from Redis: pre-warm the activity again".into(),
+        );
+    }
+    if !probe.absent.is_empty() {
+        return verdict(
+            Name::Bloom,
+            false,
+            format!(
+                "not in the Bloom filter: {}; pre-warm the activity again",
+                probe.absent.join(", ")
+            ),
+        );
+    }
+    if probe.too_many_false_positives() {
+        return verdict(
+            Name::Bloom,
+            false,
+            format!("{measured}: the filter holds more keys than it is sized for; raise `bloom_capacity`"),
+        );
+    }
+    verdict(
+        Name::Bloom,
+        true,
+        format!(
+            "{} key(s) of the activity present; {measured}",
+            probe.own_keys
+        ),
+    )
+}
+
+pub(crate) fn scripts(missing: &[&str], total: usize) -> ReadinessCheck {
+    if missing.is_empty() {
+        verdict(
+            Name::Scripts,
+            true,
+            format!("all {total} scripts loaded on Redis"),
+        )
+    } else {
+        verdict(
+            Name::Scripts,
+            false,
+            format!(
+                "not loaded on Redis: {}; pre-warm the activity again (it loads every script)",
+                missing.join(", ")
+            ),
+        )
+    }
+}
+
+/// One sale switch: its value across the deployment and what a sale wants.
+pub(crate) struct SwitchState {
+    pub(crate) path: String,
+    pub(crate) value: String,
+    /// `None`: either value is fine, only reported (the challenge).
+    pub(crate) expected: Option<&'static str>,
+    pub(crate) last_flip: Option<LastFlip>,
+}
+
+fn flipped(flip: Option<&LastFlip>) -> String {
+    match flip {
+        None => "never flipped".into(),
+        Some(flip) => format!(
+            "last flip {} → {} by {} at {} ({:?})",
+            flip.old_value.as_deref().unwrap_or("unset"),
+            flip.new_value,
+            flip.actor,
+            flip.at.format("%Y-%m-%d %H:%M:%S UTC"),
+            flip.reason
+        ),
+    }
+}
+
+/// `etcd_error`: etcd could not be read, so the values are only this instance's last.
+pub(crate) fn switches(states: &[SwitchState], etcd_error: Option<&str>) -> ReadinessCheck {
+    let wrong: Vec<&SwitchState> = states
+        .iter()
+        .filter(|state| state.expected.is_some_and(|want| want != state.value))
+        .collect();
+    let shown: Vec<String> = states
+        .iter()
+        .map(|state| {
+            let want = match state.expected {
+                Some(want) if want != state.value => format!(", a sale needs {want}"),
+                Some(_) => String::new(),
+                None => ", either is fine".into(),
+            };
+            format!(
+                "{} = {}{want} ({})",
+                state.path,
+                state.value,
+                flipped(state.last_flip.as_ref())
+            )
+        })
+        .collect();
+    let mut detail = shown.join("; ");
+    if let Some(error) = etcd_error {
+        detail = format!("etcd unreachable ({error}), values are the last known: {detail}");
+    }
+    if !wrong.is_empty() {
+        let flips: Vec<String> = wrong
+            .iter()
+            .map(|state| format!("{} to {}", state.path, state.expected.unwrap_or_default()))
+            .collect();
+        detail = format!("flip {} — {detail}", flips.join(", "));
+    }
+    verdict(
+        Name::Switches,
+        wrong.is_empty() && etcd_error.is_none(),
+        detail,
+    )
+}
+
+/// `latest`: the newest revision of any switch or limit in etcd; `nodes`: each live
+/// instance's id and the revision it has applied.
+pub(crate) fn propagation(latest: i64, nodes: &[(String, i64)]) -> ReadinessCheck {
+    if nodes.is_empty() {
+        return verdict(
+            Name::Propagation,
+            false,
+            "no instance reports under nodes/ in etcd: is any server running and connected?".into(),
+        );
+    }
+    let behind: Vec<String> = nodes
+        .iter()
+        .filter(|(_, applied)| *applied < latest)
+        .map(|(node, applied)| format!("{node} at revision {applied}"))
+        .collect();
+    if behind.is_empty() {
+        verdict(
+            Name::Propagation,
+            true,
+            format!("{} live instance(s) applied revision {latest}", nodes.len()),
+        )
+    } else {
+        verdict(
+            Name::Propagation,
+            false,
+            format!(
+                "behind revision {latest}: {}; check those instances' etcd connection (the switch board shows each)",
+                behind.join(", ")
+            ),
+        )
+    }
+}
+
+/// Consumers on the create-order and the pay-timeout queues.
+pub(crate) fn consumers(queues: &[(&str, u32)]) -> ReadinessCheck {
+    let missing: Vec<&str> = queues
+        .iter()
+        .filter(|(_, consumers)| *consumers == 0)
+        .map(|(queue, _)| *queue)
+        .collect();
+    let seen: Vec<String> = queues
+        .iter()
+        .map(|(queue, consumers)| format!("{queue}: {consumers} consumer(s)"))
+        .collect();
+    if missing.is_empty() {
+        verdict(Name::Consumers, true, seen.join("; "))
+    } else {
+        verdict(
+            Name::Consumers,
+            false,
+            format!(
+                "no consumer on {}; start the workers (`seckill serve` or `seckill worker`) — {}",
+                missing.join(", "),
+                seen.join("; ")
+            ),
+        )
+    }
+}
+
+pub(crate) fn dead_letters(waiting: i64) -> ReadinessCheck {
+    if waiting == 0 {
+        verdict(Name::DeadLetters, true, "no dead letter waiting".into())
+    } else {
+        verdict(
+            Name::DeadLetters,
+            false,
+            format!("{waiting} dead letter(s) waiting: inspect them on the dead-letters page, fix the cause, requeue"),
+        )
+    }
+}
+
+/// `oldest_pending`: age of the oldest row waiting to be published; `grace`: how long the
+/// relay leaves a row to the buy path's own publish; `failed`: rows the relay gave up on.
+pub(crate) fn outbox(oldest_pending: Duration, grace: Duration, failed: i64) -> ReadinessCheck {
+    let lagging = oldest_pending > grace;
+    let mut problems = Vec::new();
+    if lagging {
+        problems.push(format!(
+            "the oldest pending row waits {:.1} s, past the relay's grace of {:.1} s: is RabbitMQ reachable, is a leader running the relay?",
+            oldest_pending.as_secs_f64(),
+            grace.as_secs_f64()
+        ));
+    }
+    if failed > 0 {
+        problems.push(format!(
+            "{failed} row(s) the relay gave up on: see the outbox page, then run a reconciliation repair"
+        ));
+    }
+    if problems.is_empty() {
+        verdict(
+            Name::Outbox,
+            true,
+            format!(
+                "no row pending past the relay's grace of {:.1} s, none failed",
+                grace.as_secs_f64()
+            ),
+        )
+    } else {
+        verdict(Name::Outbox, false, problems.join("; "))
+    }
+}
+
+pub(crate) fn leader(elected: Option<&str>) -> ReadinessCheck {
+    match elected {
+        Some(node) => verdict(Name::Leader, true, format!("{node} leads the singleton jobs")),
+        None => verdict(
+            Name::Leader,
+            false,
+            "no leader elected: the outbox relay and the pay-timeout scanner run nowhere; is any server connected to etcd?".into(),
+        ),
+    }
+}
+
+/// This process's clock against the database's, measured around one query.
+pub(crate) struct ClockSample {
+    /// This clock minus the database's, at the query's midpoint.
+    pub(crate) offset_ms: f64,
+    pub(crate) round_trip_ms: f64,
+    /// The database's clock when the instances' reports were read.
+    pub(crate) db_now: DateTime<Utc>,
+}
+
+/// `reports`: each live instance's id and the wall time it wrote its last report at. A
+/// report written after the database's "now" comes from a clock that is ahead; one behind
+/// by less than the heartbeat period cannot be told apart from the report's age.
+pub(crate) fn clocks(
+    own: &ClockSample,
+    reports: &[(String, DateTime<Utc>)],
+    heartbeat: Duration,
+) -> ReadinessCheck {
+    let own_ok = own.offset_ms.abs() <= CLOCK_TOLERANCE_MS;
+    let ahead: Vec<String> = reports
+        .iter()
+        .filter_map(|(node, written)| {
+            let ahead_ms = (*written - own.db_now).num_microseconds()? as f64 / 1000.0;
+            (ahead_ms > CLOCK_TOLERANCE_MS).then(|| {
+                format!("{node} wrote its report {ahead_ms:.0} ms ahead of the database's clock")
+            })
+        })
+        .collect();
+    let mut detail = format!(
+        "this process: {:+.1} ms from the database (round trip {:.1} ms)",
+        own.offset_ms, own.round_trip_ms
+    );
+    if !own_ok {
+        detail.push_str(": beyond 100 ms, fix its time sync (NTP)");
+    }
+    if ahead.is_empty() {
+        detail.push_str(&format!(
+            "; {} instance report(s): none ahead of the database (a clock behind by less than the heartbeat, {} ms, is not visible in them)",
+            reports.len(),
+            heartbeat.as_millis()
+        ));
+    } else {
+        detail.push_str(&format!(
+            "; {}: fix their time sync (NTP)",
+            ahead.join(", ")
+        ));
+    }
+    verdict(Name::Clocks, own_ok && ahead.is_empty(), detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(
+        redis_stock: Option<i64>,
+        db_stock: i64,
+        redis_buyers: i64,
+        db_buyers: i64,
+    ) -> ItemState {
+        ItemState {
+            item_id: 7,
+            name: "Widget".into(),
+            redis_stock,
+            db_stock,
+            redis_buyers,
+            db_buyers,
+        }
+    }
+
+    #[test]
+    fn stock_and_buyers_must_equal_the_database() {
+        assert!(stock(&[item(Some(10), 10, 0, 0)]).ok);
+        let edited = stock(&[item(Some(9), 10, 0, 0)]);
+        assert!(!edited.ok);
+        assert!(
+            edited.detail.contains("Redis 9, the database leaves 10"),
+            "{}",
+            edited.detail
+        );
+        assert!(!stock(&[item(None, 10, 0, 0)]).ok);
+        assert!(!stock(&[]).ok);
+        assert!(buyer_records(&[item(Some(1), 1, 2, 2)]).ok);
+        assert!(!buyer_records(&[item(Some(1), 1, 1, 2)]).ok);
+    }
+
+    #[test]
+    fn the_bloom_filter_needs_every_key_and_a_rate_near_its_size() {
+        let mut probe = BloomProbe {
+            gone: false,
+            absent: Vec::new(),
+            own_keys: 2,
+            probes: 1000,
+            false_positives: 1,
+            target_rate: 0.001,
+        };
+        assert!(bloom(&probe).ok);
+        probe.false_positives = 6;
+        assert!(!bloom(&probe).ok, "{}", bloom(&probe).detail);
+        probe.false_positives = 0;
+        probe.absent = vec!["item:1:2".into()];
+        assert!(!bloom(&probe).ok);
+        probe.absent.clear();
+        probe.gone = true;
+        assert!(!bloom(&probe).ok);
+    }
+
+    #[test]
+    fn switches_want_a_sale_and_report_the_challenge() {
+        let state = |path: &str, value: &str, expected| SwitchState {
+            path: path.into(),
+            value: value.into(),
+            expected,
+            last_flip: None,
+        };
+        let sale = [
+            state("switches/deduction", "redis", Some("redis")),
+            state("switches/challenge", "off", None),
+        ];
+        let check = switches(&sale, None);
+        assert!(check.ok, "{}", check.detail);
+        assert!(check
+            .detail
+            .contains("switches/challenge = off, either is fine"));
+        assert!(!switches(&sale, Some("timeout")).ok);
+        let db = [state("switches/deduction", "db", Some("redis"))];
+        let check = switches(&db, None);
+        assert!(!check.ok);
+        assert!(
+            check.detail.starts_with("flip switches/deduction to redis"),
+            "{}",
+            check.detail
+        );
+    }
+
+    #[test]
+    fn propagation_consumers_backlog_and_leader() {
+        assert!(propagation(5, &[("a".into(), 5), ("b".into(), 6)]).ok);
+        assert!(!propagation(5, &[("a".into(), 4)]).ok);
+        assert!(!propagation(5, &[]).ok);
+        assert!(consumers(&[("create", 1), ("pay-timeout", 2)]).ok);
+        assert!(!consumers(&[("create", 0), ("pay-timeout", 2)]).ok);
+        assert!(dead_letters(0).ok && !dead_letters(1).ok);
+        let grace = Duration::from_secs(5);
+        assert!(outbox(Duration::from_secs(1), grace, 0).ok);
+        assert!(!outbox(Duration::from_secs(6), grace, 0).ok);
+        assert!(!outbox(Duration::ZERO, grace, 1).ok);
+        assert!(leader(Some("n1")).ok && !leader(None).ok);
+    }
+
+    #[test]
+    fn clocks_within_a_tenth_of_a_second() {
+        let db_now = Utc::now();
+        let sample = |offset_ms| ClockSample {
+            offset_ms,
+            round_trip_ms: 1.0,
+            db_now,
+        };
+        let second = Duration::from_secs(1);
+        let recent = [(
+            "n1".to_owned(),
+            db_now - chrono::Duration::milliseconds(400),
+        )];
+        assert!(clocks(&sample(3.0), &recent, second).ok);
+        assert!(!clocks(&sample(150.0), &recent, second).ok);
+        let ahead = [(
+            "n2".to_owned(),
+            db_now + chrono::Duration::milliseconds(300),
+        )];
+        let check = clocks(&sample(0.0), &ahead, second);
+        assert!(!check.ok);
+        assert!(
+            check.detail.contains("n2 wrote its report 300 ms ahead"),
+            "{}",
+            check.detail
+        );
+    }
+}

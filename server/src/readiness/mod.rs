@@ -1,0 +1,300 @@
+//! The pre-sale readiness check: `GET /admin/api/readiness?activity_id=`, the console's
+//! page and `seckill readiness ACTIVITY` ask [`check`], which reads every store once
+//! (through the capabilities that own them: the stock ledger, the Bloom filter, the
+//! scripts, the switch board, the pipeline's queues and tables, the election) and hands
+//! what it read to the verdicts of [`checks`]. One go/no-go: every check ok.
+//!
+//! A check whose store cannot be read is not ok and says why; the others still run.
+
+pub(crate) mod checks;
+pub(crate) mod routes;
+
+use contract::{Actor, Permission, Readiness, ReadinessCheck, ReadinessCheckName as Name};
+use std::time::{Duration, Instant};
+
+use crate::{
+    admin::{audit, authorize},
+    buy::bloom,
+    catalog::store::{self as catalog, StoredActivity},
+    control::{board::Board, election, keys::SwitchKey, layout::Layout, switches::SwitchValues},
+    error::{ApiError, ApiResult},
+    infra::lua,
+    orders::{dead_letter_store, mq::broker::queue_states, outbox},
+    reconcile::{ledger, rules, store as reconcile_store},
+    state::AppState,
+};
+use checks::{BloomProbe, ClockSample, ItemState, SwitchState};
+
+/// Made-up keys the Bloom filter is asked about to measure its false-positive rate.
+const BLOOM_PROBES: usize = 1000;
+/// How long the leader lookup may take.
+const ETCD_WAIT: Duration = Duration::from_secs(2);
+
+pub(crate) async fn check(
+    state: &AppState,
+    actor: &Actor,
+    activity_id: i64,
+) -> ApiResult<Readiness> {
+    authorize(actor, Permission::WatchOperations)?;
+    let activity = catalog::get_activity(&state.db, activity_id, None)
+        .await?
+        .ok_or(ApiError::NotFound("activity"))?;
+    let (redis_state, bloom, scripts, control, consumers, backlog, leader) = tokio::join!(
+        redis_state(state, activity_id),
+        bloom_check(state, &activity),
+        scripts_check(state),
+        control_checks(state, activity_id),
+        consumers_check(state),
+        backlog_checks(state),
+        leader_check(state),
+    );
+    let mut all = redis_state;
+    all.extend([bloom, scripts]);
+    all.extend(control);
+    all.push(consumers);
+    all.extend(backlog);
+    all.push(leader);
+    all.sort_by_key(|check| Name::ALL.iter().position(|name| *name == check.name));
+    Ok(Readiness::of(activity_id, all))
+}
+
+/// Stock and buyer records: one cut of the stock ledger, and the holders PostgreSQL counts
+/// in the same snapshot.
+async fn redis_state(state: &AppState, activity_id: i64) -> Vec<ReadinessCheck> {
+    let read = async {
+        let (observed, mut tx) = ledger::observe(state, activity_id).await?;
+        let mut items = Vec::with_capacity(observed.len());
+        for item in observed {
+            let ledger = item.ledger;
+            let db_buyers =
+                reconcile_store::holder_count(&mut tx, activity_id, ledger.item_id).await?;
+            items.push(ItemState {
+                item_id: ledger.item_id,
+                // What Redis should hold: the drift of an empty Redis.
+                db_stock: rules::drift(
+                    ledger.total,
+                    0,
+                    ledger.allocated,
+                    ledger.in_flight,
+                    ledger.restore_owed,
+                ),
+                redis_stock: ledger.redis_stock,
+                redis_buyers: ledger.redis_buyers,
+                db_buyers,
+                name: ledger.name,
+            });
+        }
+        tx.rollback().await?;
+        anyhow::Ok(items)
+    };
+    match read.await {
+        Ok(items) => vec![checks::stock(&items), checks::buyer_records(&items)],
+        Err(error) => vec![
+            checks::unreadable(Name::Stock, "the stock ledger", format!("{error:#}")),
+            checks::unreadable(Name::BuyerRecords, "the stock ledger", format!("{error:#}")),
+        ],
+    }
+}
+
+/// The activity's own keys, then made-up keys nobody added, all at once.
+async fn bloom_check(state: &AppState, activity: &StoredActivity) -> ReadinessCheck {
+    let shape = state.funnel.catalogue.bloom();
+    let own: Vec<String> = std::iter::once(bloom::activity_key(activity.id))
+        .chain(
+            activity
+                .lines
+                .iter()
+                .map(|line| bloom::item_key(activity.id, line.item_id)),
+        )
+        .collect();
+    let run = uuid::Uuid::new_v4();
+    let made_up: Vec<String> = (0..BLOOM_PROBES)
+        .map(|i| format!("readiness-probe:{run}:{i}"))
+        .collect();
+    let read = async {
+        let own_answers = lookups(state, shape, &own).await?;
+        Ok::<_, redis::RedisError>((own_answers, lookups(state, shape, &made_up).await?))
+    };
+    match read.await {
+        Ok((own_answers, probe_answers)) => checks::bloom(&BloomProbe {
+            gone: own_answers.contains(&bloom::BloomAnswer::FilterGone),
+            absent: own
+                .iter()
+                .zip(&own_answers)
+                .filter(|(_, answer)| **answer == bloom::BloomAnswer::Absent)
+                .map(|(key, _)| key.clone())
+                .collect(),
+            own_keys: own.len(),
+            probes: BLOOM_PROBES,
+            false_positives: probe_answers
+                .iter()
+                .filter(|answer| **answer == bloom::BloomAnswer::MaybePresent)
+                .count(),
+            target_rate: state.settings.buy.bloom_false_positive_rate,
+        }),
+        Err(error) => checks::unreadable(Name::Bloom, "the Bloom filter", error),
+    }
+}
+
+/// What the filter says of each key, asked all at once on the multiplexed connection.
+async fn lookups(
+    state: &AppState,
+    shape: bloom::BloomShape,
+    keys: &[String],
+) -> redis::RedisResult<Vec<bloom::BloomAnswer>> {
+    futures::future::try_join_all(
+        keys.iter()
+            .map(|key| async move { state.redis.bloom_lookup(&shape.positions(key)).await }),
+    )
+    .await
+}
+
+async fn scripts_check(state: &AppState) -> ReadinessCheck {
+    match state.redis.missing_scripts().await {
+        Ok(missing) => checks::scripts(&missing, lua::NAMES.len()),
+        Err(error) => checks::unreadable(Name::Scripts, "the scripts on Redis", error),
+    }
+}
+
+/// Switches, propagation and clocks: one read of the switch board (etcd), the audit's last
+/// flips, and a clock sample of the database taken right after the board was read.
+async fn control_checks(state: &AppState, activity_id: i64) -> Vec<ReadinessCheck> {
+    let board = match Board::of(state).read().await {
+        Ok(board) => board,
+        Err(error) => {
+            return [Name::Switches, Name::Propagation, Name::Clocks]
+                .map(|name| checks::unreadable(name, "the switch board", &error))
+                .into();
+        }
+    };
+    let wanted: [(SwitchKey, Option<&'static str>); 5] = [
+        (SwitchKey::Entry, Some("open")),
+        (SwitchKey::ActivityEntry(activity_id), Some("open")),
+        (SwitchKey::Deduction, Some("redis")),
+        (SwitchKey::Async, Some("mq")),
+        (SwitchKey::Challenge, None),
+    ];
+    let paths: Vec<String> = wanted.iter().map(|(key, _)| key.path()).collect();
+    let defaults = SwitchValues::from_settings(&state.settings.buy);
+    let flips = audit::last_flips(&state.db, &paths).await;
+    let switches = match flips {
+        Ok(flips) => {
+            let states: Vec<SwitchState> = wanted
+                .iter()
+                .map(|(key, expected)| {
+                    let path = key.path();
+                    let row = board.switches.iter().find(|row| row.path == path);
+                    SwitchState {
+                        value: row
+                            .and_then(|row| row.in_force.clone().or(row.etcd_value.clone()))
+                            .unwrap_or_else(|| key.value_in(&defaults)),
+                        expected: *expected,
+                        last_flip: flips.iter().find(|flip| flip.path == path).cloned(),
+                        path,
+                    }
+                })
+                .collect();
+            checks::switches(&states, board.etcd.error.as_deref())
+        }
+        Err(error) => checks::unreadable(Name::Switches, "the switch audit", error),
+    };
+    let propagation = if let Some(error) = &board.etcd.error {
+        checks::unreadable(Name::Propagation, "etcd", error)
+    } else {
+        let latest = board
+            .switches
+            .iter()
+            .filter_map(|row| row.mod_revision)
+            .max()
+            .unwrap_or(0);
+        let nodes: Vec<(String, i64)> = board
+            .nodes
+            .iter()
+            .map(|node| (node.node_id.clone(), node.applied_revision))
+            .collect();
+        checks::propagation(latest, &nodes)
+    };
+    let clocks = match clock_sample(&state.db).await {
+        Ok(sample) => {
+            let reports: Vec<_> = board
+                .nodes
+                .iter()
+                .map(|node| (node.node_id.clone(), node.heartbeat_at))
+                .collect();
+            let heartbeat = Duration::from_millis(state.settings.control.heartbeat_ms);
+            checks::clocks(&sample, &reports, heartbeat)
+        }
+        Err(error) => checks::unreadable(Name::Clocks, "the database's clock", error),
+    };
+    vec![switches, propagation, clocks]
+}
+
+/// The database's clock against this process's, read around one query.
+async fn clock_sample(db: &sqlx::PgPool) -> Result<ClockSample, sqlx::Error> {
+    let started = Instant::now();
+    let before = chrono::Utc::now();
+    let db_now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(db)
+        .await?;
+    let round_trip = started.elapsed();
+    let midpoint = before + chrono::Duration::from_std(round_trip / 2).unwrap_or_default();
+    Ok(ClockSample {
+        offset_ms: (midpoint - db_now).num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0,
+        round_trip_ms: round_trip.as_secs_f64() * 1000.0,
+        db_now,
+    })
+}
+
+async fn consumers_check(state: &AppState) -> ReadinessCheck {
+    let topology = &state.pipeline.topology;
+    let queues = [
+        topology.create_queue.as_str(),
+        topology.pay_timeout_queue.as_str(),
+    ];
+    let deadline = Duration::from_millis(state.settings.pipeline.confirm_timeout_ms);
+    match queue_states(&state.amqp, topology, &queues, deadline).await {
+        Ok(states) => {
+            let seen: Vec<(&str, u32)> = queues
+                .iter()
+                .zip(states)
+                .map(|(queue, state)| (*queue, state.consumers))
+                .collect();
+            checks::consumers(&seen)
+        }
+        Err(error) => checks::unreadable(Name::Consumers, "the queues on RabbitMQ", error),
+    }
+}
+
+async fn backlog_checks(state: &AppState) -> Vec<ReadinessCheck> {
+    let dead = match dead_letter_store::waiting_count(&state.db).await {
+        Ok(waiting) => checks::dead_letters(waiting),
+        Err(error) => checks::unreadable(Name::DeadLetters, "the dead letters", error),
+    };
+    let read = async {
+        let oldest = outbox::oldest_pending_age_s(&state.db).await?;
+        let counts = outbox::counts(&state.db).await?;
+        Ok::<_, sqlx::Error>((oldest, counts.failed))
+    };
+    let outbox = match read.await {
+        Ok((oldest, failed)) => checks::outbox(
+            Duration::from_secs_f64(oldest.max(0.0)),
+            Duration::from_millis(state.settings.pipeline.relay_grace_ms),
+            failed,
+        ),
+        Err(error) => checks::unreadable(Name::Outbox, "the outbox", error),
+    };
+    vec![dead, outbox]
+}
+
+async fn leader_check(state: &AppState) -> ReadinessCheck {
+    let layout = Layout::new(&state.settings.etcd_prefix);
+    let read = tokio::time::timeout(ETCD_WAIT, election::current_leader(state, &layout))
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("etcd did not answer within {ETCD_WAIT:?}")));
+    match read {
+        Ok(leader) => checks::leader(leader.as_deref()),
+        Err(error) => {
+            checks::unreadable(Name::Leader, "the election in etcd", format!("{error:#}"))
+        }
+    }
+}
