@@ -251,7 +251,7 @@ impl Reports {
 }
 
 /// Nearest-rank percentile of sorted samples.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
 }

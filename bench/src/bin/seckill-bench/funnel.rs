@@ -15,6 +15,7 @@
 //! the database's busy backends wait on; [`summary`] turns them into the result block.
 
 pub mod dashboard;
+pub mod hotkeys;
 pub mod sale_page;
 mod summary;
 
@@ -77,16 +78,37 @@ pub struct FunnelArgs {
     perf: bool,
 }
 
-/// The server's Redis key, AMQP and etcd prefixes during the benchmark.
-const PREFIX: &str = "bench:";
-const AMQP_PREFIX: &str = "bench";
-const ETCD_PREFIX: &str = "/bench";
+/// The key spaces a benchmark of this family runs its server in, and the prefix of its
+/// raw-output folder. A benchmark that may run beside the others has spaces of its own.
+pub struct Namespace {
+    /// The servers' Redis key prefix (deleted before and after).
+    redis: &'static str,
+    /// The pipeline's AMQP prefix (its topology deleted after).
+    amqp: &'static str,
+    /// The control plane's etcd prefix (deleted after).
+    etcd: &'static str,
+    /// The raw-output folder's name before its timestamp.
+    run: &'static str,
+}
+
+/// The spaces of `funnel`, `dashboard` and `salepage`.
+pub const FUNNEL: Namespace = Namespace {
+    redis: "bench:",
+    amqp: "bench",
+    etcd: "/bench",
+    run: "",
+};
+
 /// The activity's pay timeout (its pay-timeout messages wait in this delay queue).
 const PAY_TIMEOUT_S: u32 = 900;
 /// Stock of the success-path items: never sold out within a run.
 const BIG_STOCK: i64 = 10_000_000;
 /// The storm and `/healthz` run to their last request; this only bounds a pathological run.
 const STORM_MAX_S: u64 = 60;
+/// The first buyer of a success-path measurement's first round (`seckill-load`'s default).
+const FIRST_BUYER: i64 = 1_000_000;
+/// Buyers of a success-path warm-up.
+const WARM_BUYERS: i64 = 1000;
 
 /// The measurements, in the order of the result block.
 pub const NAMES: [&str; 8] = [
@@ -101,7 +123,7 @@ pub const NAMES: [&str; 8] = [
 ];
 
 pub async fn run(common: &Common, args: &FunnelArgs) -> anyhow::Result<()> {
-    let mut bench = Funnel::prepare(common, args).await?;
+    let mut bench = Funnel::prepare(common, args, &FUNNEL).await?;
     let result = bench.benchmarks().await;
     let cleaned = bench.clean_up().await;
     result?;
@@ -117,6 +139,7 @@ struct Item {
 
 struct Funnel<'a> {
     args: &'a FunnelArgs,
+    namespace: &'a Namespace,
     run: Run,
     /// The repository, for `lua/buy.lua`.
     root: PathBuf,
@@ -139,7 +162,11 @@ struct Funnel<'a> {
 }
 
 impl<'a> Funnel<'a> {
-    async fn prepare(common: &Common, args: &'a FunnelArgs) -> anyhow::Result<Self> {
+    async fn prepare(
+        common: &Common,
+        args: &'a FunnelArgs,
+        namespace: &'a Namespace,
+    ) -> anyhow::Result<Self> {
         for tool in ["redis-benchmark", "pgbench"] {
             let found = std::process::Command::new(tool)
                 .arg("--version")
@@ -158,18 +185,19 @@ impl<'a> Funnel<'a> {
                 .is_ok_and(|s| s.success());
         let settings = Settings::load()?;
         let bins = binaries::prepare(&common.root, common.build, &["seckill", "seckill-load"])?;
-        let run = Run::start(&common.root, "")?;
+        let run = Run::start(&common.root, namespace.run)?;
         let db_url = stores::database_url(settings.database_url.expose_secret(), &args.db);
         let env = vec![
             ("DATABASE_URL".into(), db_url.clone()),
-            ("SECKILL_REDIS_PREFIX".into(), PREFIX.into()),
+            ("SECKILL_REDIS_PREFIX".into(), namespace.redis.into()),
             ("SECKILL_BIND".into(), address.to_string()),
-            ("SECKILL_AMQP_PREFIX".into(), AMQP_PREFIX.into()),
-            ("SECKILL_ETCD_PREFIX".into(), ETCD_PREFIX.into()),
+            ("SECKILL_AMQP_PREFIX".into(), namespace.amqp.into()),
+            ("SECKILL_ETCD_PREFIX".into(), namespace.etcd.into()),
             ("RUST_LOG".into(), common.rust_log.clone()),
         ];
         Ok(Self {
             args,
+            namespace,
             root: common.root.clone(),
             seckill: bins[0].clone(),
             load: bins[1].clone(),
@@ -188,6 +216,11 @@ impl<'a> Funnel<'a> {
             failures: Vec::new(),
             run,
         })
+    }
+
+    /// The measurement taken last.
+    fn latest(&self) -> Option<&Measurement> {
+        self.measurements.last()
     }
 
     fn fail(&mut self, what: String) {
@@ -243,18 +276,18 @@ impl<'a> Funnel<'a> {
             .await?;
 
         // Benchmark 2: the success path, then the bare Lua deduction in Redis.
-        self.success("2a-success", &success, Probes::BOTH, false)
+        self.success("2a-success", &success, 0, Probes::BOTH, false)
             .await?;
         self.redis_baseline().await?;
         self.stop_server().await?;
 
         // Benchmark 3: the same load, one transaction per request, then group commit.
         self.start_server("batch1", &batch1_config, &[]).await?;
-        self.success("3a-batch1", &gc1, Probes::PGWAIT, true)
+        self.success("3a-batch1", &gc1, 0, Probes::PGWAIT, true)
             .await?;
         self.stop_server().await?;
         self.start_server("batch256", &default_config, &[]).await?;
-        self.success("3b-batch256", &gc256, Probes::PGWAIT, true)
+        self.success("3b-batch256", &gc256, 0, Probes::PGWAIT, true)
             .await?;
         self.stop_server().await?;
 
@@ -263,7 +296,7 @@ impl<'a> Funnel<'a> {
         // Redis stock alone.)
         self.start_server("db", &default_config, &[("SECKILL_DEDUCTION", "db")])
             .await?;
-        self.success("4a-db-deduction", &db, Probes::BOTH, true)
+        self.success("4a-db-deduction", &db, 0, Probes::BOTH, true)
             .await?;
         let mut pgbench = Command::new("pgbench");
         pgbench
@@ -292,7 +325,7 @@ impl<'a> Funnel<'a> {
             .progress(format!("recreating database {}", self.args.db));
         let base = self.db_url.clone();
         stores::recreate_database(&base, &self.args.db).await?;
-        stores::flush_redis_prefix(&self.redis_url, PREFIX).await?;
+        stores::flush_redis_prefix(&self.redis_url, self.namespace.redis).await?;
         process::output(
             process::seckill(&self.seckill, &["migrate"], &self.env),
             None,
@@ -320,10 +353,13 @@ impl<'a> Funnel<'a> {
     }
 
     /// The bench's funnel settings. Every request comes from 127.0.0.1, so the per-address
-    /// and per-item windows and the local bucket are opened wide.
+    /// and per-item windows and the local bucket are opened wide. Each settings file has a
+    /// control-plane snapshot of its own, so that two servers running at once never write
+    /// the same file.
     fn write_config(&self, name: &str, batch_max: usize) -> anyhow::Result<PathBuf> {
         let path = self.run.file(name);
-        let snapshot = self.run.file("control-snapshot.json");
+        let stem = name.strip_suffix(".toml").unwrap_or(name);
+        let snapshot = self.run.file(&format!("{stem}-control-snapshot.json"));
         std::fs::write(
             &path,
             format!(
@@ -336,21 +372,40 @@ impl<'a> Funnel<'a> {
         Ok(path)
     }
 
-    /// Serves with the settings file `config` and `extra` environment; fails unless it
-    /// answers /healthz within 30 s.
+    /// Serves with the settings file `config` and `extra` environment as the bench's
+    /// server (the one its loads and probes address); fails unless it answers /healthz
+    /// within 30 s.
     async fn start_server(
         &mut self,
         label: &str,
         config: &std::path::Path,
         extra: &[(&str, &str)],
     ) -> anyhow::Result<()> {
-        process::ensure_free(SocketAddr::from(([127, 0, 0, 1], self.args.port)))?;
+        let server = self
+            .spawn_server(label, config, extra, self.args.port)
+            .await?;
+        self.server = Some(server);
+        Ok(())
+    }
+
+    /// Another instance of the same deployment (same stores and prefixes) on `port`: the
+    /// caller holds it and stops it. Fails unless it answers /healthz within 30 s.
+    async fn spawn_server(
+        &self,
+        label: &str,
+        config: &std::path::Path,
+        extra: &[(&str, &str)],
+        port: u16,
+    ) -> anyhow::Result<Daemon> {
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        process::ensure_free(address)?;
         let mut command = process::seckill(&self.seckill, &["serve"], &self.env);
         command.env("SECKILL_CONFIG", config);
+        command.env("SECKILL_BIND", address.to_string());
         command.envs(extra.iter().copied());
         let log = self.run.file(&format!("server-{label}.log"));
         let mut server = Daemon::spawn(command, &format!("the server ({label})"), &log)?;
-        let health = format!("{}/healthz", self.base_url);
+        let health = format!("http://{address}/healthz");
         let http = self.http.clone();
         server
             .wait_until(Duration::from_secs(30), || {
@@ -358,10 +413,11 @@ impl<'a> Funnel<'a> {
                 async move { request.await.is_ok_and(|r| r.status().is_success()) }
             })
             .await?;
-        self.run
-            .progress(format!("server ({label}) up, pid {}", server.pid()));
-        self.server = Some(server);
-        Ok(())
+        self.run.progress(format!(
+            "server ({label}) up on {address}, pid {}",
+            server.pid()
+        ));
+        Ok(server)
     }
 
     async fn stop_server(&mut self) -> anyhow::Result<()> {
@@ -375,10 +431,10 @@ impl<'a> Funnel<'a> {
     /// (with their pending pay timeouts) and the control plane's etcd keys.
     async fn clean_up(&mut self) -> anyhow::Result<()> {
         self.stop_server().await?;
-        stores::flush_redis_prefix(&self.redis_url, PREFIX).await?;
+        stores::flush_redis_prefix(&self.redis_url, self.namespace.redis).await?;
         let amqp = stores::amqp(&self.amqp_url).await?;
-        stores::delete_topology(&amqp, AMQP_PREFIX, &[PAY_TIMEOUT_S]).await?;
-        stores::delete_etcd_prefix(&self.etcd_endpoints, ETCD_PREFIX).await
+        stores::delete_topology(&amqp, self.namespace.amqp, &[PAY_TIMEOUT_S]).await?;
+        stores::delete_etcd_prefix(&self.etcd_endpoints, self.namespace.etcd).await
     }
 
     /// One merchant's five items and one activity (a stock-1 item for the storm, four big
@@ -524,21 +580,30 @@ impl<'a> Funnel<'a> {
     }
 
     /// A success-path measurement after a short unmeasured warm-up, so pools and caches are
-    /// warm; `settle` gives the check a second for Redis and the orders to agree.
+    /// warm; `settle` gives the check a second for Redis and the orders to agree. `round`
+    /// counts the earlier measurements on the same item: each round has buyers of its own
+    /// (warm-up and measured alike), who have bought nothing yet.
     async fn success(
         &mut self,
         name: &str,
         item: &Item,
+        round: u32,
         probes: Probes,
         settle: bool,
     ) -> anyhow::Result<()> {
+        let warm_from = item.warm_from + i64::from(round) * WARM_BUYERS;
         let mut warm = self.load_command(item.id, self.args.max_s);
-        warm.args(["--users", "1000", "--retries-per-user", "1"])
-            .args(["--first-user", &item.warm_from.to_string()]);
+        warm.args([
+            "--users",
+            &WARM_BUYERS.to_string(),
+            "--retries-per-user",
+            "1",
+        ])
+        .args(["--first-user", &warm_from.to_string()]);
         let warmed = warm.stderr(Stdio::null()).output().await;
         let _ = std::fs::write(
             self.run
-                .file(&format!("warmup-{}-{}.json", item.id, item.warm_from)),
+                .file(&format!("warmup-{}-{warm_from}.json", item.id)),
             warmed
                 .as_ref()
                 .map(|out| out.stdout.as_slice())
@@ -548,11 +613,16 @@ impl<'a> Funnel<'a> {
             self.fail(format!("warm-up on item {} failed", item.id));
         }
         let n = self.args.buy_requests.to_string();
+        let first = (FIRST_BUYER
+            + i64::from(round) * i64::try_from(self.args.buy_requests).unwrap_or(i64::MAX))
+        .to_string();
         let mut args: Vec<String> = [
             "--requests",
             &n,
             "--users",
             &n,
+            "--first-user",
+            &first,
             "--retries-per-user",
             "1",
             "--check",
@@ -582,7 +652,8 @@ impl<'a> Funnel<'a> {
             .await?;
         // One whole buy per call, as the server makes it: a new buyer and request id each
         // time (`__rand_int__`), windows that never refuse, stock that never runs out.
-        let key = |rest: &str| format!("{PREFIX}{{rb}}:{rest}");
+        let prefix = self.namespace.redis;
+        let key = |rest: &str| format!("{prefix}{{rb}}:{rest}");
         let (stock, bought, pending) = (key("stock"), key("bought"), key("pending"));
         redis::cmd("SET")
             .arg(&stock)
@@ -847,23 +918,25 @@ impl<'a> Funnel<'a> {
         &self,
         common: &Common,
         marker: &str,
-        table: Vec<String>,
-        mut ratios: Vec<f64>,
+        mut table: Vec<String>,
+        ratios: Vec<f64>,
         target: f64,
     ) -> anyhow::Result<()> {
+        if let Some(line) = ratio_line(None, ratios, target) {
+            table.extend([String::new(), line]);
+        }
+        self.publish(common, marker, table)
+    }
+
+    /// A result block made of the run's header, `body` and the failures: printed, kept as
+    /// the run's `summary.md` and written between `marker`'s markers in BENCHMARKS.md
+    /// (unless told not to). Fails when anything failed on the way.
+    fn publish(&self, common: &Common, marker: &str, body: Vec<String>) -> anyhow::Result<()> {
         let finished = self.run.finish();
         let mut lines = vec![self.run.header(&finished, None, ""), String::new()];
-        lines.extend(table);
-        ratios.sort_by(f64::total_cmp);
-        if let (Some(low), Some(high)) = (ratios.first(), ratios.last()) {
-            lines.push(String::new());
-            lines.push(format!(
-                "Median ratio **{:.3}** over {} pairs (spread {low:.3}–{high:.3}); target ≥ {target}.",
-                ratios[ratios.len() / 2],
-                ratios.len()
-            ));
-        }
+        lines.extend(body);
         if !self.failures.is_empty() {
+            lines.push(String::new());
             lines.push(format!("Failures: {}", self.failures.join("; ")));
         }
         let text = lines.join("\n");
@@ -874,6 +947,19 @@ impl<'a> Funnel<'a> {
         }
         self.no_failures()
     }
+}
+
+/// "Median ratio **m** over n pairs (spread low–high); target ≥ t.", after "`what`: " when
+/// given; nothing without ratios.
+fn ratio_line(what: Option<&str>, mut ratios: Vec<f64>, target: f64) -> Option<String> {
+    ratios.sort_by(f64::total_cmp);
+    let (low, high) = (ratios.first()?, ratios.last()?);
+    let median = ratios[ratios.len() / 2];
+    let lead = what.map_or("Median".to_owned(), |what| format!("{what}: median"));
+    Some(format!(
+        "{lead} ratio **{median:.3}** over {} pairs (spread {low:.3}–{high:.3}); target ≥ {target}.",
+        ratios.len()
+    ))
 }
 
 /// The optional probes around a measurement.

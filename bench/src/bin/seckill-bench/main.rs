@@ -12,6 +12,8 @@
 //!   `count(*)` of them, and the buy latency with and without runs;
 //! * `dashboard`: the sold-out storm with five live dashboard streams open against none;
 //! * `salepage`: GETs of a published sale page against `/healthz`, same load, same server;
+//! * `hotkeys`: how fast two instances both refuse a buyer hot only in their sum, and the
+//!   sold-out storm and success path with hot-key detection on against off;
 //! * `all`: the first four, one after the other, so they never share the machine.
 //!
 //! Modules: the shared run bookkeeping (`run`), the BENCHMARKS.md block (`doc`), the
@@ -36,7 +38,7 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(
     name = "seckill-bench",
-    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, dashboard, salepage, or all"
+    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, dashboard, salepage, hotkeys, or all"
 )]
 struct Cli {
     #[command(flatten)]
@@ -76,6 +78,8 @@ enum Bench {
     Dashboard(funnel::dashboard::DashboardArgs),
     /// A published sale page served against `/healthz`.
     Salepage(funnel::sale_page::SalePageArgs),
+    /// Hot-key detection latency over two instances, and its cost on the buy path.
+    Hotkeys(funnel::hotkeys::HotKeysArgs),
     /// funnel, then pipeline, then control, then reconcile.
     All {
         #[command(flatten)]
@@ -100,6 +104,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Reconcile(args) => reconcile::run(common, args).await,
         Bench::Dashboard(args) => funnel::dashboard::run(common, args).await,
         Bench::Salepage(args) => funnel::sale_page::run(common, args).await,
+        Bench::Hotkeys(args) => funnel::hotkeys::run(common, args).await,
         Bench::All {
             funnel,
             pipeline,

@@ -12,12 +12,13 @@ use std::{
 use tokio::process::{Child, Command};
 
 /// Environment variables a `seckill` child must not inherit from the caller: the benchmark
-/// decides its settings file, deduction mode and limits.
-const NOT_INHERITED: [&str; 4] = [
+/// decides its settings file, deduction mode, limits and whether hot keys are counted.
+const NOT_INHERITED: [&str; 5] = [
     "SECKILL_CONFIG",
     "SECKILL_DEDUCTION",
     "SECKILL_BUY_USER_RATE",
     "SECKILL_BUY_MAX_IN_FLIGHT",
+    "SECKILL_HOTKEYS",
 ];
 
 /// Refuses a port something already listens on (another run, a developer's server).

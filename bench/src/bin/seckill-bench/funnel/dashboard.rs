@@ -8,7 +8,7 @@ use clap::Args;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
-use super::{Funnel, FunnelArgs, Probes, STORM_MAX_S};
+use super::{Funnel, FunnelArgs, Probes, FUNNEL, STORM_MAX_S};
 use crate::{process, run::grouped, Common};
 
 #[derive(Args)]
@@ -38,7 +38,7 @@ impl Pair {
 }
 
 pub async fn run(common: &Common, args: &DashboardArgs) -> anyhow::Result<()> {
-    let mut bench = Funnel::prepare(common, &args.funnel).await?;
+    let mut bench = Funnel::prepare(common, &args.funnel, &FUNNEL).await?;
     let pairs = measure(&mut bench, args).await;
     let cleaned = bench.clean_up().await;
     let pairs = pairs?;
@@ -102,14 +102,10 @@ pub(super) async fn load(
     item: i64,
     storm_args: &[String],
 ) -> anyhow::Result<f64> {
-    let before = bench.measurements.len();
     bench
         .load(name, item, STORM_MAX_S, Probes::NONE, storm_args)
         .await?;
-    Ok(bench.measurements[before..]
-        .first()
-        .and_then(|m| m.rps())
-        .unwrap_or(0.0))
+    Ok(bench.latest().and_then(|m| m.rps()).unwrap_or(0.0))
 }
 
 /// Streams held open by tasks that count the frames they receive.

@@ -8,7 +8,7 @@
 use clap::Args;
 use serde_json::json;
 
-use super::{dashboard::load, Funnel, FunnelArgs};
+use super::{dashboard::load, Funnel, FunnelArgs, FUNNEL};
 use crate::{run::grouped, Common};
 
 #[derive(Args)]
@@ -50,7 +50,7 @@ impl Side {
 }
 
 pub async fn run(common: &Common, args: &SalePageArgs) -> anyhow::Result<()> {
-    let mut bench = Funnel::prepare(common, &args.funnel).await?;
+    let mut bench = Funnel::prepare(common, &args.funnel, &FUNNEL).await?;
     let measured = measure(&mut bench, args).await;
     let cleaned = bench.clean_up().await;
     let (pairs, page_bytes) = measured?;

@@ -84,12 +84,25 @@ pub struct Measurement {
     batches: Option<(u64, f64)>,
     perf_areas: Vec<(String, f64)>,
     pgwait: Vec<(String, usize)>,
+    /// Hot-key samples the server dropped (its counting task behind).
+    hotkey_samples_dropped: f64,
 }
 
 impl Measurement {
     /// Requests per second the tool reported.
     pub fn rps(&self) -> Option<f64> {
         self.rps
+    }
+
+    /// The server's CPU time per request, in microseconds.
+    pub fn server_us_per_request(&self) -> Option<f64> {
+        let requests = self.requests.filter(|&n| n > 0.0)?;
+        Some(self.cpu.server * 1e6 / requests)
+    }
+
+    /// Hot-key samples the server dropped during the measurement.
+    pub fn hotkey_samples_dropped(&self) -> f64 {
+        self.hotkey_samples_dropped
     }
 
     pub fn new(name: &str, kind: Kind, out: &str, probed: Probed) -> Self {
@@ -230,6 +243,7 @@ impl Measurement {
                 }
             }
         }
+        self.hotkey_samples_dropped = delta("seckill_hotkey_samples_dropped_total");
         let count = delta("seckill_preorder_batch_size_count");
         if count > 0.0 {
             self.batches = Some((
