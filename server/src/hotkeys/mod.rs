@@ -1,9 +1,9 @@
 //! Hot keys: which items, buyers and addresses carry more than their share of the traffic,
 //! found cluster-wide within about a second, and what every instance does about them.
 //!
-//! * Counting ([`window`], [`sketch`]): the buy path hands each request's item, buyer and
-//!   address to a bounded queue ([`HotKeys::sample`], never waiting); one task per
-//!   instance counts them in Space-Saving sketches over a sliding second.
+//! * Counting ([`window`], [`sketch`]): the buy path appends each request's item, buyer and
+//!   address to a bounded buffer ([`HotKeys::sample`], never waiting, waking nobody); one
+//!   task per instance takes the buffer every 10 ms and counts them in Space-Saving sketches over a sliding second.
 //! * Aggregation ([`report`], [`cluster`]): every eighth of a second each instance publishes its
 //!   top keys on a Redis channel; every instance adds up the latest report of each, so
 //!   every console shows the cluster-wide top, and the leader ([`publish`]) applies the
@@ -25,7 +25,6 @@ use std::{
     net::IpAddr,
     sync::{Arc, Mutex},
 };
-use tokio::sync::mpsc;
 
 use crate::infra::{metrics::Metrics, token_bucket::TokenBucket};
 
@@ -46,12 +45,41 @@ use window::Sample;
 /// Samples waiting for the counting task at most; beyond, they are dropped and counted.
 const QUEUE: usize = 65_536;
 
+/// Requests' samples waiting for the counting task. A buffer the task takes on a timer,
+/// rather than a channel: a channel wakes the task for every sample, and at a few thousand
+/// requests a second each wake-up (a thread unparked, a futex) cost more than the counting.
+#[derive(Default)]
+pub(crate) struct Samples(Mutex<Vec<Sample>>);
+
+impl Samples {
+    /// Appends a sample unless the buffer is full; false when it was dropped.
+    fn push(&self, sample: Sample) -> bool {
+        let mut pending = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if pending.len() >= QUEUE {
+            return false;
+        }
+        pending.push(sample);
+        true
+    }
+
+    /// Swaps the waiting samples with `into` (emptied first), keeping both allocations.
+    pub(crate) fn take(&self, into: &mut Vec<Sample>) {
+        into.clear();
+        let mut pending = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::mem::swap(&mut *pending, into);
+    }
+}
+
 /// The hot-key side of one instance, shared by the buy path, the watcher and the routes.
 pub struct HotKeys {
     /// Absent when detection is off: nothing is counted.
-    samples: Option<mpsc::Sender<Sample>>,
-    /// The counting task's end, taken once by [`spawn`].
-    queue: Mutex<Option<mpsc::Receiver<Sample>>>,
+    samples: Option<Arc<Samples>>,
     /// The keys in force, from etcd.
     pub(crate) table: HotKeyTable,
     /// The token buckets of `limit` keys, made when first needed, dropped with their key.
@@ -69,15 +97,8 @@ pub(crate) struct Refusal {
 
 impl HotKeys {
     pub(crate) fn new(detection: bool, metrics: Metrics) -> Self {
-        let (samples, queue) = if detection {
-            let (sender, receiver) = mpsc::channel(QUEUE);
-            (Some(sender), Some(receiver))
-        } else {
-            (None, None)
-        };
         Self {
-            samples,
-            queue: Mutex::new(queue),
+            samples: detection.then(Arc::default),
             table: HotKeyTable::default(),
             buckets: Mutex::default(),
             top: Mutex::default(),
@@ -91,7 +112,7 @@ impl HotKeys {
         let Some(samples) = &self.samples else {
             return;
         };
-        if samples.try_send(Sample { item, user, ip }).is_err() {
+        if !samples.push(Sample { item, user, ip }) {
             self.metrics.hotkeys.samples_dropped.inc();
         }
     }
@@ -203,10 +224,8 @@ impl HotKeys {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = (top, nodes);
     }
 
-    fn take_queue(&self) -> Option<mpsc::Receiver<Sample>> {
-        self.queue
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take()
+    /// The buffer the counting task drains; none with detection off.
+    fn samples(&self) -> Option<Arc<Samples>> {
+        self.samples.clone()
     }
 }

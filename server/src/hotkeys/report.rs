@@ -7,15 +7,18 @@
 
 use futures::StreamExt;
 use redis::AsyncCommands;
-use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use crate::{
     control::status::Backoff,
     hotkeys::{
         cluster::{top_keys, ClusterCounts, Report},
         publish::Publisher,
-        window::{Sample, Window, QUARTER_MS, REPORT_MS, WINDOW_MS},
+        window::{Window, QUARTER_MS, REPORT_MS, WINDOW_MS},
+        Samples,
     },
     state::AppState,
 };
@@ -27,8 +30,8 @@ fn channel(state: &AppState) -> String {
 /// Starts the counter (when detection is on) and the aggregator, for the process's life.
 pub(crate) fn spawn(state: &AppState) {
     spawn_aggregator(state);
-    if let Some(queue) = state.hotkeys.take_queue() {
-        tokio::spawn(count(state.clone(), queue));
+    if let Some(samples) = state.hotkeys.samples() {
+        tokio::spawn(count(state.clone(), samples));
     }
 }
 
@@ -38,7 +41,10 @@ pub(crate) fn spawn_aggregator(state: &AppState) {
     tokio::spawn(aggregate(state.clone()));
 }
 
-async fn count(state: AppState, mut queue: mpsc::Receiver<Sample>) {
+/// How often the counting task takes the waiting samples.
+const DRAIN: Duration = Duration::from_millis(10);
+
+async fn count(state: AppState, waiting: Arc<Samples>) {
     let mut window = Window::new();
     let bound = i64::try_from(window.bound_bytes()).unwrap_or(i64::MAX);
     state.metrics.hotkeys.sketch_bytes.set(bound);
@@ -47,18 +53,23 @@ async fn count(state: AppState, mut queue: mpsc::Receiver<Sample>) {
     let channel = channel(&state);
     // Every other report ends a quarter.
     let mut ends_quarter = false;
-    let mut samples = Vec::with_capacity(1024);
+    let mut drain = tokio::time::interval(DRAIN);
+    drain.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut samples = Vec::new();
     loop {
         tokio::select! {
-            received = queue.recv_many(&mut samples, 1024) => {
-                if received == 0 {
-                    return;
-                }
+            _ = drain.tick() => {
+                waiting.take(&mut samples);
                 for sample in samples.drain(..) {
                     window.record(sample);
                 }
             }
             _ = tick.tick() => {
+                // What arrived since the last drain belongs to the quarter ending now.
+                waiting.take(&mut samples);
+                for sample in samples.drain(..) {
+                    window.record(sample);
+                }
                 ends_quarter = !ends_quarter;
                 let covered = if ends_quarter { WINDOW_MS } else { WINDOW_MS - REPORT_MS };
                 let report = Report {
