@@ -305,9 +305,11 @@ impl TestApp {
         .expect("allocated")
     }
 
-    /// Units in the sale's orders, whatever their status.
+    /// Units in the sale's orders that hold stock. A `FAILED` row (the void of a deduction
+    /// whose pre-order was made certain never to commit) or a cancelled order gave its
+    /// units back, so it is not counted.
     pub(crate) async fn held_by_orders(&self, sale: &Sale) -> i64 {
-        sqlx::query_scalar("SELECT COALESCE(SUM(quantity), 0)::BIGINT FROM orders WHERE activity_id = $1 AND item_id = $2")
+        sqlx::query_scalar("SELECT COALESCE(SUM(quantity), 0)::BIGINT FROM orders WHERE activity_id = $1 AND item_id = $2 AND status IN ('PRE_CREATED', 'UNPAID', 'PAID')")
             .bind(sale.activity_id)
             .bind(sale.item_id)
             .fetch_one(&self.db)
