@@ -9,7 +9,7 @@ use contract::{
     PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport, RequeueReport, RunSummary,
     StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{HotKey, HotKeyPeriod, HotKeysView};
+use contract::{HotKey, HotKeyPeriod, HotKeysView, Readiness};
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
 
@@ -429,6 +429,17 @@ pub async fn remove_hot_key(
     let (backend, actor) = session::signed_in().await?;
     backend
         .remove_hotkey(&actor, &kind, &key, &reason)
+        .await
+        .map_err(session::refuse)
+}
+
+/// The readiness check of an activity, run when asked: every check's verdict and the
+/// overall go/no-go.
+#[server(prefix = "/console/fn")]
+pub async fn get_readiness(activity_id: i64) -> Result<Readiness, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .readiness(&actor, activity_id)
         .await
         .map_err(session::refuse)
 }

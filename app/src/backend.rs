@@ -12,7 +12,7 @@ use contract::{
     OrderQuery, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView};
+use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
 use std::sync::Arc;
 
 /// Why a console call was refused; rendered to the user as its message.
@@ -207,6 +207,9 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         key: &str,
         reason: &str,
     ) -> Result<(), ConsoleError>;
+
+    /// The pre-sale readiness check of an activity, run now (ops, SRE, admin).
+    async fn readiness(&self, actor: &Actor, activity_id: i64) -> Result<Readiness, ConsoleError>;
 }
 
 /// How the server hands its implementation to the console.

@@ -14,7 +14,7 @@ use leptos_router::{
 };
 use pages::{
     activities, audit, dashboard, dead_letters, hotkeys, items, layout, login, orders, prewarm,
-    reconciliation, switches, unbuilt,
+    readiness, reconciliation, switches, unbuilt,
 };
 
 /// Name of the wasm bundle and stylesheet under `/pkg`, shared with the build scripts.
@@ -65,6 +65,7 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/items/new") view=items::ItemCreate/>
                         <Route path=path!("/items/:id") view=items::ItemEdit/>
                         <Route path=path!("/prewarm") view=prewarm::PrewarmList/>
+                        <Route path=path!("/readiness") view=readiness::ReadinessPage/>
                         <Route path=path!("/switches") view=switches::SwitchBoardPage/>
                         <Route path=path!("/dashboard") view=dashboard::Dashboard/>
                         <Route path=path!("/hotkeys") view=hotkeys::HotKeysPage/>

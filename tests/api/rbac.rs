@@ -499,6 +499,12 @@ fn rows() -> Vec<Row> {
             Needs(P::ManageHotKeys),
             404,
         ),
+        server_fn(
+            GetReadiness::PATH,
+            Form(vec![("activity_id", NO_ID)]),
+            Needs(P::WatchOperations),
+            404,
+        ),
         // Last, because it ends the session it is called with.
         server_fn(Logout::PATH, Form(vec![]), Open, 200),
     ]

@@ -1,7 +1,7 @@
 //! The pre-sale readiness check against real services: a pre-warmed, open activity is
 //! ready; each check fails when exactly its own thing is broken (Redis stock edited, the
 //! scripts flushed, a switch flipped, the consumers stopped, a message dead-lettered) and
-//! passes again after the fix.
+//! passes again after the fix; the console's readiness page shows the same verdicts.
 
 use crate::support::{
     app::{json, spawn_app_with, TestApp},
@@ -109,8 +109,21 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
         "{}",
         detail(&edited, Name::Stock)
     );
+    // The console's page says the same: no-go, the stock check failing and listed first.
+    let session = app.console_session(&sre).await;
+    let page = format!("/readiness?activity_id={}", sale.activity_id);
+    let html = app.console_page(&page, &session).await;
+    assert!(html.contains(r#"data-ready="false""#), "{html}");
+    assert!(html.contains("NO-GO: 1 of 11 checks fail"), "{html}");
+    let first_row = html.find("<tr data-check=").expect("check rows");
+    assert!(
+        html[first_row..].starts_with(r#"<tr data-check="stock" data-ok="false""#),
+        "{html}"
+    );
     app.prewarm(&ops, &sale).await;
     app.readiness_failing(&sre, &sale, &[]).await;
+    let html = app.console_page(&page, &session).await;
+    assert!(html.contains("GO: all 11 checks pass"), "{html}");
 
     // The scripts flushed: the check lists what is missing; a pre-warm loads them again.
     let _: () = redis::cmd("SCRIPT")

@@ -11,6 +11,7 @@ pub mod layout;
 pub mod login;
 pub mod orders;
 pub mod prewarm;
+pub mod readiness;
 pub mod reconciliation;
 pub mod switches;
 pub mod unbuilt;

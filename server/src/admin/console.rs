@@ -19,7 +19,7 @@ use contract::{
     OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView};
+use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
 use leptos::prelude::provide_context;
 use leptos::server_fn::ServerFn;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
@@ -34,7 +34,7 @@ use crate::{
     hotkeys::service as hotkeys,
     identity::{authenticate::LoginError, rules},
     orders::{admin as order_admin, dead_letters, recordings, relay},
-    prewarm,
+    prewarm, readiness,
     reconcile::service as reconcile,
     state::AppState,
 };
@@ -321,6 +321,10 @@ impl ConsoleBackend for ConsoleService {
     ) -> Result<(), ConsoleError> {
         let board = Board::of(&self.state);
         Ok(hotkeys::remove(&board, actor, Source::Console, kind, key, reason).await?)
+    }
+
+    async fn readiness(&self, actor: &Actor, activity_id: i64) -> Result<Readiness, ConsoleError> {
+        Ok(readiness::check(&self.state, actor, activity_id).await?)
     }
 }
 
