@@ -117,9 +117,16 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// PostgreSQL out of reach (down, restarting, the pool exhausted) is a 503 the client may
+/// retry; anything else the database says is a bug of ours.
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
-        ApiError::Internal(error.into())
+        match error {
+            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed => {
+                ApiError::Unavailable(error.into())
+            }
+            error => ApiError::Internal(error.into()),
+        }
     }
 }
 
@@ -153,3 +160,31 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
 }
 
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_out_of_reach_is_a_503_and_its_errors_a_500() {
+        let status = |error: sqlx::Error| ApiError::from(error).into_response().status();
+        assert_eq!(
+            status(sqlx::Error::PoolTimedOut),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            status(sqlx::Error::PoolClosed),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            status(sqlx::Error::Io(
+                std::io::ErrorKind::ConnectionRefused.into()
+            )),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            status(sqlx::Error::RowNotFound),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+    }
+}

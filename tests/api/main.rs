@@ -15,6 +15,7 @@ mod control;
 mod dashboard;
 mod deduction_flip;
 mod deploy;
+mod faults;
 mod health;
 mod hotkeys;
 mod identity;

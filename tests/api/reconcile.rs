@@ -20,7 +20,7 @@ use crate::support::{
 };
 
 /// A quick leader's pass, so a test sees repairs within a second or two.
-fn quick_reconcile(settings: &mut Settings) {
+pub(crate) fn quick_reconcile(settings: &mut Settings) {
     storm_settings(settings);
     settings.buy.per_user_per_window = 1_000_000;
     settings.reconcile.interval_ms = 200;
@@ -61,7 +61,7 @@ impl TestApp {
         }
     }
 
-    async fn ledger_item(&self, caller: &Caller, sale: &Sale) -> Value {
+    pub(crate) async fn ledger_item(&self, caller: &Caller, sale: &Sale) -> Value {
         let (status, ledger) = json(
             self.get(
                 &format!("/admin/api/activities/{}/ledger", sale.activity_id),

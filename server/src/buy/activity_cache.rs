@@ -7,7 +7,9 @@
 //!
 //! An activity with an item under a `cache` hot key is served from memory past its
 //! lifetime, refreshed in the background (one refresh at a time per activity), and so is
-//! its items' stock for `/status`: a hot item's readers cost no I/O at all.
+//! its items' stock for `/status`: a hot item's readers cost no I/O at all. While
+//! PostgreSQL cannot be read, every activity is served from its last copy (up to ten
+//! minutes old), so a database restart does not refuse the sale.
 
 use chrono::{DateTime, Utc};
 use contract::ActivityKind;
@@ -22,11 +24,15 @@ use crate::{
     buy::bloom::{self, BloomShape},
     catalog::store as catalog,
     hotkeys::HotKeys,
-    infra::{config::BuySettings, redis::RedisStore},
+    infra::{config::BuySettings, quiet_log::quiet, redis::RedisStore},
 };
 
 /// How old a hot item's stock for `/status` may be before a background refresh.
 const STOCK_MEMO: Duration = Duration::from_millis(100);
+/// How old a copy may be to be served while PostgreSQL cannot be read.
+const STALE_WHILE_DATABASE_AWAY: Duration = Duration::from_secs(600);
+/// How long a reload may take before a copy within that age is served instead.
+const STALE_PATIENCE: Duration = Duration::from_millis(250);
 
 /// An activity as the buy path needs it.
 #[derive(Debug)]
@@ -216,7 +222,30 @@ impl Catalogue {
         {
             return Err(LookupError::Missing);
         }
-        let Some(loaded) = load(&self.db, id).await? else {
+        // PostgreSQL away (a restart, a fail-over): the copy it gave a moment ago is better
+        // than refusing the sale, whose stock is in Redis and whose pre-orders wait for the
+        // database anyway (an activity is not edited during its sale). With such a copy the
+        // database gets a moment, not the pool's whole acquire timeout, to answer.
+        let loaded = match self.copy(id, STALE_WHILE_DATABASE_AWAY) {
+            None => load(&self.db, id).await?,
+            Some(stale) => match tokio::time::timeout(STALE_PATIENCE, load(&self.db, id)).await {
+                Ok(Ok(loaded)) => loaded,
+                Ok(Err(error)) => {
+                    quiet!(warn, "buy.catalogue_stale", activity = id, error = %error, "PostgreSQL unreachable; serving the activity from memory");
+                    return Ok(stale);
+                }
+                Err(_) => {
+                    quiet!(
+                        warn,
+                        "buy.catalogue_stale",
+                        activity = id,
+                        "PostgreSQL slow to answer; serving the activity from memory"
+                    );
+                    return Ok(stale);
+                }
+            },
+        };
+        let Some(loaded) = loaded else {
             flag(&self.missing, id, self.null_ttl);
             return Err(LookupError::Missing);
         };
@@ -319,10 +348,15 @@ impl Catalogue {
     }
 
     fn cached(&self, id: i64) -> Option<Arc<CachedActivity>> {
+        self.copy(id, self.activity_ttl)
+    }
+
+    /// The copy in memory if it is younger than `max_age`.
+    fn copy(&self, id: i64, max_age: Duration) -> Option<Arc<CachedActivity>> {
         let activities = self.activities.read().ok()?;
         activities
             .get(&id)
-            .filter(|activity| activity.loaded_at.elapsed() < self.activity_ttl)
+            .filter(|activity| activity.loaded_at.elapsed() < max_age)
             .cloned()
     }
 

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use contract::{SaleItem, UserId};
 
 use crate::buy::rules::Refusal;
-use crate::buy::stock_scripts::Holding;
+use crate::buy::stock_scripts::{Holding, IN_FLIGHT_MS};
 use crate::infra::{db::MeteredPool, quiet_log::quiet};
 
 /// Outbox topic of a pre-order waiting for the create-order consumer.
@@ -212,8 +212,9 @@ impl PreorderWriter {
 /// Writes the batch in one statement and answers each member. Should PostgreSQL fail the
 /// statement over one member (an error of the server, not a decision: a trigger, a
 /// constraint no decision foresaw), each member is written alone, so that member fails
-/// only its own buyer. A statement that failed otherwise (a lost connection) is tried once
-/// more as a whole: both ways of writing recognise members an earlier attempt committed.
+/// only its own buyer. A statement that failed otherwise (a lost connection) is tried again
+/// as a whole while PostgreSQL is out of reach: both ways of writing recognise members an
+/// earlier attempt committed.
 /// Whether the batch was written as one.
 async fn write_batch(pool: &MeteredPool, batch: Vec<(PreOrder, Reply)>) -> bool {
     let (orders, replies): (Vec<PreOrder>, Vec<Reply>) = batch.into_iter().unzip();
@@ -227,8 +228,8 @@ async fn write_batch(pool: &MeteredPool, batch: Vec<(PreOrder, Reply)>) -> bool 
             return false;
         }
         Err(error) => {
-            quiet!(warn, "buy.preorder_batch", error = %error, size = orders.len(), "pre-order batch failed; trying it once more");
-            allocate(pool, &orders).await
+            quiet!(warn, "buy.preorder_batch", error = %error, size = orders.len(), "pre-order batch failed; trying again while PostgreSQL is out of reach");
+            retry_out_of_reach(pool, &orders).await
         }
         decided => decided,
     };
@@ -247,6 +248,33 @@ async fn write_batch(pool: &MeteredPool, batch: Vec<(PreOrder, Reply)>) -> bool 
         }
     }
     written
+}
+
+/// How long a batch keeps trying while PostgreSQL is out of reach: a restart with its crash
+/// recovery takes seconds, and its buyers had better wait than be told to retry. Shorter than
+/// a claim's in-flight life, so no replay can deduct again while the batch may still commit.
+const OUT_OF_REACH_PATIENCE: Duration = Duration::from_secs(8);
+const _: () = assert!(OUT_OF_REACH_PATIENCE.as_millis() < IN_FLIGHT_MS as u128);
+
+/// The batch again, until it is decided (written or refused by the database) or the
+/// patience is spent; each attempt waits for a connection up to the pool's acquire timeout.
+async fn retry_out_of_reach(
+    pool: &MeteredPool,
+    orders: &[PreOrder],
+) -> Result<Vec<Verdict>, sqlx::Error> {
+    let started = tokio::time::Instant::now();
+    loop {
+        match allocate(pool, orders).await {
+            Err(error)
+                if !matches!(error, sqlx::Error::Database(_))
+                    && started.elapsed() < OUT_OF_REACH_PATIENCE =>
+            {
+                quiet!(debug, "buy.preorder_batch", error = %error, "PostgreSQL still out of reach");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            decided => return decided,
+        }
+    }
 }
 
 /// One statement decides the batch. Redis decided a batch of units already: in the common

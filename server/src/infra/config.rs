@@ -142,7 +142,10 @@ pub struct ReconcileSettings {
     /// How often the leader reconciles every live activity (0: never automatically).
     pub interval_ms: u64,
     /// A deduction marker this old without its order is a deduction whose pre-order will
-    /// not come: well past the pre-order writer's longest batch.
+    /// not come: well past the pre-order writer's longest batch, which keeps trying for 8 s
+    /// while PostgreSQL is out of reach (each try waiting up to the pool's 5 s for a
+    /// connection). A shorter grace voids batches still being written: nothing is sold
+    /// twice, but their buyers are told to retry.
     pub marker_grace_ms: u64,
     /// A pre-order still `PRE_CREATED` this long after it was written is stuck: its event
     /// is sent again.
@@ -157,7 +160,7 @@ impl Default for ReconcileSettings {
     fn default() -> Self {
         Self {
             interval_ms: 2_000,
-            marker_grace_ms: 5_000,
+            marker_grace_ms: 15_000,
             stuck_after_s: 60,
             fail_stuck_after_s: 900,
             max_findings_per_class: 50,

@@ -37,6 +37,18 @@ impl RedisInstance {
         }
     }
 
+    /// Makes the server answer nobody for `seconds` (`DEBUG SLEEP`, as a fork or a slow
+    /// disk would); returns when it answers again.
+    pub(crate) async fn freeze(&self, seconds: f64) {
+        let mut connection = self.harness_connection().await.expect("private Redis");
+        redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(seconds)
+            .query_async::<()>(&mut connection)
+            .await
+            .expect("DEBUG SLEEP");
+    }
+
     /// Starts it again, empty, on its own port; returns once it answers PING.
     pub(crate) async fn restart(&mut self) {
         self.kill().await;
@@ -47,6 +59,8 @@ impl RedisInstance {
         let child = Command::new(binary())
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            // `DEBUG SLEEP`, for the tests of a Redis that stops answering for a while.
+            .args(["--enable-debug-command", "local"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
