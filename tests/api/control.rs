@@ -89,7 +89,7 @@ async fn stored_switches(app: &TestApp) -> Vec<(String, String)> {
 }
 
 impl TestApp {
-    async fn flip(
+    pub(crate) async fn flip(
         &self,
         caller: &Caller,
         path: &str,

@@ -40,7 +40,14 @@ struct Fault {
     back: Instant,
 }
 
-/// What the storm saw: each buyer's final answer, and every answer with its time.
+/// Every answer of the storm with its time, and the code of every 5xx among them.
+#[derive(Default)]
+struct Answers {
+    answers: Vec<(Instant, u16)>,
+    failures: Vec<String>,
+}
+
+/// What the storm saw: each buyer's final answer, and every answer.
 struct Storm {
     finals: Vec<(u16, Value)>,
     answers: Vec<(Instant, u16)>,
@@ -50,24 +57,20 @@ struct Storm {
 
 /// One buyer: buys with a new request id each try until the answer is not a momentary one
 /// (429, 5xx), as a buyer's page retries.
-async fn buyer(
-    app: &TestApp,
-    sale: &Sale,
-    user: i64,
-    seen: &Mutex<(Vec<(Instant, u16)>, Vec<String>)>,
-) -> (u16, Value) {
+async fn buyer(app: &TestApp, sale: &Sale, user: i64, seen: &Mutex<Answers>) -> (u16, Value) {
     let started = Instant::now();
     for attempt in 0.. {
         let (status, answer) = app
             .buy(user, &format!("f{user}-{attempt}"), &buy_body(sale, 1))
             .await;
-        let mut seen = seen.lock().expect("not poisoned");
-        seen.0.push((Instant::now(), status));
-        if status >= 500 {
-            seen.1
-                .push(answer["code"].as_str().unwrap_or("?").to_owned());
+        {
+            let mut seen = seen.lock().expect("not poisoned");
+            seen.answers.push((Instant::now(), status));
+            if status >= 500 {
+                let code = answer["code"].as_str().unwrap_or("?").to_owned();
+                seen.failures.push(code);
+            }
         }
-        drop(seen);
         if !(status == 429 || status >= 500) || started.elapsed() > PERSISTENCE {
             return (status, answer);
         }
@@ -82,7 +85,7 @@ async fn storm_through(
     sale: &Sale,
     fault: impl std::future::Future<Output = Fault>,
 ) -> (Storm, Fault) {
-    let seen = Mutex::new((Vec::new(), Vec::new()));
+    let seen = Mutex::new(Answers::default());
     let start = tokio::time::Instant::now();
     let storming = stream::iter(1..=BUYERS)
         .map(|user| {
@@ -105,7 +108,7 @@ async fn storm_through(
     };
     let (finals, (sold_before, fault)) = tokio::join!(storming, striking);
     assert!(sold_before < STOCK, "the fault struck with stock left");
-    let (answers, failures) = seen.into_inner().expect("not poisoned");
+    let Answers { answers, failures } = seen.into_inner().expect("not poisoned");
     (
         Storm {
             finals,
@@ -411,4 +414,59 @@ async fn postgresql_slow_to_write_orders_delays_buyers_and_loses_nothing() {
     )
     .await;
     assert!(storm.failures.is_empty(), "{:?}", storm.failures);
+}
+
+#[tokio::test]
+async fn etcd_without_quorum_mid_storm_refuses_flips_and_serves_every_buyer() {
+    let mut members = EtcdInstance::cluster().await;
+    let endpoints: Vec<String> = members.iter().map(EtcdInstance::endpoint).collect();
+    let app = spawn_app_with(|settings| {
+        sale_settings(settings);
+        settings.etcd_endpoints = endpoints;
+    })
+    .await;
+    let sale = open_sale(&app, STOCK, 1).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let harmless = serde_json::json!({ "value": "4096", "reason": "without quorum" });
+    let audited = app.count("switch_audit").await;
+    let (storm, fault) = storm_through(&app, &sale, async {
+        let struck = Instant::now();
+        // Two of three members gone: etcd can neither write nor serve a linearizable read.
+        members[1].stop().await;
+        members[2].stop().await;
+        let (status, body) = app
+            .flip(&ops, "limits/max_in_flight", &harmless, None)
+            .await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (503, Some("UNAVAILABLE")),
+            "a flip without quorum: {body}"
+        );
+        members[1].restart().await;
+        members[2].restart().await;
+        Fault {
+            struck,
+            back: Instant::now(),
+        }
+    })
+    .await;
+    promises_kept(
+        &app,
+        &sale,
+        &storm,
+        &fault,
+        "etcd without quorum (2 of 3 members SIGKILLed)",
+    )
+    .await;
+    assert!(storm.failures.is_empty(), "{:?}", storm.failures);
+    assert_eq!(
+        app.count("switch_audit").await,
+        audited,
+        "the refused flip left no trace"
+    );
+    // Quorum back: flips land again.
+    let (status, body) = app
+        .flip(&ops, "limits/max_in_flight", &harmless, Some(5_000))
+        .await;
+    assert_eq!(status, 200, "{body}");
 }

@@ -1,15 +1,19 @@
 //! A private etcd for tests that need etcd to go away: the Debian `etcd` binary on spare
 //! loopback ports with a data folder of its own, stoppable and restartable with its data
-//! (never the shared one at `ETCD_ENDPOINTS`). Killed and removed when dropped.
+//! (never the shared one at `ETCD_ENDPOINTS`), alone or as a member of a three-member
+//! cluster (to take its quorum away). Killed and removed when dropped.
 
 use super::{spare_port, wait};
 use std::{path::PathBuf, process::Stdio, time::Duration};
 use tokio::process::{Child, Command};
 
 pub(crate) struct EtcdInstance {
+    name: String,
     data_dir: PathBuf,
     client_port: u16,
     peer_port: u16,
+    /// `--initial-cluster`: every member's name and peer URL.
+    initial_cluster: String,
     child: Option<Child>,
 }
 
@@ -18,19 +22,45 @@ fn binary() -> String {
 }
 
 impl EtcdInstance {
-    pub(crate) async fn start() -> Self {
+    fn new(name: &str) -> Self {
         let data_dir = std::env::temp_dir().join(format!(
             "seckill-test-etcd-{}",
             uuid::Uuid::new_v4().simple()
         ));
-        let mut instance = Self {
+        let peer_port = spare_port();
+        Self {
+            name: name.to_owned(),
             data_dir,
             client_port: spare_port(),
-            peer_port: spare_port(),
+            peer_port,
+            initial_cluster: format!("{name}=http://127.0.0.1:{peer_port}"),
             child: None,
-        };
+        }
+    }
+
+    pub(crate) async fn start() -> Self {
+        let mut instance = Self::new("test");
         instance.launch(instance.client_port).await;
         instance
+    }
+
+    /// Three members of one cluster; returns once each answers. Members start together: a
+    /// new cluster answers only once a quorum of it runs.
+    pub(crate) async fn cluster() -> Vec<Self> {
+        let mut members: Vec<Self> = ["m1", "m2", "m3"].into_iter().map(Self::new).collect();
+        let initial_cluster = members
+            .iter()
+            .map(|member| member.initial_cluster.clone())
+            .collect::<Vec<_>>()
+            .join(",");
+        for member in &mut members {
+            member.initial_cluster = initial_cluster.clone();
+            member.spawn(member.client_port);
+        }
+        for member in &members {
+            member.answering(member.client_port).await;
+        }
+        members
     }
 
     /// What the servers under test are configured with.
@@ -61,16 +91,21 @@ impl EtcdInstance {
     }
 
     async fn launch(&mut self, client_port: u16) {
+        self.spawn(client_port);
+        self.answering(client_port).await;
+    }
+
+    fn spawn(&mut self, client_port: u16) {
         let client = format!("http://127.0.0.1:{client_port}");
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let child = Command::new(binary())
-            .arg("--name=test")
+            .arg(format!("--name={}", self.name))
             .arg(format!("--data-dir={}", self.data_dir.display()))
             .arg(format!("--listen-client-urls={client}"))
             .arg(format!("--advertise-client-urls={client}"))
             .arg(format!("--listen-peer-urls={peer}"))
             .arg(format!("--initial-advertise-peer-urls={peer}"))
-            .arg(format!("--initial-cluster=test={peer}"))
+            .arg(format!("--initial-cluster={}", self.initial_cluster))
             .arg("--log-level=error")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -78,6 +113,10 @@ impl EtcdInstance {
             .spawn()
             .expect("the etcd binary runs (set ETCD_BIN if it is not /usr/bin/etcd)");
         self.child = Some(child);
+    }
+
+    async fn answering(&self, client_port: u16) {
+        let client = format!("http://127.0.0.1:{client_port}");
         wait::until(
             &format!("private etcd answering on {client}"),
             Duration::from_secs(20),
