@@ -41,9 +41,11 @@ pub enum ApiError {
     Internal(#[from] anyhow::Error),
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct ErrorBody<'a> {
+    /// What went wrong, for programs: e.g. `BAD_REQUEST`, `SOLD_OUT`.
     pub(crate) code: &'a str,
+    /// What went wrong, for people.
     pub(crate) message: String,
 }
 
