@@ -9,7 +9,7 @@ use axum::{
     Router,
 };
 
-use crate::state::AppState;
+use crate::{error::ApiError, state::AppState};
 
 /// Routes being assembled: the router and the (method, path) of every route.
 #[derive(Default)]
@@ -63,7 +63,11 @@ impl RouteTable {
         &self.listed
     }
 
+    /// The router, answering an unknown path or a method a path does not take with the
+    /// API's JSON error body rather than axum's empty 404 and 405.
     pub(crate) fn into_router(self) -> Router<AppState> {
         self.router
+            .fallback(|| async { ApiError::NotFound("route") })
+            .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
     }
 }
