@@ -1,23 +1,28 @@
 //! `GET /api/openapi.json`: the OpenAPI document of the buyer API (`/api`) and the admin API
 //! (`/admin/api`), built from the same route tables the routers are, so a route cannot be
-//! served without being documented. Every operation names its path parameters, its
-//! security scheme and the `{code, message}` error body every failure answers with.
+//! served without being documented. Every operation has its path parameters, query
+//! parameters and JSON body as the handler's extractors type them, its security scheme and
+//! the `{code, message}` error body every failure answers with.
 
 use axum::{http::Method, response::IntoResponse, Json};
 use std::sync::LazyLock;
 use utoipa::{
     openapi::{
         path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn},
+        request_body::RequestBodyBuilder,
         security::{
             ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
         },
         ComponentsBuilder, ContentBuilder, InfoBuilder, ObjectBuilder, OpenApi, OpenApiBuilder,
-        Paths, Ref, Required, ResponseBuilder, Type,
+        Paths, Ref, RefOr, Required, ResponseBuilder, Schema, Type,
     },
     PartialSchema, ToSchema,
 };
 
-use crate::{error::ErrorBody, infra::route_table::RouteTable};
+use crate::{
+    error::ErrorBody,
+    infra::route_table::{Listed, RequestShape, RouteTable},
+};
 
 const BUYER_PREFIX: &str = "/api";
 const ADMIN_PREFIX: &str = "/admin/api";
@@ -31,7 +36,11 @@ pub(crate) fn buyer_routes() -> RouteTable {
 
 /// Every buyer route as (method, path template under `/api`).
 pub fn buyer_listed() -> Vec<(Method, &'static str)> {
-    buyer_routes().listed().to_vec()
+    buyer_routes()
+        .listed()
+        .iter()
+        .map(|route| (route.method.clone(), route.path))
+        .collect()
 }
 
 /// Who may call an operation, as the security schemes of the document name it.
@@ -108,9 +117,10 @@ fn operation_id(method: &Method, path: &str) -> String {
 
 fn add_operations(
     paths: &mut Paths,
+    schemas: &mut Vec<(String, RefOr<Schema>)>,
     prefix: &str,
     tag: &str,
-    routes: &[(Method, &'static str)],
+    routes: &[Listed],
     caller: impl Fn(&str) -> Caller,
 ) {
     let error = || {
@@ -118,12 +128,14 @@ fn add_operations(
             .schema(Some(Ref::from_schema_name(ErrorBody::name())))
             .build()
     };
-    for (method, template) in routes {
-        let (path, names) = openapi_path(prefix, template);
+    for route in routes {
+        let mut shape = RequestShape::default();
+        (route.describe)(&mut shape);
+        let (path, names) = openapi_path(prefix, route.path);
         let mut operation = OperationBuilder::new()
-            .operation_id(Some(operation_id(method, &path)))
+            .operation_id(Some(operation_id(&route.method, &path)))
             .tag(tag)
-            .securities(Some(security(caller(template))))
+            .securities(Some(security(caller(route.path))))
             .response(
                 "2XX",
                 ResponseBuilder::new().description("the operation succeeded"),
@@ -140,23 +152,45 @@ fn add_operations(
                     .description("a dependency failed; `code` says which kind of failure")
                     .content("application/json", error()),
             );
+        // A handler that reads its path by hand (none does today) leaves the values strings.
+        let mut types = shape.path.into_iter();
         for name in names {
+            let schema = types
+                .next()
+                .unwrap_or_else(|| ObjectBuilder::new().schema_type(Type::String).into());
             operation = operation.parameter(
                 ParameterBuilder::new()
                     .name(name)
                     .parameter_in(ParameterIn::Path)
                     .required(Required::True)
-                    .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
+                    .schema(Some(schema)),
             );
         }
-        paths.add_path_operation(path, vec![http_method(method)], operation);
+        operation = operation.parameters(Some(shape.query));
+        if let Some(body) = shape.body {
+            operation = operation.request_body(Some(
+                RequestBodyBuilder::new()
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name(body)))
+                            .build(),
+                    )
+                    .required(Some(Required::True))
+                    .build(),
+            ));
+        }
+        schemas.extend(shape.schemas);
+        paths.add_path_operation(path, vec![http_method(&route.method)], operation);
     }
 }
 
 fn document() -> OpenApi {
     let mut paths = Paths::new();
+    let mut schemas = vec![(ErrorBody::name().into_owned(), ErrorBody::schema())];
     add_operations(
         &mut paths,
+        &mut schemas,
         BUYER_PREFIX,
         "buyer",
         buyer_routes().listed(),
@@ -164,13 +198,14 @@ fn document() -> OpenApi {
     );
     add_operations(
         &mut paths,
+        &mut schemas,
         ADMIN_PREFIX,
         "admin",
-        &crate::admin::routes::listed(),
+        crate::admin::routes::table().listed(),
         |_| Caller::Staff,
     );
     let components = ComponentsBuilder::new()
-        .schema(ErrorBody::name(), ErrorBody::schema())
+        .schemas_from_iter(schemas)
         .security_scheme(
             "buyer_jwt",
             SecurityScheme::Http(

@@ -9,7 +9,7 @@ use axum::{http::Method, Router};
 pub(crate) use crate::infra::route_table::RouteTable as AdminRoutes;
 use crate::state::AppState;
 
-fn table() -> AdminRoutes {
+pub(crate) fn table() -> AdminRoutes {
     let routes = AdminRoutes::default().get("/audit", super::audit_routes::list);
     let routes = crate::catalog::routes::admin(routes);
     let routes = crate::prewarm::routes::admin(routes);
@@ -28,5 +28,9 @@ pub(crate) fn router() -> Router<AppState> {
 
 /// Every admin route as (method, path template), in the order the capabilities add them.
 pub fn listed() -> Vec<(Method, &'static str)> {
-    table().listed().to_vec()
+    table()
+        .listed()
+        .iter()
+        .map(|route| (route.method.clone(), route.path))
+        .collect()
 }

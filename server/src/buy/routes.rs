@@ -211,7 +211,8 @@ pub(crate) fn buyer(state: &AppState, headers: &HeaderMap) -> ApiResult<i64> {
         .ok_or(ApiError::Unauthenticated)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ChallengeQuery {
     activity_id: i64,
 }
