@@ -26,6 +26,9 @@ case ":$PATH:" in
 esac
 export PATH
 
+# schemathesis (the OpenAPI fuzz test's), in a venv of its own that scripts/setup.sh makes.
+export SECKILL_SCHEMATHESIS="${SECKILL_SCHEMATHESIS:-$SECKILL_CACHE_DIR/schemathesis/bin/st}"
+
 # Data of the services this project starts itself (gitignored).
 export SECKILL_LOCAL_DIR="${SECKILL_LOCAL_DIR:-$SECKILL_ROOT/.local}"
 

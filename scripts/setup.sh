@@ -12,7 +12,8 @@
 #      wasm32 target and the std sources for -Zbuild-std; `rustup target add` cannot download here),
 #      clippy/rustfmt on the default toolchain, wasm-bindgen-cli at exactly Cargo.lock's version,
 #      npm binaryen@132's wasm-opt (Debian's binaryen 108 breaks hydration), the browser test's deps.
-# Usage: scripts/setup.sh [packages] [services] [rust] [node]   (default: all four, in this order)
+#   4. schemathesis (PyPI, pinned) in a venv under the cache, for the OpenAPI fuzz test.
+# Usage: scripts/setup.sh [packages] [services] [rust] [node] [python]   (default: all five, in this order)
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -46,7 +47,7 @@ install_packages() {
     postgresql redis-server rabbitmq-server etcd-server:etcd protobuf-compiler:protoc
     rustc-web cargo-web rust-web-src rust-web-llvm lld-22
     chromium:chromium chromium-driver:chromedriver fonts-liberation nodejs:node npm:npm pkg-config curl
-    prometheus:promtool
+    prometheus:promtool python3-venv
   )
   local missing=() entry pkg cmd
   for entry in "${wanted[@]}"; do
@@ -282,15 +283,29 @@ setup_node_tools() {
   fi
 }
 
-# Usage: setup.sh [packages] [services] [rust] [node]   (no argument: all of them, in this order)
+# The OpenAPI fuzz test runs schemathesis against a live server; a venv keeps it off the system Python.
+setup_python_tools() {
+  local version="4.32.5" venv="$SECKILL_CACHE_DIR/schemathesis"
+  if [[ "$("$SECKILL_SCHEMATHESIS" --version 2>/dev/null)" == *" $version" ]]; then
+    log "schemathesis: $version present"
+    return
+  fi
+  log "schemathesis: installing $version into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$version"
+  [[ "$("$SECKILL_SCHEMATHESIS" --version)" == *" $version" ]] || die "schemathesis at $SECKILL_SCHEMATHESIS is not $version"
+}
+
+# Usage: setup.sh [packages] [services] [rust] [node] [python]   (no argument: all of them, in this order)
 steps=("$@")
-((${#steps[@]})) || steps=(packages services rust node)
+((${#steps[@]})) || steps=(packages services rust node python)
 for step in "${steps[@]}"; do
   case "$step" in
     packages) install_packages ;;
     services) start_postgres; start_redis; start_rabbitmq; start_etcd ;;
     rust) setup_rust ;;
     node) setup_node_tools ;;
-    *) die "unknown step '$step' (packages, services, rust, node)" ;;
+    python) setup_python_tools ;;
+    *) die "unknown step '$step' (packages, services, rust, node, python)" ;;
   esac
 done

@@ -28,6 +28,8 @@ pub enum ApiError {
     CrossSite,
     #[error("{0} not found")]
     NotFound(&'static str),
+    #[error("this path does not take that method")]
+    MethodNotAllowed,
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
     /// Bad input with a code of its own (400), e.g. `INVALID_SWITCH_VALUE`.
@@ -41,9 +43,11 @@ pub enum ApiError {
     Internal(#[from] anyhow::Error),
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct ErrorBody<'a> {
+    /// What went wrong, for programs: e.g. `BAD_REQUEST`, `SOLD_OUT`.
     pub(crate) code: &'a str,
+    /// What went wrong, for people.
     pub(crate) message: String,
 }
 
@@ -55,6 +59,7 @@ impl ApiError {
             ApiError::Unauthenticated | ApiError::BadSignature => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden | ApiError::CrossSite => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Invalid { .. } => StatusCode::BAD_REQUEST,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -72,6 +77,7 @@ impl ApiError {
             ApiError::Forbidden => "FORBIDDEN",
             ApiError::CrossSite => "CROSS_SITE_REQUEST",
             ApiError::NotFound(_) => "NOT_FOUND",
+            ApiError::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ApiError::Conflict { code, .. } => code,
             ApiError::Invalid { code, .. } => code,
             ApiError::RateLimited { .. } => "RATE_LIMITED",

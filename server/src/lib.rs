@@ -6,7 +6,7 @@
 //! outbox relay, dead letters, order admin), `payment`, `control` (etcd switches, election),
 //! `identity`, `dashboard` (the live figures the console draws), `hotkeys` (hot-key
 //! detection, its reactions and manual keys), `readiness` (the pre-sale go/no-go), `sale_page` (the static
-//! sale page: publish, serve, the button script), `admin` (the admin router, permissions, console backend, audit). Generic
+//! sale page: publish, serve, the button script), `admin` (the admin router, permissions, console backend, audit). `openapi` documents both APIs. Generic
 //! plumbing is in `infra`; `startup` and `state` put the pieces together.
 
 pub mod admin;
@@ -19,6 +19,7 @@ pub(crate) mod error;
 pub mod hotkeys;
 pub mod identity;
 pub mod infra;
+pub mod openapi;
 pub mod orders;
 pub mod payment;
 pub(crate) mod prewarm;

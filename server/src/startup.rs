@@ -36,7 +36,7 @@ use crate::{
         redis::RedisStore,
     },
     orders::{self, Pipeline},
-    payment::{self, simulated::SimulatedCenter},
+    payment::simulated::SimulatedCenter,
     state::{AppState, Shared},
 };
 
@@ -218,12 +218,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/healthz", get(infra::health::healthz))
         .route("/readyz", get(infra::health::readyz))
         .route("/metrics", get(infra::http_metrics::render))
-        .nest(
-            "/api",
-            buy::routes::router()
-                .merge(crate::orders::buyer::router())
-                .merge(payment::routes::router()),
-        )
+        .route("/api/openapi.json", get(crate::openapi::serve))
+        .nest("/api", crate::openapi::buyer_routes().into_router())
         .nest("/admin/api", admin::routes::router())
         .merge(crate::sale_page::routes::router())
         .merge(admin::console::router(state.clone()))

@@ -45,6 +45,9 @@ impl FromRequestParts<AppState> for Actor {
     }
 }
 
+// The document describes the credentials as the admin API's security schemes instead.
+impl crate::infra::route_table::DescribesRequest for Actor {}
+
 /// The console's routes take the Leptos options out of the state.
 impl axum::extract::FromRef<AppState> for LeptosOptions {
     fn from_ref(state: &AppState) -> Self {

@@ -20,6 +20,7 @@ mod health;
 mod hotkeys;
 mod identity;
 mod logging;
+mod openapi;
 mod payment;
 mod pipeline;
 mod rbac;

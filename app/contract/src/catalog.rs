@@ -13,6 +13,7 @@ pub struct Item {
 }
 
 /// Body of `POST /admin/api/items` and `PUT /admin/api/items/{id}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ItemInput {
@@ -25,6 +26,7 @@ pub struct ItemInput {
     pub merchant_id: Option<i64>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ActivityKind {
@@ -53,6 +55,7 @@ impl std::str::FromStr for ActivityKind {
 }
 
 /// One item offered in an activity, as the merchant registers it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ActivityItemInput {
@@ -63,6 +66,7 @@ pub struct ActivityItemInput {
 }
 
 /// Body of `POST /admin/api/activities` and `PUT /admin/api/activities/{id}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ActivityInput {

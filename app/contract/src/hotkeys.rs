@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::{fmt, net::IpAddr, str::FromStr};
 
 /// What a hot key counts: the item bought or read, the buyer, the client address.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HotKeyKind {
@@ -55,6 +56,7 @@ impl FromStr for HotKeyKind {
 }
 
 /// What every instance does while a key is hot.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HotKeyAction {
@@ -327,6 +329,7 @@ pub struct HotKeysView {
 }
 
 /// `POST /admin/api/hotkeys`: a manual hot key.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewHotKey {

@@ -37,6 +37,7 @@ pub struct DeadLetterRows {
 }
 
 /// Body of an ops action on the order pipeline (requeue, replay): the reason is audited.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpsReason {
     pub reason: String,

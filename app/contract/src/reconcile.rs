@@ -190,6 +190,7 @@ pub struct RunSummary {
 }
 
 /// Body of `POST /admin/api/reconciliations`. A repair needs a reason (audited).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StartReconciliation {

@@ -10,7 +10,8 @@ use serde::Deserialize;
 
 use crate::{control::board, error::ApiResult, state::AppState};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AuditQuery {
     page: Option<i64>,

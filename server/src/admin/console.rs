@@ -55,7 +55,7 @@ impl From<ApiError> for ConsoleError {
             ApiError::Unauthenticated => ConsoleError::Unauthenticated,
             ApiError::BadSignature => ConsoleError::Invalid(ApiError::BadSignature.to_string()),
             ApiError::Forbidden | ApiError::CrossSite => ConsoleError::Forbidden,
-            ApiError::NotFound(_) => ConsoleError::NotFound,
+            ApiError::NotFound(_) | ApiError::MethodNotAllowed => ConsoleError::NotFound,
             ApiError::RateLimited { .. } => ConsoleError::RateLimited,
             ApiError::Unavailable(cause) => {
                 quiet!(

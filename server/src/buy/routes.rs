@@ -6,8 +6,7 @@ use axum::{
     extract::{ConnectInfo, Path, Query, State},
     http::{header, HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
-    routing::{get, post},
-    Json, Router,
+    Json,
 };
 use contract::SaleItem;
 use serde::{Deserialize, Serialize};
@@ -21,16 +20,17 @@ use crate::{
         rules::{phase, Phase},
     },
     error::{ApiError, ApiResult},
+    infra::route_table::RouteTable,
     state::AppState,
 };
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/activities/{id}", get(activity))
-        .route("/activities/{id}/status", get(status))
-        .route("/challenge", get(challenge))
-        .route("/seckill/buy", post(buy))
-        .route("/seckill/seats", post(seats))
+pub(crate) fn routes(routes: RouteTable) -> RouteTable {
+    routes
+        .get("/activities/{id}", activity)
+        .get("/activities/{id}/status", status)
+        .get("/challenge", challenge)
+        .post("/seckill/buy", buy)
+        .post("/seckill/seats", seats)
 }
 
 impl IntoResponse for Answer {
@@ -211,7 +211,8 @@ pub(crate) fn buyer(state: &AppState, headers: &HeaderMap) -> ApiResult<i64> {
         .ok_or(ApiError::Unauthenticated)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ChallengeQuery {
     activity_id: i64,
 }

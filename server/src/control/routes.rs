@@ -37,7 +37,7 @@ enum Value {
     Rule(serde_json::Map<String, serde_json::Value>),
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FlipBody {
     value: Value,
@@ -45,7 +45,8 @@ pub(crate) struct FlipBody {
     reason: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FlipQuery {
     /// Wait until every live instance applied the flip, at most this many milliseconds.

@@ -25,7 +25,8 @@ async fn view(State(state): State<AppState>, actor: Actor) -> ApiResult<Json<Hot
     Ok(Json(service::view(&state, &actor)?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct HistoryQuery {
     #[serde(default = "default_hours")]
@@ -60,7 +61,8 @@ async fn add(
     Ok((StatusCode::CREATED, Json(added)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct RemoveQuery {
     #[serde(default)]

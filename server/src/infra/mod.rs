@@ -1,7 +1,7 @@
 //! Generic plumbing every capability shares: configuration, telemetry, the clock rules read, the store clients
 //! (PostgreSQL pool and migrations, Redis connection and key layout, RabbitMQ and etcd links),
 //! metrics and their HTTP routes, health probes, the paging window of admin listings, the
-//! rate limit on warning lines and the token bucket of local rate limits.
+//! route table routers are built from, the rate limit on warning lines and the token bucket of local rate limits.
 //! Nothing here knows what a buy, an order or a switch is.
 
 pub(crate) mod amqp;
@@ -16,5 +16,6 @@ pub(crate) mod metrics;
 pub(crate) mod paging;
 pub(crate) mod quiet_log;
 pub mod redis;
+pub(crate) mod route_table;
 pub mod telemetry;
 pub(crate) mod token_bucket;

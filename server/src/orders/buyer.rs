@@ -4,8 +4,7 @@
 use axum::{
     extract::{Path, State},
     http::HeaderMap,
-    routing::get,
-    Json, Router,
+    Json,
 };
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -13,11 +12,12 @@ use uuid::Uuid;
 use crate::{
     buy::routes::buyer,
     error::{ApiError, ApiResult},
+    infra::route_table::RouteTable,
     state::AppState,
 };
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new().route("/orders/{id}", get(order))
+pub(crate) fn routes(routes: RouteTable) -> RouteTable {
+    routes.get("/orders/{id}", order)
 }
 
 /// The buyer's own order; anyone else's answers 404.

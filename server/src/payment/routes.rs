@@ -9,8 +9,7 @@ use axum::{
         Path, State,
     },
     http::{HeaderMap, StatusCode},
-    routing::post,
-    Json, Router,
+    Json,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -18,6 +17,7 @@ use uuid::Uuid;
 use crate::buy::routes::buyer;
 use crate::{
     error::{ApiError, ApiResult},
+    infra::route_table::RouteTable,
     orders::status::OrderStatus,
     payment::{
         notice::{self, Accepted, Refused},
@@ -26,10 +26,10 @@ use crate::{
     state::AppState,
 };
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/orders/{id}/pay", post(pay))
-        .route("/pay/notify", post(notify))
+pub(crate) fn routes(routes: RouteTable) -> RouteTable {
+    routes
+        .post("/orders/{id}/pay", pay)
+        .post("/pay/notify", notify)
 }
 
 #[derive(Serialize)]

@@ -9,7 +9,8 @@ use serde::Deserialize;
 
 use crate::{admin::routes::AdminRoutes, error::ApiResult, readiness, state::AppState};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ReadinessQuery {
     activity_id: i64,

@@ -28,7 +28,8 @@ async fn start(
     Ok((StatusCode::ACCEPTED, Json(started)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct RunsQuery {
     activity_id: Option<i64>,

@@ -14,7 +14,8 @@ use serde::Deserialize;
 
 use crate::{error::ApiResult, orders::dead_letters, state::AppState};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PageParams {
     page: Option<i64>,

@@ -18,7 +18,8 @@ use crate::{
 };
 
 /// The query string as typed: `?activity_id=&status=` (empty means "any", as a form sends it).
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListParams {
     activity_id: Option<String>,
