@@ -40,6 +40,24 @@ struct Fault {
     back: Instant,
 }
 
+/// A fault from the moment it strikes until it is over.
+struct Striking(Instant);
+
+impl Fault {
+    fn strikes() -> Striking {
+        Striking(Instant::now())
+    }
+}
+
+impl Striking {
+    fn ends(self) -> Fault {
+        Fault {
+            struck: self.0,
+            back: Instant::now(),
+        }
+    }
+}
+
 /// Every answer of the storm with its time, and the code of every 5xx among them.
 #[derive(Default)]
 struct Answers {
@@ -219,6 +237,26 @@ async fn promises_kept(app: &TestApp, sale: &Sale, storm: &Storm, fault: &Fault,
     );
 }
 
+/// The storm through `fault`, then the promises checked and the table row printed.
+async fn survives(
+    app: &TestApp,
+    sale: &Sale,
+    name: &str,
+    fault: impl std::future::Future<Output = Fault>,
+) -> Storm {
+    let (storm, fault) = storm_through(app, sale, fault).await;
+    promises_kept(app, sale, &storm, &fault, name).await;
+    storm
+}
+
+fn no_buyer_failed(storm: &Storm) {
+    assert!(
+        storm.failures.is_empty(),
+        "5xx answers: {:?}",
+        storm.failures
+    );
+}
+
 /// No rate window in the way, reconciliation and the outbox relay on a short beat.
 fn sale_settings(settings: &mut Settings) {
     quick_reconcile(settings);
@@ -239,8 +277,8 @@ async fn postgresql_killed_mid_storm_loses_nothing_and_fails_no_buyer() {
     })
     .await;
     let sale = open_sale(&app, STOCK, 1).await;
-    let (storm, fault) = storm_through(&app, &sale, async {
-        let struck = Instant::now();
+    let storm = survives(&app, &sale, "PostgreSQL SIGKILL", async {
+        let fault = Fault::strikes();
         postgres.kill().await;
         // Down for three seconds, as a database failing over would be. Past the activity
         // cache's lifetime, a buyer reading the activity gets it (from memory) while the
@@ -257,19 +295,11 @@ async fn postgresql_killed_mid_storm_loses_nothing_and_fails_no_buyer() {
             tokio::join!(reading, tokio::time::sleep(Duration::from_secs(3)));
         assert_eq!(status, 200, "the activity while PostgreSQL is away: {body}");
         postgres.restart().await;
-        Fault {
-            struck,
-            back: Instant::now(),
-        }
+        fault.ends()
     })
     .await;
-    promises_kept(&app, &sale, &storm, &fault, "PostgreSQL SIGKILL").await;
     // The pre-order writer waits for the database and tries again: no buyer saw it.
-    assert!(
-        storm.failures.is_empty(),
-        "no buyer failed while PostgreSQL was away: {:?}",
-        storm.failures
-    );
+    no_buyer_failed(&storm);
 }
 
 #[tokio::test]
@@ -281,19 +311,15 @@ async fn redis_killed_mid_storm_is_re_derived_and_oversells_nothing() {
     })
     .await;
     let sale = open_sale(&app, STOCK, 1).await;
-    let (storm, fault) = storm_through(&app, &sale, async {
-        let struck = Instant::now();
+    survives(&app, &sale, "Redis SIGKILL, back empty", async {
+        let fault = Fault::strikes();
         redis.kill().await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         // Back empty: the leader re-derives the sale's keys from PostgreSQL.
         redis.restart().await;
-        Fault {
-            struck,
-            back: Instant::now(),
-        }
+        fault.ends()
     })
     .await;
-    promises_kept(&app, &sale, &storm, &fault, "Redis SIGKILL, back empty").await;
 }
 
 #[tokio::test]
@@ -306,20 +332,16 @@ async fn etcd_killed_mid_storm_changes_nothing_for_buyers() {
     })
     .await;
     let sale = open_sale(&app, STOCK, 1).await;
-    let (storm, fault) = storm_through(&app, &sale, async {
-        let struck = Instant::now();
+    let storm = survives(&app, &sale, "etcd SIGKILL", async {
+        let fault = Fault::strikes();
         etcd.stop().await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         etcd.restart().await;
-        Fault {
-            struck,
-            back: Instant::now(),
-        }
+        fault.ends()
     })
     .await;
-    promises_kept(&app, &sale, &storm, &fault, "etcd SIGKILL").await;
     // Buys never ask etcd: the last switch values carry the sale.
-    assert!(storm.failures.is_empty(), "{:?}", storm.failures);
+    no_buyer_failed(&storm);
 }
 
 #[tokio::test]
@@ -334,20 +356,16 @@ async fn rabbitmq_cut_off_mid_storm_delays_orders_and_loses_none() {
     })
     .await;
     let sale = open_sale(&app, STOCK, 1).await;
-    let (storm, fault) = storm_through(&app, &sale, async {
-        let struck = Instant::now();
+    let storm = survives(&app, &sale, "RabbitMQ cut off (proxy)", async {
+        let fault = Fault::strikes();
         rabbit.stop().await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         rabbit.resume().await;
-        Fault {
-            struck,
-            back: Instant::now(),
-        }
+        fault.ends()
     })
     .await;
-    promises_kept(&app, &sale, &storm, &fault, "RabbitMQ cut off (proxy)").await;
     // The outbox carries the orders: buyers never wait for the broker.
-    assert!(storm.failures.is_empty(), "{:?}", storm.failures);
+    no_buyer_failed(&storm);
 }
 
 #[tokio::test]
@@ -359,16 +377,12 @@ async fn redis_frozen_mid_storm_answers_degraded_then_sells_on() {
     })
     .await;
     let sale = open_sale(&app, STOCK, 1).await;
-    let (storm, fault) = storm_through(&app, &sale, async {
-        let struck = Instant::now();
+    survives(&app, &sale, "Redis DEBUG SLEEP 2 s", async {
+        let fault = Fault::strikes();
         redis.freeze(2.0).await;
-        Fault {
-            struck,
-            back: Instant::now(),
-        }
+        fault.ends()
     })
     .await;
-    promises_kept(&app, &sale, &storm, &fault, "Redis DEBUG SLEEP 2 s").await;
 }
 
 #[tokio::test]
@@ -394,26 +408,15 @@ async fn postgresql_slow_to_write_orders_delays_buyers_and_loses_nothing() {
             .bind(seconds)
             .execute(&app.db)
     };
-    let (storm, fault) = storm_through(&app, &sale, async {
-        let struck = Instant::now();
+    let storm = survives(&app, &sale, "PostgreSQL 500 ms per order write", async {
+        let fault = Fault::strikes();
         stall(0.5).await.expect("stall");
         tokio::time::sleep(Duration::from_secs(3)).await;
         stall(0.0).await.expect("recover");
-        Fault {
-            struck,
-            back: Instant::now(),
-        }
+        fault.ends()
     })
     .await;
-    promises_kept(
-        &app,
-        &sale,
-        &storm,
-        &fault,
-        "PostgreSQL 500 ms per order write",
-    )
-    .await;
-    assert!(storm.failures.is_empty(), "{:?}", storm.failures);
+    no_buyer_failed(&storm);
 }
 
 #[tokio::test]
@@ -429,36 +432,30 @@ async fn etcd_without_quorum_mid_storm_refuses_flips_and_serves_every_buyer() {
     let ops = app.caller(Role::Ops, None).await;
     let harmless = serde_json::json!({ "value": "4096", "reason": "without quorum" });
     let audited = app.count("switch_audit").await;
-    let (storm, fault) = storm_through(&app, &sale, async {
-        let struck = Instant::now();
-        // Two of three members gone: etcd can neither write nor serve a linearizable read.
-        members[1].stop().await;
-        members[2].stop().await;
-        let (status, body) = app
-            .flip(&ops, "limits/max_in_flight", &harmless, None)
-            .await;
-        assert_eq!(
-            (status, body["code"].as_str()),
-            (503, Some("UNAVAILABLE")),
-            "a flip without quorum: {body}"
-        );
-        members[1].restart().await;
-        members[2].restart().await;
-        Fault {
-            struck,
-            back: Instant::now(),
-        }
-    })
-    .await;
-    promises_kept(
+    let storm = survives(
         &app,
         &sale,
-        &storm,
-        &fault,
         "etcd without quorum (2 of 3 members SIGKILLed)",
+        async {
+            let fault = Fault::strikes();
+            // Two of three members gone: etcd can neither write nor serve a linearizable read.
+            members[1].stop().await;
+            members[2].stop().await;
+            let (status, body) = app
+                .flip(&ops, "limits/max_in_flight", &harmless, None)
+                .await;
+            assert_eq!(
+                (status, body["code"].as_str()),
+                (503, Some("UNAVAILABLE")),
+                "a flip without quorum: {body}"
+            );
+            members[1].restart().await;
+            members[2].restart().await;
+            fault.ends()
+        },
     )
     .await;
-    assert!(storm.failures.is_empty(), "{:?}", storm.failures);
+    no_buyer_failed(&storm);
     assert_eq!(
         app.count("switch_audit").await,
         audited,

@@ -71,6 +71,24 @@ pub fn pager(page: i64, has_more: bool, href: impl Fn(i64) -> String) -> AnyView
     .into_any()
 }
 
+/// The `<option>`s of an activity picker, `chosen` selected.
+pub fn activity_options(
+    activities: Vec<contract::ActivitySummary>,
+    chosen: Option<i64>,
+) -> impl IntoView {
+    activities
+        .into_iter()
+        .map(|activity| {
+            let selected = chosen == Some(activity.id);
+            view! {
+                <option value=activity.id.to_string() selected=selected>
+                    {format!("#{} {}", activity.id, activity.title)}
+                </option>
+            }
+        })
+        .collect_view()
+}
+
 /// A time as the console shows it (UTC, to the second).
 pub fn when(time: chrono::DateTime<chrono::Utc>) -> String {
     time.format("%Y-%m-%d %H:%M:%S").to_string()

@@ -2,7 +2,7 @@
 //! with its history, payment trades, seats and stock restore. The filter is a GET form, so
 //! the page works the same before and after hydration and every view has its own URL.
 
-use super::{error_box, listing, maybe_when, pager, when};
+use super::{activity_options, error_box, listing, maybe_when, pager, when};
 use crate::api::{get_order, list_activities, list_orders};
 use contract::{format_cents, ActivitySummary, OrderDetail, OrderPage, OrderQuery, OrderStatus};
 use leptos::prelude::*;
@@ -80,14 +80,7 @@ fn OrderFilter(
             <label>"Activity"
                 <select name="activity_id">
                     <option value="">"Any activity"</option>
-                    {activities.into_iter().map(|activity| {
-                        let selected = query.activity_id == Some(activity.id);
-                        view! {
-                            <option value=activity.id.to_string() selected=selected>
-                                {format!("#{} {}", activity.id, activity.title)}
-                            </option>
-                        }
-                    }).collect_view()}
+                    {activity_options(activities, query.activity_id)}
                 </select>
             </label>
             <label>"Status"

@@ -3,7 +3,7 @@
 //! loads and again on "Check again", and every check shows its verdict with a detail a
 //! person can act on. Nothing is cached: a stale "go" at T−10 min is worse than none.
 
-use super::error_box;
+use super::{activity_options, error_box};
 use crate::api::{get_readiness, list_activities};
 use contract::{ActivitySummary, Readiness};
 use leptos::prelude::*;
@@ -54,14 +54,7 @@ fn picker(chosen: Option<i64>, activities: Vec<ActivitySummary>) -> AnyView {
         <Form method="GET" action="/readiness" attr:class="row filters" attr:id="readiness-form">
             <label>"Activity"
                 <select name="activity_id">
-                    {activities.into_iter().map(|activity| {
-                        let selected = chosen == Some(activity.id);
-                        view! {
-                            <option value=activity.id.to_string() selected=selected>
-                                {format!("#{} {}", activity.id, activity.title)}
-                            </option>
-                        }
-                    }).collect_view()}
+                    {activity_options(activities, chosen)}
                 </select>
             </label>
             <button type="submit">"Check"</button>
