@@ -10,7 +10,7 @@
 //! The forms are plain forms, so they work before hydration too; the server refuses what a
 //! role may not do, whatever the page showed.
 
-use super::{error_box, listing, ticker, when};
+use super::{activity_options, error_box, listing, ticker, when};
 use crate::api::{
     get_activity_ledger, get_reconciliation, list_activities, list_reconciliations, whoami,
     StartReconciliation,
@@ -122,21 +122,8 @@ fn RunForms(
     let may = |permission| user.as_ref().is_some_and(|user| user.role.may(permission));
     let may_start = may(Permission::Reconcile);
     let may_repair = may(Permission::RepairStock);
-    let options = move |activities: &[ActivitySummary]| {
-        activities
-            .iter()
-            .map(|activity| {
-                let selected = chosen == Some(activity.id);
-                view! {
-                    <option value=activity.id.to_string() selected=selected>
-                        {format!("#{} {}", activity.id, activity.title)}
-                    </option>
-                }
-            })
-            .collect_view()
-    };
     let start_form = if may_start {
-        let choices = options(&activities);
+        let choices = activity_options(activities.clone(), chosen);
         view! {
             <h2>"Start a run"</h2>
             <ActionForm action=start attr:class="card change-form" attr:id="start-run">
@@ -155,7 +142,7 @@ fn RunForms(
     } else {
         view! { <p class="meta">"Only ops, SRE and admins run reconciliations."</p> }.into_any()
     };
-    let filter_choices = options(&activities);
+    let filter_choices = activity_options(activities, chosen);
     view! {
         <Form method="GET" action="/reconciliations" attr:class="row filters" attr:id="run-filter">
             <label>"Activity"
