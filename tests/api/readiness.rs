@@ -1,7 +1,9 @@
 //! The pre-sale readiness check against real services: a pre-warmed, open activity is
-//! ready; each check fails when exactly its own thing is broken (Redis stock edited, the
-//! scripts flushed, a switch flipped, the consumers stopped, a message dead-lettered) and
-//! passes again after the fix; the console's readiness page shows the same verdicts.
+//! ready; each check fails when exactly its own thing is broken (Redis stock edited, a buyer
+//! record or the Bloom filter lost, the scripts flushed, a switch flipped, an instance behind
+//! the latest switch or with its clock ahead, the consumers stopped, a message
+//! dead-lettered, an event the relay has not sent, no leader elected) and passes again after
+//! the fix; the console's readiness page shows the same verdicts.
 
 use crate::support::{
     app::{json, spawn_app_with, TestApp},
@@ -10,12 +12,17 @@ use crate::support::{
     wait::{self, PATIENCE},
 };
 use contract::{Readiness, ReadinessCheckName as Name, Role, SaleItem};
-use seckill::orders::{
-    create_order,
-    mq::{message::OrderCreated, topology::Outgoing},
-    pay_timeout,
+use etcd_client::{Client, GetOptions};
+use seckill::{
+    infra::config::Settings,
+    orders::{
+        create_order,
+        mq::{message::OrderCreated, topology::Outgoing},
+        pay_timeout, relay,
+    },
 };
 use serde_json::{json, Value};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 impl TestApp {
     async fn readiness(&self, caller: &Caller, sale: &Sale) -> Readiness {
@@ -228,4 +235,235 @@ async fn a_dead_letter_makes_the_sale_not_ready_until_it_is_requeued() {
     .await;
     assert_eq!(status, 200, "{report}");
     app.readiness_failing(&sre, &sale, &[]).await;
+}
+
+/// The leader's reconciliation pass would mend the Redis edits below behind the test's back.
+fn no_automatic_reconciliation(settings: &mut Settings) {
+    settings.reconcile.interval_ms = 0;
+}
+
+#[tokio::test]
+async fn a_lost_buyer_record_or_bloom_filter_makes_the_sale_not_ready_until_it_is_prewarmed() {
+    let app = spawn_app_with(no_automatic_reconciliation).await;
+    let sale = open_sale(&app, 10, 1).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let (status, answer) = app.buy(1, "rq-1", &buy_body(&sale, 1)).await;
+    assert_eq!(status, 200, "{answer}");
+    let ready = app.readiness_failing(&sre, &sale, &[]).await;
+    assert!(
+        detail(&ready, Name::BuyerRecords).starts_with("1 buyer record(s)"),
+        "{}",
+        detail(&ready, Name::BuyerRecords)
+    );
+
+    // The buyer's record gone from Redis, the stock left as it is: only that check fails.
+    let item = SaleItem::new(sale.activity_id, sale.item_id);
+    let mut connection = app.state.redis.connection();
+    let _: () = redis::cmd("HDEL")
+        .arg(app.state.redis.bought_key(item))
+        .arg(1)
+        .query_async(&mut connection)
+        .await
+        .expect("drop the record");
+    let lost = app
+        .readiness_failing(&sre, &sale, &[Name::BuyerRecords])
+        .await;
+    let records = detail(&lost, Name::BuyerRecords);
+    assert!(
+        records.contains("Redis records 0 buyer(s), the database 1"),
+        "{records}"
+    );
+    app.prewarm(&ops, &sale).await;
+    app.readiness_failing(&sre, &sale, &[]).await;
+
+    // The Bloom filter gone: the buy path would refuse nothing it should, but the check
+    // says so and a pre-warm loads it again.
+    let _: () = redis::cmd("DEL")
+        .arg(format!(
+            "{}bloom:{{items}}",
+            app.state.settings.redis_prefix
+        ))
+        .query_async(&mut connection)
+        .await
+        .expect("drop the filter");
+    let gone = app.readiness_failing(&sre, &sale, &[Name::Bloom]).await;
+    assert!(
+        detail(&gone, Name::Bloom).starts_with("the Bloom filter is gone"),
+        "{}",
+        detail(&gone, Name::Bloom)
+    );
+    app.prewarm(&ops, &sale).await;
+    app.readiness_failing(&sre, &sale, &[]).await;
+}
+
+async fn etcd(app: &TestApp) -> Client {
+    Client::connect(&app.state.settings.etcd_endpoints, None)
+        .await
+        .expect("etcd client")
+}
+
+fn now_us() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970");
+    since.as_micros() as i64
+}
+
+/// This instance's report under `{prefix}/nodes/`, as its heartbeat last wrote it.
+async fn own_report(app: &TestApp) -> Value {
+    let mut etcd = etcd(app).await;
+    let nodes = format!("{}/nodes/", app.state.settings.etcd_prefix);
+    let response = etcd
+        .get(nodes, Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("the node reports");
+    let [kv] = response.kvs() else {
+        panic!("one node report, got {}", response.kvs().len());
+    };
+    serde_json::from_slice(kv.value()).expect("a node report")
+}
+
+/// An instance's report kept fresh in etcd by the test, as the instance's heartbeat would:
+/// `report` with its heartbeat stamped every 200 ms, `clock_ahead` past the real time.
+struct Reporter {
+    key: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Reporter {
+    async fn start(app: &TestApp, mut report: Value, clock_ahead: Duration) -> Self {
+        let node_id = report["node_id"].as_str().expect("a node id").to_owned();
+        let key = format!("{}/nodes/{node_id}", app.state.settings.etcd_prefix);
+        let mut etcd = etcd(app).await;
+        let task = {
+            let key = key.clone();
+            tokio::spawn(async move {
+                loop {
+                    report["heartbeat_at_us"] = (now_us() + clock_ahead.as_micros() as i64).into();
+                    etcd.put(key.as_str(), report.to_string(), None)
+                        .await
+                        .expect("write the report");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            })
+        };
+        Self { key, task }
+    }
+
+    /// Stops writing and removes the report, as a lease running out would.
+    async fn stop(self, app: &TestApp) {
+        self.task.abort();
+        let _ = self.task.await;
+        etcd(app)
+            .await
+            .delete(self.key.as_str(), None)
+            .await
+            .expect("remove the report");
+    }
+}
+
+#[tokio::test]
+async fn an_instance_behind_the_latest_switch_or_with_its_clock_ahead_makes_the_sale_not_ready() {
+    let app = spawn_app_with(|_| {}).await;
+    let sale = open_sale(&app, 10, 1).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    // A flip gives the deployment a switch revision to be behind of.
+    app.set_switch(&ops, "switches/deduction", "redis").await;
+    app.readiness_failing(&sre, &sale, &[]).await;
+    let report = own_report(&app).await;
+
+    // Another instance that stopped applying changes at revision 1.
+    let mut behind = report.clone();
+    behind["node_id"] = "laggard".into();
+    behind["applied_revision"] = 1.into();
+    behind["leader"] = false.into();
+    let laggard = Reporter::start(&app, behind, Duration::ZERO).await;
+    let lagging = app
+        .readiness_failing(&sre, &sale, &[Name::Propagation])
+        .await;
+    let propagation = detail(&lagging, Name::Propagation);
+    assert!(
+        propagation.contains("laggard at revision 1"),
+        "{propagation}"
+    );
+    laggard.stop(&app).await;
+    app.readiness_failing(&sre, &sale, &[]).await;
+
+    // Another instance, up to date, whose clock runs a second ahead of the database's.
+    let mut skewed = report;
+    skewed["node_id"] = "fast-clock".into();
+    skewed["leader"] = false.into();
+    let fast = Reporter::start(&app, skewed, Duration::from_secs(1)).await;
+    let ahead = app.readiness_failing(&sre, &sale, &[Name::Clocks]).await;
+    let clocks = detail(&ahead, Name::Clocks);
+    assert!(
+        clocks.contains("fast-clock wrote its report") && clocks.contains("ahead of the database"),
+        "{clocks}"
+    );
+    fast.stop(&app).await;
+    app.readiness_failing(&sre, &sale, &[]).await;
+}
+
+#[tokio::test]
+async fn an_event_the_relay_has_not_sent_makes_the_sale_not_ready_until_the_relay_runs() {
+    // No workers: no relay. The consumers are started by hand, so only the relay is missing.
+    let app = spawn_app_with(|settings| settings.workers = false).await;
+    let _create = create_order::spawn(&app.state);
+    let _pay_timeout = pay_timeout::spawn(&app.state);
+    let sale = open_sale(&app, 10, 1).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let (status, answer) = app.buy(1, "rq-1", &buy_body(&sale, 1)).await;
+    assert_eq!(status, 200, "{answer}");
+    app.readiness_failing(&sre, &sale, &[]).await;
+
+    // Its event's publish never confirmed: the row is still pending a minute later.
+    let reopened = sqlx::query(
+        "UPDATE outbox SET status = 'pending', sent_at = NULL,
+                created_at = now() - interval '1 minute', next_attempt_at = now()",
+    )
+    .execute(&app.db)
+    .await
+    .expect("reopen the row");
+    assert_eq!(reopened.rows_affected(), 1);
+    let waiting = app.readiness_failing(&sre, &sale, &[Name::Outbox]).await;
+    let outbox = detail(&waiting, Name::Outbox);
+    assert!(outbox.contains("past the relay's grace"), "{outbox}");
+
+    // The relay sends it again (the consumer applies it once); nothing waits any more.
+    let _relay = relay::spawn(&app.state);
+    app.readiness_failing(&sre, &sale, &[]).await;
+}
+
+#[tokio::test]
+async fn without_a_leader_elected_the_sale_is_not_ready_until_an_instance_campaigns() {
+    let app = spawn_app_with(|_| {}).await;
+    let sale = open_sale(&app, 10, 1).await;
+    let sre = app.caller(Role::Sre, None).await;
+    app.readiness_failing(&sre, &sale, &[]).await;
+
+    // The instance resigns the election; its report is kept fresh as its heartbeat would,
+    // so the election is all that is missing.
+    let mut report = own_report(&app).await;
+    report["leader"] = false.into();
+    let resigned = report["node_id"].as_str().expect("a node id").to_owned();
+    app.control.shutdown().await;
+    let heartbeat = Reporter::start(&app, report, Duration::ZERO).await;
+    let leaderless = app.readiness_failing(&sre, &sale, &[Name::Leader]).await;
+    assert!(
+        detail(&leaderless, Name::Leader).starts_with("no leader elected"),
+        "{}",
+        detail(&leaderless, Name::Leader)
+    );
+
+    // Another instance of the deployment campaigns and wins.
+    let _sibling = app.spawn_sibling(|_| {}).await;
+    let led = app.readiness_failing(&sre, &sale, &[]).await;
+    let leader = detail(&led, Name::Leader);
+    assert!(
+        leader.ends_with(" leads the singleton jobs") && !leader.starts_with(&resigned),
+        "{leader}"
+    );
+    heartbeat.stop(&app).await;
 }

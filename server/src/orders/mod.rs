@@ -26,7 +26,7 @@ pub mod mq;
 pub(crate) mod outbox;
 pub mod pay_timeout;
 pub(crate) mod recordings;
-pub(crate) mod relay;
+pub mod relay;
 pub(crate) mod release;
 pub(crate) mod release_scripts;
 pub(crate) mod routes;

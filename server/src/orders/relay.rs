@@ -23,8 +23,13 @@ use crate::{
 /// Rows published per claim.
 const RELAY_BATCH: i64 = 500;
 
+/// Starts the relay in the background; aborting the handle stops it.
+pub fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(run(state.clone()))
+}
+
 /// Runs the relay for as long as the task runs, while this instance leads.
-pub(crate) async fn run(state: AppState) {
+async fn run(state: AppState) {
     let interval = Duration::from_millis(state.settings.pipeline.relay_interval_ms.max(10));
     let mut leadership = state.leadership.clone();
     let mut warnings = QuietWarnings::new("outbox relay");

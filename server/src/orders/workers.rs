@@ -16,7 +16,7 @@ pub(crate) fn spawn(state: &AppState) -> Vec<JoinHandle<()>> {
     vec![
         create_order::spawn(state),
         dead_letters::spawn_sink(state),
-        tokio::spawn(relay::run(state.clone())),
+        relay::spawn(state),
         gauges::spawn(state),
         pay_timeout::spawn(state),
     ]
