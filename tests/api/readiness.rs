@@ -14,7 +14,7 @@ use crate::support::{
 use contract::{Readiness, ReadinessCheckName as Name, Role, SaleItem};
 use etcd_client::{Client, GetOptions};
 use seckill::{
-    infra::config::Settings,
+    infra::config::{DeductionMode, Settings},
     orders::{
         create_order,
         mq::{message::OrderCreated, topology::Outgoing},
@@ -81,6 +81,34 @@ impl TestApp {
     }
 }
 
+/// What ops do before the day: every fallback switch flipped away and back.
+async fn rehearse_switches(app: &TestApp, ops: &Caller, sale: &Sale) {
+    let entry = format!("switches/entry/{}", sale.activity_id);
+    for (path, fallback, sale_value) in [
+        (entry.as_str(), "closed", "open"),
+        ("switches/deduction", "db", "redis"),
+        ("switches/async", "record", "mq"),
+    ] {
+        app.set_switch(ops, path, fallback).await;
+        app.set_switch(ops, path, sale_value).await;
+    }
+    // Back on `redis`, the instance re-derives Redis from PostgreSQL before Redis serves
+    // again; a buy in between would deduct in PostgreSQL behind the re-derivation's back.
+    wait::until("Redis deducting again", PATIENCE, || async {
+        app.state.funnel.deduction.mode(DeductionMode::Redis) == DeductionMode::Redis
+    })
+    .await;
+}
+
+/// An open sale whose fallback switches have been rehearsed, with an ops and an SRE caller.
+async fn rehearsed_sale(app: &TestApp) -> (Sale, Caller, Caller) {
+    let sale = open_sale(app, 10, 1).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    rehearse_switches(app, &ops, &sale).await;
+    (sale, ops, sre)
+}
+
 fn detail(report: &Readiness, name: Name) -> String {
     report.check(name).expect("the check ran").detail.clone()
 }
@@ -90,9 +118,7 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
     // A Redis of its own: flushing the scripts of the shared one would break other tests.
     let redis = RedisInstance::start().await;
     let app = spawn_app_with(|settings| settings.redis_url = redis.url().into()).await;
-    let sale = open_sale(&app, 10, 1).await;
-    let ops = app.caller(Role::Ops, None).await;
-    let sre = app.caller(Role::Sre, None).await;
+    let (sale, ops, sre) = rehearsed_sale(&app).await;
     let ready = app.readiness_failing(&sre, &sale, &[]).await;
     assert_eq!(ready.checks.len(), Name::ALL.len());
     assert!(detail(&ready, Name::Switches).contains("switches/challenge = "));
@@ -121,7 +147,7 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
     let page = format!("/readiness?activity_id={}", sale.activity_id);
     let html = app.console_page(&page, &session).await;
     assert!(html.contains(r#"data-ready="false""#), "{html}");
-    assert!(html.contains("NO-GO: 1 of 11 checks fail"), "{html}");
+    assert!(html.contains("NO-GO: 1 of 12 checks fail"), "{html}");
     let first_row = html.find("<tr data-check=").expect("check rows");
     assert!(
         html[first_row..].starts_with(r#"<tr data-check="stock" data-ok="false""#),
@@ -130,7 +156,7 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
     app.prewarm(&ops, &sale).await;
     app.readiness_failing(&sre, &sale, &[]).await;
     let html = app.console_page(&page, &session).await;
-    assert!(html.contains("GO: all 11 checks pass"), "{html}");
+    assert!(html.contains("GO: all 12 checks pass"), "{html}");
 
     // The scripts flushed: the check lists what is missing; a pre-warm loads them again.
     let _: () = redis::cmd("SCRIPT")
@@ -179,8 +205,7 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
 #[tokio::test]
 async fn without_consumers_the_sale_is_not_ready_until_they_attach() {
     let app = spawn_app_with(|settings| settings.workers = false).await;
-    let sale = open_sale(&app, 10, 1).await;
-    let sre = app.caller(Role::Sre, None).await;
+    let (sale, _ops, sre) = rehearsed_sale(&app).await;
     let stopped = app.readiness_failing(&sre, &sale, &[Name::Consumers]).await;
     let consumers = detail(&stopped, Name::Consumers);
     assert!(consumers.contains("no consumer on"), "{consumers}");
@@ -192,9 +217,7 @@ async fn without_consumers_the_sale_is_not_ready_until_they_attach() {
 #[tokio::test]
 async fn a_dead_letter_makes_the_sale_not_ready_until_it_is_requeued() {
     let app = spawn_app_with(|_| {}).await;
-    let sale = open_sale(&app, 10, 1).await;
-    let ops = app.caller(Role::Ops, None).await;
-    let sre = app.caller(Role::Sre, None).await;
+    let (sale, ops, sre) = rehearsed_sale(&app).await;
     app.readiness_failing(&sre, &sale, &[]).await;
 
     // A real order's create-order event, dead-lettered as the queue's delivery limit would.
@@ -245,9 +268,7 @@ fn no_automatic_reconciliation(settings: &mut Settings) {
 #[tokio::test]
 async fn a_lost_buyer_record_or_bloom_filter_makes_the_sale_not_ready_until_it_is_prewarmed() {
     let app = spawn_app_with(no_automatic_reconciliation).await;
-    let sale = open_sale(&app, 10, 1).await;
-    let ops = app.caller(Role::Ops, None).await;
-    let sre = app.caller(Role::Sre, None).await;
+    let (sale, ops, sre) = rehearsed_sale(&app).await;
     let (status, answer) = app.buy(1, "rq-1", &buy_body(&sale, 1)).await;
     assert_eq!(status, 200, "{answer}");
     let ready = app.readiness_failing(&sre, &sale, &[]).await;
@@ -366,9 +387,7 @@ impl Reporter {
 #[tokio::test]
 async fn an_instance_behind_the_latest_switch_or_with_its_clock_ahead_makes_the_sale_not_ready() {
     let app = spawn_app_with(|_| {}).await;
-    let sale = open_sale(&app, 10, 1).await;
-    let ops = app.caller(Role::Ops, None).await;
-    let sre = app.caller(Role::Sre, None).await;
+    let (sale, ops, sre) = rehearsed_sale(&app).await;
     // A flip gives the deployment a switch revision to be behind of.
     app.set_switch(&ops, "switches/deduction", "redis").await;
     app.readiness_failing(&sre, &sale, &[]).await;
@@ -412,8 +431,7 @@ async fn an_event_the_relay_has_not_sent_makes_the_sale_not_ready_until_the_rela
     let app = spawn_app_with(|settings| settings.workers = false).await;
     let _create = create_order::spawn(&app.state);
     let _pay_timeout = pay_timeout::spawn(&app.state);
-    let sale = open_sale(&app, 10, 1).await;
-    let sre = app.caller(Role::Sre, None).await;
+    let (sale, _ops, sre) = rehearsed_sale(&app).await;
     let (status, answer) = app.buy(1, "rq-1", &buy_body(&sale, 1)).await;
     assert_eq!(status, 200, "{answer}");
     app.readiness_failing(&sre, &sale, &[]).await;
@@ -439,8 +457,7 @@ async fn an_event_the_relay_has_not_sent_makes_the_sale_not_ready_until_the_rela
 #[tokio::test]
 async fn without_a_leader_elected_the_sale_is_not_ready_until_an_instance_campaigns() {
     let app = spawn_app_with(|_| {}).await;
-    let sale = open_sale(&app, 10, 1).await;
-    let sre = app.caller(Role::Sre, None).await;
+    let (sale, _ops, sre) = rehearsed_sale(&app).await;
     app.readiness_failing(&sre, &sale, &[]).await;
 
     // The instance resigns the election; its report is kept fresh as its heartbeat would,
@@ -457,13 +474,58 @@ async fn without_a_leader_elected_the_sale_is_not_ready_until_an_instance_campai
         detail(&leaderless, Name::Leader)
     );
 
-    // Another instance of the deployment campaigns and wins.
-    let _sibling = app.spawn_sibling(|_| {}).await;
-    let led = app.readiness_failing(&sre, &sale, &[]).await;
+    // Another instance of the deployment campaigns and wins; the resigned one leaves. The
+    // newcomer has not seen the switches rehearsed: that alone is left to do.
+    let sibling = app.spawn_sibling(|_| {}).await;
+    heartbeat.stop(&app).await;
+    let led = sibling
+        .readiness_failing(&sre, &sale, &[Name::SwitchesRehearsed])
+        .await;
     let leader = detail(&led, Name::Leader);
     assert!(
         leader.ends_with(" leads the singleton jobs") && !leader.starts_with(&resigned),
         "{leader}"
     );
-    heartbeat.stop(&app).await;
+}
+
+#[tokio::test]
+async fn the_fallback_switches_must_be_rehearsed_since_the_newest_instance_started() {
+    let app = spawn_app_with(|_| {}).await;
+    let sale = open_sale(&app, 10, 1).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let fresh = app
+        .readiness_failing(&sre, &sale, &[Name::SwitchesRehearsed])
+        .await;
+    let wanted = "flip switches/entry to closed and back, switches/deduction to db and back, switches/async to record and back";
+    assert!(
+        detail(&fresh, Name::SwitchesRehearsed).contains(wanted),
+        "{}",
+        detail(&fresh, Name::SwitchesRehearsed)
+    );
+
+    // Half a drill is no drill: the deduction falls back and comes back, the rest waits.
+    app.set_switch(&ops, "switches/deduction", "db").await;
+    app.set_switch(&ops, "switches/deduction", "redis").await;
+    let half = app
+        .readiness_failing(&sre, &sale, &[Name::SwitchesRehearsed])
+        .await;
+    let left = detail(&half, Name::SwitchesRehearsed);
+    assert!(!left.contains("switches/deduction to db"), "{left}");
+    assert!(left.contains("switches/async to record and back"), "{left}");
+
+    rehearse_switches(&app, &ops, &sale).await;
+    let drilled = app.readiness_failing(&sre, &sale, &[]).await;
+    assert!(
+        detail(&drilled, Name::SwitchesRehearsed).contains("switches/async record at"),
+        "{}",
+        detail(&drilled, Name::SwitchesRehearsed)
+    );
+
+    // A new instance joins: it has not applied the drill, so the drill is due again.
+    let sibling = app.spawn_sibling(|_| {}).await;
+    app.readiness_failing(&sre, &sale, &[Name::SwitchesRehearsed])
+        .await;
+    rehearse_switches(&sibling, &ops, &sale).await;
+    app.readiness_failing(&sre, &sale, &[]).await;
 }

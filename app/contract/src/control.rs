@@ -98,6 +98,9 @@ pub struct NodeState {
     pub leader: bool,
     pub heartbeat_at: DateTime<Utc>,
     pub synced_ago_ms: Option<u64>,
+    /// When the instance's process started (absent from instances that do not say).
+    #[serde(default)]
+    pub started_at: Option<DateTime<Utc>>,
 }
 
 /// `PUT /admin/api/switches/{path}`: a new value with the reason for it.

@@ -17,6 +17,9 @@ pub enum ReadinessCheckName {
     Scripts,
     /// Entry open, deduction `redis`, async `mq`; challenge reported. Each with its last flip.
     Switches,
+    /// Each fallback switch (entry, deduction, async) flipped away and back since the
+    /// newest live instance started, so the day's switches are known to work.
+    SwitchesRehearsed,
     /// Every live instance applied the latest switch revision.
     Propagation,
     /// Consumers attached to the create-order and pay-timeout queues.
@@ -32,12 +35,13 @@ pub enum ReadinessCheckName {
 }
 
 impl ReadinessCheckName {
-    pub const ALL: [ReadinessCheckName; 11] = [
+    pub const ALL: [ReadinessCheckName; 12] = [
         Self::Stock,
         Self::BuyerRecords,
         Self::Bloom,
         Self::Scripts,
         Self::Switches,
+        Self::SwitchesRehearsed,
         Self::Propagation,
         Self::Consumers,
         Self::DeadLetters,
@@ -53,6 +57,7 @@ impl ReadinessCheckName {
             Self::Bloom => "bloom",
             Self::Scripts => "scripts",
             Self::Switches => "switches",
+            Self::SwitchesRehearsed => "switches_rehearsed",
             Self::Propagation => "propagation",
             Self::Consumers => "consumers",
             Self::DeadLetters => "dead_letters",

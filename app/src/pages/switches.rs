@@ -403,6 +403,7 @@ mod tests {
             connected: true,
             leader: false,
             heartbeat_at: chrono::Utc::now(),
+            started_at: None,
             synced_ago_ms: Some(10),
         }
     }

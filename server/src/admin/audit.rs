@@ -76,9 +76,9 @@ pub(crate) async fn record_external(
     Ok(stored.rows_affected() == 1)
 }
 
-/// The latest flip of a switch, as `switch_audit` has it.
+/// One flip of a switch, as `switch_audit` has it.
 #[derive(Clone, Debug, sqlx::FromRow)]
-pub(crate) struct LastFlip {
+pub(crate) struct SwitchFlip {
     pub(crate) path: String,
     pub(crate) actor: String,
     pub(crate) old_value: Option<String>,
@@ -88,13 +88,30 @@ pub(crate) struct LastFlip {
 }
 
 /// The latest flip of each of `paths` that was ever flipped.
-pub(crate) async fn last_flips(db: &PgPool, paths: &[String]) -> sqlx::Result<Vec<LastFlip>> {
+pub(crate) async fn last_flips(db: &PgPool, paths: &[String]) -> sqlx::Result<Vec<SwitchFlip>> {
     sqlx::query_as(
         "SELECT DISTINCT ON (path) path, actor, old_value, new_value, reason, created_at AS at
          FROM switch_audit WHERE path = ANY($1)
          ORDER BY path, created_at DESC, id DESC",
     )
     .bind(paths)
+    .fetch_all(db)
+    .await
+}
+
+/// Every flip of `paths` made at or after `since`, oldest first.
+pub(crate) async fn flips_since(
+    db: &PgPool,
+    paths: &[String],
+    since: DateTime<Utc>,
+) -> sqlx::Result<Vec<SwitchFlip>> {
+    sqlx::query_as(
+        "SELECT path, actor, old_value, new_value, reason, created_at AS at
+         FROM switch_audit WHERE path = ANY($1) AND created_at >= $2
+         ORDER BY created_at, id",
+    )
+    .bind(paths)
+    .bind(since)
     .fetch_all(db)
     .await
 }

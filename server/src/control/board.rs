@@ -423,6 +423,7 @@ fn node_state(report: NodeReport) -> NodeState {
         connected: report.connected,
         leader: report.leader,
         synced_ago_ms: report.synced_ago_ms,
+        started_at: report.started_at_us.map(from_micros),
     }
 }
 

@@ -25,6 +25,10 @@ pub(crate) struct NodeReport {
     pub(crate) address: String,
     /// Wall-clock microseconds since the epoch when this report was written.
     pub(crate) heartbeat_at_us: i64,
+    /// Wall-clock microseconds since the epoch when the process started; absent from the
+    /// reports of instances built before it was reported.
+    #[serde(default)]
+    pub(crate) started_at_us: Option<i64>,
     /// Every change up to this revision is applied.
     pub(crate) applied_revision: i64,
     /// The instance's watch is open.
@@ -65,6 +69,7 @@ fn current_report(state: &AppState, address: &str) -> NodeReport {
         node_id: state.control.node_id().to_owned(),
         address: address.to_owned(),
         heartbeat_at_us: now_us(),
+        started_at_us: Some(state.control.started_at_us()),
         applied_revision: sync.applied_revision,
         connected: sync.connected,
         synced_ago_ms: sync.synced_ago().map(|ago| ago.as_millis() as u64),
@@ -231,6 +236,7 @@ mod tests {
             node_id: "n1".into(),
             address: "127.0.0.1:1".into(),
             heartbeat_at_us: 0,
+            started_at_us: None,
             applied_revision,
             connected: true,
             synced_ago_ms: Some(5),

@@ -56,6 +56,9 @@ pub(crate) struct ControlStatus(Arc<Inner>);
 
 struct Inner {
     node_id: String,
+    /// Wall-clock microseconds since the epoch when this process made its state: a switch
+    /// rehearsal counts only if every live instance was running when it happened.
+    started_at_us: i64,
     /// True while this process runs the control plane (not in the CLI).
     running: AtomicBool,
     sync: Mutex<SyncState>,
@@ -67,6 +70,7 @@ impl ControlStatus {
     pub(crate) fn new(settings: &ControlSettings) -> Self {
         Self(Arc::new(Inner {
             node_id: settings.node_id.clone().unwrap_or_else(generated_node_id),
+            started_at_us: super::layout::now_us(),
             running: AtomicBool::new(false),
             sync: Mutex::new(SyncState {
                 connected: false,
@@ -82,6 +86,11 @@ impl ControlStatus {
 
     pub(crate) fn node_id(&self) -> &str {
         &self.0.node_id
+    }
+
+    /// When this instance started, as its reports say.
+    pub(crate) fn started_at_us(&self) -> i64 {
+        self.0.started_at_us
     }
 
     pub(crate) fn running(&self) -> bool {

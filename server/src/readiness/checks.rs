@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use contract::{ReadinessCheck, ReadinessCheckName as Name};
 use std::time::Duration;
 
-use crate::admin::audit::LastFlip;
+use crate::admin::audit::SwitchFlip;
 
 /// Largest clock difference with the database a sale tolerates.
 pub(crate) const CLOCK_TOLERANCE_MS: f64 = 100.0;
@@ -193,10 +193,10 @@ pub(crate) struct SwitchState {
     pub(crate) value: String,
     /// `None`: either value is fine, only reported (the challenge).
     pub(crate) expected: Option<&'static str>,
-    pub(crate) last_flip: Option<LastFlip>,
+    pub(crate) last_flip: Option<SwitchFlip>,
 }
 
-fn flipped(flip: Option<&LastFlip>) -> String {
+fn flipped(flip: Option<&SwitchFlip>) -> String {
     match flip {
         None => "never flipped".into(),
         Some(flip) => format!(
@@ -248,6 +248,87 @@ pub(crate) fn switches(states: &[SwitchState], etcd_error: Option<&str>) -> Read
         wrong.is_empty() && etcd_error.is_none(),
         detail,
     )
+}
+
+/// One fallback an operator may need on the day: the switches that carry it, the value a
+/// sale runs with and the value it falls back to.
+pub(crate) struct Fallback {
+    /// Any of these rehearses it (the entry: the platform's or this activity's own).
+    pub(crate) paths: Vec<String>,
+    pub(crate) sale_value: &'static str,
+    pub(crate) fallback_value: &'static str,
+}
+
+/// The first flip of one of the fallback's switches away from the sale's value, and the
+/// first later flip of that same switch back to it. `flips` are oldest first.
+fn rehearsal_of<'f>(
+    fallback: &Fallback,
+    flips: &'f [SwitchFlip],
+) -> Option<(&'f SwitchFlip, &'f SwitchFlip)> {
+    flips.iter().enumerate().find_map(|(i, away)| {
+        if !fallback.paths.contains(&away.path) || away.new_value == fallback.sale_value {
+            return None;
+        }
+        flips[i + 1..]
+            .iter()
+            .find(|back| back.path == away.path && back.new_value == fallback.sale_value)
+            .map(|back| (away, back))
+    })
+}
+
+/// `newest`: the live instance that started last, and when (`None`: no instance says).
+/// `flips`: every flip of the fallbacks' switches since then, oldest first. A rehearsal
+/// counts only when every instance serving now was running to apply it.
+pub(crate) fn switches_rehearsed(
+    fallbacks: &[Fallback],
+    flips: &[SwitchFlip],
+    newest: Option<(&str, DateTime<Utc>)>,
+) -> ReadinessCheck {
+    let Some((node, started)) = newest else {
+        return verdict(
+            Name::SwitchesRehearsed,
+            false,
+            "no live instance reports when it started, so no rehearsal can be dated: is any server running and connected?".into(),
+        );
+    };
+    let since = format!(
+        "since {node}, the newest instance, started at {}",
+        started.format("%Y-%m-%d %H:%M:%S UTC")
+    );
+    let time = |flip: &SwitchFlip| flip.at.format("%H:%M:%S").to_string();
+    let mut rehearsed = Vec::new();
+    let mut missing = Vec::new();
+    for fallback in fallbacks {
+        match rehearsal_of(fallback, flips) {
+            Some((away, back)) => rehearsed.push(format!(
+                "{} {} at {}, back at {}",
+                away.path,
+                away.new_value,
+                time(away),
+                time(back)
+            )),
+            None => missing.push(format!(
+                "{} to {} and back",
+                fallback.paths[0], fallback.fallback_value
+            )),
+        }
+    }
+    if missing.is_empty() {
+        verdict(
+            Name::SwitchesRehearsed,
+            true,
+            format!("{since}: {}", rehearsed.join("; ")),
+        )
+    } else {
+        verdict(
+            Name::SwitchesRehearsed,
+            false,
+            format!(
+                "not rehearsed {since}: flip {} while no buyer is waiting (the switch board shows each instance applying it)",
+                missing.join(", ")
+            ),
+        )
+    }
 }
 
 /// `latest`: the newest revision of any switch or limit in etcd; `nodes`: each live
@@ -467,6 +548,85 @@ mod tests {
         probe.absent.clear();
         probe.gone = true;
         assert!(!bloom(&probe).ok);
+    }
+
+    fn fallbacks() -> Vec<Fallback> {
+        vec![
+            Fallback {
+                paths: vec!["switches/entry".into(), "switches/entry/7".into()],
+                sale_value: "open",
+                fallback_value: "closed",
+            },
+            Fallback {
+                paths: vec!["switches/deduction".into()],
+                sale_value: "redis",
+                fallback_value: "db",
+            },
+        ]
+    }
+
+    fn flip(path: &str, new_value: &str, second: u32) -> SwitchFlip {
+        SwitchFlip {
+            path: path.into(),
+            actor: "ops".into(),
+            old_value: None,
+            new_value: new_value.into(),
+            reason: "drill".into(),
+            at: DateTime::from_timestamp(1_764_600_000 + i64::from(second), 0).expect("a time"),
+        }
+    }
+
+    #[test]
+    fn every_fallback_must_be_flipped_away_and_back_on_the_same_switch() {
+        let started = DateTime::from_timestamp(1_764_600_000, 0).expect("a time");
+        let newest = Some(("node-b", started));
+        let drilled = [
+            flip("switches/deduction", "db", 1),
+            flip("switches/entry/7", "closed", 2),
+            flip("switches/deduction", "redis", 3),
+            flip("switches/entry/7", "open", 4),
+        ];
+        let check = switches_rehearsed(&fallbacks(), &drilled, newest);
+        assert!(check.ok, "{}", check.detail);
+        assert!(
+            check.detail.contains("switches/entry/7 closed at"),
+            "{}",
+            check.detail
+        );
+
+        // Away and never back, back on another switch, or only ever set to the sale's value.
+        for flips in [
+            &drilled[..3],
+            &[
+                flip("switches/deduction", "db", 1),
+                flip("switches/deduction", "redis", 2),
+                flip("switches/entry", "closed", 3),
+                flip("switches/entry/7", "open", 4),
+            ][..],
+            &[
+                flip("switches/deduction", "redis", 1),
+                flip("switches/entry", "open", 2),
+            ][..],
+        ] {
+            let check = switches_rehearsed(&fallbacks(), flips, newest);
+            assert!(!check.ok, "{flips:?}");
+            assert!(
+                check
+                    .detail
+                    .contains("flip switches/entry to closed and back"),
+                "{}",
+                check.detail
+            );
+        }
+        let undrilled = switches_rehearsed(&fallbacks(), &[], newest);
+        assert!(
+            undrilled
+                .detail
+                .contains("switches/deduction to db and back"),
+            "{}",
+            undrilled.detail
+        );
+        assert!(!switches_rehearsed(&fallbacks(), &drilled, None).ok);
     }
 
     #[test]

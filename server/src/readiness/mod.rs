@@ -162,9 +162,14 @@ async fn control_checks(state: &AppState, activity_id: i64) -> Vec<ReadinessChec
     let board = match Board::of(state).read().await {
         Ok(board) => board,
         Err(error) => {
-            return [Name::Switches, Name::Propagation, Name::Clocks]
-                .map(|name| checks::unreadable(name, "the switch board", &error))
-                .into();
+            return [
+                Name::Switches,
+                Name::SwitchesRehearsed,
+                Name::Propagation,
+                Name::Clocks,
+            ]
+            .map(|name| checks::unreadable(name, "the switch board", &error))
+            .into();
         }
     };
     let wanted: [(SwitchKey, Option<&'static str>); 5] = [
@@ -198,6 +203,7 @@ async fn control_checks(state: &AppState, activity_id: i64) -> Vec<ReadinessChec
         }
         Err(error) => checks::unreadable(Name::Switches, "the switch audit", error),
     };
+    let rehearsed = rehearsal_check(state, activity_id, &board).await;
     let propagation = if let Some(error) = &board.etcd.error {
         checks::unreadable(Name::Propagation, "etcd", error)
     } else {
@@ -226,7 +232,52 @@ async fn control_checks(state: &AppState, activity_id: i64) -> Vec<ReadinessChec
         }
         Err(error) => checks::unreadable(Name::Clocks, "the database's clock", error),
     };
-    vec![switches, propagation, clocks]
+    vec![switches, rehearsed, propagation, clocks]
+}
+
+/// The fallbacks of a sale, each flipped away and back since the newest live instance
+/// started (the switch audit in PostgreSQL has the flips, the board the instances).
+async fn rehearsal_check(
+    state: &AppState,
+    activity_id: i64,
+    board: &contract::SwitchBoard,
+) -> ReadinessCheck {
+    let fallbacks = [
+        checks::Fallback {
+            paths: vec![
+                SwitchKey::Entry.path(),
+                SwitchKey::ActivityEntry(activity_id).path(),
+            ],
+            sale_value: "open",
+            fallback_value: "closed",
+        },
+        checks::Fallback {
+            paths: vec![SwitchKey::Deduction.path()],
+            sale_value: "redis",
+            fallback_value: "db",
+        },
+        checks::Fallback {
+            paths: vec![SwitchKey::Async.path()],
+            sale_value: "mq",
+            fallback_value: "record",
+        },
+    ];
+    let newest = board
+        .nodes
+        .iter()
+        .filter_map(|node| Some((node.node_id.as_str(), node.started_at?)))
+        .max_by_key(|(_, started)| *started);
+    let Some((_, since)) = newest else {
+        return checks::switches_rehearsed(&fallbacks, &[], None);
+    };
+    let paths: Vec<String> = fallbacks
+        .iter()
+        .flat_map(|fallback| fallback.paths.iter().cloned())
+        .collect();
+    match audit::flips_since(&state.db, &paths, since).await {
+        Ok(flips) => checks::switches_rehearsed(&fallbacks, &flips, newest),
+        Err(error) => checks::unreadable(Name::SwitchesRehearsed, "the switch audit", error),
+    }
 }
 
 /// The database's clock against this process's, read around one query.
