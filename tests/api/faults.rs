@@ -15,7 +15,7 @@ use crate::reconcile::{classes, quick_reconcile};
 use crate::support::{
     app::{isolated_settings, json, serve, spawn_app_with, TestApp},
     etcd::EtcdInstance,
-    fixtures::{buy_body, open_sale, order_id, storm, Sale},
+    fixtures::{buy_body, open_sale, order_id, Sale},
     postgres_server::PostgresInstance,
     proxy::{self, Proxy},
     rabbitmq_server::RabbitInstance,
@@ -616,17 +616,21 @@ async fn the_leader_killed_during_the_pay_timeout_scan_is_replaced_and_each_orde
     let app = serve(settings).await;
     assert!(!app.state.leadership.is_leader());
     let sale = open_sale(&app, TIMEOUT_STOCK, 1).await;
-    let requests = (1..=TIMEOUT_STOCK)
-        .map(|user| (user, format!("t-{user}")))
-        .collect();
-    let bought = storm(&app, &sale, requests, 32).await;
-    let orders: Vec<(i64, uuid::Uuid)> = bought
-        .iter()
-        .map(|(user, status, answer)| {
-            assert_eq!(*status, 200, "{answer}");
-            (*user, order_id(answer))
+    // One unit for each buyer, each retrying a momentary refusal as the storm's buyers do.
+    let seen = Mutex::new(Answers::default());
+    let orders: Vec<(i64, uuid::Uuid)> = stream::iter(1..=TIMEOUT_STOCK)
+        .map(|user| {
+            let seen = &seen;
+            let app = &app;
+            async move {
+                let (status, answer) = buyer(app, &sale, user, seen).await;
+                assert_eq!(status, 200, "{answer}");
+                (user, order_id(&answer))
+            }
         })
-        .collect();
+        .buffer_unordered(32)
+        .collect()
+        .await;
     let ids: Vec<uuid::Uuid> = orders.iter().map(|(_, id)| *id).collect();
     app.all_reach(&ids, "UNPAID").await;
     let paying: Vec<(u16, Value)> = stream::iter(&orders[..PAID])
