@@ -6,20 +6,26 @@
 //! whole stock sold. Each test breaks a private instance (or a proxy) of its own, never the
 //! shared service, and prints its row of the README's reliability table (run with
 //! `--nocapture` to read them).
+//!
+//! The pay timeout has its own fault: the leader instance (a `seckill serve` process)
+//! SIGKILLed while its scan closes expired orders; the other instance takes the lease over
+//! and finishes, each order closed and its units given back exactly once.
 
-use crate::reconcile::quick_reconcile;
+use crate::reconcile::{classes, quick_reconcile};
 use crate::support::{
-    app::{json, spawn_app_with, TestApp},
+    app::{isolated_settings, json, serve, spawn_app_with, TestApp},
     etcd::EtcdInstance,
     fixtures::{buy_body, open_sale, order_id, Sale},
     postgres_server::PostgresInstance,
     proxy::{self, Proxy},
+    rabbitmq_server::RabbitInstance,
     redis_server::RedisInstance,
+    serve_process::ServeProcess,
     wait::{self, PATIENCE},
 };
 use contract::Role;
 use futures::{stream, StreamExt};
-use seckill::infra::config::Settings;
+use seckill::infra::config::{DeductionMode, Settings};
 use secrecy::ExposeSecret;
 use serde_json::Value;
 use std::{
@@ -200,7 +206,11 @@ async fn promises_kept(app: &TestApp, sale: &Sale, storm: &Storm, fault: &Fault,
     let sre = app.caller(Role::Sre, None).await;
     wait::until("Redis and PostgreSQL agree", PATIENCE, || async {
         let ledger = app.ledger_item(&sre, sale).await;
-        ledger["drift"] == 0 && ledger["in_flight"] == 0
+        if ledger["drift"] == 0 && ledger["in_flight"] == 0 {
+            Ok(())
+        } else {
+            Err(ledger)
+        }
     })
     .await;
     assert_eq!(app.redis_stock(sale).await, STOCK - held);
@@ -264,41 +274,122 @@ fn sale_settings(settings: &mut Settings) {
     settings.pipeline.relay_interval_ms = 100;
 }
 
-#[tokio::test]
-async fn postgresql_killed_mid_storm_loses_nothing_and_fails_no_buyer() {
-    let mut postgres = PostgresInstance::start().await;
+/// An app on a private PostgreSQL, so that PostgreSQL can be killed.
+async fn app_on(postgres: &PostgresInstance) -> TestApp {
     let url = postgres.create_database("seckill").await;
-    let app = spawn_app_with(|settings| {
+    spawn_app_with(|settings| {
         sale_settings(settings);
         settings.database_url = url.into();
         // The default grace: the test's short one would let reconciliation void the
         // batches the writer is still retrying once PostgreSQL is back.
         settings.reconcile.marker_grace_ms = Settings::default().reconcile.marker_grace_ms;
     })
-    .await;
+    .await
+}
+
+/// PostgreSQL SIGKILLed and down for three seconds, as a database failing over would be,
+/// then restarted (through its crash recovery).
+async fn postgresql_killed(postgres: &mut PostgresInstance, app: &TestApp, sale: &Sale) -> Fault {
+    let fault = Fault::strikes();
+    postgres.kill().await;
+    // Past the activity cache's lifetime, a buyer reading the activity gets it (from
+    // memory) while the database is still down.
+    let reading = async {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        json(
+            app.get(&format!("/api/activities/{}", sale.activity_id), None)
+                .await,
+        )
+        .await
+    };
+    let ((status, body), ()) = tokio::join!(reading, tokio::time::sleep(Duration::from_secs(3)));
+    assert_eq!(status, 200, "the activity while PostgreSQL is away: {body}");
+    postgres.restart().await;
+    fault.ends()
+}
+
+#[tokio::test]
+async fn postgresql_killed_mid_storm_loses_nothing_and_fails_no_buyer() {
+    let mut postgres = PostgresInstance::start().await;
+    let app = app_on(&postgres).await;
     let sale = open_sale(&app, STOCK, 1).await;
-    let storm = survives(&app, &sale, "PostgreSQL SIGKILL", async {
-        let fault = Fault::strikes();
-        postgres.kill().await;
-        // Down for three seconds, as a database failing over would be. Past the activity
-        // cache's lifetime, a buyer reading the activity gets it (from memory) while the
-        // database is still down.
-        let reading = async {
-            tokio::time::sleep(Duration::from_millis(1_500)).await;
-            json(
-                app.get(&format!("/api/activities/{}", sale.activity_id), None)
-                    .await,
-            )
-            .await
-        };
-        let ((status, body), ()) =
-            tokio::join!(reading, tokio::time::sleep(Duration::from_secs(3)));
-        assert_eq!(status, 200, "the activity while PostgreSQL is away: {body}");
-        postgres.restart().await;
-        fault.ends()
-    })
+    let storm = survives(
+        &app,
+        &sale,
+        "PostgreSQL SIGKILL",
+        postgresql_killed(&mut postgres, &app, &sale),
+    )
     .await;
     // The pre-order writer waits for the database and tries again: no buyer saw it.
+    no_buyer_failed(&storm);
+}
+
+/// Flips `switches/deduction` to `mode` as ops, and waits until the instance deducts there
+/// (back on `redis`: once the hand-over has re-derived Redis from PostgreSQL).
+async fn deduct_in(app: &TestApp, mode: DeductionMode, reason: &str) {
+    let ops = app.caller(Role::Ops, None).await;
+    let value = match mode {
+        DeductionMode::Redis => "redis",
+        DeductionMode::Db => "db",
+    };
+    let (status, body) = app
+        .flip(
+            &ops,
+            "switches/deduction",
+            &serde_json::json!({ "value": value, "reason": reason }),
+            Some(5_000),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    wait::until(
+        &format!("the instance deducts in {value}"),
+        PATIENCE,
+        || async {
+            app.state
+                .funnel
+                .deduction
+                .mode(app.state.switches.current().deduction)
+                == mode
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn postgresql_killed_mid_storm_with_deduction_on_db_loses_nothing() {
+    let mut postgres = PostgresInstance::start().await;
+    let app = app_on(&postgres).await;
+    let sale = open_sale(&app, STOCK, 1).await;
+    // Deducting in PostgreSQL itself (what ops choose when Redis is sick), so the
+    // database that goes away is the one that decides every buy.
+    deduct_in(&app, DeductionMode::Db, "Redis is sick").await;
+    let (storm, fault) =
+        storm_through(&app, &sale, postgresql_killed(&mut postgres, &app, &sale)).await;
+    // Redis is left alone while the database deducts: the leader's reconciliation does not
+    // count its distance from PostgreSQL as drift (the drift alert would page the operator
+    // who chose the database path) ...
+    let passes = app.metric("seckill_reconcile_passes_total").await;
+    wait::until(
+        "two reconciliation passes after the storm",
+        PATIENCE,
+        || async { app.metric("seckill_reconcile_passes_total").await >= passes + 2.0 },
+    )
+    .await;
+    assert_eq!(
+        app.metric("seckill_stock_drift_units").await,
+        0.0,
+        "no drift exported while the database deducts"
+    );
+    // ... and the flip back re-derives it: from then on it must agree with PostgreSQL.
+    deduct_in(&app, DeductionMode::Redis, "Redis is well again").await;
+    promises_kept(
+        &app,
+        &sale,
+        &storm,
+        &fault,
+        "PostgreSQL SIGKILL, deduction on db",
+    )
+    .await;
     no_buyer_failed(&storm);
 }
 
@@ -366,6 +457,40 @@ async fn rabbitmq_cut_off_mid_storm_delays_orders_and_loses_none() {
     .await;
     // The outbox carries the orders: buyers never wait for the broker.
     no_buyer_failed(&storm);
+}
+
+#[tokio::test]
+async fn rabbitmq_killed_mid_storm_delays_orders_and_loses_none() {
+    let booting = Instant::now();
+    let mut rabbit = RabbitInstance::start().await;
+    let boot = booting.elapsed();
+    let url = rabbit.url();
+    let app = spawn_app_with(|settings| {
+        sale_settings(settings);
+        settings.amqp_url = url.into();
+        settings.pipeline.confirm_timeout_ms = 1_000;
+    })
+    .await;
+    let sale = open_sale(&app, STOCK, 1).await;
+    let storm = survives(
+        &app,
+        &sale,
+        "RabbitMQ SIGKILL (beam.smp), restarted on its data",
+        async {
+            let fault = Fault::strikes();
+            rabbit.kill().await;
+            // Down for as long as the broker takes to boot and recover its queues.
+            rabbit.restart().await;
+            fault.ends()
+        },
+    )
+    .await;
+    // The outbox carries the orders: buyers never wait for the broker.
+    no_buyer_failed(&storm);
+    eprintln!(
+        "FAULT | the private broker's first boot took {} ms",
+        boot.as_millis()
+    );
 }
 
 #[tokio::test]
@@ -474,4 +599,186 @@ async fn etcd_without_quorum_mid_storm_refuses_flips_and_serves_every_buyer() {
         }
     })
     .await;
+}
+
+/// Units of the pay-timeout test's sale, one per buyer, every one sold.
+const TIMEOUT_STOCK: i64 = 1_000;
+/// Of them, paid before the deadline: the rest time out.
+const PAID: usize = 150;
+
+/// Counts of the sale's orders in one statement (`$1`: the activity).
+async fn count_orders(app: &TestApp, sale: &Sale, sql: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .bind(sale.activity_id)
+        .fetch_one(&app.db)
+        .await
+        .expect("count")
+}
+
+#[tokio::test]
+async fn the_leader_killed_during_the_pay_timeout_scan_is_replaced_and_each_order_closed_once() {
+    let mut settings = isolated_settings().await;
+    sale_settings(&mut settings);
+    // A dead leader is replaced within a lease TTL.
+    settings.control.lease_ttl_s = 2;
+    settings.payment.delay_ms = 20;
+    let client = reqwest::Client::new();
+    // The instance that will die, a process of its own, starts first and leads; the one in
+    // this test's process campaigns behind it.
+    let mut leader = ServeProcess::start(&settings, &client).await;
+    wait::until("the process leads", PATIENCE, || leader.leads(&client)).await;
+    let app = serve(settings).await;
+    assert!(!app.state.leadership.is_leader());
+    let sale = open_sale(&app, TIMEOUT_STOCK, 1).await;
+    // One unit for each buyer, each retrying a momentary refusal as the storm's buyers do.
+    let seen = Mutex::new(Answers::default());
+    let orders: Vec<(i64, uuid::Uuid)> = stream::iter(1..=TIMEOUT_STOCK)
+        .map(|user| {
+            let seen = &seen;
+            let app = &app;
+            async move {
+                let (status, answer) = buyer(app, &sale, user, seen).await;
+                assert_eq!(status, 200, "{answer}");
+                (user, order_id(&answer))
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    let ids: Vec<uuid::Uuid> = orders.iter().map(|(_, id)| *id).collect();
+    app.all_reach(&ids, "UNPAID").await;
+    let paying: Vec<(u16, Value)> = stream::iter(&orders[..PAID])
+        .map(|(user, order)| app.pay(*user, *order))
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    assert!(
+        paying.iter().all(|(status, _)| *status == 200),
+        "{paying:?}"
+    );
+    let paid: Vec<uuid::Uuid> = ids[..PAID].to_vec();
+    app.all_reach(&paid, "PAID").await;
+    let expired = TIMEOUT_STOCK - PAID as i64;
+
+    // Every deadline passes, the paid orders' too. The deadline is PostgreSQL's time (the
+    // scan compares it with the database's clock), so the test moves the deadlines. Each
+    // order's timeout message is due in fifteen minutes: only the leader's scan closes them.
+    sqlx::query(
+        "UPDATE orders SET pay_deadline = now() - interval '1 minute' WHERE activity_id = $1",
+    )
+    .bind(sale.activity_id)
+    .execute(&app.db)
+    .await
+    .expect("deadlines passed");
+    let cancelled = "SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCELLED'";
+    wait::until("the leader's scan under way", PATIENCE, || async {
+        count_orders(&app, &sale, cancelled).await >= expired / 10
+    })
+    .await;
+    let fault = Fault::strikes();
+    leader.kill().await;
+    let closed_by_the_dead = count_orders(&app, &sale, cancelled).await;
+    // Cancelled in PostgreSQL, Redis not told yet: the dead leader's give-backs in hand.
+    let owed_by_the_dead = count_orders(
+        &app,
+        &sale,
+        "SELECT count(*) FROM stock_restore_journal WHERE activity_id = $1 AND redis_restored_at IS NULL",
+    )
+    .await;
+    assert!(
+        closed_by_the_dead < expired,
+        "the leader died in the middle of its scan ({closed_by_the_dead} of {expired} closed)"
+    );
+    wait::until("the other instance leads", PATIENCE, || async {
+        app.state.leadership.is_leader()
+    })
+    .await;
+    let takeover = fault.0.elapsed();
+    wait::until(
+        "every expired order closed and given back",
+        PATIENCE,
+        || async {
+            count_orders(
+                &app,
+                &sale,
+                "SELECT count(*) FROM orders o WHERE activity_id = $1 AND (status = 'UNPAID'
+                 OR EXISTS (SELECT 1 FROM stock_restore_journal j
+                            WHERE j.order_id = o.id AND j.redis_restored_at IS NULL))",
+            )
+            .await
+                == 0
+        },
+    )
+    .await;
+    let fault = fault.ends();
+
+    // Closed exactly once: one cancellation and one restore-journal row each, given back.
+    assert_eq!(
+        count_orders(
+            &app,
+            &sale,
+            "SELECT count(*) FROM orders o WHERE activity_id = $1 AND status = 'CANCELLED'
+               AND (SELECT count(*) FROM order_events e WHERE e.order_id = o.id) = 2
+               AND EXISTS (SELECT 1 FROM order_events e WHERE e.order_id = o.id
+                           AND (e.from_status, e.to_status) = ('UNPAID', 'CANCELLED'))
+               AND EXISTS (SELECT 1 FROM stock_restore_journal j WHERE j.order_id = o.id)",
+        )
+        .await,
+        expired,
+        "every expired order cancelled once"
+    );
+    assert_eq!(
+        count_orders(
+            &app,
+            &sale,
+            "SELECT count(*) FROM stock_restore_journal WHERE activity_id = $1",
+        )
+        .await,
+        expired,
+        "one restore per expired order"
+    );
+    // The paid orders untouched: still paid, no transition but their own two.
+    assert_eq!(
+        count_orders(
+            &app,
+            &sale,
+            "SELECT count(*) FROM orders o WHERE activity_id = $1 AND status = 'PAID'
+               AND (SELECT count(*) FROM order_events e WHERE e.order_id = o.id) = 2",
+        )
+        .await,
+        PAID as i64,
+        "every paid order still paid"
+    );
+    // Given back exactly once in both stores: PostgreSQL holds the paid units, Redis has the
+    // rest, and only the payers still count as buyers.
+    assert_eq!(app.allocated(&sale).await, PAID as i64);
+    assert_eq!(app.redis_stock(&sale).await, expired);
+    let holders = app
+        .state
+        .redis
+        .holders(contract::SaleItem::new(sale.activity_id, sale.item_id))
+        .await
+        .expect("redis");
+    assert!(
+        holders.len() == PAID && holders.iter().all(|(_, units)| *units == 1),
+        "only the payers hold a unit in Redis: {} records",
+        holders.len()
+    );
+    let ops = app.caller(Role::Ops, None).await;
+    let ledger = app.ledger_item(&ops, &sale).await;
+    assert!(
+        ledger["drift"] == 0 && ledger["in_flight"] == 0,
+        "Redis and PostgreSQL agree: {ledger}"
+    );
+    let report = app.reconcile(&ops, &sale, false).await;
+    assert!(
+        classes(&report).is_empty(),
+        "reconciliation finds nothing: {report}"
+    );
+    eprintln!(
+        "FAULT | leader SIGKILLed during the pay-timeout scan | {closed_by_the_dead} of {expired} expired orders closed before the kill ({owed_by_the_dead} not yet given back) | \
+         the other leads {} ms after it | all closed and given back {} ms after it | {PAID} paid untouched | promises kept",
+        takeover.as_millis(),
+        fault.back.duration_since(fault.struck).as_millis(),
+    );
 }

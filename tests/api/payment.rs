@@ -73,7 +73,7 @@ impl TestApp {
     }
 
     /// Waits until every order has reached `status`; on timeout, says where they are.
-    async fn all_reach(&self, order_ids: &[Uuid], status: &str) {
+    pub(crate) async fn all_reach(&self, order_ids: &[Uuid], status: &str) {
         let what = format!(
             "{} orders to be {status}; seen (order, outbox, attempts, count)",
             order_ids.len()
@@ -110,7 +110,7 @@ impl TestApp {
         ids
     }
 
-    async fn pay(&self, user_id: i64, order_id: Uuid) -> (u16, Value) {
+    pub(crate) async fn pay(&self, user_id: i64, order_id: Uuid) -> (u16, Value) {
         let response = self
             .client
             .post(format!("{}/api/orders/{order_id}/pay", self.address))

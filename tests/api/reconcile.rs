@@ -34,7 +34,7 @@ fn sale_item(sale: &Sale) -> contract::SaleItem {
 
 impl TestApp {
     /// Starts a run and waits for its end; the run as the API answers it.
-    async fn reconcile(&self, caller: &Caller, sale: &Sale, repair: bool) -> Value {
+    pub(crate) async fn reconcile(&self, caller: &Caller, sale: &Sale, repair: bool) -> Value {
         let (status, started) = json(
             self.post_json(
                 "/admin/api/reconciliations",
@@ -114,7 +114,8 @@ impl TestApp {
     }
 }
 
-fn classes(run: &Value) -> Vec<(String, String)> {
+/// The (class, action) of each finding of a run.
+pub(crate) fn classes(run: &Value) -> Vec<(String, String)> {
     run["findings"]
         .as_array()
         .expect("findings")

@@ -68,6 +68,9 @@ pub struct Inner {
     pub(crate) item_units: IntGaugeVec,
     /// Reconciliation findings by class and what was done (`repaired`, `flagged`, `none`).
     pub(crate) reconcile_findings: IntCounterVec,
+    /// The leader's automatic reconciliation passes that completed: the drift gauge is as
+    /// fresh as the last of them.
+    pub(crate) reconcile_passes: IntCounter,
     /// The etcd control plane: sync, propagation, invalid values, leadership.
     pub(crate) control: ControlMetrics,
     /// The RabbitMQ order pipeline: publishing, consuming, outbox, dead letters.
@@ -196,6 +199,10 @@ impl Metrics {
                 "seckill_reconcile_findings_total",
                 "Reconciliation findings by class and action",
                 &["class", "action"],
+            ),
+            reconcile_passes: add.counter(
+                "seckill_reconcile_passes_total",
+                "Automatic reconciliation passes the leader completed",
             ),
             control: ControlMetrics::register(&add),
             pipeline: PipelineMetrics::register(&add),

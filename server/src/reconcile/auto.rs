@@ -3,7 +3,8 @@
 //! enough to run every few seconds: counters and markers, never a scan of every order or
 //! buyer. A drift is re-derived only once two passes in a row saw the same. A pass that
 //! found something is stored as a run (trigger `auto`) and audited; the drift of every live
-//! item is exported as `seckill_stock_drift_units`.
+//! item is exported as `seckill_stock_drift_units` (0 while the database path deducts and
+//! Redis is not compared), each completed pass counted in `seckill_reconcile_passes_total`.
 
 use std::{collections::HashSet, time::Duration};
 
@@ -51,6 +52,7 @@ async fn run_while_leading(state: AppState) {
         }
         match pass(&state, &seen).await {
             Ok(drifts) => {
+                state.metrics.reconcile_passes.inc();
                 warnings.recovered();
                 export(&state, &drifts, &mut gauged);
                 seen = drifts;

@@ -119,13 +119,29 @@ pub(crate) async fn execute(
         };
         let previous = seen.get(&sale).copied();
         let findings = check.run(&mut tx, previous).await?;
-        drifts.insert(sale, item.ledger.drift);
+        // Redis's distance from PostgreSQL is no drift while Redis is not kept: exported as
+        // one, it would page the operator who chose the database path.
+        let drift = if redis_judged(state) {
+            item.ledger.drift
+        } else {
+            0
+        };
+        drifts.insert(sale, drift);
         sink.item_done(state, findings).await?;
     }
     tx.rollback().await?;
     let findings = pipeline_findings(state, activity, mode).await?;
     sink.item_done(state, findings).await?;
     Ok(drifts)
+}
+
+/// Whether Redis is compared with PostgreSQL now: not while the database path deducts,
+/// which leaves Redis alone; it is re-derived when the switch comes back.
+fn redis_judged(state: &AppState) -> bool {
+    state
+        .funnel
+        .deduction
+        .redis_serves(state.switches.current().deduction)
 }
 
 struct ItemCheck<'a> {
@@ -157,9 +173,7 @@ impl ItemCheck<'_> {
             let settled: Vec<Uuid> = self.item.settled.iter().map(|m| m.order).collect();
             state.redis.forget_markers(self.sale, &settled).await?;
         }
-        let switched = state.switches.current().deduction;
-        if !state.funnel.deduction.redis_serves(switched) {
-            // The database path deducts: Redis is re-derived when the switch comes back.
+        if !redis_judged(state) {
             return Ok(findings);
         }
         let drift = self.item.ledger.drift;

@@ -93,7 +93,9 @@ fn snapshot_path() -> std::path::PathBuf {
         .join(format!("{}.json", Uuid::new_v4().simple()))
 }
 
-async fn serve(settings: Settings) -> TestApp {
+/// An instance of the deployment `settings` describe (from [`isolated_settings`], adjusted),
+/// for a test that must start something else of the deployment first.
+pub(crate) async fn serve(settings: Settings) -> TestApp {
     let application = Application::build(settings)
         .await
         .expect("application builds");
@@ -261,25 +263,9 @@ impl TestApp {
             .await
     }
 
-    /// The sum of every sample of a metric on `/metrics` (0 when absent): `name` alone sums
-    /// all its label sets, `name{label="value"}` takes that series only.
+    /// The sum of every sample of a metric on `/metrics` (0 when absent): see [`metric_at`].
     pub(crate) async fn metric(&self, name: &str) -> f64 {
-        let text = self
-            .get("/metrics", None)
-            .await
-            .text()
-            .await
-            .expect("metrics");
-        let labelled = name.ends_with('}');
-        text.lines()
-            .filter_map(|line| line.strip_prefix(name))
-            .filter_map(|rest| match rest.as_bytes().first() {
-                Some(b' ') => Some(rest),
-                Some(b'{') if !labelled => rest.split_once("} ").map(|(_, value)| value),
-                _ => None,
-            })
-            .filter_map(|value| value.trim().parse::<f64>().ok())
-            .sum()
+        metric_at(&self.client, &self.address, name).await
     }
 
     /// Rows in a table of this test's database; used to prove that refused calls changed nothing.
@@ -289,6 +275,30 @@ impl TestApp {
             .await
             .expect("count")
     }
+}
+
+/// The sum of every sample of a metric on the `/metrics` of the instance at `address` (0
+/// when absent): `name` alone sums all its label sets, `name{label="value"}` takes that
+/// series only.
+pub(crate) async fn metric_at(client: &Client, address: &str, name: &str) -> f64 {
+    let text = client
+        .get(format!("{address}/metrics"))
+        .send()
+        .await
+        .expect("request sent")
+        .text()
+        .await
+        .expect("metrics");
+    let labelled = name.ends_with('}');
+    text.lines()
+        .filter_map(|line| line.strip_prefix(name))
+        .filter_map(|rest| match rest.as_bytes().first() {
+            Some(b' ') => Some(rest),
+            Some(b'{') if !labelled => rest.split_once("} ").map(|(_, value)| value),
+            _ => None,
+        })
+        .filter_map(|value| value.trim().parse::<f64>().ok())
+        .sum()
 }
 
 /// `request` carrying the console session `session` as a browser would, under the

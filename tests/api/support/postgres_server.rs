@@ -4,7 +4,7 @@
 //! data, which then goes through crash recovery. Never the shared one at `DATABASE_URL`.
 //! Killed and removed when dropped.
 
-use super::{spare_port, wait};
+use super::{kill_group, spare_port, start_killing_group, wait};
 use sqlx::{Connection, Executor, PgConnection};
 use std::{path::PathBuf, process::Stdio, time::Duration};
 use tokio::process::{Child, Command};
@@ -109,13 +109,7 @@ impl PostgresInstance {
     /// SIGKILL to the postmaster and every backend at once; returns once they are gone.
     pub(crate) async fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            if let Some(group) = child.id() {
-                let _ = Command::new("kill")
-                    .args(["-KILL", "--", &format!("-{group}")])
-                    .status()
-                    .await;
-            }
-            let _ = child.wait().await;
+            kill_group(&mut child).await;
         }
     }
 
@@ -160,10 +154,8 @@ impl PostgresInstance {
 
 impl Drop for PostgresInstance {
     fn drop(&mut self) {
-        if let Some(group) = self.child.as_ref().and_then(Child::id) {
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", "--", &format!("-{group}")])
-                .status();
+        if let Some(child) = self.child.as_ref() {
+            start_killing_group(child);
         }
         let _ = std::fs::remove_dir_all(&self.data_dir);
     }
