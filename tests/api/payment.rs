@@ -97,7 +97,11 @@ impl TestApp {
     }
 
     /// One order per buyer in `users`, completed by the pipeline (`UNPAID`).
-    pub(crate) async fn unpaid_orders(&self, sale: &Sale, users: std::ops::RangeInclusive<i64>) -> Vec<Uuid> {
+    pub(crate) async fn unpaid_orders(
+        &self,
+        sale: &Sale,
+        users: std::ops::RangeInclusive<i64>,
+    ) -> Vec<Uuid> {
         let mut ids = Vec::new();
         for user in users {
             let (status, body) = self
