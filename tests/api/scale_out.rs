@@ -160,6 +160,21 @@ async fn deploy() -> Deployment {
 async fn three_instances_on_clusters_sell_the_stock_apply_one_flip_and_time_out_unpaid_orders() {
     let deployment = deploy().await;
     let entry = &deployment.entry;
+    // Hot-key reports go by pub/sub through the cluster: each instance publishes on the
+    // master of the channel's slot and listens on the first node, and hears all three.
+    let sre = entry.caller(Role::Sre, None).await;
+    for instance in &deployment.instances {
+        wait::until(
+            "every instance hears the three instances' reports",
+            Duration::from_secs(10),
+            || async {
+                let (_, view) = json(instance.get("/admin/api/hotkeys", Some(&sre)).await).await;
+                view["reporting_nodes"].as_u64() == Some(3)
+            },
+        )
+        .await;
+    }
+
     let sale = open_sale(entry, STOCK, 1).await;
     let ops = entry.caller(Role::Ops, None).await;
     let storm = survives(
