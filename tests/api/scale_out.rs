@@ -3,8 +3,8 @@
 //! a three-member etcd cluster and a vhost of its own on the shared RabbitMQ, whose pipeline
 //! queues are quorum queues. On it a storm sells exactly the stock while a switch flip
 //! reaches all three instances, an unpaid order times out and gives its unit back, and a
-//! Redis master failing over to its replica in the middle of a storm breaks no promise
-//! (the checks of the fault-injection suite). Every part is private to the test and goes
+//! Redis master failing over to its replica in the middle of a storm, on request or
+//! because it was killed, breaks no promise (the checks of the fault-injection suite). Every part is private to the test and goes
 //! away with it.
 
 use crate::faults::{no_buyer_failed, sale_settings, survives, Fault, STOCK};
@@ -295,6 +295,31 @@ async fn a_redis_master_failing_over_mid_storm_breaks_no_promise() {
                 .await
                 .expect("SCRIPT EXISTS");
             held == [true]
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_master_killed_mid_storm_is_replaced_by_its_replica_and_breaks_no_promise() {
+    let mut deployment = deploy().await;
+    let Deployment { entry, redis, .. } = &mut deployment;
+    let entry = &*entry;
+    let sale = open_sale(entry, STOCK, 1).await;
+    let stock_key = entry
+        .state
+        .redis
+        .stock_key(SaleItem::new(sale.activity_id, sale.item_id));
+    // Unplanned: the writes the master acknowledged and had not passed on to its replica
+    // are lost with it; reconciliation settles Redis against PostgreSQL.
+    survives(
+        entry,
+        &sale,
+        "Redis Cluster master SIGKILL (its replica takes over)",
+        async {
+            let fault = Fault::strikes();
+            redis.crash_master(&stock_key).await;
+            fault.ends()
         },
     )
     .await;

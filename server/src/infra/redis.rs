@@ -11,10 +11,11 @@
 //! client splits by slot. On a cluster the client follows MOVED and ASK, and a script a
 //! new master does not hold yet is loaded on every node and run again (NOSCRIPT).
 
+use arc_swap::ArcSwap;
 use prometheus::Histogram;
 use redis::{
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSub},
-    cluster::ClusterClientBuilder,
+    cluster::{ClusterClient, ClusterClientBuilder},
     cluster_async::ClusterConnection,
     AsyncCommands, Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value,
 };
@@ -41,15 +42,19 @@ enum Link {
     /// One Redis.
     Node(ConnectionManager),
     /// A Redis Cluster: the client keeps the slot map and a connection to every node,
-    /// routes each command by its key's slot and follows MOVED and ASK.
-    Cluster(ClusterConnection),
+    /// routes each command by its key's slot and follows MOVED and ASK. Replaced by a new
+    /// one when it stops answering (`reconnect_while_unreachable`).
+    Cluster(Arc<ArcSwap<ClusterConnection>>),
 }
 
 impl Link {
     async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         match self {
             Link::Node(manager) => manager.send_packed_command(cmd).await,
-            Link::Cluster(cluster) => cluster.req_packed_command(cmd).await,
+            Link::Cluster(cluster) => {
+                let mut connection = ClusterConnection::clone(&cluster.load());
+                connection.req_packed_command(cmd).await
+            }
         }
     }
 
@@ -63,7 +68,12 @@ impl Link {
             Link::Node(manager) => manager.send_packed_commands(pipeline, offset, count).await,
             // One slot per pipeline: the client refuses one whose keys span slots
             // (CROSSSLOT) rather than split a MULTI.
-            Link::Cluster(cluster) => cluster.req_packed_commands(pipeline, offset, count).await,
+            Link::Cluster(cluster) => {
+                let mut connection = ClusterConnection::clone(&cluster.load());
+                connection
+                    .req_packed_commands(pipeline, offset, count)
+                    .await
+            }
         }
     }
 }
@@ -100,7 +110,7 @@ impl RedisStore {
     /// answer), then keeps the connection.
     pub(crate) async fn connect(settings: &Settings, metrics: &Metrics) -> RedisResult<Self> {
         let timeout = settings.redis_timeout();
-        let (link, subscribers) = if settings.redis_cluster_nodes.is_empty() {
+        let (link, subscribers, cluster) = if settings.redis_cluster_nodes.is_empty() {
             let client = redis::Client::open(settings.redis_url.expose_secret())?;
             // One attempt per reconnection, no backoff: the manager's retries sleep between
             // attempts (a second, then a minute each with redis 0.32's defaults) and every
@@ -113,7 +123,7 @@ impl RedisStore {
                 .set_connection_timeout(timeout)
                 .set_response_timeout(timeout);
             let manager = ConnectionManager::new_with_config(client.clone(), config).await?;
-            (Link::Node(manager), vec![client])
+            (Link::Node(manager), vec![client], None)
         } else {
             let nodes: Vec<&str> = settings
                 .redis_cluster_nodes
@@ -130,17 +140,19 @@ impl RedisStore {
                 .min_retry_wait(CLUSTER_RETRY_WAIT_MS.0)
                 .max_retry_wait(CLUSTER_RETRY_WAIT_MS.1)
                 .build()?;
-            let cluster = client.get_async_connection().await?;
+            let connection = client.get_async_connection().await?;
             let subscribers = nodes
                 .into_iter()
                 .map(redis::Client::open)
                 .collect::<RedisResult<_>>()?;
-            (Link::Cluster(cluster), subscribers)
+            let link = Link::Cluster(Arc::new(ArcSwap::from_pointee(connection)));
+            (link, subscribers, Some(client))
         };
         // One pending signal is enough: the task pings until Redis answers, whatever the count.
         let (failed, failures) = mpsc::channel(1);
         tokio::spawn(reconnect_while_unreachable(
             link.clone(),
+            cluster,
             failures,
             timeout,
             settings.redis_reconnect_interval(),
@@ -431,9 +443,11 @@ impl ConnectionLike for RedisConnection {
 
 /// After a command found the connection broken, pings every `interval` until Redis answers,
 /// so the connection is back within about `interval` of Redis returning even when no request
-/// comes to try. Ends with the last [`RedisConnection`].
+/// comes to try. On a cluster, each failed round also replaces the cluster connection by a
+/// new one made from `cluster`'s seed nodes. Ends with the last [`RedisConnection`].
 async fn reconnect_while_unreachable(
     mut link: Link,
+    cluster: Option<ClusterClient>,
     mut failures: mpsc::Receiver<()>,
     timeout: Duration,
     interval: Duration,
@@ -455,6 +469,17 @@ async fn reconnect_while_unreachable(
                 Err(_) => {}
             }
             unreachable = true;
+            if let (Link::Cluster(current), Some(client)) = (&link, &cluster) {
+                // Seen under a storm on three masters: after one was SIGKILLed and its
+                // replica took over, one instance's cluster client timed out on every
+                // command for as long as the test watched (20 s and more) while the others
+                // sold on. A new client learns the slot map afresh from the seed nodes.
+                if let Ok(Ok(fresh)) =
+                    tokio::time::timeout(timeout, client.get_async_connection()).await
+                {
+                    current.store(Arc::new(fresh));
+                }
+            }
             if failures.is_closed() {
                 return;
             }

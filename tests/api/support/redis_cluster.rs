@@ -43,11 +43,15 @@ impl RedisCluster {
             .collect();
         let dir = std::env::temp_dir().join(format!("seckill-cluster-{}", ports[0]));
         std::fs::create_dir_all(&dir).expect("cluster dir");
+        // With replicas, a master that stops answering is failed over after 2 s rather
+        // than the default 15 s.
+        let node_timeout_ms = if replicas > 0 { "2000" } else { "15000" };
         let mut children = Vec::new();
         for port in &ports {
             let child = Command::new(binary("redis-server"))
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--cluster-enabled", "yes"])
+                .args(["--cluster-node-timeout", node_timeout_ms])
                 .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
                 .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
                 .current_dir(&dir)
@@ -169,13 +173,36 @@ impl RedisCluster {
             .on_node(replica, redis::cmd("CLUSTER").arg("FAILOVER"))
             .await
             .expect("CLUSTER FAILOVER");
+        self.taken_over(key, replica, None).await;
+        replica
+    }
+
+    /// Kills the master serving `key` (SIGKILL, as a crash would); returns its replica's port
+    /// once the other masters have agreed it failed and the replica serves its slots.
+    pub(crate) async fn crash_master(&mut self, key: &str) -> u16 {
+        let master = self.master_of(key).await;
+        let replica = self.replica_of(master).await;
+        let at = self
+            .ports
+            .iter()
+            .position(|port| *port == master)
+            .expect("a node of the cluster");
+        let _ = self.children[at].kill().await;
+        self.taken_over(key, replica, Some(master)).await;
+        replica
+    }
+
+    /// Waits until `replica` serves `key`'s slot and every node but `gone` says the cluster
+    /// is ok.
+    async fn taken_over(&self, key: &str, replica: u16, gone: Option<u16>) {
         wait::until(
             "the replica serves the slot",
             Duration::from_secs(30),
             || async { self.master_of(key).await == replica },
         )
         .await;
-        for url in self.urls() {
+        let alive = self.ports.iter().filter(|port| Some(**port) != gone);
+        for url in alive.map(|port| format!("redis://127.0.0.1:{port}/")) {
             wait::until(
                 &format!("cluster state ok on {url} after the failover"),
                 Duration::from_secs(30),
@@ -187,16 +214,19 @@ impl RedisCluster {
             )
             .await;
         }
-        replica
     }
 
-    /// The port of the master that serves `key`'s slot.
+    /// The port of the master that serves `key`'s slot, as the first node that answers sees it.
     pub(crate) async fn master_of(&self, key: &str) -> u16 {
-        let client = redis::Client::open(self.urls()[0].as_str()).expect("client");
-        let mut connection = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect");
+        let mut answering = None;
+        for url in self.urls() {
+            let client = redis::Client::open(url.as_str()).expect("client");
+            if let Ok(connection) = client.get_multiplexed_async_connection().await {
+                answering = Some(connection);
+                break;
+            }
+        }
+        let mut connection = answering.expect("a node answers");
         let slot: i64 = redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(key)
