@@ -33,7 +33,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-const STOCK: i64 = 300;
+pub(crate) const STOCK: i64 = 300;
 const BUYERS: i64 = 1_200;
 /// Buyers arrive at a steady pace (one every 3 ms), so the stock lasts past the fault.
 const ARRIVAL: Duration = Duration::from_millis(3);
@@ -41,22 +41,22 @@ const ARRIVAL: Duration = Duration::from_millis(3);
 const PERSISTENCE: Duration = Duration::from_secs(30);
 
 /// When the fault struck and when the service was back.
-struct Fault {
+pub(crate) struct Fault {
     struck: Instant,
     back: Instant,
 }
 
 /// A fault from the moment it strikes until it is over.
-struct Striking(Instant);
+pub(crate) struct Striking(Instant);
 
 impl Fault {
-    fn strikes() -> Striking {
+    pub(crate) fn strikes() -> Striking {
         Striking(Instant::now())
     }
 }
 
 impl Striking {
-    fn ends(self) -> Fault {
+    pub(crate) fn ends(self) -> Fault {
         Fault {
             struck: self.0,
             back: Instant::now(),
@@ -72,7 +72,7 @@ struct Answers {
 }
 
 /// What the storm saw: each buyer's final answer, and every answer.
-struct Storm {
+pub(crate) struct Storm {
     finals: Vec<(u16, Value)>,
     answers: Vec<(Instant, u16)>,
     /// The code of every 5xx answer.
@@ -248,7 +248,7 @@ async fn promises_kept(app: &TestApp, sale: &Sale, storm: &Storm, fault: &Fault,
 }
 
 /// The storm through `fault`, then the promises checked and the table row printed.
-async fn survives(
+pub(crate) async fn survives(
     app: &TestApp,
     sale: &Sale,
     name: &str,
@@ -259,7 +259,7 @@ async fn survives(
     storm
 }
 
-fn no_buyer_failed(storm: &Storm) {
+pub(crate) fn no_buyer_failed(storm: &Storm) {
     assert!(
         storm.failures.is_empty(),
         "5xx answers: {:?}",
@@ -268,7 +268,7 @@ fn no_buyer_failed(storm: &Storm) {
 }
 
 /// No rate window in the way, reconciliation and the outbox relay on a short beat.
-fn sale_settings(settings: &mut Settings) {
+pub(crate) fn sale_settings(settings: &mut Settings) {
     quick_reconcile(settings);
     settings.pipeline.relay_grace_ms = 200;
     settings.pipeline.relay_interval_ms = 100;

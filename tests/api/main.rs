@@ -28,5 +28,6 @@ mod readiness;
 mod reconcile;
 mod redis_outage;
 mod sale_page;
+mod scale_out;
 mod security;
 mod support;

@@ -35,7 +35,7 @@ fn pay_settings(delay_ms: u64) -> impl FnOnce(&mut Settings) {
 }
 
 /// A sale whose unpaid orders time out after `pay_timeout_s`.
-async fn sale_with_timeout(app: &TestApp, stock: i64, pay_timeout_s: i32) -> Sale {
+pub(crate) async fn sale_with_timeout(app: &TestApp, stock: i64, pay_timeout_s: i32) -> Sale {
     let sale = open_sale(app, stock, 1).await;
     sqlx::query("UPDATE activities SET pay_timeout_s = $2 WHERE id = $1")
         .bind(sale.activity_id)
@@ -97,7 +97,11 @@ impl TestApp {
     }
 
     /// One order per buyer in `users`, completed by the pipeline (`UNPAID`).
-    async fn unpaid_orders(&self, sale: &Sale, users: std::ops::RangeInclusive<i64>) -> Vec<Uuid> {
+    pub(crate) async fn unpaid_orders(
+        &self,
+        sale: &Sale,
+        users: std::ops::RangeInclusive<i64>,
+    ) -> Vec<Uuid> {
         let mut ids = Vec::new();
         for user in users {
             let (status, body) = self
@@ -164,7 +168,7 @@ impl TestApp {
     }
 
     /// (total_stock - sold, total_stock - allocated) in PostgreSQL.
-    async fn db_stock_left(&self, sale: &Sale) -> (i64, i64) {
+    pub(crate) async fn db_stock_left(&self, sale: &Sale) -> (i64, i64) {
         sqlx::query_as(
             "SELECT (total_stock - sold)::BIGINT, (total_stock - allocated)::BIGINT
              FROM activity_items WHERE activity_id = $1 AND item_id = $2",

@@ -114,7 +114,7 @@ async fn listen(
     publisher: &mut Publisher,
     backoff: &mut Backoff,
 ) -> redis::RedisResult<()> {
-    let mut subscription = state.redis.client().get_async_pubsub().await?;
+    let mut subscription = state.redis.subscription().await?;
     subscription.subscribe(channel(state)).await?;
     backoff.reset();
     let mut messages = subscription.on_message();

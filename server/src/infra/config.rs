@@ -26,6 +26,10 @@ pub struct Settings {
     pub db_max_connections: u32,
     /// Redis; its database index is honoured (`REDIS_URL`).
     pub redis_url: SecretString,
+    /// A Redis Cluster instead: URLs of some of its nodes, comma-separated in the
+    /// environment (`REDIS_CLUSTER_NODES`); the client learns the other nodes and the slot
+    /// map from them. Empty (the default): the one Redis of `redis_url`, which is then unused.
+    pub redis_cluster_nodes: Vec<SecretString>,
     /// Prepended to every Redis key, so deployments and tests can share one Redis (`SECKILL_REDIS_PREFIX`).
     pub redis_prefix: String,
     /// Longest one Redis command may take, waiting for a connection included, in
@@ -410,6 +414,7 @@ impl Default for Settings {
             database_url: "postgres://postgres@127.0.0.1:5432/seckill".into(),
             db_max_connections: 32,
             redis_url: "redis://127.0.0.1:6379/0".into(),
+            redis_cluster_nodes: Vec::new(),
             redis_prefix: "seckill:".into(),
             redis_timeout_ms: 2_000,
             redis_reconnect_ms: 250,
@@ -527,6 +532,7 @@ const VARIABLES: &[(&str, &str, Spelling)] = &[
     ("DATABASE_URL",               "database_url",              Spelling::Verbatim),
     ("SECKILL_DB_MAX_CONNECTIONS", "db_max_connections",        Spelling::Trimmed),
     ("REDIS_URL",                  "redis_url",                 Spelling::Verbatim),
+    ("REDIS_CLUSTER_NODES",        "redis_cluster_nodes",       Spelling::List),
     ("SECKILL_REDIS_PREFIX",       "redis_prefix",              Spelling::Verbatim),
     ("AMQP_URL",                   "amqp_url",                  Spelling::Verbatim),
     ("SECKILL_AMQP_PREFIX",        "amqp_prefix",               Spelling::Verbatim),
@@ -649,9 +655,17 @@ mod tests {
             ("ETCD_ENDPOINTS", "http://a:2379, http://b:2379"),
             ("SECKILL_ETCD_PREFIX", "/blue/"),
             ("SECKILL_BIND", "127.0.0.1:0"),
+            ("REDIS_CLUSTER_NODES", "redis://a:7001/, redis://b:7002/,"),
         ])
         .expect("valid env");
         assert_eq!(settings.database_url.expose_secret(), "postgres://db/x");
+        let nodes: Vec<&str> = settings
+            .redis_cluster_nodes
+            .iter()
+            .map(|node| node.expose_secret())
+            .collect();
+        assert_eq!(nodes, ["redis://a:7001/", "redis://b:7002/"]);
+        assert!(Settings::default().redis_cluster_nodes.is_empty());
         assert_eq!(settings.etcd_endpoints, ["http://a:2379", "http://b:2379"]);
         assert_eq!(settings.etcd_prefix, "/blue");
         assert_eq!(settings.bind.port(), 0);

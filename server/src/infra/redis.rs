@@ -1,15 +1,22 @@
-//! Redis: one multiplexed connection that is reached again on its own when Redis comes
-//! back, with every command bounded in time, the key layout every capability shares, and the
-//! generic commands. The Lua scripts (`lua/`) are loaded in `infra::lua`; each capability's
-//! calls of them are methods it adds to [`RedisStore`] in its own folder
-//! (`buy::stock_scripts`, `buy::bloom`, `orders::release_scripts`, `prewarm::load`).
+//! Redis: one multiplexed connection, to a single Redis or to a Redis Cluster, that is
+//! reached again on its own when Redis comes back, with every command bounded in time, the
+//! key layout every capability shares, and the generic commands. The Lua scripts (`lua/`) are
+//! loaded in `infra::lua`; each capability's calls of them are methods it adds to
+//! [`RedisStore`] in its own folder (`buy::stock_scripts`, `buy::bloom`,
+//! `orders::release_scripts`, `prewarm::load`).
 //!
 //! Every key starts with the configured prefix so deployments and tests can share one
-//! Redis. Keys one script touches share a hash tag (`{...}`) to stay cluster-safe.
+//! Redis. Keys one script, MULTI or pipeline touches share a hash tag (`{...}`), so each
+//! goes to one cluster slot; reads of several items' keys use MGET, which the cluster
+//! client splits by slot. On a cluster the client follows MOVED and ASK, and a script a
+//! new master does not hold yet is loaded on every node and run again (NOSCRIPT).
 
+use arc_swap::ArcSwap;
 use prometheus::Histogram;
 use redis::{
-    aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
+    aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSub},
+    cluster::{ClusterClient, ClusterClientBuilder},
+    cluster_async::ClusterConnection,
     AsyncCommands, Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value,
 };
 use secrecy::ExposeSecret;
@@ -24,49 +31,158 @@ use crate::infra::{config::Settings, lua, lua::FIXED_WINDOW, metrics::Metrics};
 pub struct RedisStore {
     connection: RedisConnection,
     prefix: Arc<str>,
-    /// For connections of their own (a subscription holds its connection).
-    client: redis::Client,
+    /// Where a subscription opens a connection of its own: the one Redis, or each cluster
+    /// node in turn.
+    subscribers: Arc<[redis::Client]>,
 }
 
+/// Where commands go.
+#[derive(Clone)]
+enum Link {
+    /// One Redis.
+    Node(ConnectionManager),
+    /// A Redis Cluster: the client keeps the slot map and a connection to every node,
+    /// routes each command by its key's slot and follows MOVED and ASK. Replaced by a new
+    /// one when it stops answering (`reconnect_while_unreachable`).
+    Cluster(Arc<ArcSwap<ClusterConnection>>),
+}
+
+impl Link {
+    async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self {
+            Link::Node(manager) => manager.send_packed_command(cmd).await,
+            Link::Cluster(cluster) => {
+                let mut connection = ClusterConnection::clone(&cluster.load());
+                connection.req_packed_command(cmd).await
+            }
+        }
+    }
+
+    async fn send_pipeline(
+        &mut self,
+        pipeline: &Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        match self {
+            Link::Node(manager) => manager.send_packed_commands(pipeline, offset, count).await,
+            // One slot per pipeline: the client refuses one whose keys span slots
+            // (CROSSSLOT) rather than split a MULTI.
+            Link::Cluster(cluster) => {
+                let mut connection = ClusterConnection::clone(&cluster.load());
+                connection
+                    .req_packed_commands(pipeline, offset, count)
+                    .await
+            }
+        }
+    }
+}
+
+impl ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(self.send(cmd))
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(self.send_pipeline(cmd, offset, count))
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Link::Node(manager) => manager.get_db(),
+            Link::Cluster(_) => 0,
+        }
+    }
+}
+
+/// Retries of one cluster command (redirections, a slot without a master for a moment),
+/// and the shortest and longest wait before one, in milliseconds.
+const CLUSTER_RETRIES: u32 = 8;
+const CLUSTER_RETRY_WAIT_MS: (u64, u64) = (10, 250);
+
 impl RedisStore {
-    /// Connects once (failing at once if Redis does not answer), then keeps the connection.
+    /// Connects once (failing at once if Redis, or every cluster node named, does not
+    /// answer), then keeps the connection.
     pub(crate) async fn connect(settings: &Settings, metrics: &Metrics) -> RedisResult<Self> {
-        let client = redis::Client::open(settings.redis_url.expose_secret())?;
         let timeout = settings.redis_timeout();
-        // One attempt per reconnection, no backoff: the manager's retries sleep between
-        // attempts (a second, then a minute each with redis 0.32's defaults) and every
-        // command waits for them, so a Redis that went away would hang requests, and one that
-        // came back would stay unused meanwhile.
-        // Attempts are made instead by the commands that find the connection broken and by
-        // `reconnect_while_unreachable`.
-        let config = ConnectionManagerConfig::new()
-            .set_number_of_retries(0)
-            .set_connection_timeout(timeout)
-            .set_response_timeout(timeout);
-        let manager = ConnectionManager::new_with_config(client.clone(), config).await?;
+        let (link, subscribers, cluster) = if settings.redis_cluster_nodes.is_empty() {
+            let client = redis::Client::open(settings.redis_url.expose_secret())?;
+            // One attempt per reconnection, no backoff: the manager's retries sleep between
+            // attempts (a second, then a minute each with redis 0.32's defaults) and every
+            // command waits for them, so a Redis that went away would hang requests, and one
+            // that came back would stay unused meanwhile.
+            // Attempts are made instead by the commands that find the connection broken and
+            // by `reconnect_while_unreachable`.
+            let config = ConnectionManagerConfig::new()
+                .set_number_of_retries(0)
+                .set_connection_timeout(timeout)
+                .set_response_timeout(timeout);
+            let manager = ConnectionManager::new_with_config(client.clone(), config).await?;
+            (Link::Node(manager), vec![client], None)
+        } else {
+            let nodes: Vec<&str> = settings
+                .redis_cluster_nodes
+                .iter()
+                .map(|node| node.expose_secret())
+                .collect();
+            // Redirections and a slot whose master is being replaced (CLUSTERDOWN,
+            // TRYAGAIN) are retried after a short wait, well inside the command's own
+            // deadline; the defaults wait over a second before the first retry.
+            let client = ClusterClientBuilder::new(nodes.iter().copied())
+                .connection_timeout(timeout)
+                .response_timeout(timeout)
+                .retries(CLUSTER_RETRIES)
+                .min_retry_wait(CLUSTER_RETRY_WAIT_MS.0)
+                .max_retry_wait(CLUSTER_RETRY_WAIT_MS.1)
+                .build()?;
+            let connection = client.get_async_connection().await?;
+            let subscribers = nodes
+                .into_iter()
+                .map(redis::Client::open)
+                .collect::<RedisResult<_>>()?;
+            let link = Link::Cluster(Arc::new(ArcSwap::from_pointee(connection)));
+            (link, subscribers, Some(client))
+        };
         // One pending signal is enough: the task pings until Redis answers, whatever the count.
         let (failed, failures) = mpsc::channel(1);
         tokio::spawn(reconnect_while_unreachable(
-            manager.clone(),
+            link.clone(),
+            cluster,
             failures,
             timeout,
             settings.redis_reconnect_interval(),
         ));
         Ok(Self {
             connection: RedisConnection {
-                manager,
+                link,
                 timeout,
                 failed,
                 durations: CallDurations::of(metrics),
             },
             prefix: settings.redis_prefix.as_str().into(),
-            client,
+            subscribers: subscribers.into(),
         })
     }
 
-    /// The client, for a connection apart from the shared one (a pub/sub subscription).
-    pub(crate) fn client(&self) -> &redis::Client {
-        &self.client
+    /// A connection of its own for a pub/sub subscription, to the one Redis or to the first
+    /// cluster node that answers (a message published on any node of a cluster reaches the
+    /// subscribers of every node). Each attempt is bounded by the Redis timeout.
+    pub(crate) async fn subscription(&self) -> RedisResult<PubSub> {
+        let timeout = self.connection.timeout;
+        let mut failure = None;
+        for client in self.subscribers.iter() {
+            match tokio::time::timeout(timeout, client.get_async_pubsub()).await {
+                Ok(Ok(subscription)) => return Ok(subscription),
+                Ok(Err(error)) => failure = Some(error),
+                Err(_) => failure = Some(timed_out(timeout)),
+            }
+        }
+        Err(failure.unwrap_or_else(|| timed_out(timeout)))
     }
 
     /// A clone of the shared connection; cheap, multiplexed, every command bounded in time.
@@ -172,16 +288,13 @@ impl RedisStore {
         self.connection().del(key).await
     }
 
-    /// Values of many integer keys in one round trip; absent keys are `None`.
+    /// Values of many integer keys in one round trip (MGET; on a cluster, one per slot,
+    /// sent together); absent keys are `None`.
     pub async fn get_integers(&self, keys: &[String]) -> RedisResult<Vec<Option<i64>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for key in keys {
-            pipe.get(key);
-        }
-        pipe.query_async(&mut self.connection()).await
+        self.connection().mget(keys).await
     }
 
     pub(crate) async fn ping(&self) -> RedisResult<()> {
@@ -194,7 +307,7 @@ impl RedisStore {
 /// wakes `reconnect_while_unreachable`.
 #[derive(Clone)]
 pub struct RedisConnection {
-    manager: ConnectionManager,
+    link: Link,
     timeout: Duration,
     failed: mpsc::Sender<()>,
     durations: CallDurations,
@@ -281,12 +394,7 @@ impl RedisConnection {
         let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(self.timeout, command)
             .await
-            .unwrap_or_else(|_| {
-                Err(RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("Redis did not answer within {:?}", self.timeout),
-                )))
-            });
+            .unwrap_or_else(|_| Err(timed_out(self.timeout)));
         let took = started.elapsed().as_secs_f64();
         let durations = self.durations.of_call(call);
         match &outcome {
@@ -301,13 +409,18 @@ impl RedisConnection {
     }
 }
 
+/// The error of a call that got no answer within `timeout`.
+fn timed_out(timeout: Duration) -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("Redis did not answer within {timeout:?}"),
+    ))
+}
+
 impl ConnectionLike for RedisConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let mut manager = self.manager.clone();
-        Box::pin(async move {
-            self.bounded(call_name(cmd), manager.send_packed_command(cmd))
-                .await
-        })
+        let mut link = self.link.clone();
+        Box::pin(async move { self.bounded(call_name(cmd), link.send(cmd)).await })
     }
 
     fn req_packed_commands<'a>(
@@ -316,23 +429,25 @@ impl ConnectionLike for RedisConnection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        let mut manager = self.manager.clone();
+        let mut link = self.link.clone();
         Box::pin(async move {
-            self.bounded("pipeline", manager.send_packed_commands(cmd, offset, count))
+            self.bounded("pipeline", link.send_pipeline(cmd, offset, count))
                 .await
         })
     }
 
     fn get_db(&self) -> i64 {
-        self.manager.get_db()
+        self.link.get_db()
     }
 }
 
 /// After a command found the connection broken, pings every `interval` until Redis answers,
 /// so the connection is back within about `interval` of Redis returning even when no request
-/// comes to try. Ends with the last [`RedisConnection`].
+/// comes to try. On a cluster, each failed round also replaces the cluster connection by a
+/// new one made from `cluster`'s seed nodes. Ends with the last [`RedisConnection`].
 async fn reconnect_while_unreachable(
-    mut manager: ConnectionManager,
+    mut link: Link,
+    cluster: Option<ClusterClient>,
     mut failures: mpsc::Receiver<()>,
     timeout: Duration,
     interval: Duration,
@@ -342,9 +457,9 @@ async fn reconnect_while_unreachable(
         loop {
             // A ping that finds the last connection attempt failed only reports it, and
             // makes the manager start another; the second ping waits for that one.
-            let outcome = match ping(&mut manager, timeout).await {
+            let outcome = match ping(&mut link, timeout).await {
                 Ok(()) => Ok(()),
-                Err(_) => ping(&mut manager, timeout).await,
+                Err(_) => ping(&mut link, timeout).await,
             };
             match outcome {
                 Ok(()) => break,
@@ -354,6 +469,17 @@ async fn reconnect_while_unreachable(
                 Err(_) => {}
             }
             unreachable = true;
+            if let (Link::Cluster(current), Some(client)) = (&link, &cluster) {
+                // Seen under a storm on three masters: after one was SIGKILLed and its
+                // replica took over, one instance's cluster client timed out on every
+                // command for as long as the test watched (20 s and more) while the others
+                // sold on. A new client learns the slot map afresh from the seed nodes.
+                if let Ok(Ok(fresh)) =
+                    tokio::time::timeout(timeout, client.get_async_connection()).await
+                {
+                    current.store(Arc::new(fresh));
+                }
+            }
             if failures.is_closed() {
                 return;
             }
@@ -365,9 +491,10 @@ async fn reconnect_while_unreachable(
     }
 }
 
-async fn ping(manager: &mut ConnectionManager, timeout: Duration) -> Result<(), String> {
+/// PING: on a cluster, every master must answer.
+async fn ping(link: &mut Link, timeout: Duration) -> Result<(), String> {
     let command = redis::cmd("PING");
-    match tokio::time::timeout(timeout, command.query_async::<()>(manager)).await {
+    match tokio::time::timeout(timeout, command.query_async::<()>(link)).await {
         Ok(answer) => answer.map_err(|error| error.to_string()),
         Err(_) => Err(format!("no answer within {timeout:?}")),
     }

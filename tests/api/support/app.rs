@@ -130,6 +130,19 @@ impl TestApp {
         serve(settings).await
     }
 
+    /// This instance's stores and handles with its HTTP calls sent to `address` instead:
+    /// a load balancer in front of the deployment's instances.
+    pub(crate) fn reached_through(&self, address: String) -> TestApp {
+        TestApp {
+            address,
+            db: self.db.clone(),
+            state: self.state.clone(),
+            client: self.client.clone(),
+            control: self.control.clone(),
+            server: self.server.clone(),
+        }
+    }
+
     /// Calls a console server function with `session`'s cookie and a form body, from the
     /// console's own page as a browser would (its `Origin`).
     pub(crate) async fn console_call(

@@ -1,10 +1,11 @@
 //! What the tests stand on, and nothing they assert: the server under test and how to call
 //! it (`app`), what they set up (`fixtures`), the one way to wait (`wait`), and the stand-ins
-//! that make a shared service fail for one test (`proxy` for a TCP service, `etcd`,
-//! `postgres_server` and `redis_server` for a private etcd, PostgreSQL or Redis on a spare
-//! port, `rabbitmq_server` for a private RabbitMQ broker, `redis_cluster` for a private
-//! Redis Cluster), the real binary as a process of its own (`serve_process`, for its log or
-//! a SIGKILL), and a private Prometheus (`prometheus`) for the tests of `deploy/`.
+//! that make a shared service fail for one test (`proxy` for a TCP service, also a load
+//! balancer over several, `etcd`, `postgres_server` and `redis_server` for a private etcd,
+//! PostgreSQL or Redis on a spare port, `rabbitmq_server` for a private RabbitMQ broker,
+//! `redis_cluster` for a private Redis Cluster, with replicas that can take over), the real
+//! binary as a process of its own (`serve_process`, for its log or a SIGKILL), and a private
+//! Prometheus (`prometheus`) for the tests of `deploy/`.
 
 pub(crate) mod app;
 pub(crate) mod etcd;

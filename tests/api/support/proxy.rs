@@ -4,7 +4,8 @@
 //! connection in flight; resuming listens on the same port again. A proxy can also lose
 //! replies: once a client sends a given byte pattern (a script's SHA, say), the service's
 //! answers on that connection are dropped until the test unmutes it, as when a reply is
-//! lost on the network after the service did the work.
+//! lost on the network after the service did the work. Given several targets, it is a load
+//! balancer of TCP connections: each new connection goes to the next target in turn.
 
 use std::{
     net::SocketAddr,
@@ -51,11 +52,22 @@ pub(crate) struct Proxy {
 impl Proxy {
     /// Starts forwarding a fresh loopback port to `target` (`host:port`).
     pub(crate) async fn start(target: &str) -> Proxy {
-        let target: SocketAddr = tokio::net::lookup_host(target)
-            .await
-            .expect("resolve the proxy target")
-            .next()
-            .expect("the proxy target has an address");
+        Self::balancing(&[target]).await
+    }
+
+    /// Starts forwarding a fresh loopback port to `targets` (`host:port` each), one
+    /// connection to each in turn.
+    pub(crate) async fn balancing(targets: &[&str]) -> Proxy {
+        let mut addresses = Vec::new();
+        for target in targets {
+            addresses.push(
+                tokio::net::lookup_host(target)
+                    .await
+                    .expect("resolve the proxy target")
+                    .next()
+                    .expect("the proxy target has an address"),
+            );
+        }
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
         let port = listener.local_addr().expect("address").port();
         let (open, opened) = watch::channel(true);
@@ -64,7 +76,7 @@ impl Proxy {
         let task = tokio::spawn(serve(
             listener,
             port,
-            target,
+            addresses.into(),
             opened,
             listened,
             replies.clone(),
@@ -78,6 +90,11 @@ impl Proxy {
         };
         proxy.wait_listening(true).await;
         proxy
+    }
+
+    /// `http://127.0.0.1:<port>`: the proxy as an HTTP client reaches it.
+    pub(crate) fn http_address(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     /// Refuses new connections and cuts the open ones; returns once the port is closed.
@@ -147,12 +164,13 @@ pub(crate) fn target_of(url: &str) -> String {
 async fn serve(
     first: TcpListener,
     port: u16,
-    target: SocketAddr,
+    targets: Arc<[SocketAddr]>,
     mut open: watch::Receiver<bool>,
     listening: watch::Sender<bool>,
     replies: Arc<ReplyGate>,
 ) {
     let mut listener = Some(first);
+    let mut turn = 0;
     loop {
         let Some(bound) = listener.take() else {
             // Closed: wait to be resumed, then listen on the same port again.
@@ -171,6 +189,8 @@ async fn serve(
             tokio::select! {
                 accepted = bound.accept() => {
                     if let Ok((inbound, _)) = accepted {
+                        let target = targets[turn % targets.len()];
+                        turn += 1;
                         tokio::spawn(forward(inbound, target, open.clone(), replies.clone()));
                     }
                 }

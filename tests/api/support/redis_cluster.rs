@@ -1,6 +1,7 @@
-//! A private Redis Cluster for tests: Debian's `redis-server` started in cluster mode as
-//! masters on spare loopback ports, their slots assigned with `redis-cli --cluster create`,
-//! without persistence. Killed (and their files removed) when dropped.
+//! A private Redis Cluster for tests: Debian's `redis-server` started in cluster mode on
+//! spare loopback ports, as masters (and replicas of them) with their slots assigned by
+//! `redis-cli --cluster create`, without persistence; a master can be failed over to its
+//! replica. Killed (and their files removed) when dropped.
 
 use super::{spare_port, wait};
 use std::{path::PathBuf, process::Stdio, time::Duration};
@@ -31,14 +32,26 @@ fn binary(name: &str) -> String {
 impl RedisCluster {
     /// `masters` masters with every slot assigned; returns once the cluster says it is ok.
     pub(crate) async fn start(masters: usize) -> Self {
-        let ports: Vec<u16> = (0..masters).map(|_| spare_node_port()).collect();
+        Self::start_with_replicas(masters, 0).await
+    }
+
+    /// `masters` masters with every slot assigned and `replicas` replicas of each; returns
+    /// once every node sees every slot served and every replica is in sync with its master.
+    pub(crate) async fn start_with_replicas(masters: usize, replicas: usize) -> Self {
+        let ports: Vec<u16> = (0..masters * (1 + replicas))
+            .map(|_| spare_node_port())
+            .collect();
         let dir = std::env::temp_dir().join(format!("seckill-cluster-{}", ports[0]));
         std::fs::create_dir_all(&dir).expect("cluster dir");
+        // With replicas, a master that stops answering is failed over after 2 s rather
+        // than the default 15 s.
+        let node_timeout_ms = if replicas > 0 { "2000" } else { "15000" };
         let mut children = Vec::new();
         for port in &ports {
             let child = Command::new(binary("redis-server"))
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--cluster-enabled", "yes"])
+                .args(["--cluster-node-timeout", node_timeout_ms])
                 .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
                 .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
                 .current_dir(&dir)
@@ -70,22 +83,39 @@ impl RedisCluster {
         let created = Command::new(binary("redis-cli"))
             .args(["--cluster", "create"])
             .args(&nodes)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .await
             .expect("redis-cli runs");
         assert!(created.success(), "redis-cli --cluster create failed");
+        let nodes = cluster.ports.len();
         for url in cluster.urls() {
             wait::until(
                 &format!("cluster state ok on {url}"),
                 Duration::from_secs(30),
                 || async {
-                    cluster
-                        .node_info(&url)
+                    cluster.node_info(&url).await.is_ok_and(|info| {
+                        info.contains("cluster_state:ok")
+                            && info.contains("cluster_slots_ok:16384")
+                            && info.contains(&format!("cluster_known_nodes:{nodes}"))
+                    })
+                },
+            )
+            .await;
+        }
+        for url in cluster.urls() {
+            wait::until(
+                &format!("{url} a master or a replica in sync"),
+                Duration::from_secs(30),
+                || async {
+                    let info: String = query(&url, redis::cmd("INFO").arg("replication"))
                         .await
-                        .is_ok_and(|info| info.contains("cluster_state:ok"))
+                        .unwrap_or_default();
+                    info.contains("role:master")
+                        || (info.contains("master_link_status:up")
+                            && info.contains("master_sync_in_progress:0"))
                 },
             )
             .await;
@@ -102,21 +132,101 @@ impl RedisCluster {
     }
 
     async fn node_info(&self, url: &str) -> redis::RedisResult<String> {
-        let client = redis::Client::open(url)?;
-        let mut connection = client.get_multiplexed_async_connection().await?;
-        redis::cmd("CLUSTER")
-            .arg("INFO")
-            .query_async(&mut connection)
-            .await
+        query(url, redis::cmd("CLUSTER").arg("INFO")).await
     }
 
-    /// The port of the master that serves `key`'s slot.
-    pub(crate) async fn master_of(&self, key: &str) -> u16 {
-        let client = redis::Client::open(self.urls()[0].as_str()).expect("client");
-        let mut connection = client
-            .get_multiplexed_async_connection()
+    /// `command` sent to the node on `port` itself, not routed by the cluster.
+    pub(crate) async fn on_node<T: redis::FromRedisValue>(
+        &self,
+        port: u16,
+        command: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        query(&format!("redis://127.0.0.1:{port}/"), command).await
+    }
+
+    /// The port of the replica of the master on `master`.
+    pub(crate) async fn replica_of(&self, master: u16) -> u16 {
+        let id: String = self
+            .on_node(master, redis::cmd("CLUSTER").arg("MYID"))
             .await
-            .expect("connect");
+            .expect("master id");
+        // One line per replica, as CLUSTER NODES writes it: `<id> <ip:port@bus> ...`.
+        let replicas: Vec<String> = self
+            .on_node(master, redis::cmd("CLUSTER").arg("REPLICAS").arg(&id))
+            .await
+            .expect("replicas");
+        replicas
+            .first()
+            .and_then(|line| line.split_whitespace().nth(1))
+            .and_then(|address| address.split(['@', ',']).next())
+            .and_then(|address| address.rsplit_once(':'))
+            .and_then(|(_, port)| port.parse().ok())
+            .unwrap_or_else(|| panic!("a replica of {master}: {replicas:?}"))
+    }
+
+    /// Fails the master serving `key` over to its replica (`CLUSTER FAILOVER` sent to the
+    /// replica: the master stops taking writes, the replica catches up and takes its slots);
+    /// returns the new master's port once it serves the slot and every node says the cluster is ok.
+    pub(crate) async fn fail_over(&self, key: &str) -> u16 {
+        let replica = self.replica_of(self.master_of(key).await).await;
+        let _: () = self
+            .on_node(replica, redis::cmd("CLUSTER").arg("FAILOVER"))
+            .await
+            .expect("CLUSTER FAILOVER");
+        self.taken_over(key, replica, None).await;
+        replica
+    }
+
+    /// Kills the master serving `key` (SIGKILL, as a crash would); returns its replica's port
+    /// once the other masters have agreed it failed and the replica serves its slots.
+    pub(crate) async fn crash_master(&mut self, key: &str) -> u16 {
+        let master = self.master_of(key).await;
+        let replica = self.replica_of(master).await;
+        let at = self
+            .ports
+            .iter()
+            .position(|port| *port == master)
+            .expect("a node of the cluster");
+        let _ = self.children[at].kill().await;
+        self.taken_over(key, replica, Some(master)).await;
+        replica
+    }
+
+    /// Waits until `replica` serves `key`'s slot and every node but `gone` says the cluster
+    /// is ok.
+    async fn taken_over(&self, key: &str, replica: u16, gone: Option<u16>) {
+        wait::until(
+            "the replica serves the slot",
+            Duration::from_secs(30),
+            || async { self.master_of(key).await == replica },
+        )
+        .await;
+        let alive = self.ports.iter().filter(|port| Some(**port) != gone);
+        for url in alive.map(|port| format!("redis://127.0.0.1:{port}/")) {
+            wait::until(
+                &format!("cluster state ok on {url} after the failover"),
+                Duration::from_secs(30),
+                || async {
+                    self.node_info(&url)
+                        .await
+                        .is_ok_and(|info| info.contains("cluster_state:ok"))
+                },
+            )
+            .await;
+        }
+    }
+
+    /// The port of the master that serves `key`'s slot, as the first node that answers sees it.
+    pub(crate) async fn master_of(&self, key: &str) -> u16 {
+        let mut answering = None;
+        for url in self.urls() {
+            let client = redis::Client::open(url.as_str()).expect("client");
+            if let Ok(connection) = client.get_multiplexed_async_connection().await {
+                answering = Some(connection);
+                break;
+            }
+        }
+        let mut connection = answering.expect("a node answers");
         let slot: i64 = redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(key)
@@ -147,6 +257,13 @@ impl RedisCluster {
             .map(|(_, _, port)| port)
             .expect("every slot is served")
     }
+}
+
+/// `command` on one node's own connection.
+async fn query<T: redis::FromRedisValue>(url: &str, command: &redis::Cmd) -> redis::RedisResult<T> {
+    let client = redis::Client::open(url)?;
+    let mut connection = client.get_multiplexed_async_connection().await?;
+    command.query_async(&mut connection).await
 }
 
 impl Drop for RedisCluster {
