@@ -293,6 +293,8 @@ pub(crate) struct StoredActivity {
     pub(crate) starts_at: DateTime<Utc>,
     pub(crate) ends_at: DateTime<Utc>,
     pub(crate) pay_timeout_s: i64,
+    /// Set on a rehearsal's shadow copy: the activity it copies.
+    pub(crate) rehearsal_of: Option<i64>,
     pub(crate) lines: Vec<StoredLine>,
     pub(crate) seats: Vec<String>,
 }
@@ -322,9 +324,10 @@ pub(crate) async fn get_activity(
         starts_at: DateTime<Utc>,
         ends_at: DateTime<Utc>,
         pay_timeout_s: i32,
+        rehearsal_of: Option<i64>,
     }
     let head: Option<Head> = sqlx::query_as(
-        "SELECT id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s FROM activities
+        "SELECT id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s, rehearsal_of FROM activities
          WHERE id = $1 AND ($2::BIGINT IS NULL OR merchant_id = $2)",
     )
     .bind(id)
@@ -353,6 +356,7 @@ pub(crate) async fn get_activity(
         starts_at: head.starts_at,
         ends_at: head.ends_at,
         pay_timeout_s: head.pay_timeout_s.into(),
+        rehearsal_of: head.rehearsal_of,
         lines,
         seats,
     }))
