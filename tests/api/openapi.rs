@@ -104,7 +104,7 @@ struct Stores {
 
 async fn stores(app: &TestApp, sale: &Sale) -> Stores {
     let rows = app.rows_of_every_table().await;
-    let redis_keys = app.redis_keys().await;
+    let redis_keys = app.redis_keys("*").await;
     let etcd = app.switches_in_etcd().await;
     Stores {
         rows,

@@ -49,7 +49,7 @@ pub(crate) struct Figures {
     pub(crate) ok_orders: usize,
     /// Of those, the ones with no order holding stock.
     pub(crate) ok_without_order: Vec<Uuid>,
-    /// Replays whose first request had an answer, and how many got another one.
+    /// Replays of a granted request that got a verdict, and how many got another one.
     pub(crate) replays: usize,
     pub(crate) replays_differing: usize,
     /// Pre-orders the pipeline has not completed.
@@ -149,7 +149,7 @@ pub(crate) fn verdicts(figures: &Figures) -> Vec<InvariantCheck> {
         None,
         figures.replays_differing == 0,
         format!(
-            "{} of {} requests sent again got another answer than the first",
+            "{} of {} granted requests sent again were answered otherwise than with their order",
             figures.replays_differing, figures.replays
         ),
     ));

@@ -335,13 +335,27 @@ impl TestApp {
         values
     }
 
-    /// Every Redis key under this test's prefix.
-    pub(crate) async fn redis_keys(&self) -> BTreeSet<String> {
-        redis::cmd("KEYS")
-            .arg(format!("{}*", self.state.settings.redis_prefix))
-            .query_async(&mut self.state.redis.connection())
-            .await
-            .expect("keys")
+    /// Keys of this test's Redis prefix that match `pattern` (after the prefix; `*` for all).
+    pub(crate) async fn redis_keys(&self, pattern: &str) -> BTreeSet<String> {
+        let mut connection = self.state.redis.connection();
+        let mut keys = BTreeSet::new();
+        let mut cursor = 0_u64;
+        loop {
+            let (next, page): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{}{pattern}", self.state.settings.redis_prefix))
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut connection)
+                .await
+                .expect("scan");
+            keys.extend(page);
+            if next == 0 {
+                return keys;
+            }
+            cursor = next;
+        }
     }
 }
 
