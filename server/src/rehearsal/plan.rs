@@ -199,7 +199,13 @@ mod tests {
         for buyer in (9..100).step_by(10) {
             let first = position(buyer, Attempt::First);
             let replay = position(buyer, Attempt::Replay);
-            assert!(replay > first + 5, "buyer {buyer} comes back later");
+            // Half a second later: after the first requests of the next ten buyers (the
+            // rate's half), or after the last first request for the last buyers.
+            let firsts_between = plan[first + 1..replay]
+                .iter()
+                .filter(|send| send.attempt == Attempt::First)
+                .count();
+            assert_eq!(firsts_between, 10.min(99 - buyer) as usize, "buyer {buyer}");
             assert_eq!(position(buyer, Attempt::Again), replay + 1);
             let sent = |attempt| plan[position(buyer, attempt)];
             assert_eq!(
