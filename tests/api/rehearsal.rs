@@ -224,3 +224,59 @@ async fn a_rehearsal_of_a_ten_thousand_stock_sale_passes_its_check_and_leaves_no
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed[0]["id"], id, "{listed}");
 }
+
+/// `seckill rehearse ...` against the test's deployment: its exit status, stdout, stderr.
+async fn cli(app: &TestApp, args: &[&str]) -> (bool, String, String) {
+    use secrecy::ExposeSecret;
+    let settings = &app.state.settings;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_seckill-under-test"))
+        .arg("rehearse")
+        .args(args)
+        .env("DATABASE_URL", settings.database_url.expose_secret())
+        .env("REDIS_URL", settings.redis_url.expose_secret())
+        .env("SECKILL_REDIS_PREFIX", &settings.redis_prefix)
+        .env("AMQP_URL", settings.amqp_url.expose_secret())
+        .env("SECKILL_AMQP_PREFIX", &settings.amqp_prefix)
+        .env("ETCD_ENDPOINTS", settings.etcd_endpoints.join(","))
+        .env("SECKILL_ETCD_PREFIX", &settings.etcd_prefix)
+        // The load goes to the deployment's server: this test's instance.
+        .env("SECKILL_BIND", app.address.trim_start_matches("http://"))
+        .env_remove("SECKILL_CONFIG")
+        .output()
+        .await
+        .expect("the seckill binary runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_rehearses_shows_progress_and_exits_by_the_verdict() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (activity_id, _) = activity(&app, &merchant, &ops).await;
+    let rows_before = app.rows_of_every_table().await;
+
+    let (ok, stdout, stderr) = cli(
+        &app,
+        &[&activity_id.to_string(), "--buyers", "300", "--rate", "300"],
+    )
+    .await;
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(stderr.contains("requests"), "progress on stderr: {stderr}");
+    assert!(stdout.contains("PASSED: rehearsal"), "{stdout}");
+    assert!(stdout.contains("shadow removed"), "{stdout}");
+    assert!(stdout.contains("ok    not_oversold"), "{stdout}");
+    let mut rows_expected = rows_before;
+    *rows_expected.entry("rehearsals".into()).or_default() += 1;
+    *rows_expected.entry("ops_audit".into()).or_default() += 1;
+    assert_eq!(app.rows_of_every_table().await, rows_expected);
+
+    // No such activity: refused, and the exit status says so.
+    let (ok, _, stderr) = cli(&app, &["999999", "--buyers", "10", "--rate", "10"]).await;
+    assert!(!ok, "{stderr}");
+    assert!(stderr.contains("not found"), "{stderr}");
+}
