@@ -3,7 +3,7 @@
 
 use crate::support::{
     app::{json, spawn_app, TestApp},
-    fixtures::{token, Caller, Sale},
+    fixtures::{open_sale, token, Caller, Sale},
     wait,
 };
 use contract::Role;
@@ -212,6 +212,19 @@ async fn a_rehearsal_of_a_ten_thousand_stock_sale_passes_its_check_and_leaves_no
     let (status, _) = json(app.get(&format!("/api/activities/{shadow}"), None).await).await;
     assert_eq!(status, 404);
 
+    // The console shows the verdict to readers, and the start form to those who may start.
+    let sre_session = app.console_session(&sre).await;
+    let page = app
+        .console_page(&format!("/rehearsals/{id}"), &sre_session)
+        .await;
+    assert!(page.contains(r#"id="rehearsal-verdict""#), "{page}");
+    assert!(page.contains(r#"data-passed="true""#), "{page}");
+    let listing = app.console_page("/rehearsals", &sre_session).await;
+    assert!(!listing.contains(r#"id="start-rehearsal""#), "{listing}");
+    let ops_session = app.console_session(&ops).await;
+    let listing = app.console_page("/rehearsals", &ops_session).await;
+    assert!(listing.contains(r#"id="start-rehearsal""#), "{listing}");
+
     // Listed under its activity, for the readers of operations.
     let (status, listed) = json(
         app.get(
@@ -274,6 +287,23 @@ async fn the_command_line_rehearses_shows_progress_and_exits_by_the_verdict() {
     *rows_expected.entry("rehearsals".into()).or_default() += 1;
     *rows_expected.entry("ops_audit".into()).or_default() += 1;
     assert_eq!(app.rows_of_every_table().await, rows_expected);
+
+    // Not while the sale is open: its load would take the buyers' capacity.
+    let open = open_sale(&app, 10, 1).await;
+    let (status, body) = json(
+        app.post_json(
+            &format!("/admin/api/activities/{}/rehearsals", open.activity_id),
+            Some(&ops),
+            &json!({ "buyers": 10, "rate_per_s": 10, "reason": "during the sale" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("SALE_OPEN")),
+        "{body}"
+    );
 
     // No such activity: refused, and the exit status says so.
     let (ok, _, stderr) = cli(&app, &["999999", "--buyers", "10", "--rate", "10"]).await;

@@ -25,6 +25,7 @@ use crate::{
         ops_audit::{self, OpsAction},
         reason::audited_reason,
     },
+    buy::rules::{phase, Phase},
     catalog::store::{self as catalog, StoredActivity},
     error::{ApiError, ApiResult},
     rehearsal::{
@@ -71,6 +72,16 @@ pub(crate) async fn start(
         .await?
         .filter(|activity| activity.rehearsal_of.is_none())
         .ok_or(ApiError::NotFound("activity"))?;
+    // Its load would take the live sale's capacity from its buyers: rehearse before the
+    // day, or after it.
+    if phase(activity.starts_at, activity.ends_at, Utc::now(), true) == Phase::Open {
+        return Err(ApiError::Conflict {
+            code: "SALE_OPEN",
+            message: format!(
+                "activity {activity_id} is on sale now: rehearse it before its sale or after it"
+            ),
+        });
+    }
     if activity.kind == ActivityKind::Seated {
         return Err(ApiError::Invalid {
             code: "REHEARSAL_NOT_SUPPORTED",
