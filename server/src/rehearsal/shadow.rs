@@ -147,13 +147,15 @@ async fn remove(state: &AppState, leftovers: &Leftovers<'_>) -> anyhow::Result<(
     .bind(shadow)
     .execute(&state.db)
     .await?;
-    delete_rows(&state.db, shadow).await?;
+    // Redis before PostgreSQL: once its stock key is gone, a buy still on its way (its client
+    // gave up on it) is refused by the buy script, and cannot deduct for a row deleted under it.
     for (index, &item) in leftovers.items.iter().enumerate() {
         let keys = item_keys(&state.redis, leftovers, index, item);
         for chunk in keys.chunks(DELETED_AT_ONCE) {
             state.redis.delete_keys(chunk).await?;
         }
     }
+    delete_rows(&state.db, shadow).await?;
     Ok(())
 }
 
