@@ -271,6 +271,16 @@ async fn the_command_line_rehearses_shows_progress_and_exits_by_the_verdict() {
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
     let (activity_id, _) = activity(&app, &merchant, &ops).await;
+    // A rehearsal whose instance died before it made its shadow: its progress stopped long
+    // ago. It must not hold the activity's one running rehearsal forever.
+    let crashed: i64 = sqlx::query_scalar(
+        "INSERT INTO rehearsals (activity_id, buyers, rate_per_s, source, actor, reason, updated_at)
+         VALUES ($1, 10, 10, 'api', 'ops', 'drill', now() - interval '10 minutes') RETURNING id",
+    )
+    .bind(activity_id)
+    .fetch_one(&app.db)
+    .await
+    .expect("a crashed rehearsal");
     let rows_before = app.rows_of_every_table().await;
 
     let (ok, stdout, stderr) = cli(
@@ -279,10 +289,20 @@ async fn the_command_line_rehearses_shows_progress_and_exits_by_the_verdict() {
     )
     .await;
     assert!(ok, "{stdout}\n{stderr}");
+    println!("seckill rehearse:\n{stdout}");
     assert!(stderr.contains("requests"), "progress on stderr: {stderr}");
     assert!(stdout.contains("PASSED: rehearsal"), "{stdout}");
     assert!(stdout.contains("shadow removed"), "{stdout}");
     assert!(stdout.contains("ok    not_oversold"), "{stdout}");
+    let crashed = rehearsal(&app, &ops, crashed).await;
+    assert_eq!(crashed["status"], "error", "{crashed}");
+    assert!(
+        crashed["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("abandoned"),
+        "{crashed}"
+    );
     let mut rows_expected = rows_before;
     *rows_expected.entry("rehearsals".into()).or_default() += 1;
     *rows_expected.entry("ops_audit".into()).or_default() += 1;
