@@ -164,6 +164,16 @@ async fn a_rehearsal_of_a_ten_thousand_stock_sale_passes_its_check_and_leaves_no
         .await
         .expect("challenge asked");
     assert_eq!(challenge.status(), 404);
+    // Nor does the catalogue list it: it is no activity of the merchant's.
+    let (status, listed) = json(app.get("/admin/api/activities", Some(&merchant)).await).await;
+    assert_eq!(status, 200, "{listed}");
+    let ids: Vec<i64> = listed
+        .as_array()
+        .expect("activities")
+        .iter()
+        .filter_map(|activity| activity["id"].as_i64())
+        .collect();
+    assert_eq!(ids, [activity_id], "{listed}");
 
     wait::until("the rehearsal is over", REHEARSAL_PATIENCE, || async {
         rehearsal(&app, &sre, id).await["status"] != "running"

@@ -253,6 +253,8 @@ fn parse_kind(kind: &str) -> Result<ActivityKind, sqlx::Error> {
         .map_err(|e: String| sqlx::Error::Decode(e.into()))
 }
 
+/// The catalogue's activities, newest first; a rehearsal's shadow copy is no activity of
+/// the catalogue's and is left out.
 pub(crate) async fn list_activities(
     pool: &PgPool,
     merchant: Option<i64>,
@@ -262,7 +264,7 @@ pub(crate) async fn list_activities(
                 COALESCE(SUM(ai.total_stock), 0)::BIGINT AS total_stock,
                 COUNT(ai.item_id) AS item_count
          FROM activities a LEFT JOIN activity_items ai ON ai.activity_id = a.id
-         WHERE $1::BIGINT IS NULL OR a.merchant_id = $1
+         WHERE ($1::BIGINT IS NULL OR a.merchant_id = $1) AND a.rehearsal_of IS NULL
          GROUP BY a.id ORDER BY a.starts_at DESC LIMIT 500",
     )
     .bind(merchant)
