@@ -10,6 +10,7 @@ use contract::{
     StartedRun, SwitchBoard, SwitchChange,
 };
 use contract::{HotKey, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{Rehearsal, StartedRehearsal};
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
 
@@ -442,4 +443,43 @@ pub async fn get_readiness(activity_id: i64) -> Result<Readiness, ServerFnError>
         .readiness(&actor, activity_id)
         .await
         .map_err(session::refuse)
+}
+
+/// Rehearsals, newest first; an absent activity means every activity's.
+#[server(prefix = "/console/fn")]
+pub async fn list_rehearsals(activity_id: Option<i64>) -> Result<Vec<Rehearsal>, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .rehearsals(&actor, activity_id)
+        .await
+        .map_err(session::refuse)
+}
+
+#[server(prefix = "/console/fn")]
+pub async fn get_rehearsal(id: i64) -> Result<Rehearsal, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend.rehearsal(&actor, id).await.map_err(session::refuse)
+}
+
+/// Starts a rehearsal from the console's form, then opens its page. The numbers arrive
+/// as the form's text; one that is not a number is refused like one out of range.
+#[server(prefix = "/console/fn")]
+pub async fn begin_rehearsal(
+    activity_id: i64,
+    buyers: String,
+    rate_per_s: String,
+    reason: String,
+) -> Result<StartedRehearsal, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    let request = contract::StartRehearsal {
+        buyers: buyers.trim().parse().unwrap_or(0),
+        rate_per_s: rate_per_s.trim().parse().unwrap_or(0),
+        reason,
+    };
+    let started = backend
+        .start_rehearsal(&actor, activity_id, request)
+        .await
+        .map_err(session::refuse)?;
+    leptos_axum::redirect(&format!("/rehearsals/{}", started.id));
+    Ok(started)
 }

@@ -13,6 +13,7 @@ use contract::{
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
 use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use std::sync::Arc;
 
 /// Why a console call was refused; rendered to the user as its message.
@@ -210,6 +211,23 @@ pub trait ConsoleBackend: Send + Sync + 'static {
 
     /// The pre-sale readiness check of an activity, run now (ops, SRE, admin).
     async fn readiness(&self, actor: &Actor, activity_id: i64) -> Result<Readiness, ConsoleError>;
+
+    /// Rehearsals, newest first, of one activity or of all (ops, SRE, admin).
+    async fn rehearsals(
+        &self,
+        actor: &Actor,
+        activity_id: Option<i64>,
+    ) -> Result<Vec<Rehearsal>, ConsoleError>;
+    /// One rehearsal with its stage, progress and, once over, its result.
+    async fn rehearsal(&self, actor: &Actor, id: i64) -> Result<Rehearsal, ConsoleError>;
+    /// Starts a rehearsal of an activity in the background, audited with its reason, and
+    /// answers its id at once (ops and admin).
+    async fn start_rehearsal(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+        request: StartRehearsal,
+    ) -> Result<StartedRehearsal, ConsoleError>;
 }
 
 /// How the server hands its implementation to the console.

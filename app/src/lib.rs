@@ -14,7 +14,7 @@ use leptos_router::{
 };
 use pages::{
     activities, audit, dashboard, dead_letters, hotkeys, items, layout, login, orders, prewarm,
-    readiness, reconciliation, switches, unbuilt,
+    readiness, reconciliation, rehearsals, switches, unbuilt,
 };
 
 /// Name of the wasm bundle and stylesheet under `/pkg`, shared with the build scripts.
@@ -72,6 +72,8 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/baselines") view=unbuilt::Baselines/>
                         <Route path=path!("/reconciliations") view=reconciliation::Reconciliations/>
                         <Route path=path!("/reconciliations/:id") view=reconciliation::ReconciliationPage/>
+                        <Route path=path!("/rehearsals") view=rehearsals::Rehearsals/>
+                        <Route path=path!("/rehearsals/:id") view=rehearsals::RehearsalPage/>
                         <Route path=path!("/dead-letters") view=dead_letters::DeadLetters/>
                         <Route path=path!("/orders") view=orders::OrderList/>
                         <Route path=path!("/orders/:id") view=orders::OrderDetailPage/>

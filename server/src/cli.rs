@@ -1,5 +1,6 @@
 //! The `seckill` command line: `serve`, `worker`, `migrate`, `demo`, `prewarm`, `publish`,
-//! `token`, `admin`, `switch`, `hotkeys`, `replay-recorded`, `reconcile` and `readiness`.
+//! `token`, `admin`, `switch`, `hotkeys`, `replay-recorded`, `reconcile`, `readiness` and
+//! `rehearse`.
 
 use clap::{Parser, Subcommand};
 use contract::Actor;
@@ -71,6 +72,22 @@ enum Command {
     /// The pre-sale readiness check of an activity: prints every check as a table; exits
     /// non-zero when the activity is not ready.
     Readiness { activity: i64 },
+    /// Rehearse an activity's sale: the built-in load generator sends --buyers synthetic
+    /// buyers' buys at --rate per second to the deployment's server (`SECKILL_BIND`) against
+    /// a shadow copy of the activity, then checks the invariants and removes the copy. Shows
+    /// the progress, then prints outcomes, latencies and checks; exits non-zero unless the
+    /// check passed.
+    Rehearse {
+        activity: i64,
+        #[arg(long, default_value_t = 3000)]
+        buyers: i64,
+        /// Buy requests per second.
+        #[arg(long, default_value_t = 1500)]
+        rate: i64,
+        /// Why (audited).
+        #[arg(long, default_value = "rehearsal from the command line")]
+        reason: String,
+    },
     /// Mint a buyer token (HS256 JWT) for tests and load generation.
     Token {
         #[arg(long)]
@@ -243,6 +260,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", readiness_table(&report));
             anyhow::ensure!(report.ready, "activity {activity} is not ready");
         }
+        Command::Rehearse {
+            activity,
+            buyers,
+            rate,
+            reason,
+        } => {
+            let request = contract::StartRehearsal {
+                buyers,
+                rate_per_s: rate,
+                reason,
+            };
+            rehearse(settings, activity, request).await?
+        }
     }
     Ok(())
 }
@@ -257,8 +287,8 @@ fn cli_actor() -> Actor {
     }
 }
 
-/// How often `seckill reconcile` asks its run for progress.
-const RECONCILE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+/// How often `seckill reconcile` and `seckill rehearse` ask for progress.
+const PROGRESS_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// `seckill reconcile`: starts the run (it executes in a task of this process), follows it
 /// on stderr until it is over, then prints its findings on stdout.
@@ -300,14 +330,14 @@ async fn reconcile_activity(
     let run = loop {
         let run = reconcile::get(&state, &actor, started.id).await?;
         let mut stderr = std::io::stderr().lock();
-        write!(stderr, "\r{}", progress_bar(run.progress))?;
+        write!(stderr, "\r{}", progress_bar(run.progress, "items"))?;
         stderr.flush()?;
         if run.status != RunStatus::Running {
             writeln!(stderr)?;
             break run;
         }
         drop(stderr);
-        tokio::time::sleep(RECONCILE_POLL).await;
+        tokio::time::sleep(PROGRESS_POLL).await;
     };
     print!("{}", findings_table(&run.findings));
     match run.status {
@@ -323,20 +353,123 @@ async fn reconcile_activity(
 /// Width of the progress bar, in characters between the brackets.
 const BAR_WIDTH: i64 = 30;
 
-/// `[#########.....................] 3/10 items`
-fn progress_bar(progress: contract::Progress) -> String {
+/// `[#########.....................] 3/10 items`, of `unit`.
+fn progress_bar(progress: contract::Progress, unit: &str) -> String {
     let filled = if progress.total > 0 {
         (progress.done.clamp(0, progress.total) * BAR_WIDTH / progress.total) as usize
     } else {
         0
     };
     format!(
-        "[{}{}] {}/{} items",
+        "[{}{}] {}/{} {unit}",
         "#".repeat(filled),
         ".".repeat(BAR_WIDTH as usize - filled),
         progress.done,
         progress.total
     )
+}
+
+/// `seckill rehearse`: starts the rehearsal (it runs in a task of this process and sends
+/// its load to the deployment's server), shows its stage and progress on stderr until it is
+/// over, then prints its result on stdout.
+async fn rehearse(
+    settings: Settings,
+    activity_id: i64,
+    request: contract::StartRehearsal,
+) -> anyhow::Result<()> {
+    use contract::RehearsalStatus;
+    use std::io::Write;
+
+    let state = startup::connect(settings).await?;
+    let actor = cli_actor();
+    let started =
+        crate::rehearsal::service::start(&state, &actor, Source::Cli, activity_id, request).await?;
+    eprintln!(
+        "rehearsal {} of activity {activity_id} against {}",
+        started.id, state.settings.bind
+    );
+    // The rehearsal lives in a task of this process: returning before it is over would end
+    // it before its clean-up.
+    let rehearsal = loop {
+        let rehearsal = crate::rehearsal::service::get(&state, &actor, started.id).await?;
+        let mut stderr = std::io::stderr().lock();
+        write!(
+            stderr,
+            "\r{:<9} {}",
+            rehearsal.stage.as_str(),
+            progress_bar(rehearsal.progress, "requests")
+        )?;
+        stderr.flush()?;
+        if rehearsal.status != RehearsalStatus::Running {
+            writeln!(stderr)?;
+            break rehearsal;
+        }
+        drop(stderr);
+        tokio::time::sleep(PROGRESS_POLL).await;
+    };
+    print!("{}", rehearsal_report(&rehearsal));
+    anyhow::ensure!(
+        rehearsal.status == RehearsalStatus::Passed && rehearsal.cleaned_up,
+        "rehearsal {} {}{}",
+        rehearsal.id,
+        rehearsal.status.as_str(),
+        rehearsal
+            .error
+            .as_deref()
+            .map(|error| format!(": {error}"))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// The rehearsal's result as text: outcomes by code, latencies, one line per check, the
+/// verdict.
+fn rehearsal_report(rehearsal: &contract::Rehearsal) -> String {
+    let mut text = String::new();
+    if let Some(result) = &rehearsal.result {
+        text.push_str(&format!(
+            "requests     {} in {:.2} s, {} unanswered\n",
+            result.requests, result.load_s, result.unanswered
+        ));
+        if let Some(latency) = result.latency_ms {
+            text.push_str(&format!(
+                "latency ms   p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}\n",
+                latency.p50, latency.p90, latency.p99, latency.p999, latency.max
+            ));
+        }
+        text.push_str("outcomes\n");
+        for outcome in &result.outcomes {
+            text.push_str(&format!(
+                "  {} {:<24} {:>9}\n",
+                outcome.status, outcome.code, outcome.count
+            ));
+        }
+        text.push_str("checks\n");
+        for check in &result.checks {
+            let item = check
+                .item_id
+                .map(|item| format!(" (item {item})"))
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "  {}  {}{item}: {}\n",
+                if check.ok { "ok  " } else { "FAIL" },
+                check.name.as_str(),
+                check.detail
+            ));
+        }
+    }
+    let cleaned = if rehearsal.cleaned_up {
+        "shadow removed"
+    } else {
+        "shadow NOT removed"
+    };
+    text.push_str(&format!(
+        "{}: rehearsal {} of activity {} ({cleaned})\n",
+        rehearsal.status.as_str().to_uppercase(),
+        rehearsal.id,
+        rehearsal.activity_id
+    ));
+    text
 }
 
 /// The findings as a terminal table, then one summary line per class (every class, so a
@@ -758,7 +891,7 @@ mod tests {
 
     #[test]
     fn the_progress_bar_fills_with_the_items_done() {
-        let bar = |done, total| progress_bar(Progress { done, total });
+        let bar = |done, total| progress_bar(Progress { done, total }, "items");
         assert_eq!(bar(0, 0), format!("[{}] 0/0 items", ".".repeat(30)));
         assert_eq!(
             bar(3, 10),

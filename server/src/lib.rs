@@ -5,7 +5,7 @@
 //! API and its funnel), `catalog`, `prewarm`, `orders` (the RabbitMQ pipeline, pay timeout,
 //! outbox relay, dead letters, order admin), `payment`, `control` (etcd switches, election),
 //! `identity`, `dashboard` (the live figures the console draws), `hotkeys` (hot-key
-//! detection, its reactions and manual keys), `readiness` (the pre-sale go/no-go), `sale_page` (the static
+//! detection, its reactions and manual keys), `readiness` (the pre-sale go/no-go), `rehearsal` (a sale's load against a shadow copy, with the invariant check), `sale_page` (the static
 //! sale page: publish, serve, the button script), `admin` (the admin router, permissions, console backend, audit). `openapi` documents both APIs. Generic
 //! plumbing is in `infra`; `startup` and `state` put the pieces together.
 
@@ -25,6 +25,7 @@ pub mod payment;
 pub(crate) mod prewarm;
 pub(crate) mod readiness;
 pub mod reconcile;
+pub(crate) mod rehearsal;
 pub mod sale_page;
 pub mod startup;
 pub mod state;

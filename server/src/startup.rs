@@ -66,6 +66,8 @@ impl Application {
         deduction::handover::spawn(state.clone());
         let listener = tokio::net::TcpListener::bind(state.settings.bind).await?;
         state.payment.listening_on(listener.local_addr()?);
+        // Set once, by the one place that binds.
+        let _ = state.address.set(listener.local_addr()?);
         let router = router(state.clone());
         let control = control::start(&state, election, listener.local_addr()?).await;
         crate::dashboard::spawn(&state);
@@ -183,6 +185,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         dashboard: crate::dashboard::Hub::default(),
         sale_pages,
         hotkeys,
+        address: std::sync::OnceLock::new(),
     });
     Ok((state, election))
 }

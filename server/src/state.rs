@@ -91,4 +91,6 @@ pub struct Shared {
     pub hotkeys: Arc<crate::hotkeys::HotKeys>,
     /// The live dashboard's recent frames and their viewers (sampled only where HTTP is served).
     pub(crate) dashboard: crate::dashboard::Hub,
+    /// The address this instance serves HTTP on, once bound (a rehearsal's load goes there).
+    pub(crate) address: std::sync::OnceLock<std::net::SocketAddr>,
 }

@@ -837,29 +837,6 @@ impl TestApp {
         )
     }
 
-    /// Keys of this test's Redis prefix that match `pattern` (after the prefix).
-    async fn redis_keys(&self, pattern: &str) -> Vec<String> {
-        let mut connection = self.state.redis.connection();
-        let mut keys = Vec::new();
-        let mut cursor = 0_u64;
-        loop {
-            let (next, page): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(format!("{}{pattern}", self.state.settings.redis_prefix))
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut connection)
-                .await
-                .expect("scan");
-            keys.extend(page);
-            if next == 0 {
-                return keys;
-            }
-            cursor = next;
-        }
-    }
-
     /// Waits until buyer 3's buy of `sale` is refused with `code`.
     async fn until_refused_with(&self, sale: &Sale, code: &str) {
         let mut attempt = 0;

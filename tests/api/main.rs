@@ -27,6 +27,7 @@ mod rbac;
 mod readiness;
 mod reconcile;
 mod redis_outage;
+mod rehearsal;
 mod sale_page;
 mod scale_out;
 mod security;

@@ -11,7 +11,6 @@ use crate::support::{
     fixtures::{open_sale, token, Sale},
 };
 use contract::Role;
-use etcd_client::GetOptions;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -104,43 +103,9 @@ struct Stores {
 }
 
 async fn stores(app: &TestApp, sale: &Sale) -> Stores {
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.tables
-         WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
-    )
-    .fetch_all(&app.db)
-    .await
-    .expect("tables");
-    let mut rows = BTreeMap::new();
-    for table in tables {
-        let count = app.count(&table).await;
-        rows.insert(table, count);
-    }
-    let mut connection = app.state.redis.connection();
-    let redis_keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{}*", app.state.settings.redis_prefix))
-        .query_async(&mut connection)
-        .await
-        .expect("keys");
-    let mut client = etcd_client::Client::connect(&app.state.settings.etcd_endpoints, None)
-        .await
-        .expect("etcd client");
-    let mut etcd = BTreeMap::new();
-    for folder in ["switches/", "limits/"] {
-        let response = client
-            .get(
-                format!("{}/{folder}", app.state.settings.etcd_prefix),
-                Some(GetOptions::new().with_prefix()),
-            )
-            .await
-            .expect("etcd read");
-        for kv in response.kvs() {
-            etcd.insert(
-                kv.key_str().expect("utf-8").to_owned(),
-                kv.value_str().expect("utf-8").to_owned(),
-            );
-        }
-    }
+    let rows = app.rows_of_every_table().await;
+    let redis_keys = app.redis_keys("*").await;
+    let etcd = app.switches_in_etcd().await;
     Stores {
         rows,
         // The one write an accepted fuzz request makes: `GET /api/challenge` with the sale's

@@ -505,6 +505,54 @@ fn rows() -> Vec<Row> {
             Needs(P::WatchOperations),
             404,
         ),
+        // Buyers out of range: refused by the rules once the gate lets it through.
+        admin(
+            M::POST,
+            "/activities/{id}/rehearsals",
+            &format!("/activities/{NO_ID}/rehearsals"),
+            Json(json!({ "buyers": 0, "rate_per_s": 10, "reason": "drill" })),
+            Needs(P::Rehearse),
+            400,
+        ),
+        admin(
+            M::GET,
+            "/rehearsals",
+            "/rehearsals",
+            Body::None,
+            Needs(P::WatchOperations),
+            200,
+        ),
+        admin(
+            M::GET,
+            "/rehearsals/{id}",
+            &format!("/rehearsals/{NO_ID}"),
+            Body::None,
+            Needs(P::WatchOperations),
+            404,
+        ),
+        server_fn(
+            ListRehearsals::PATH,
+            Form(vec![]),
+            Needs(P::WatchOperations),
+            200,
+        ),
+        server_fn(
+            GetRehearsal::PATH,
+            Form(vec![("id", NO_ID)]),
+            Needs(P::WatchOperations),
+            404,
+        ),
+        server_fn(
+            BeginRehearsal::PATH,
+            Form(vec![
+                ("activity_id", NO_ID),
+                ("buyers", "0"),
+                ("rate_per_s", "10"),
+                ("reason", "drill"),
+            ]),
+            Needs(P::Rehearse),
+            400,
+        ),
         // Last, because it ends the session it is called with.
         server_fn(Logout::PATH, Form(vec![]), Open, 200),
     ]

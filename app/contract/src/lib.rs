@@ -16,6 +16,7 @@ mod pipeline;
 mod prewarm;
 mod readiness;
 mod reconcile;
+mod rehearsal;
 mod roles;
 mod sale_page;
 
@@ -32,5 +33,6 @@ pub use pipeline::*;
 pub use prewarm::*;
 pub use readiness::*;
 pub use reconcile::*;
+pub use rehearsal::*;
 pub use roles::*;
 pub use sale_page::*;

@@ -47,10 +47,13 @@ pub enum Permission {
     PublishSalePage,
     /// Add and remove hot keys by hand (reading them is `WatchOperations`).
     ManageHotKeys,
+    /// Start a rehearsal of an activity: a shadow copy under the built-in load generator
+    /// (reading rehearsals is `WatchOperations`).
+    Rehearse,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 12] = [
+    pub const ALL: [Permission; 13] = [
         Permission::ReadCatalog,
         Permission::WriteCatalog,
         Permission::ReadOrders,
@@ -63,6 +66,7 @@ impl Permission {
         Permission::RepairStock,
         Permission::PublishSalePage,
         Permission::ManageHotKeys,
+        Permission::Rehearse,
     ];
 }
 
@@ -91,7 +95,8 @@ impl Role {
             | Permission::FlipSwitch
             | Permission::OperatePipeline
             | Permission::RepairStock
-            | Permission::ManageHotKeys => &[Ops, Admin],
+            | Permission::ManageHotKeys
+            | Permission::Rehearse => &[Ops, Admin],
             Permission::WatchOperations | Permission::Reconcile => &[Ops, Sre, Admin],
             Permission::PublishSalePage => &[Merchant, Ops, Admin],
         };
@@ -186,6 +191,8 @@ mod tests {
         assert!(Role::Ops.may(RepairStock) && !Role::Merchant.may(Reconcile));
         assert!(Role::Merchant.may(PublishSalePage) && Role::Ops.may(PublishSalePage));
         assert!(Role::Admin.may(PublishSalePage) && !Role::Sre.may(PublishSalePage));
+        assert!(Role::Ops.may(Rehearse) && Role::Admin.may(Rehearse));
+        assert!(!Role::Sre.may(Rehearse) && !Role::Merchant.may(Rehearse));
         for role in Role::ALL {
             assert!(role.may(ReadCatalog) && role.may(ReadOrders) && role.may(ReadSwitches));
             assert_eq!(role.may(Prewarm), matches!(role, Role::Ops | Role::Admin));

@@ -6,10 +6,11 @@ use leptos::prelude::*;
 use leptos_router::components::{Outlet, Redirect, A};
 
 /// Navigation entries, in the order an operator walks through a sale.
-const PAGES: [(&str, &str); 12] = [
+const PAGES: [(&str, &str); 13] = [
     ("/activities", "Activities"),
     ("/items", "Items"),
     ("/prewarm", "Pre-warm"),
+    ("/rehearsals", "Rehearsals"),
     ("/readiness", "Readiness"),
     ("/switches", "Switch board"),
     ("/dashboard", "Live dashboard"),

@@ -13,6 +13,7 @@ pub mod orders;
 pub mod prewarm;
 pub mod readiness;
 pub mod reconciliation;
+pub mod rehearsals;
 pub mod switches;
 pub mod unbuilt;
 

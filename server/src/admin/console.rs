@@ -20,6 +20,7 @@ use contract::{
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
 use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use leptos::prelude::provide_context;
 use leptos::server_fn::ServerFn;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
@@ -36,6 +37,7 @@ use crate::{
     orders::{admin as order_admin, dead_letters, recordings, relay},
     prewarm, readiness,
     reconcile::service as reconcile,
+    rehearsal::service as rehearsal,
     state::AppState,
 };
 
@@ -325,6 +327,27 @@ impl ConsoleBackend for ConsoleService {
 
     async fn readiness(&self, actor: &Actor, activity_id: i64) -> Result<Readiness, ConsoleError> {
         Ok(readiness::check(&self.state, actor, activity_id).await?)
+    }
+
+    async fn rehearsals(
+        &self,
+        actor: &Actor,
+        activity_id: Option<i64>,
+    ) -> Result<Vec<Rehearsal>, ConsoleError> {
+        Ok(rehearsal::list(&self.state, actor, activity_id).await?)
+    }
+
+    async fn rehearsal(&self, actor: &Actor, id: i64) -> Result<Rehearsal, ConsoleError> {
+        Ok(rehearsal::get(&self.state, actor, id).await?)
+    }
+
+    async fn start_rehearsal(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+        request: StartRehearsal,
+    ) -> Result<StartedRehearsal, ConsoleError> {
+        Ok(rehearsal::start(&self.state, actor, Source::Console, activity_id, request).await?)
     }
 }
 

@@ -21,7 +21,10 @@ use std::{
 };
 
 use crate::{
-    buy::bloom::{self, BloomShape},
+    buy::{
+        bloom::{self, BloomShape},
+        rules,
+    },
     catalog::store as catalog,
     hotkeys::HotKeys,
     infra::{config::BuySettings, quiet_log::quiet, redis::RedisStore},
@@ -43,6 +46,8 @@ pub(crate) struct CachedActivity {
     pub(crate) starts_at: DateTime<Utc>,
     pub(crate) ends_at: DateTime<Utc>,
     pub(crate) items: Vec<CachedItem>,
+    /// Set on a rehearsal's shadow copy: the activity it copies.
+    pub(crate) rehearsal_of: Option<i64>,
     loaded_at: Instant,
 }
 
@@ -58,6 +63,12 @@ pub(crate) struct CachedItem {
 impl CachedActivity {
     pub(crate) fn item(&self, item_id: i64) -> Option<&CachedItem> {
         self.items.iter().find(|item| item.item_id == item_id)
+    }
+
+    /// Whether the buyer API shows and sells it to a caller whose token names
+    /// `caller_rehearsal` (`None`: a buyer, or no token).
+    pub(crate) fn shown_to(&self, caller_rehearsal: Option<i64>) -> bool {
+        rules::shown_to(self.id, self.rehearsal_of, caller_rehearsal)
     }
 }
 
@@ -137,6 +148,7 @@ async fn load(db: &PgPool, id: i64) -> Result<Option<CachedActivity>, sqlx::Erro
         kind: stored.kind,
         starts_at: stored.starts_at,
         ends_at: stored.ends_at,
+        rehearsal_of: stored.rehearsal_of,
         items: stored
             .lines
             .into_iter()

@@ -57,7 +57,7 @@ use crate::{
     catalog::rules::{valid_seat_code, MAX_PER_USER_LIMIT},
     control::switches::{SwitchValues, Switches},
     hotkeys::HotKeys,
-    identity::buyer_token::BuyerTokens,
+    identity::buyer_token::{Buyer, BuyerTokens},
     infra::{
         config::{AsyncMode, BuySettings, DeductionMode},
         metrics::Metrics,
@@ -468,15 +468,18 @@ impl Funnel {
         let in_flight = self.admit(switches)?;
         let body = self.read_body(body).await?;
         let (request_id, purchase) = self.validate(ask, headers, &body)?;
-        let user_id = self.authenticate(headers);
+        let buyer = self.authenticate(headers);
         self.hotkeys.sample(
             purchase.item_id,
-            user_id.as_ref().ok().copied(),
+            buyer.as_ref().ok().map(|buyer| buyer.id),
             Some(client),
         );
-        let user_id = user_id?;
+        let Buyer {
+            id: user_id,
+            rehearsal,
+        } = buyer?;
         self.check_blocked(user_id, client)?;
-        let (activity, target) = self.look_up(ask, &purchase).await?;
+        let (activity, target) = self.look_up(ask, &purchase, rehearsal).await?;
         let asked = Asked {
             sale: SaleItem::new(target.activity_id, target.item_id),
             user_id,
@@ -565,13 +568,13 @@ impl Funnel {
     }
 
     /// Step 3: the buyer token.
-    fn authenticate(&self, headers: &HeaderMap) -> Stage<i64> {
-        let user_id = self
+    fn authenticate(&self, headers: &HeaderMap) -> Stage<Buyer> {
+        let buyer = self
             .tokens
-            .buyer(header(headers, "authorization"))
+            .verify(header(headers, "authorization"))
             .ok_or_else(|| self.counts.stop("auth", Outcome::Unauthenticated))?;
         self.counts.pass("auth");
-        Ok(user_id)
+        Ok(buyer)
     }
 
     /// Step 3 ends: a buyer or an address blocked as a hot key is refused until the key lapses.
@@ -594,8 +597,15 @@ impl Funnel {
         }
     }
 
-    /// Step 4: the activity and the item bought, from the in-memory catalogue.
-    async fn look_up(&self, ask: Ask, purchase: &Purchase) -> Stage<(Arc<CachedActivity>, Target)> {
+    /// Step 4: the activity and the item bought, from the in-memory catalogue. A rehearsal's
+    /// shadow activity exists only for its own synthetic buyers (`rehearsal`, from their
+    /// tokens), and they for it alone.
+    async fn look_up(
+        &self,
+        ask: Ask,
+        purchase: &Purchase,
+        rehearsal: Option<i64>,
+    ) -> Stage<(Arc<CachedActivity>, Target)> {
         let looked_up = match purchase.item_id {
             Some(item_id) => {
                 self.catalogue
@@ -604,13 +614,21 @@ impl Funnel {
             }
             None => self.catalogue.activity(purchase.activity_id).await,
         };
-        let activity = looked_up.map_err(|error| match error {
-            LookupError::Missing => self.counts.stop("catalogue", Outcome::ItemNotFound),
-            error => {
-                quiet!(warn, "buy.lookup", error = %error, "activity lookup failed");
-                self.counts.stop("catalogue", Outcome::Degraded)
-            }
-        })?;
+        let activity = looked_up
+            .and_then(|activity| {
+                if activity.shown_to(rehearsal) {
+                    Ok(activity)
+                } else {
+                    Err(LookupError::Missing)
+                }
+            })
+            .map_err(|error| match error {
+                LookupError::Missing => self.counts.stop("catalogue", Outcome::ItemNotFound),
+                error => {
+                    quiet!(warn, "buy.lookup", error = %error, "activity lookup failed");
+                    self.counts.stop("catalogue", Outcome::Degraded)
+                }
+            })?;
         let target = match target(&activity, ask, purchase.item_id) {
             Ok(item) => Target {
                 activity_id: activity.id,

@@ -20,6 +20,7 @@ use crate::{
         rules::{phase, Phase},
     },
     error::{ApiError, ApiResult},
+    identity::buyer_token::Buyer,
     infra::route_table::RouteTable,
     state::AppState,
 };
@@ -77,10 +78,16 @@ async fn seats(
         .await
 }
 
-async fn cached_activity(state: &AppState, id: i64) -> ApiResult<std::sync::Arc<CachedActivity>> {
+/// The activity as the caller may see it: a rehearsal's shadow copy is absent to everyone
+/// but its own synthetic buyers (`caller_rehearsal`, from their tokens).
+async fn cached_activity(
+    state: &AppState,
+    id: i64,
+    caller_rehearsal: Option<i64>,
+) -> ApiResult<std::sync::Arc<CachedActivity>> {
     match state.funnel.catalogue.activity(id).await {
-        Ok(activity) => Ok(activity),
-        Err(LookupError::Missing) => Err(ApiError::NotFound("activity")),
+        Ok(activity) if activity.shown_to(caller_rehearsal) => Ok(activity),
+        Ok(_) | Err(LookupError::Missing) => Err(ApiError::NotFound("activity")),
         Err(LookupError::Redis(error)) => Err(error.into()),
         Err(LookupError::Database(error)) => Err(error.into()),
     }
@@ -103,7 +110,7 @@ async fn activity(
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Response> {
     let Path(id) = id?;
-    let activity = cached_activity(&state, id).await?;
+    let activity = cached_activity(&state, id, None).await?;
     sample_read(&state, &activity, client);
     let items: Vec<PublicItem> = activity
         .items
@@ -151,7 +158,7 @@ async fn status(
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Response> {
     let Path(id) = id?;
-    let activity = cached_activity(&state, id).await?;
+    let activity = cached_activity(&state, id, None).await?;
     sample_read(&state, &activity, client);
     let now = chrono::Utc::now();
     let keys: Vec<String> = activity
@@ -201,13 +208,18 @@ fn sample_read(state: &AppState, activity: &CachedActivity, client: SocketAddr) 
 
 /// The buyer named by the request's bearer token, or 401.
 pub(crate) fn buyer(state: &AppState, headers: &HeaderMap) -> ApiResult<i64> {
+    caller(state, headers).map(|buyer| buyer.id)
+}
+
+/// The buyer named by the bearer token, with the rehearsal a synthetic buyer's token names.
+fn caller(state: &AppState, headers: &HeaderMap) -> ApiResult<Buyer> {
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     state
         .funnel
         .tokens()
-        .buyer(authorization)
+        .verify(authorization)
         .ok_or(ApiError::Unauthenticated)
 }
 
@@ -223,8 +235,8 @@ async fn challenge(
     query: Result<Query<ChallengeQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(query) = query?;
-    let user_id = buyer(&state, &headers)?;
-    cached_activity(&state, query.activity_id).await?;
-    let challenge: Challenge = state.funnel.challenges.issue(user_id).await?;
+    let caller = caller(&state, &headers)?;
+    cached_activity(&state, query.activity_id, caller.rehearsal).await?;
+    let challenge: Challenge = state.funnel.challenges.issue(caller.id).await?;
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(challenge)).into_response())
 }

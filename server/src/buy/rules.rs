@@ -215,10 +215,37 @@ pub(crate) fn valid_quantity(quantity: i64, per_user_limit: i64) -> bool {
     (1..=per_user_limit).contains(&quantity)
 }
 
+/// Whether the buyer API shows and sells an activity to a caller. A rehearsal's shadow
+/// copy (`rehearsal_of` set) only to that rehearsal's synthetic buyers, whose tokens name it
+/// (`caller_rehearsal`); every other activity only to callers that are not synthetic, so a
+/// rehearsal's load can never buy a real sale's stock. Anything else is answered as absent.
+pub(crate) fn shown_to(
+    activity_id: i64,
+    rehearsal_of: Option<i64>,
+    caller_rehearsal: Option<i64>,
+) -> bool {
+    match (rehearsal_of, caller_rehearsal) {
+        (None, None) => true,
+        (Some(_), Some(shadow)) => shadow == activity_id,
+        (Some(_), None) | (None, Some(_)) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::Duration;
+
+    #[test]
+    fn a_shadow_activity_is_shown_to_its_own_synthetic_buyers_only() {
+        // A real activity: to buyers and anonymous readers, not to synthetic buyers.
+        assert!(shown_to(7, None, None));
+        assert!(!shown_to(7, None, Some(9)));
+        // Shadow 9 of activity 7: to tokens naming 9, to nobody else.
+        assert!(shown_to(9, Some(7), Some(9)));
+        assert!(!shown_to(9, Some(7), None));
+        assert!(!shown_to(9, Some(7), Some(10)));
+    }
 
     #[test]
     fn phases_follow_the_clock_unless_the_entry_is_closed() {

@@ -102,6 +102,16 @@ pub struct BuyCall<'a> {
 }
 
 impl RedisStore {
+    /// The counters of an item's three rate windows a buy goes through: the buyer's, the
+    /// client address's and the whole item's.
+    pub(crate) fn window_keys(&self, sale: SaleItem, buyer: i64, client: &str) -> [String; 3] {
+        [
+            self.item_key(sale, &format!("rl:user:{buyer}")),
+            self.item_key(sale, &format!("rl:ip:{client}")),
+            self.item_key(sale, "rl:item"),
+        ]
+    }
+
     /// Runs `steps` of one buy request (`lua/buy.lua`): the script's code and its value.
     pub async fn buy(
         &self,
@@ -110,10 +120,11 @@ impl RedisStore {
     ) -> redis::RedisResult<(i64, Vec<u8>)> {
         let sale = call.take.sale;
         let buyer = call.take.buyer.0;
+        let [per_buyer, per_address, per_item] = self.window_keys(sale, buyer, call.client);
         BUY.key(self.request_key(sale, buyer, call.request_id))
-            .key(self.item_key(sale, &format!("rl:user:{buyer}")))
-            .key(self.item_key(sale, &format!("rl:ip:{}", call.client)))
-            .key(self.item_key(sale, "rl:item"))
+            .key(per_buyer)
+            .key(per_address)
+            .key(per_item)
             .key(self.stock_key(sale))
             .key(self.bought_key(sale))
             .key(self.pending_key(sale))

@@ -253,6 +253,8 @@ fn parse_kind(kind: &str) -> Result<ActivityKind, sqlx::Error> {
         .map_err(|e: String| sqlx::Error::Decode(e.into()))
 }
 
+/// The catalogue's activities, newest first; a rehearsal's shadow copy is no activity of
+/// the catalogue's and is left out.
 pub(crate) async fn list_activities(
     pool: &PgPool,
     merchant: Option<i64>,
@@ -262,7 +264,7 @@ pub(crate) async fn list_activities(
                 COALESCE(SUM(ai.total_stock), 0)::BIGINT AS total_stock,
                 COUNT(ai.item_id) AS item_count
          FROM activities a LEFT JOIN activity_items ai ON ai.activity_id = a.id
-         WHERE $1::BIGINT IS NULL OR a.merchant_id = $1
+         WHERE ($1::BIGINT IS NULL OR a.merchant_id = $1) AND a.rehearsal_of IS NULL
          GROUP BY a.id ORDER BY a.starts_at DESC LIMIT 500",
     )
     .bind(merchant)
@@ -293,6 +295,8 @@ pub(crate) struct StoredActivity {
     pub(crate) starts_at: DateTime<Utc>,
     pub(crate) ends_at: DateTime<Utc>,
     pub(crate) pay_timeout_s: i64,
+    /// Set on a rehearsal's shadow copy: the activity it copies.
+    pub(crate) rehearsal_of: Option<i64>,
     pub(crate) lines: Vec<StoredLine>,
     pub(crate) seats: Vec<String>,
 }
@@ -322,9 +326,10 @@ pub(crate) async fn get_activity(
         starts_at: DateTime<Utc>,
         ends_at: DateTime<Utc>,
         pay_timeout_s: i32,
+        rehearsal_of: Option<i64>,
     }
     let head: Option<Head> = sqlx::query_as(
-        "SELECT id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s FROM activities
+        "SELECT id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s, rehearsal_of FROM activities
          WHERE id = $1 AND ($2::BIGINT IS NULL OR merchant_id = $2)",
     )
     .bind(id)
@@ -353,6 +358,7 @@ pub(crate) async fn get_activity(
         starts_at: head.starts_at,
         ends_at: head.ends_at,
         pay_timeout_s: head.pay_timeout_s.into(),
+        rehearsal_of: head.rehearsal_of,
         lines,
         seats,
     }))

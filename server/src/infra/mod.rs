@@ -1,6 +1,6 @@
 //! Generic plumbing every capability shares: configuration, telemetry, the clock rules read, the store clients
 //! (PostgreSQL pool and migrations, Redis connection and key layout, RabbitMQ and etcd links),
-//! metrics and their HTTP routes, health probes, the paging window of admin listings, the
+//! metrics and their HTTP routes, health probes, percentiles of samples, the paging window of admin listings, the
 //! route table routers are built from, the rate limit on warning lines and the token bucket of local rate limits.
 //! Nothing here knows what a buy, an order or a switch is.
 
@@ -14,6 +14,7 @@ pub(crate) mod http_metrics;
 pub(crate) mod lua;
 pub(crate) mod metrics;
 pub(crate) mod paging;
+pub mod percentiles;
 pub(crate) mod quiet_log;
 pub mod redis;
 pub(crate) mod route_table;

@@ -229,6 +229,7 @@ mod tests {
             starts_at,
             ends_at: starts_at + chrono::Duration::hours(1),
             pay_timeout_s: 900,
+            rehearsal_of: None,
             lines: vec![StoredLine {
                 item_id: 12,
                 name: "Phone <Pro>".into(),

@@ -14,7 +14,10 @@ use seckill::{
 use secrecy::ExposeSecret;
 use serde_json::Value;
 use sqlx::{Connection, Executor, PgConnection, PgPool};
-use std::sync::Once;
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Once,
+};
 use uuid::Uuid;
 
 pub(crate) struct TestApp {
@@ -287,6 +290,71 @@ impl TestApp {
             .fetch_one(&self.db)
             .await
             .expect("count")
+    }
+
+    /// The rows of every table of this test's database, by table.
+    pub(crate) async fn rows_of_every_table(&self) -> BTreeMap<String, i64> {
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT table_name::text FROM information_schema.tables
+             WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+        )
+        .fetch_all(&self.db)
+        .await
+        .expect("tables");
+        let mut rows = BTreeMap::new();
+        for table in tables {
+            let count = self.count(&table).await;
+            rows.insert(table, count);
+        }
+        rows
+    }
+
+    /// Every switch and limit key in this test's etcd prefix, with its value.
+    pub(crate) async fn switches_in_etcd(&self) -> BTreeMap<String, String> {
+        let settings = &self.state.settings;
+        let mut client = etcd_client::Client::connect(&settings.etcd_endpoints, None)
+            .await
+            .expect("etcd client");
+        let mut values = BTreeMap::new();
+        for folder in ["switches/", "limits/"] {
+            let response = client
+                .get(
+                    format!("{}/{folder}", settings.etcd_prefix),
+                    Some(etcd_client::GetOptions::new().with_prefix()),
+                )
+                .await
+                .expect("etcd read");
+            for kv in response.kvs() {
+                values.insert(
+                    kv.key_str().expect("utf-8").to_owned(),
+                    kv.value_str().expect("utf-8").to_owned(),
+                );
+            }
+        }
+        values
+    }
+
+    /// Keys of this test's Redis prefix that match `pattern` (after the prefix; `*` for all).
+    pub(crate) async fn redis_keys(&self, pattern: &str) -> BTreeSet<String> {
+        let mut connection = self.state.redis.connection();
+        let mut keys = BTreeSet::new();
+        let mut cursor = 0_u64;
+        loop {
+            let (next, page): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{}{pattern}", self.state.settings.redis_prefix))
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut connection)
+                .await
+                .expect("scan");
+            keys.extend(page);
+            if next == 0 {
+                return keys;
+            }
+            cursor = next;
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! What came back: each worker keeps its own [`Tally`] (no locks in the hot loop); the
 //! merged tally becomes the run's [`Summary`] and the set of order ids the check looks up.
 
+use seckill::infra::percentiles::nearest_rank;
 use serde::Serialize;
 use std::{
     collections::{BTreeMap, HashSet},
@@ -112,10 +113,7 @@ impl Tally {
 /// Nearest-rank percentiles of sorted microsecond samples, in milliseconds.
 fn latency(sorted_us: &[u64]) -> Option<Latency> {
     let &max = sorted_us.last()?;
-    let at = |p: f64| {
-        let rank = (p * sorted_us.len() as f64).ceil() as usize;
-        millis(sorted_us[rank.clamp(1, sorted_us.len()) - 1])
-    };
+    let at = |p: f64| millis(nearest_rank(sorted_us, p).unwrap_or(max));
     Some(Latency {
         p50: at(0.50),
         p90: at(0.90),

@@ -1,0 +1,25 @@
+//! Percentiles of recorded samples by the nearest-rank rule: the smallest sample at or
+//! above which `p` of all samples lie. Shared by the rehearsal's load report and the
+//! `seckill-load` benchmark tool, so both read latencies the same way.
+
+/// The `p` percentile (`0.0..=1.0`) of `sorted` (ascending); `None` without samples.
+pub fn nearest_rank(sorted: &[u64], p: f64) -> Option<u64> {
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let samples: Vec<u64> = (1..=100).collect();
+        assert_eq!(nearest_rank(&samples, 0.5), Some(50));
+        assert_eq!(nearest_rank(&samples, 0.99), Some(99));
+        assert_eq!(nearest_rank(&samples, 0.999), Some(100));
+        assert_eq!(nearest_rank(&samples, 0.0), Some(1));
+        assert_eq!(nearest_rank(&[7], 0.99), Some(7));
+        assert_eq!(nearest_rank(&[], 0.5), None);
+    }
+}
