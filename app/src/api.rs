@@ -9,7 +9,7 @@ use contract::{
     PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport, RequeueReport, RunSummary,
     StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{HotKey, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{BaselineRun, HotKey, HotKeyPeriod, HotKeysView, Readiness};
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
 
@@ -440,6 +440,26 @@ pub async fn get_readiness(activity_id: i64) -> Result<Readiness, ServerFnError>
     let (backend, actor) = session::signed_in().await?;
     backend
         .readiness(&actor, activity_id)
+        .await
+        .map_err(session::refuse)
+}
+
+/// The recorded runs of an activity, newest first.
+#[server(prefix = "/console/fn")]
+pub async fn list_baselines(activity_id: i64) -> Result<Vec<BaselineRun>, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .baselines(&actor, activity_id)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Makes a run its activity's baseline; the reason is required and audited.
+#[server(prefix = "/console/fn")]
+pub async fn mark_baseline(run_id: i64, reason: String) -> Result<BaselineRun, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .mark_baseline(&actor, run_id, &reason)
         .await
         .map_err(session::refuse)
 }

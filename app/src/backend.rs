@@ -12,7 +12,7 @@ use contract::{
     OrderQuery, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{BaselineRun, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
 use std::sync::Arc;
 
 /// Why a console call was refused; rendered to the user as its message.
@@ -210,6 +210,20 @@ pub trait ConsoleBackend: Send + Sync + 'static {
 
     /// The pre-sale readiness check of an activity, run now (ops, SRE, admin).
     async fn readiness(&self, actor: &Actor, activity_id: i64) -> Result<Readiness, ConsoleError>;
+
+    /// The recorded runs of an activity, newest first (ops, SRE, admin).
+    async fn baselines(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+    ) -> Result<Vec<BaselineRun>, ConsoleError>;
+    /// Makes a run its activity's baseline, audited with the reason (ops and admin).
+    async fn mark_baseline(
+        &self,
+        actor: &Actor,
+        run_id: i64,
+        reason: &str,
+    ) -> Result<BaselineRun, ConsoleError>;
 }
 
 /// How the server hands its implementation to the console.

@@ -47,10 +47,12 @@ pub enum Permission {
     PublishSalePage,
     /// Add and remove hot keys by hand (reading them is `WatchOperations`).
     ManageHotKeys,
+    /// Mark a recorded run as an activity's baseline (reading runs is `WatchOperations`).
+    MarkBaseline,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 12] = [
+    pub const ALL: [Permission; 13] = [
         Permission::ReadCatalog,
         Permission::WriteCatalog,
         Permission::ReadOrders,
@@ -63,6 +65,7 @@ impl Permission {
         Permission::RepairStock,
         Permission::PublishSalePage,
         Permission::ManageHotKeys,
+        Permission::MarkBaseline,
     ];
 }
 
@@ -91,7 +94,8 @@ impl Role {
             | Permission::FlipSwitch
             | Permission::OperatePipeline
             | Permission::RepairStock
-            | Permission::ManageHotKeys => &[Ops, Admin],
+            | Permission::ManageHotKeys
+            | Permission::MarkBaseline => &[Ops, Admin],
             Permission::WatchOperations | Permission::Reconcile => &[Ops, Sre, Admin],
             Permission::PublishSalePage => &[Merchant, Ops, Admin],
         };

@@ -3,6 +3,7 @@
 
 pub mod activities;
 pub mod audit;
+pub mod baselines;
 pub mod dashboard;
 pub mod dead_letters;
 pub mod hotkeys;
@@ -14,7 +15,6 @@ pub mod prewarm;
 pub mod readiness;
 pub mod reconciliation;
 pub mod switches;
-pub mod unbuilt;
 
 use leptos::prelude::*;
 

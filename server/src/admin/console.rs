@@ -19,7 +19,7 @@ use contract::{
     OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{BaselineRun, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
 use leptos::prelude::provide_context;
 use leptos::server_fn::ServerFn;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
@@ -325,6 +325,26 @@ impl ConsoleBackend for ConsoleService {
 
     async fn readiness(&self, actor: &Actor, activity_id: i64) -> Result<Readiness, ConsoleError> {
         Ok(readiness::check(&self.state, actor, activity_id).await?)
+    }
+
+    async fn baselines(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+    ) -> Result<Vec<BaselineRun>, ConsoleError> {
+        Ok(crate::baselines::runs::list(&self.state, actor, Some(activity_id)).await?)
+    }
+
+    async fn mark_baseline(
+        &self,
+        actor: &Actor,
+        run_id: i64,
+        reason: &str,
+    ) -> Result<BaselineRun, ConsoleError> {
+        Ok(
+            crate::baselines::runs::mark(&self.state, actor, Source::Console, run_id, reason)
+                .await?,
+        )
     }
 }
 

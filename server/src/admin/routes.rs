@@ -19,6 +19,7 @@ pub(crate) fn table() -> AdminRoutes {
     let routes = crate::sale_page::routes::admin(routes);
     let routes = crate::hotkeys::routes::admin(routes);
     let routes = crate::readiness::routes::admin(routes);
+    let routes = crate::baselines::routes::admin(routes);
     crate::orders::routes::admin(routes)
 }
 

@@ -58,6 +58,7 @@ impl RedisStore {
                 timeout,
                 failed,
                 durations: CallDurations::of(metrics),
+                commands: metrics.redis_commands.clone(),
             },
             prefix: settings.redis_prefix.as_str().into(),
             client,
@@ -198,6 +199,7 @@ pub struct RedisConnection {
     timeout: Duration,
     failed: mpsc::Sender<()>,
     durations: CallDurations,
+    commands: prometheus::IntCounter,
 }
 
 /// Redis commands the timings name; any other command is timed as `redis.other`. (`eval`
@@ -273,11 +275,16 @@ impl CallDurations {
 }
 
 impl RedisConnection {
+    /// Runs one round trip of `commands` commands, named `call` in the timings.
     async fn bounded<T>(
         &self,
         call: &str,
+        commands: usize,
         command: impl Future<Output = RedisResult<T>>,
     ) -> RedisResult<T> {
+        // Sent or not, it is what the caller asked of Redis: a buy's path counts it.
+        self.commands.inc_by(commands as u64);
+        crate::baselines::path::redis(commands);
         let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(self.timeout, command)
             .await
@@ -305,7 +312,7 @@ impl ConnectionLike for RedisConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         let mut manager = self.manager.clone();
         Box::pin(async move {
-            self.bounded(call_name(cmd), manager.send_packed_command(cmd))
+            self.bounded(call_name(cmd), 1, manager.send_packed_command(cmd))
                 .await
         })
     }
@@ -318,8 +325,14 @@ impl ConnectionLike for RedisConnection {
     ) -> RedisFuture<'a, Vec<Value>> {
         let mut manager = self.manager.clone();
         Box::pin(async move {
-            self.bounded("pipeline", manager.send_packed_commands(cmd, offset, count))
-                .await
+            // What Redis runs: `count` commands after `offset` answers skipped, the
+            // MULTI and the queued commands of an atomic pipeline (its EXEC is the one).
+            self.bounded(
+                "pipeline",
+                offset + count,
+                manager.send_packed_commands(cmd, offset, count),
+            )
+            .await
         })
     }
 
