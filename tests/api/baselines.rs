@@ -38,11 +38,11 @@ struct Monitor {
     marks: u32,
 }
 
-/// A point in the stream: the lines seen before it, and the server's counters then.
+/// A point in the stream: the lines seen before it, the server's count of the commands it
+/// sent then, and Redis's count of EVALSHA.
 struct Mark {
     line: usize,
     sent: f64,
-    for_buys: f64,
     evalsha: u64,
 }
 
@@ -86,89 +86,114 @@ impl Monitor {
         }
     }
 
-    /// Marks the stream now: the server's counters, then an ECHO the stream shows.
+    /// Marks the stream with an ECHO at a moment the server's count of sent commands is the
+    /// same before and after it: no command of the server's background tasks is on its
+    /// way meanwhile, so the commands it counted before the mark are the ones Redis ran
+    /// before it.
     async fn mark(&mut self, app: &TestApp) -> Mark {
-        let sent = app.metric("seckill_redis_commands_total").await;
-        let for_buys = app
-            .metric("seckill_buy_path_calls_total{call=\"redis_command\",outcome=\"success\"}")
-            .await
-            + app
-                .metric("seckill_buy_path_calls_total{call=\"redis_command\",outcome=\"refused\"}")
-                .await;
-        self.marks += 1;
-        let echo = format!("baseline-mark-{}", self.marks);
-        redis::cmd("ECHO")
-            .arg(&echo)
-            .query_async::<String>(&mut self.harness)
-            .await
-            .expect("ECHO");
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut self.harness)
-            .await
-            .expect("INFO");
-        let evalsha = stats
-            .lines()
-            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-            .and_then(|rest| rest.split(',').next())
-            .map_or(0, |calls| calls.parse().expect("calls"));
-        let lines = self.lines.clone();
-        let mut line = 0;
-        wait::until("the mark in the MONITOR stream", PATIENCE, || {
-            let found = lines
-                .lock()
-                .expect("lines")
-                .iter()
-                .position(|seen| seen.contains(&echo));
-            if let Some(found) = found {
-                line = found;
+        loop {
+            let sent = app.metric("seckill_redis_commands_total").await;
+            self.marks += 1;
+            let echo = format!("baseline-mark-{}", self.marks);
+            redis::cmd("ECHO")
+                .arg(&echo)
+                .query_async::<String>(&mut self.harness)
+                .await
+                .expect("ECHO");
+            let stats: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut self.harness)
+                .await
+                .expect("INFO");
+            let evalsha = stats
+                .lines()
+                .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+                .and_then(|rest| rest.split(',').next())
+                .map_or(0, |calls| calls.parse().expect("calls"));
+            let lines = self.lines.clone();
+            let mut line = 0;
+            wait::until("the mark in the MONITOR stream", PATIENCE, || {
+                let found = lines
+                    .lock()
+                    .expect("lines")
+                    .iter()
+                    .position(|seen| seen.contains(&echo));
+                if let Some(found) = found {
+                    line = found;
+                }
+                std::future::ready(found.is_some())
+            })
+            .await;
+            if app.metric("seckill_redis_commands_total").await == sent {
+                return Mark {
+                    line,
+                    sent,
+                    evalsha,
+                };
             }
-            std::future::ready(found.is_some())
-        })
-        .await;
-        Mark {
-            line,
-            sent,
-            for_buys,
-            evalsha,
         }
     }
 
-    /// The commands the server sent between two marks (not a script's own calls, not the
-    /// test's), and how many were EVALSHA.
-    fn sent_between(&self, from: &Mark, to: &Mark) -> (f64, u64) {
+    /// The commands the server sent between two marks, as Redis ran them: not a script's
+    /// own calls (`lua`), not the test's ECHO and INFO.
+    fn sent_between(&self, from: &Mark, to: &Mark) -> Vec<String> {
         let lines = self.lines.lock().expect("lines");
-        let sent: Vec<&String> = lines[from.line + 1..to.line]
+        lines[from.line + 1..to.line]
             .iter()
             .filter(|line| !line.contains(" lua] "))
-            .filter(|line| !line.contains("\"ECHO\"") && !line.contains("\"INFO\""))
-            .filter(|line| !line.contains("\"echo\"") && !line.contains("\"info\""))
-            .collect();
-        let evalsha = sent
-            .iter()
-            .filter(|line| line.to_ascii_lowercase().contains("] \"evalsha\""))
-            .count() as u64;
-        (sent.len() as f64, evalsha)
+            .filter(|line| !command_is(line, "echo") && !command_is(line, "info"))
+            .cloned()
+            .collect()
     }
 
-    /// Commands Redis saw for buys between two marks: everything the server sent, less what
-    /// it counted as sent for anything else than a buy; also checks that the server's count
-    /// of what it sent, and Redis's count of EVALSHA, agree with the stream.
+    /// What Redis ran for buys between two marks: the server's commands less those of its
+    /// background tasks in this test (the hot-key reports' PUBLISH, the dashboard's stock
+    /// reads in one MULTI/EXEC: the server has one connection, so a transaction's
+    /// commands are the lines from its MULTI to its EXEC).
     fn for_buys_between(&self, from: &Mark, to: &Mark) -> f64 {
-        let (sent, evalsha) = self.sent_between(from, to);
+        let mut in_transaction = false;
+        let mut for_buys = 0;
+        for line in self.sent_between(from, to) {
+            if command_is(&line, "multi") {
+                in_transaction = true;
+            } else if command_is(&line, "exec") {
+                in_transaction = false;
+            } else if !in_transaction && !command_is(&line, "publish") {
+                for_buys += 1;
+            }
+        }
+        for_buys as f64
+    }
+
+    /// Checks the server's count of the commands it sent, whoever sent them, against what
+    /// Redis ran between two marks, and Redis's count of EVALSHA against the stream's.
+    fn check_counts(&self, from: &Mark, to: &Mark) {
+        let sent = self.sent_between(from, to);
         let counted = to.sent - from.sent;
         assert!(
-            within(counted, sent, 0.05),
-            "the server counted {counted} commands sent, Redis saw {sent}"
+            within(counted, sent.len() as f64, 0.05),
+            "the server counted {counted} commands sent, Redis ran {}",
+            sent.len()
         );
+        let evalsha = sent
+            .iter()
+            .filter(|line| command_is(line, "evalsha"))
+            .count();
         let stats = to.evalsha - from.evalsha;
         assert!(
             within(stats as f64, evalsha as f64, 0.05),
             "INFO commandstats counted {stats} EVALSHA, MONITOR showed {evalsha}"
         );
-        let not_for_buys = counted - (to.for_buys - from.for_buys);
-        sent - not_for_buys
     }
+}
+
+/// Whether a MONITOR line (`+1700000000.123456 [0 127.0.0.1:5000] "EVALSHA" ...`) runs
+/// `command`.
+fn command_is(line: &str, command: &str) -> bool {
+    line.split("] \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .is_some_and(|name| name.eq_ignore_ascii_case(command))
 }
 
 /// `a` is `b` within `share` of `b` (and within one call, for counts near zero).
@@ -256,6 +281,7 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
         .await
         .expect("end the sale");
 
+    monitor.check_counts(&before, &after);
     let redis_per_success = monitor.for_buys_between(&before, &sold_out) / STOCK as f64;
     let redis_per_refusal = monitor.for_buys_between(&sold_out, &after) / REFUSED as f64;
 
