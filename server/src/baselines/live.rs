@@ -1,7 +1,7 @@
 //! The live dashboard's view against the baseline: each second's buy latency, rate and
 //! path held against the baseline run of every live activity that has one.
 
-use contract::{AgainstBaseline, BaselineRun, BuyFigures, FigureAgainst, PathFigures, RunPath};
+use contract::{AgainstBaseline, BaselineRun, BuyFigures, FigureAgainst, RunPath};
 
 use crate::baselines::{
     figures::OutcomeCounts,
@@ -36,9 +36,6 @@ pub(crate) fn against(baseline: &BaselineRun, buy: &BuyFigures, path: &RunPath) 
         live,
         baseline,
     };
-    // A second without buys of an outcome has no calls per buy to show.
-    let per_buy =
-        |live: &PathFigures, pick: fn(&PathFigures) -> f64| (live.requests > 0).then(|| pick(live));
     let base = &baseline.path;
     let mut figures = vec![
         figure(
@@ -54,21 +51,17 @@ pub(crate) fn against(baseline: &BaselineRun, buy: &BuyFigures, path: &RunPath) 
             endpoint.map(|endpoint| endpoint.qps),
         ),
     ];
-    let calls: [(&str, fn(&PathFigures) -> f64); 3] = [
-        ("Redis commands", |p| p.redis_commands),
-        ("Redis round trips", |p| p.redis_round_trips),
-        ("DB statements", |p| p.db_statements),
-    ];
     for (outcome, live, base) in [
         ("successful buy", &path.success, &base.success),
         ("refused buy", &path.refused, &base.refused),
     ] {
-        for (name, pick) in calls {
+        // A second (or a run) without buys of an outcome has no calls per buy to show.
+        for ((name, now), (_, then)) in live.calls().into_iter().zip(base.calls()) {
             figures.push(figure(
                 &format!("{name} per {outcome}"),
                 "",
-                per_buy(live, pick),
-                (base.requests > 0).then(|| pick(base)),
+                (live.requests > 0).then_some(now),
+                (base.requests > 0).then_some(then),
             ));
         }
     }
@@ -82,7 +75,7 @@ pub(crate) fn against(baseline: &BaselineRun, buy: &BuyFigures, path: &RunPath) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use contract::{EndpointFigures, RunCost, RunKind, RunPerf};
+    use contract::{EndpointFigures, PathFigures, RunCost, RunKind, RunPerf};
 
     #[test]
     fn the_second_is_held_against_the_baseline_run() {
@@ -130,12 +123,13 @@ mod tests {
         assert_eq!(text[0], "buy p99 41 ms, baseline 18 ms, +128 %");
         assert_eq!(text[1], "buy rate 45 /s, baseline 90 /s, -50 %");
         assert_eq!(
-            text[2],
+            text[3],
             "Redis commands per successful buy 3, baseline 2, +50 %"
         );
         // Neither this second nor the baseline had refused buys.
-        assert_eq!(seen.figures[5].live, None);
-        assert_eq!(seen.figures[5].baseline, None);
+        let refused = &seen.figures[8];
+        assert_eq!(refused.name, "Redis commands per refused buy");
+        assert_eq!((refused.live, refused.baseline), (None, None));
     }
 
     #[test]
