@@ -434,4 +434,31 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
         .find(|figure| figure.name == "Redis commands per successful buy")
         .expect("the path against the baseline");
     assert_eq!(commands.baseline, Some(success.redis_commands));
+
+    // The Baselines page: the runs side by side, and a run whose buys make one more Redis
+    // call each than the baseline's is flagged there (a rehearsal written as one would be).
+    let mut path = run.path.clone();
+    path.success.redis_commands += 1.0;
+    sqlx::query(
+        "INSERT INTO baseline_runs (activity_id, kind, started_at, ended_at, perf, cost, path)
+         SELECT activity_id, 'rehearsal', started_at, ended_at, perf, cost, $2
+         FROM baseline_runs WHERE id = $1",
+    )
+    .bind(run.id)
+    .bind(sqlx::types::Json(&path))
+    .execute(&app.db)
+    .await
+    .expect("a rehearsal run");
+    let session = app.console_session(&ops).await;
+    let page = app
+        .console_page(&format!("/baselines?activity_id={activity_id}"), &session)
+        .await;
+    assert!(!page.contains("Not built yet"), "{page}");
+    assert!(page.contains(&format!("data-run=\"{}\"", run.id)), "{page}");
+    assert_eq!(
+        page.matches("data-new-call=\"Redis commands\"").count(),
+        1,
+        "{page}"
+    );
+    assert!(page.contains("Mark as baseline"), "{page}");
 }
