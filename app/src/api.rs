@@ -9,7 +9,7 @@ use contract::{
     PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport, RequeueReport, RunSummary,
     StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{HotKey, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{BaselineRun, HotKey, HotKeyPeriod, HotKeysView, Readiness};
 use contract::{Rehearsal, StartedRehearsal};
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
@@ -455,6 +455,16 @@ pub async fn list_rehearsals(activity_id: Option<i64>) -> Result<Vec<Rehearsal>,
         .map_err(session::refuse)
 }
 
+/// The recorded runs of an activity, newest first.
+#[server(prefix = "/console/fn")]
+pub async fn list_baselines(activity_id: i64) -> Result<Vec<BaselineRun>, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .baselines(&actor, activity_id)
+        .await
+        .map_err(session::refuse)
+}
+
 #[server(prefix = "/console/fn")]
 pub async fn get_rehearsal(id: i64) -> Result<Rehearsal, ServerFnError> {
     let (backend, actor) = session::signed_in().await?;
@@ -482,4 +492,14 @@ pub async fn begin_rehearsal(
         .map_err(session::refuse)?;
     leptos_axum::redirect(&format!("/rehearsals/{}", started.id));
     Ok(started)
+}
+
+/// Makes a run its activity's baseline; the reason is required and audited.
+#[server(prefix = "/console/fn")]
+pub async fn mark_baseline(run_id: i64, reason: String) -> Result<BaselineRun, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .mark_baseline(&actor, run_id, &reason)
+        .await
+        .map_err(session::refuse)
 }

@@ -12,7 +12,7 @@ use contract::{
     OrderQuery, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{BaselineRun, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use std::sync::Arc;
 
@@ -228,6 +228,19 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         activity_id: i64,
         request: StartRehearsal,
     ) -> Result<StartedRehearsal, ConsoleError>;
+    /// The recorded runs of an activity, newest first (ops, SRE, admin).
+    async fn baselines(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+    ) -> Result<Vec<BaselineRun>, ConsoleError>;
+    /// Makes a run its activity's baseline, audited with the reason (ops and admin).
+    async fn mark_baseline(
+        &self,
+        actor: &Actor,
+        run_id: i64,
+        reason: &str,
+    ) -> Result<BaselineRun, ConsoleError>;
 }
 
 /// How the server hands its implementation to the console.

@@ -13,8 +13,8 @@ use leptos_router::{
     path, SsrMode,
 };
 use pages::{
-    activities, audit, dashboard, dead_letters, hotkeys, items, layout, login, orders, prewarm,
-    readiness, reconciliation, rehearsals, switches, unbuilt,
+    activities, audit, baselines, dashboard, dead_letters, hotkeys, items, layout, login, orders,
+    prewarm, readiness, reconciliation, rehearsals, switches,
 };
 
 /// Name of the wasm bundle and stylesheet under `/pkg`, shared with the build scripts.
@@ -69,7 +69,7 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/switches") view=switches::SwitchBoardPage/>
                         <Route path=path!("/dashboard") view=dashboard::Dashboard/>
                         <Route path=path!("/hotkeys") view=hotkeys::HotKeysPage/>
-                        <Route path=path!("/baselines") view=unbuilt::Baselines/>
+                        <Route path=path!("/baselines") view=baselines::BaselinesPage/>
                         <Route path=path!("/reconciliations") view=reconciliation::Reconciliations/>
                         <Route path=path!("/reconciliations/:id") view=reconciliation::ReconciliationPage/>
                         <Route path=path!("/rehearsals") view=rehearsals::Rehearsals/>

@@ -10,6 +10,7 @@
 //! plumbing is in `infra`; `startup` and `state` put the pieces together.
 
 pub mod admin;
+pub(crate) mod baselines;
 pub mod buy;
 pub(crate) mod catalog;
 pub mod cli;

@@ -72,6 +72,7 @@ impl Application {
         let control = control::start(&state, election, listener.local_addr()?).await;
         crate::dashboard::spawn(&state);
         crate::hotkeys::spawn(&state);
+        crate::baselines::spawn(&state);
         if state.settings.workers {
             workers(&state);
         }
@@ -199,6 +200,8 @@ pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
     db::migrate(&state.db).await?;
     let control = control::start(&state, election, state.settings.bind).await;
     crate::hotkeys::spawn_aggregator(&state);
+    // Its cost is the sale's too, and it may be the leader that computes the runs.
+    crate::baselines::spawn(&state);
     let workers = workers(&state);
     tracing::info!("workers running");
     shutdown_signal().await;

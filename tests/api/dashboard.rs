@@ -15,13 +15,13 @@ use std::{
 const STREAM: &str = "/admin/api/dashboard/stream";
 
 /// The events of one open stream, read as they come.
-struct Frames {
+pub(crate) struct Frames {
     response: Response,
     buffer: String,
 }
 
 impl Frames {
-    async fn open(app: &TestApp, caller: &Caller) -> Self {
+    pub(crate) async fn open(app: &TestApp, caller: &Caller) -> Self {
         let response = app.get(STREAM, Some(caller)).await;
         assert_eq!(response.status(), 200);
         let content_type = response.headers()["content-type"].to_str().expect("text");
@@ -36,7 +36,7 @@ impl Frames {
     }
 
     /// The next `frame` event (keep-alive comments skipped).
-    async fn next(&mut self) -> DashboardFrame {
+    pub(crate) async fn next(&mut self) -> DashboardFrame {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let event: String = self.buffer.drain(..end + 2).collect();

@@ -5,6 +5,7 @@
 //! helpers that only they use.
 
 mod admin_api;
+mod baselines;
 mod browser;
 mod buyer;
 mod console;

@@ -469,6 +469,22 @@ fn rows() -> Vec<Row> {
             Needs(P::ManageHotKeys),
             404,
         ),
+        admin(
+            M::GET,
+            "/baselines",
+            &format!("/baselines?activity_id={NO_ID}"),
+            Body::None,
+            Needs(P::WatchOperations),
+            200,
+        ),
+        admin(
+            M::POST,
+            "/baselines/{id}/mark",
+            &format!("/baselines/{NO_ID}/mark"),
+            Json(json!({ "reason": "the quiet sale of last week" })),
+            Needs(P::MarkBaseline),
+            404,
+        ),
         server_fn(
             GetHotkeys::PATH,
             Form(vec![]),
@@ -537,6 +553,13 @@ fn rows() -> Vec<Row> {
             200,
         ),
         server_fn(
+        server_fn(
+            ListBaselines::PATH,
+            Form(vec![("activity_id", NO_ID)]),
+            Needs(P::WatchOperations),
+            200,
+        ),
+        server_fn(
             GetRehearsal::PATH,
             Form(vec![("id", NO_ID)]),
             Needs(P::WatchOperations),
@@ -552,6 +575,15 @@ fn rows() -> Vec<Row> {
             ]),
             Needs(P::Rehearse),
             400,
+        ),
+        server_fn(
+            MarkBaseline::PATH,
+            Form(vec![
+                ("run_id", NO_ID),
+                ("reason", "the quiet sale of last week"),
+            ]),
+            Needs(P::MarkBaseline),
+            404,
         ),
         // Last, because it ends the session it is called with.
         server_fn(Logout::PATH, Form(vec![]), Open, 200),

@@ -27,6 +27,9 @@ pub struct DashboardFrame {
     pub etcd_reachable: bool,
     /// Every switch and limit as this instance applies it: path → value.
     pub switches: BTreeMap<String, String>,
+    /// Every live activity that has a baseline run: this second against it.
+    #[serde(default)]
+    pub against_baseline: Vec<crate::AgainstBaseline>,
 }
 
 /// One funnel stage over the second.

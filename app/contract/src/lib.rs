@@ -4,6 +4,7 @@
 //! for the browser, so it depends on neither Leptos nor any store and does no I/O.
 
 mod audit;
+mod baselines;
 mod catalog;
 mod control;
 mod dashboard;
@@ -21,6 +22,7 @@ mod roles;
 mod sale_page;
 
 pub use audit::*;
+pub use baselines::*;
 pub use catalog::*;
 pub use control::*;
 pub use dashboard::*;

@@ -50,10 +50,12 @@ pub enum Permission {
     /// Start a rehearsal of an activity: a shadow copy under the built-in load generator
     /// (reading rehearsals is `WatchOperations`).
     Rehearse,
+    /// Mark a recorded run as an activity's baseline (reading runs is `WatchOperations`).
+    MarkBaseline,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 13] = [
+    pub const ALL: [Permission; 14] = [
         Permission::ReadCatalog,
         Permission::WriteCatalog,
         Permission::ReadOrders,
@@ -67,6 +69,7 @@ impl Permission {
         Permission::PublishSalePage,
         Permission::ManageHotKeys,
         Permission::Rehearse,
+        Permission::MarkBaseline,
     ];
 }
 
@@ -96,7 +99,8 @@ impl Role {
             | Permission::OperatePipeline
             | Permission::RepairStock
             | Permission::ManageHotKeys
-            | Permission::Rehearse => &[Ops, Admin],
+            | Permission::Rehearse
+            | Permission::MarkBaseline => &[Ops, Admin],
             Permission::WatchOperations | Permission::Reconcile => &[Ops, Sre, Admin],
             Permission::PublishSalePage => &[Merchant, Ops, Admin],
         };

@@ -130,6 +130,8 @@ fn draw(frames: &[DashboardFrame]) -> AnyView {
             {chart("chart-qps", "Buy requests per second", "req/s", frames, &qps)}
             {chart("chart-p99", "Buy p99 latency", "ms", frames, &p99)}
         </div>
+        <h2>"Against the baseline"</h2>
+        {against_baseline(last)}
         <h2>"Stock of live items"</h2>
         {stock(frames)}
         <h2>"Pipeline, pool and admission"</h2>
@@ -343,6 +345,36 @@ fn stock(frames: &[DashboardFrame]) -> AnyView {
         .into_any()
 }
 
+/// Each live activity with a baseline run: this second's figures against the run's, with
+/// the difference ("buy p99 41 ms, baseline 18 ms, +128 %").
+fn against_baseline(last: &DashboardFrame) -> AnyView {
+    if last.against_baseline.is_empty() {
+        return view! {
+            <p class="empty" id="against-baseline-none">"No live activity has a baseline run (mark one on the Baselines page)."</p>
+        }
+        .into_any();
+    }
+    last.against_baseline
+        .iter()
+        .map(|activity| {
+            let figures = activity
+                .figures
+                .iter()
+                .map(|figure| {
+                    view! { <li data-figure=figure.name.clone()>{figure.describe()}</li> }
+                })
+                .collect_view();
+            view! {
+                <section class="card" data-against-activity=activity.activity_id.to_string()>
+                    <h3>"Activity #" {activity.activity_id} " against run #" {activity.run_id}</h3>
+                    <ul class="against-baseline">{figures}</ul>
+                </section>
+            }
+        })
+        .collect_view()
+        .into_any()
+}
+
 fn levels(last: &DashboardFrame) -> AnyView {
     let queues = last
         .pipeline
@@ -522,6 +554,7 @@ mod tests {
             instances: Vec::new(),
             etcd_reachable: true,
             switches: BTreeMap::new(),
+            against_baseline: Vec::new(),
         }
     }
 

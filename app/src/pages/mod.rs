@@ -3,6 +3,7 @@
 
 pub mod activities;
 pub mod audit;
+pub mod baselines;
 pub mod dashboard;
 pub mod dead_letters;
 pub mod hotkeys;
@@ -15,7 +16,6 @@ pub mod readiness;
 pub mod reconciliation;
 pub mod rehearsals;
 pub mod switches;
-pub mod unbuilt;
 
 use leptos::prelude::*;
 

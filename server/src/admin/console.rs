@@ -19,7 +19,7 @@ use contract::{
     OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{BaselineRun, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use leptos::prelude::provide_context;
 use leptos::server_fn::ServerFn;
@@ -348,6 +348,26 @@ impl ConsoleBackend for ConsoleService {
         request: StartRehearsal,
     ) -> Result<StartedRehearsal, ConsoleError> {
         Ok(rehearsal::start(&self.state, actor, Source::Console, activity_id, request).await?)
+    }
+
+    async fn baselines(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+    ) -> Result<Vec<BaselineRun>, ConsoleError> {
+        Ok(crate::baselines::runs::list(&self.state, actor, Some(activity_id)).await?)
+    }
+
+    async fn mark_baseline(
+        &self,
+        actor: &Actor,
+        run_id: i64,
+        reason: &str,
+    ) -> Result<BaselineRun, ConsoleError> {
+        Ok(
+            crate::baselines::runs::mark(&self.state, actor, Source::Console, run_id, reason)
+                .await?,
+        )
     }
 }
 

@@ -20,6 +20,7 @@ pub(crate) fn table() -> AdminRoutes {
     let routes = crate::hotkeys::routes::admin(routes);
     let routes = crate::readiness::routes::admin(routes);
     let routes = crate::rehearsal::routes::admin(routes);
+    let routes = crate::baselines::routes::admin(routes);
     crate::orders::routes::admin(routes)
 }
 

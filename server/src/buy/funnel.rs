@@ -41,6 +41,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::{
+    baselines::path::{self, PathTotals, Tally},
     buy::{
         activity_cache::{CachedActivity, CachedItem, Catalogue, LookupError},
         challenge::Challenges,
@@ -371,6 +372,8 @@ pub struct Funnel {
     /// For voiding a pre-order whose commit failed ambiguously before giving its units back.
     db: PgPool,
     counts: StageCounts,
+    /// What finished requests cost the stores, per outcome.
+    path: PathTotals,
 }
 
 /// What a funnel is made of; named, because most of these are handles of one type family.
@@ -422,6 +425,7 @@ impl Funnel {
             publisher,
             redis,
             db,
+            path: PathTotals::of(&metrics),
             counts: StageCounts(metrics),
         }
     }
@@ -449,9 +453,13 @@ impl Funnel {
         client: IpAddr,
         body: Body,
     ) -> Answer {
-        match self.run(ask, headers, client, body).await {
+        let tally = Arc::new(Tally::default());
+        let answer = match path::scoped(tally.clone(), self.run(ask, headers, client, body)).await {
             Ok(answer) | Err(answer) => answer,
-        }
+        };
+        self.path
+            .finished(path::Outcome::of_status(answer.status), &tally);
+        answer
     }
 
     /// The stages in order; the first that stops the request answers it.
@@ -508,7 +516,7 @@ impl Funnel {
             order: target.pre_order(user_id, request_id, &purchase, switches),
         });
         let funnel = Arc::clone(self);
-        let finished = tokio::spawn(
+        let finished = tokio::spawn(path::carried(
             async move {
                 let answer = funnel.claimed(&claimed).await;
                 first.answered(&answer);
@@ -516,7 +524,7 @@ impl Funnel {
             }
             // Its lines name the request, like the rest of the request's.
             .instrument(tracing::Span::current()),
-        );
+        ));
         Ok(finished
             .await
             .unwrap_or_else(|_| self.counts.stop("preorder", Outcome::Degraded)))

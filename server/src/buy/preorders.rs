@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use contract::{SaleItem, UserId};
 
+use crate::baselines::path::{self, Share, Tally};
 use crate::buy::rules::Refusal;
 use crate::buy::stock_scripts::{Holding, IN_FLIGHT_MS};
 use crate::infra::{db::MeteredPool, quiet_log::quiet};
@@ -129,7 +130,8 @@ impl Verdict {
     }
 }
 
-type Reply = oneshot::Sender<Result<Verdict, Arc<sqlx::Error>>>;
+/// A member's verdict, with its share of the batch's calls.
+type Reply = oneshot::Sender<(Result<Verdict, Arc<sqlx::Error>>, Share)>;
 
 /// Hands pre-orders to a background task that writes them in batches.
 #[derive(Clone)]
@@ -175,11 +177,9 @@ impl PreorderWriter {
                 let (pool, durations) = (pool.clone(), batch_durations.clone());
                 tokio::spawn(async move {
                     let started = std::time::Instant::now();
-                    let outcome = if write_batch(&pool, batch).await {
-                        "ok"
-                    } else {
-                        "error"
-                    };
+                    let written =
+                        path::scoped(Arc::new(Tally::default()), write_batch(&pool, batch));
+                    let outcome = if written.await { "ok" } else { "error" };
                     durations
                         .with_label_values(&["preorder_batch", outcome])
                         .observe(started.elapsed().as_secs_f64());
@@ -196,16 +196,16 @@ impl PreorderWriter {
     }
 
     /// Writes the pre-order with its outbox row; returns once it is committed (or refused).
+    /// The buy's path counts its share of the batch's statements.
     pub(crate) async fn write(&self, order: PreOrder) -> Result<Verdict, WriteError> {
         let (reply, answer) = oneshot::channel();
         self.queue
             .send((order, reply))
             .await
             .map_err(|_| WriteError::Stopped)?;
-        answer
-            .await
-            .map_err(|_| WriteError::Stopped)?
-            .map_err(WriteError::Database)
+        let (verdict, share) = answer.await.map_err(|_| WriteError::Stopped)?;
+        share.count();
+        verdict.map_err(WriteError::Database)
     }
 }
 
@@ -221,9 +221,15 @@ async fn write_batch(pool: &MeteredPool, batch: Vec<(PreOrder, Reply)>) -> bool 
     let decided = match decide(pool, &orders).await {
         Err(sqlx::Error::Database(error)) if orders.len() > 1 => {
             quiet!(warn, "buy.preorder_batch", error = %error, size = orders.len(), "PostgreSQL failed a pre-order batch; writing its members one by one");
-            for (order, reply) in orders.iter().zip(replies) {
+            let mut verdicts = Vec::with_capacity(orders.len());
+            for order in &orders {
                 let alone = allocate(pool, std::slice::from_ref(order)).await;
-                let _ = reply.send(alone.map(|verdicts| verdicts[0]).map_err(Arc::new));
+                verdicts.push(alone.map(|verdicts| verdicts[0]).map_err(Arc::new));
+            }
+            // Every member shares the batch's statements, the failed one included.
+            let share = path::current_share(orders.len());
+            for (reply, verdict) in replies.into_iter().zip(verdicts) {
+                let _ = reply.send((verdict, share));
             }
             return false;
         }
@@ -234,16 +240,17 @@ async fn write_batch(pool: &MeteredPool, batch: Vec<(PreOrder, Reply)>) -> bool 
         decided => decided,
     };
     let written = decided.is_ok();
+    let share = path::current_share(replies.len());
     match decided {
         Ok(verdicts) => {
             for (reply, verdict) in replies.into_iter().zip(verdicts) {
-                let _ = reply.send(Ok(verdict));
+                let _ = reply.send((Ok(verdict), share));
             }
         }
         Err(error) => {
             let error = Arc::new(error);
             for reply in replies {
-                let _ = reply.send(Err(error.clone()));
+                let _ = reply.send((Err(error.clone()), share));
             }
         }
     }
@@ -370,6 +377,7 @@ where
 async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
     let mut arguments = columns(orders)?;
     push(&mut arguments, CREATE_ORDER_TOPIC)?;
+    path::db_statement_alone();
     let rows: Vec<(Uuid, bool, Option<Uuid>)> = sqlx::query_as_with(
         "WITH m AS (
              SELECT * FROM UNNEST($1::UUID[], $2::BIGINT[], $3::BIGINT[], $4::BIGINT[], $5::INTEGER[],
@@ -439,6 +447,7 @@ async fn allocate(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict
     push(&mut arguments, seat_members)?;
     push(&mut arguments, seat_codes)?;
     push(&mut arguments, CREATE_ORDER_TOPIC)?;
+    path::db_statement_alone();
     let rows: Vec<(i32, String, Option<Uuid>)> = sqlx::query_as_with(
         "SELECT member, verdict, existing
          FROM allocate_preorders($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)

@@ -9,6 +9,8 @@ use chrono::{DateTime, Utc};
 use contract::{ActivityInput, ActivityKind, ActivitySummary, Item, ItemInput};
 use sqlx::{PgPool, Postgres, Transaction};
 
+use crate::baselines::path;
+
 pub(crate) async fn insert_item(
     pool: &PgPool,
     merchant_id: i64,
@@ -328,6 +330,8 @@ pub(crate) async fn get_activity(
         pay_timeout_s: i32,
         rehearsal_of: Option<i64>,
     }
+    // A buy that misses the activity cache pays these three statements (its path counts them).
+    path::db_statement_alone();
     let head: Option<Head> = sqlx::query_as(
         "SELECT id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s, rehearsal_of FROM activities
          WHERE id = $1 AND ($2::BIGINT IS NULL OR merchant_id = $2)",
@@ -337,6 +341,7 @@ pub(crate) async fn get_activity(
     .fetch_optional(pool)
     .await?;
     let Some(head) = head else { return Ok(None) };
+    path::db_statement_alone();
     let lines: Vec<StoredLine> = sqlx::query_as(
         "SELECT ai.item_id, i.name, i.description, ai.total_stock, ai.sold, ai.per_user_limit, ai.price_cents
          FROM activity_items ai JOIN items i ON i.id = ai.item_id
@@ -345,6 +350,7 @@ pub(crate) async fn get_activity(
     .bind(id)
     .fetch_all(pool)
     .await?;
+    path::db_statement_alone();
     let seats: Vec<String> =
         sqlx::query_scalar("SELECT seat_code FROM seats WHERE activity_id = $1 ORDER BY seat_code")
             .bind(id)

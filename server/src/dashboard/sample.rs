@@ -5,7 +5,7 @@
 
 use contract::{
     AdmissionFigures, BuyFigures, DashboardFrame, InstanceHealth, ItemStock, PipelineFigures,
-    PoolFigures, SaleItem, StageFigures,
+    PoolFigures, SaleItem, StageFigures, BUY_ROUTES,
 };
 use prometheus::{core::Collector, proto::MetricFamily};
 use std::{
@@ -14,7 +14,11 @@ use std::{
 };
 
 use crate::{
-    control::board::Board, control::status::Complaint, orders::admin_store, state::AppState,
+    baselines::{live::LivePath, path::PathTotals, store::live_baselines},
+    control::board::Board,
+    control::status::Complaint,
+    orders::admin_store,
+    state::AppState,
 };
 
 /// The funnel's stages in the order a buy request meets them; a stage not listed here
@@ -33,9 +37,6 @@ const STAGES: [&str; 12] = [
     "preorder",
     "publish",
 ];
-
-/// The routes whose latency is the buy latency.
-const BUY_ROUTES: [&str; 2] = ["/api/seckill/buy", "/api/seckill/seats"];
 
 /// At most this long on etcd per frame: a frame is due every second.
 const ETCD_WAIT: Duration = Duration::from_millis(500);
@@ -58,6 +59,8 @@ pub(crate) struct Sampler {
     paid: HashMap<SaleItem, i64>,
     /// Items whose business gauges are set, to drop those no longer live.
     gauged: HashSet<SaleItem>,
+    /// The buys' path counters as the frame before saw them.
+    path: LivePath,
 }
 
 impl Default for Sampler {
@@ -70,6 +73,7 @@ impl Default for Sampler {
             frames: 0,
             paid: HashMap::new(),
             gauged: HashSet::new(),
+            path: LivePath::default(),
         }
     }
 }
@@ -79,6 +83,7 @@ impl Sampler {
         let at_ms = chrono::Utc::now().timestamp_millis();
         let funnel = self.funnel(state);
         let buy = self.buy(state);
+        let path = self.path.second(&PathTotals::of(&state.metrics));
         let board = Board::of(state);
         let count_paid = self.frames.is_multiple_of(PAID_EVERY);
         self.frames += 1;
@@ -118,6 +123,14 @@ impl Sampler {
             Ok(Ok(board)) => (false, switch_values(&board)),
             _ => (false, BTreeMap::new()),
         };
+        let against_baseline = match live_baselines(&state.db).await {
+            Ok(runs) => runs
+                .iter()
+                .map(|run| crate::baselines::live::against(run, &buy, &path))
+                .collect(),
+            // The stock read above complains about PostgreSQL already.
+            Err(_) => Vec::new(),
+        };
         let limit = state.switches.current().limits.max_in_flight;
         DashboardFrame {
             at_ms,
@@ -138,6 +151,7 @@ impl Sampler {
             instances: self.instances.clone(),
             etcd_reachable,
             switches,
+            against_baseline,
         }
     }
 
@@ -200,7 +214,8 @@ impl Sampler {
     }
 }
 
-fn label<'a>(metric: &'a prometheus::proto::Metric, name: &str) -> Option<&'a str> {
+/// The value of a sample's label `name`.
+pub(crate) fn label<'a>(metric: &'a prometheus::proto::Metric, name: &str) -> Option<&'a str> {
     metric
         .get_label()
         .iter()

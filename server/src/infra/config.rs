@@ -86,6 +86,8 @@ pub struct Settings {
     pub control: ControlSettings,
     /// The static sale pages: where they are written and how long they are cached.
     pub sale_page: SalePageSettings,
+    /// Baselines: how often every instance reports its figures.
+    pub baselines: BaselineSettings,
     /// Run the background workers (consumers, relay, DLQ sink) in this process; `serve
     /// --no-workers` turns them off, `worker` runs them without the HTTP server.
     pub workers: bool,
@@ -135,6 +137,23 @@ impl Default for PipelineSettings {
             timeout_scan_interval_ms: 5_000,
             redis_giveback_attempts: 3,
             idle_queue_expiry_ms: None,
+        }
+    }
+}
+
+/// Baselines (`baselines`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BaselineSettings {
+    /// How often every instance writes its figures to PostgreSQL, and the leader looks for
+    /// sales that ended; a run's peaks (memory, pool) are as fine as this.
+    pub report_interval_ms: u64,
+}
+
+impl Default for BaselineSettings {
+    fn default() -> Self {
+        Self {
+            report_interval_ms: 5_000,
         }
     }
 }
@@ -438,6 +457,7 @@ impl Default for Settings {
             payment: PaymentSettings::default(),
             control: ControlSettings::default(),
             sale_page: SalePageSettings::default(),
+            baselines: BaselineSettings::default(),
             workers: true,
         }
     }

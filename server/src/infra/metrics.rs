@@ -2,8 +2,8 @@
 //! `seckill_`; listed in docs/metrics.md). New metrics go here, not where they are used.
 
 use prometheus::{
-    core::Collector, exponential_buckets, Encoder, Gauge, Histogram, HistogramOpts, HistogramVec,
-    IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    core::Collector, exponential_buckets, CounterVec, Encoder, Gauge, Histogram, HistogramOpts,
+    HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use std::sync::Arc;
 
@@ -77,6 +77,10 @@ pub struct Inner {
     pub pipeline: PipelineMetrics,
     /// Hot-key detection and reactions.
     pub(crate) hotkeys: HotKeyMetrics,
+    /// What buys cost the stores, per outcome (`baselines::path`).
+    pub(crate) buy_path: BuyPathMetrics,
+    /// Every command this instance sent to Redis (each of a pipeline's), whoever sent it.
+    pub(crate) redis_commands: IntCounter,
 }
 
 impl std::ops::Deref for Metrics {
@@ -207,6 +211,11 @@ impl Metrics {
             control: ControlMetrics::register(&add),
             pipeline: PipelineMetrics::register(&add),
             hotkeys: HotKeyMetrics::register(&add),
+            buy_path: BuyPathMetrics::register(&add),
+            redis_commands: add.counter(
+                "seckill_redis_commands_total",
+                "Commands this instance sent to Redis, each of a pipeline's counted",
+            ),
             // Last: the fields above borrow it through `add`.
             registry,
         };
@@ -272,6 +281,35 @@ impl HotKeyMetrics {
                 "seckill_hotkey_sketch_bytes",
                 "The most memory the hot-key counting sketches can hold, whatever the traffic",
             ),
+        }
+    }
+}
+
+/// The path counters of `baselines::path`.
+pub(crate) struct BuyPathMetrics {
+    /// Buy requests answered, by `outcome` (`success`: 200, `refused`: anything else).
+    pub(crate) requests: IntCounterVec,
+    /// Calls buy requests made, by `outcome` and `call` (`redis_round_trip`,
+    /// `redis_command`, `db_statement`, `db_transaction`, `mq_publish`); a batch's call
+    /// counts in equal shares for its members, so the values are fractional.
+    pub(crate) calls: CounterVec,
+}
+
+impl BuyPathMetrics {
+    fn register(add: &Registrar) -> Self {
+        Self {
+            requests: add.counters(
+                "seckill_buy_path_requests_total",
+                "Buy requests answered, by outcome (success, refused)",
+                &["outcome"],
+            ),
+            calls: add.registered(CounterVec::new(
+                Opts::new(
+                    "seckill_buy_path_calls_total",
+                    "Redis, PostgreSQL and RabbitMQ calls made by buy requests, by outcome and call",
+                ),
+                &["outcome", "call"],
+            )),
         }
     }
 }

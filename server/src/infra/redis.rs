@@ -163,6 +163,7 @@ impl RedisStore {
                 timeout,
                 failed,
                 durations: CallDurations::of(metrics),
+                commands: metrics.redis_commands.clone(),
             },
             prefix: settings.redis_prefix.as_str().into(),
             subscribers: subscribers.into(),
@@ -311,6 +312,7 @@ pub struct RedisConnection {
     timeout: Duration,
     failed: mpsc::Sender<()>,
     durations: CallDurations,
+    commands: prometheus::IntCounter,
 }
 
 /// Redis commands the timings name; any other command is timed as `redis.other`. (`eval`
@@ -386,11 +388,16 @@ impl CallDurations {
 }
 
 impl RedisConnection {
+    /// Runs one round trip of `commands` commands, named `call` in the timings.
     async fn bounded<T>(
         &self,
         call: &str,
+        commands: usize,
         command: impl Future<Output = RedisResult<T>>,
     ) -> RedisResult<T> {
+        // Sent or not, it is what the caller asked of Redis: a buy's path counts it.
+        self.commands.inc_by(commands as u64);
+        crate::baselines::path::redis(commands);
         let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(self.timeout, command)
             .await
@@ -420,7 +427,7 @@ fn timed_out(timeout: Duration) -> RedisError {
 impl ConnectionLike for RedisConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         let mut link = self.link.clone();
-        Box::pin(async move { self.bounded(call_name(cmd), link.send(cmd)).await })
+        Box::pin(async move { self.bounded(call_name(cmd), 1, link.send(cmd)).await })
     }
 
     fn req_packed_commands<'a>(
@@ -431,8 +438,14 @@ impl ConnectionLike for RedisConnection {
     ) -> RedisFuture<'a, Vec<Value>> {
         let mut link = self.link.clone();
         Box::pin(async move {
-            self.bounded("pipeline", link.send_pipeline(cmd, offset, count))
-                .await
+            // What Redis runs: `count` commands after `offset` answers skipped, the
+            // MULTI and the queued commands of an atomic pipeline (its EXEC is the one).
+            self.bounded(
+                "pipeline",
+                offset + count,
+                link.send_pipeline(cmd, offset, count),
+            )
+            .await
         })
     }
 

@@ -2,6 +2,9 @@
 //! never fails the buyer. A background task gathers offered events, publishes them with
 //! confirms in batches, and marks their outbox rows `sent` with one UPDATE per batch.
 //!
+//! Only committed pre-orders are offered, so what a batch costs (its publishes, its one
+//! UPDATE) is counted to the successful buys' path as a whole (`baselines::path`).
+//!
 //! Whatever is not confirmed (queue full, broker away, confirm late) stays `pending` in the
 //! outbox, and the relay resends it after its grace period; the create-order consumer is
 //! idempotent, so a message sent twice completes its order once.
@@ -12,6 +15,7 @@ use tokio::sync::{mpsc, Semaphore};
 use uuid::Uuid;
 
 use crate::{
+    baselines::path::{Call, PathTotals},
     infra::{metrics::Metrics, quiet_log::quiet},
     orders::{
         mq::{broker::Broker, message::OrderCreated},
@@ -64,6 +68,7 @@ async fn run(
     batch_max: usize,
 ) {
     let permits = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
+    let path = PathTotals::of(&metrics);
     while let Some(first) = offers.recv().await {
         // No waiting for company: what queued up while the last batch went out is the batch.
         let mut batch = vec![first];
@@ -82,7 +87,8 @@ async fn run(
             .collect();
         match broker.send(&messages).await {
             Ok(confirms) => {
-                let db = db.clone();
+                path.after_success(Call::MqPublish, messages.len() as u64);
+                let (db, path) = (db.clone(), path.clone());
                 tokio::spawn(async move {
                     let confirmed: Vec<Uuid> = confirms
                         .wait()
@@ -92,6 +98,10 @@ async fn run(
                         .filter(|(ok, _)| *ok)
                         .map(|(_, event)| event.order_id)
                         .collect();
+                    if !confirmed.is_empty() {
+                        path.after_success(Call::DbStatement, 1);
+                        path.after_success(Call::DbTransaction, 1);
+                    }
                     if let Err(error) = outbox::mark_sent(&db, &confirmed).await {
                         // The relay resends them; the consumer skips the duplicates.
                         quiet!(warn, "publish.mark_sent", error = %error, "could not mark published outbox rows as sent");

@@ -1,0 +1,280 @@
+//! Baselines (`/admin/api/baselines`): a run records how an activity's sale behaved
+//! (performance per endpoint), what it cost (instances, CPU, memory, pools, Redis and
+//! RabbitMQ) and what each buy cost the stores (the path), so a later sale can be held
+//! against the run an operator marked as the activity's baseline.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The routes of buys: the busiest of them stands for a run's buy latency and rate.
+pub const BUY_ROUTES: [&str; 2] = ["/api/seckill/buy", "/api/seckill/seats"];
+
+/// What a run recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
+    /// The activity's sale, from its start to its end.
+    Sale,
+    /// A rehearsal of the activity before its sale.
+    Rehearsal,
+}
+
+impl RunKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Sale => "sale",
+            RunKind::Rehearsal => "rehearsal",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [RunKind::Sale, RunKind::Rehearsal]
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+    }
+}
+
+/// One recorded run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BaselineRun {
+    pub id: i64,
+    pub activity_id: i64,
+    pub kind: RunKind,
+    /// RFC 3339.
+    pub started_at: String,
+    pub ended_at: String,
+    /// The run the activity's live figures are held against.
+    pub is_baseline: bool,
+    pub perf: RunPerf,
+    pub cost: RunCost,
+    pub path: RunPath,
+}
+
+/// Performance per endpoint (matched route) over the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunPerf {
+    pub endpoints: Vec<EndpointFigures>,
+}
+
+impl RunPerf {
+    /// The busiest buy endpoint's figures.
+    pub fn buy(&self) -> Option<&EndpointFigures> {
+        self.endpoints
+            .iter()
+            .filter(|endpoint| BUY_ROUTES.contains(&endpoint.route.as_str()))
+            .max_by_key(|endpoint| endpoint.requests)
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndpointFigures {
+    pub route: String,
+    pub requests: u64,
+    /// Requests per second over the run's length.
+    pub qps: f64,
+    /// Latency quantiles from the instances' histograms; absent without requests.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub p999_ms: Option<f64>,
+    /// Answers with a 4xx or 5xx status, by status.
+    pub errors: BTreeMap<String, u64>,
+    /// Those answers over every answer (0 to 1).
+    pub error_rate: f64,
+}
+
+/// What the run cost.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunCost {
+    /// Every instance that reported during the run.
+    pub instances: Vec<InstanceCost>,
+    /// Their CPU time together.
+    pub cpu_seconds: f64,
+    /// PostgreSQL connections in use at once, the most any instance's reports saw.
+    pub db_pool_peak_in_use: u32,
+    /// Waits of the hot callers for a connection: how many and how long together.
+    pub db_pool_waits: u64,
+    pub db_pool_wait_ms: f64,
+    /// Commands sent to Redis and messages published to RabbitMQ, by every instance.
+    pub redis_commands: u64,
+    pub mq_publishes: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct InstanceCost {
+    pub node_id: String,
+    pub cpu_seconds: f64,
+    /// The most resident memory seen during the run.
+    pub peak_memory_bytes: u64,
+}
+
+/// What one buy cost the stores, per outcome.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunPath {
+    /// Buys answered 200.
+    pub success: PathFigures,
+    /// Buys answered anything else.
+    pub refused: PathFigures,
+}
+
+/// Calls per buy (averages over `requests`; a batch's call is shared by its members).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathFigures {
+    pub requests: u64,
+    pub redis_round_trips: f64,
+    pub redis_commands: f64,
+    pub db_statements: f64,
+    pub db_transactions: f64,
+    pub mq_publishes: f64,
+}
+
+impl PathFigures {
+    /// Each figure by name, in the order the console shows them.
+    pub fn calls(&self) -> [(&'static str, f64); 5] {
+        [
+            ("Redis round trips", self.redis_round_trips),
+            ("Redis commands", self.redis_commands),
+            ("DB statements", self.db_statements),
+            ("DB transactions", self.db_transactions),
+            ("MQ publishes", self.mq_publishes),
+        ]
+    }
+}
+
+impl PathFigures {
+    /// The calls per buy this run makes that `baseline` did not: every figure grown by at
+    /// least half a call per buy (a new Redis call or DB statement on the path, not noise
+    /// of shared batches), with the calls it grew by.
+    pub fn new_calls(&self, baseline: &PathFigures) -> Vec<(&'static str, f64)> {
+        self.calls()
+            .into_iter()
+            .zip(baseline.calls())
+            .filter(|((_, now), (_, before))| now - before >= 0.5)
+            .map(|((name, now), (_, before))| (name, now - before))
+            .collect()
+    }
+}
+
+/// A live figure held against the same figure of the activity's baseline run, as the
+/// live dashboard shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FigureAgainst {
+    /// What is compared, e.g. `buy p99`.
+    pub name: String,
+    /// `ms`, `/s`, or empty for a count.
+    pub unit: String,
+    /// Absent when the live second had nothing to measure.
+    pub live: Option<f64>,
+    pub baseline: Option<f64>,
+}
+
+impl FigureAgainst {
+    /// `live` against `baseline` in percent (`+128` for 41 against 18); absent without both,
+    /// or with a baseline of zero.
+    pub fn change_percent(&self) -> Option<f64> {
+        match (self.live, self.baseline) {
+            (Some(live), Some(baseline)) if baseline != 0.0 => {
+                Some((live - baseline) / baseline * 100.0)
+            }
+            _ => None,
+        }
+    }
+
+    /// `buy p99 41 ms, baseline 18 ms, +128 %`.
+    pub fn describe(&self) -> String {
+        let figure = |value: Option<f64>| match value {
+            Some(value) if self.unit.is_empty() => round(value),
+            Some(value) => format!("{} {}", round(value), self.unit),
+            None => "–".to_owned(),
+        };
+        let mut text = format!(
+            "{} {}, baseline {}",
+            self.name,
+            figure(self.live),
+            figure(self.baseline)
+        );
+        if let Some(change) = self.change_percent() {
+            text.push_str(&format!(", {change:+.0} %"));
+        }
+        text
+    }
+}
+
+/// Whole numbers as such, small ones with two decimals.
+fn round(value: f64) -> String {
+    if value.fract() == 0.0 || value.abs() >= 100.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+/// One live activity's figures against its baseline run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgainstBaseline {
+    pub activity_id: i64,
+    /// The baseline run.
+    pub run_id: i64,
+    pub figures: Vec<FigureAgainst>,
+}
+
+/// `POST /admin/api/baselines/{id}/mark`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkBaseline {
+    pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_figure_reads_against_its_baseline() {
+        let p99 = FigureAgainst {
+            name: "buy p99".into(),
+            unit: "ms".into(),
+            live: Some(41.0),
+            baseline: Some(18.0),
+        };
+        assert_eq!(p99.describe(), "buy p99 41 ms, baseline 18 ms, +128 %");
+        let quiet = FigureAgainst {
+            live: None,
+            ..p99.clone()
+        };
+        assert_eq!(quiet.describe(), "buy p99 –, baseline 18 ms");
+        let calls = FigureAgainst {
+            name: "Redis commands per buy".into(),
+            unit: String::new(),
+            live: Some(2.5),
+            baseline: Some(2.0),
+        };
+        assert_eq!(
+            calls.describe(),
+            "Redis commands per buy 2.50, baseline 2, +25 %"
+        );
+    }
+
+    #[test]
+    fn a_new_call_on_the_path_is_flagged_and_batch_noise_is_not() {
+        let baseline = PathFigures {
+            requests: 100,
+            redis_round_trips: 2.0,
+            redis_commands: 2.0,
+            db_statements: 0.02,
+            db_transactions: 0.02,
+            mq_publishes: 1.0,
+        };
+        let now = PathFigures {
+            redis_round_trips: 3.0,
+            redis_commands: 3.0,
+            db_statements: 0.3,
+            ..baseline.clone()
+        };
+        assert_eq!(
+            now.new_calls(&baseline),
+            [("Redis round trips", 1.0), ("Redis commands", 1.0)]
+        );
+        assert!(baseline.new_calls(&baseline).is_empty());
+    }
+}

@@ -1,0 +1,287 @@
+//! Baselines: the recorded runs of one activity side by side (one column per run, newest
+//! first): performance of the buy endpoints, cost, and the path, where a call per buy the
+//! baseline run did not have is flagged ("what changed in the core path"). Ops and admin
+//! mark a run as the activity's baseline, with a reason the server audits.
+
+use super::{activity_options, error_box};
+use crate::api::{list_activities, list_baselines, whoami, MarkBaseline};
+use contract::{ActivitySummary, BaselineRun, PathFigures, Permission};
+use leptos::prelude::*;
+use leptos_router::{components::Form, hooks::use_query_map};
+
+#[component]
+pub fn BaselinesPage() -> impl IntoView {
+    let params = use_query_map();
+    let chosen = Memo::new(move |_| {
+        params
+            .read()
+            .get("activity_id")
+            .and_then(|text| text.parse::<i64>().ok())
+    });
+    let mark = ServerAction::<MarkBaseline>::new();
+    let user = Resource::new(|| (), |_| whoami());
+    let activities = Resource::new(|| (), |_| list_activities());
+    let runs = Resource::new(
+        move || (chosen.get(), mark.version().get()),
+        |(chosen, _)| async move {
+            match chosen {
+                Some(activity_id) => list_baselines(activity_id).await.map(Some),
+                None => Ok(None),
+            }
+        },
+    );
+    view! {
+        <h1>"Baselines"</h1>
+        {move || mark.value().get().map(|result| match result {
+            Ok(run) => view! {
+                <p class="notice" id="baseline-marked">"Run #" {run.id} " is the baseline of activity #" {run.activity_id} "."</p>
+            }.into_any(),
+            Err(error) => error_box(error),
+        })}
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let may_mark = user.await.is_ok_and(|user| user.role.may(Permission::MarkBaseline));
+                let activities = activities.await.unwrap_or_default();
+                let runs = runs.await;
+                view! {
+                    {picker(chosen.get_untracked(), activities)}
+                    {match runs {
+                        Ok(None) => view! { <p class="empty">"Choose an activity to see its runs."</p> }.into_any(),
+                        Ok(Some(runs)) if runs.is_empty() => view! {
+                            <p class="empty" id="baselines-none">"No run recorded yet: a run is recorded once the activity's sale ends."</p>
+                        }.into_any(),
+                        Ok(Some(runs)) => runs_view(runs, may_mark, mark),
+                        Err(error) => error_box(error),
+                    }}
+                }
+            })}
+        </Transition>
+    }
+}
+
+fn picker(chosen: Option<i64>, activities: Vec<ActivitySummary>) -> AnyView {
+    view! {
+        <Form method="GET" action="/baselines" attr:class="row filters" attr:id="baselines-form">
+            <label>"Activity"
+                <select name="activity_id">
+                    {activity_options(activities, chosen)}
+                </select>
+            </label>
+            <button type="submit">"Show"</button>
+        </Form>
+    }
+    .into_any()
+}
+
+/// A figure as a cell's text: a dash for none, two decimals for small ones.
+fn figure(value: Option<f64>) -> String {
+    match value {
+        None => "—".to_owned(),
+        Some(value) if value.abs() >= 100.0 => format!("{value:.0}"),
+        Some(value) => format!("{value:.2}"),
+    }
+}
+
+/// One row of the side-by-side table: a label, then one cell per run.
+fn row(label: String, cells: Vec<AnyView>) -> impl IntoView {
+    view! { <tr><th scope="row">{label}</th>{cells}</tr> }
+}
+
+fn text_cells(runs: &[BaselineRun], cell: impl Fn(&BaselineRun) -> String) -> Vec<AnyView> {
+    runs.iter()
+        .map(|run| view! { <td>{cell(run)}</td> }.into_any())
+        .collect()
+}
+
+/// The path figures of `pick`ed outcome, each flagged where it has a call per buy the
+/// baseline did not.
+fn path_rows(
+    runs: &[BaselineRun],
+    baseline: Option<&BaselineRun>,
+    outcome: &'static str,
+    pick: fn(&BaselineRun) -> &PathFigures,
+) -> Vec<AnyView> {
+    let names: Vec<&'static str> = PathFigures::default()
+        .calls()
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    let mut rows = vec![row(
+        format!("{outcome} buys"),
+        text_cells(runs, |run| pick(run).requests.to_string()),
+    )
+    .into_any()];
+    for (index, name) in names.into_iter().enumerate() {
+        let cells = runs
+            .iter()
+            .map(|run| {
+                let value = pick(run).calls()[index].1;
+                let grown =
+                    baseline
+                        .filter(|baseline| baseline.id != run.id)
+                        .and_then(|baseline| {
+                            pick(run)
+                                .new_calls(pick(baseline))
+                                .into_iter()
+                                .find(|(flagged, _)| *flagged == name)
+                        });
+                match grown {
+                    Some((_, by)) => view! {
+                        <td class="status status-no-go" data-new-call=name>
+                            {figure(Some(value))} " (+" {figure(Some(by))} " not in the baseline)"
+                        </td>
+                    }
+                    .into_any(),
+                    None => view! { <td>{figure(Some(value))}</td> }.into_any(),
+                }
+            })
+            .collect();
+        rows.push(row(format!("{name} per {outcome} buy"), cells).into_any());
+    }
+    rows
+}
+
+fn runs_view(runs: Vec<BaselineRun>, may_mark: bool, mark: ServerAction<MarkBaseline>) -> AnyView {
+    let baseline = runs.iter().find(|run| run.is_baseline).cloned();
+    let endpoint = |run: &BaselineRun| run.perf.buy().cloned().unwrap_or_default();
+    let head = runs
+        .iter()
+        .map(|run| {
+            let title = format!("#{} {}", run.id, run.kind.as_str());
+            let badge = run
+                .is_baseline
+                .then(|| view! { <span class="status status-go">"baseline"</span> });
+            view! { <th scope="col" data-run=run.id.to_string()>{title} " " {badge}</th> }
+        })
+        .collect_view();
+    let mut rows: Vec<AnyView> = vec![
+        row(
+            "Started (UTC)".into(),
+            text_cells(&runs, |run| run.started_at.clone()),
+        )
+        .into_any(),
+        row(
+            "Ended (UTC)".into(),
+            text_cells(&runs, |run| run.ended_at.clone()),
+        )
+        .into_any(),
+        row(
+            "Buy requests".into(),
+            text_cells(&runs, |run| endpoint(run).requests.to_string()),
+        )
+        .into_any(),
+        row(
+            "Buy QPS".into(),
+            text_cells(&runs, |run| figure(Some(endpoint(run).qps))),
+        )
+        .into_any(),
+        row(
+            "Buy p50 (ms)".into(),
+            text_cells(&runs, |run| figure(endpoint(run).p50_ms)),
+        )
+        .into_any(),
+        row(
+            "Buy p99 (ms)".into(),
+            text_cells(&runs, |run| figure(endpoint(run).p99_ms)),
+        )
+        .into_any(),
+        row(
+            "Buy p999 (ms)".into(),
+            text_cells(&runs, |run| figure(endpoint(run).p999_ms)),
+        )
+        .into_any(),
+        row(
+            "Buy error rate".into(),
+            text_cells(&runs, |run| {
+                format!("{:.1} %", endpoint(run).error_rate * 100.0)
+            }),
+        )
+        .into_any(),
+        row(
+            "Instances".into(),
+            text_cells(&runs, |run| run.cost.instances.len().to_string()),
+        )
+        .into_any(),
+        row(
+            "CPU seconds".into(),
+            text_cells(&runs, |run| figure(Some(run.cost.cpu_seconds))),
+        )
+        .into_any(),
+        row(
+            "Peak memory (MiB)".into(),
+            text_cells(&runs, |run| {
+                let peak = run
+                    .cost
+                    .instances
+                    .iter()
+                    .map(|i| i.peak_memory_bytes)
+                    .max()
+                    .unwrap_or(0);
+                figure(Some(peak as f64 / (1024.0 * 1024.0)))
+            }),
+        )
+        .into_any(),
+        row(
+            "DB pool peak in use".into(),
+            text_cells(&runs, |run| run.cost.db_pool_peak_in_use.to_string()),
+        )
+        .into_any(),
+        row(
+            "DB pool waits (ms)".into(),
+            text_cells(&runs, |run| {
+                format!(
+                    "{} ({})",
+                    figure(Some(run.cost.db_pool_wait_ms)),
+                    run.cost.db_pool_waits
+                )
+            }),
+        )
+        .into_any(),
+        row(
+            "Redis commands".into(),
+            text_cells(&runs, |run| run.cost.redis_commands.to_string()),
+        )
+        .into_any(),
+        row(
+            "MQ publishes".into(),
+            text_cells(&runs, |run| run.cost.mq_publishes.to_string()),
+        )
+        .into_any(),
+    ];
+    rows.extend(path_rows(&runs, baseline.as_ref(), "successful", |run| {
+        &run.path.success
+    }));
+    rows.extend(path_rows(&runs, baseline.as_ref(), "refused", |run| {
+        &run.path.refused
+    }));
+    let marks = may_mark.then(|| {
+        let cells = runs
+            .iter()
+            .map(|run| {
+                if run.is_baseline {
+                    return view! { <td></td> }.into_any();
+                }
+                let id = run.id.to_string();
+                view! {
+                    <td>
+                        <ActionForm action=mark attr:class="inline">
+                            <input type="hidden" name="run_id" value=id.clone()/>
+                            <input name="reason" required maxlength="500" placeholder="reason (audited)"/>
+                            <button type="submit">"Mark as baseline"</button>
+                        </ActionForm>
+                    </td>
+                }
+                .into_any()
+            })
+            .collect::<Vec<_>>();
+        row(String::new(), cells)
+    });
+    view! {
+        <p class="meta">"Path figures are calls per buy, counted by the product where each call is made; a flagged cell has a call per buy the baseline run did not."</p>
+        <table class="grid" id="baseline-runs">
+            <thead><tr><th></th>{head}</tr></thead>
+            <tbody>{rows}{marks}</tbody>
+        </table>
+    }
+    .into_any()
+}

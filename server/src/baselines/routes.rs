@@ -1,0 +1,54 @@
+//! `GET /admin/api/baselines?activity_id=` (the recorded runs) and `POST
+//! /admin/api/baselines/{id}/mark` (make a run its activity's baseline; a reason required).
+
+use axum::{
+    extract::{
+        rejection::{JsonRejection, PathRejection, QueryRejection},
+        Path, Query, State,
+    },
+    Json,
+};
+use contract::{Actor, BaselineRun, MarkBaseline, Source};
+use serde::Deserialize;
+
+use crate::{admin::routes::AdminRoutes, baselines::runs, error::ApiResult, state::AppState};
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct RunsQuery {
+    /// Only this activity's runs.
+    #[serde(default)]
+    activity_id: Option<i64>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    actor: Actor,
+    query: Result<Query<RunsQuery>, QueryRejection>,
+) -> ApiResult<Json<Vec<BaselineRun>>> {
+    crate::admin::authorize(&actor, contract::Permission::WatchOperations)?;
+    let Query(query) = query?;
+    Ok(Json(runs::list(&state, &actor, query.activity_id).await?))
+}
+
+async fn mark(
+    State(state): State<AppState>,
+    actor: Actor,
+    path: Result<Path<i64>, PathRejection>,
+    body: Result<Json<MarkBaseline>, JsonRejection>,
+) -> ApiResult<Json<BaselineRun>> {
+    // A role that may not mark learns nothing about its input.
+    crate::admin::authorize(&actor, contract::Permission::MarkBaseline)?;
+    let Path(id) = path?;
+    let Json(body) = body?;
+    Ok(Json(
+        runs::mark(&state, &actor, Source::Api, id, &body.reason).await?,
+    ))
+}
+
+pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {
+    routes
+        .get("/baselines", list)
+        .post("/baselines/{id}/mark", mark)
+}

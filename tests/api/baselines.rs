@@ -1,0 +1,464 @@
+//! Baselines: a sale run end to end records a run whose path figures per buy are what
+//! Redis and PostgreSQL themselves saw, and marking it the baseline shows on the list and
+//! in the live dashboard's comparison.
+//!
+//! Redis's side: `INFO commandstats` also counts the commands a Lua script runs, so the
+//! commands the server sent are read from `MONITOR` on a private Redis (each command sent
+//! once, a script's own calls marked `lua`), checked against `INFO commandstats` for
+//! EVALSHA, which no script sends. PostgreSQL's side: the transactions that wrote the
+//! sale's rows, by their `xmin` (a pre-order batch writes its buyers' holdings, the
+//! publisher marks its outbox rows sent).
+
+use crate::{
+    dashboard::Frames,
+    support::{
+        app::{json, spawn_app_with, TestApp},
+        fixtures::{prewarm, storm, storm_settings, upcoming_activity, Listing},
+        redis_server::RedisInstance,
+        wait::{self, PATIENCE},
+    },
+};
+use contract::{BaselineRun, Role};
+use serde_json::json;
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Units on sale: every buyer of the first phase gets one.
+const STOCK: i64 = 40;
+/// Buyers of the second phase, all refused (sold out).
+const REFUSED: i64 = 30;
+
+/// Every line of `MONITOR` on the private Redis, as it comes.
+struct Monitor {
+    lines: Arc<Mutex<Vec<String>>>,
+    harness: redis::aio::MultiplexedConnection,
+    marks: u32,
+}
+
+/// A point in the stream: the lines seen before it, the server's count of the commands it
+/// sent then, and Redis's count of EVALSHA.
+struct Mark {
+    line: usize,
+    sent: f64,
+    evalsha: u64,
+}
+
+impl Monitor {
+    async fn start(redis: &RedisInstance) -> Self {
+        let address = redis.url()["redis://".len()..]
+            .trim_end_matches("/0")
+            .to_owned();
+        let mut stream = tokio::net::TcpStream::connect(&address)
+            .await
+            .expect("private Redis");
+        stream.write_all(b"MONITOR\r\n").await.expect("MONITOR");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let seen = lines.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stream).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                seen.lock().expect("lines").push(line);
+            }
+        });
+        let started = lines.clone();
+        wait::until("MONITOR started", PATIENCE, || {
+            std::future::ready(
+                started
+                    .lock()
+                    .expect("lines")
+                    .iter()
+                    .any(|line| line == "+OK"),
+            )
+        })
+        .await;
+        let harness = redis::Client::open(redis.url())
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("harness connection");
+        Self {
+            lines,
+            harness,
+            marks: 0,
+        }
+    }
+
+    /// Marks the stream with an ECHO at a moment the server's count of sent commands is the
+    /// same before and after it: no command of the server's background tasks is on its
+    /// way meanwhile, so the commands it counted before the mark are the ones Redis ran
+    /// before it.
+    async fn mark(&mut self, app: &TestApp) -> Mark {
+        loop {
+            let sent = app.metric("seckill_redis_commands_total").await;
+            self.marks += 1;
+            let echo = format!("baseline-mark-{}", self.marks);
+            redis::cmd("ECHO")
+                .arg(&echo)
+                .query_async::<String>(&mut self.harness)
+                .await
+                .expect("ECHO");
+            let stats: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut self.harness)
+                .await
+                .expect("INFO");
+            let evalsha = stats
+                .lines()
+                .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+                .and_then(|rest| rest.split(',').next())
+                .map_or(0, |calls| calls.parse().expect("calls"));
+            let lines = self.lines.clone();
+            let mut line = 0;
+            wait::until("the mark in the MONITOR stream", PATIENCE, || {
+                let found = lines
+                    .lock()
+                    .expect("lines")
+                    .iter()
+                    .position(|seen| seen.contains(&echo));
+                if let Some(found) = found {
+                    line = found;
+                }
+                std::future::ready(found.is_some())
+            })
+            .await;
+            if app.metric("seckill_redis_commands_total").await == sent {
+                return Mark {
+                    line,
+                    sent,
+                    evalsha,
+                };
+            }
+        }
+    }
+
+    /// The commands the server sent between two marks, as Redis ran them: not a script's
+    /// own calls (`lua`), not the test's ECHO and INFO.
+    fn sent_between(&self, from: &Mark, to: &Mark) -> Vec<String> {
+        let lines = self.lines.lock().expect("lines");
+        lines[from.line + 1..to.line]
+            .iter()
+            .filter(|line| !line.contains(" lua] "))
+            .filter(|line| !command_is(line, "echo") && !command_is(line, "info"))
+            .cloned()
+            .collect()
+    }
+
+    /// What Redis ran for buys between two marks: the server's commands less those of its
+    /// background tasks in this test (the hot-key reports' PUBLISH, the dashboard's stock
+    /// reads in one MULTI/EXEC: the server has one connection, so a transaction's
+    /// commands are the lines from its MULTI to its EXEC).
+    fn for_buys_between(&self, from: &Mark, to: &Mark) -> f64 {
+        let mut in_transaction = false;
+        let mut for_buys = 0;
+        for line in self.sent_between(from, to) {
+            if command_is(&line, "multi") {
+                in_transaction = true;
+            } else if command_is(&line, "exec") {
+                in_transaction = false;
+            } else if !in_transaction && !command_is(&line, "publish") {
+                for_buys += 1;
+            }
+        }
+        for_buys as f64
+    }
+
+    /// Checks the server's count of the commands it sent, whoever sent them, against what
+    /// Redis ran between two marks, and Redis's count of EVALSHA against the stream's.
+    fn check_counts(&self, from: &Mark, to: &Mark) {
+        let sent = self.sent_between(from, to);
+        let counted = to.sent - from.sent;
+        assert!(
+            within(counted, sent.len() as f64, 0.05),
+            "the server counted {counted} commands sent, Redis ran {}",
+            sent.len()
+        );
+        let evalsha = sent
+            .iter()
+            .filter(|line| command_is(line, "evalsha"))
+            .count();
+        let stats = to.evalsha - from.evalsha;
+        assert!(
+            within(stats as f64, evalsha as f64, 0.05),
+            "INFO commandstats counted {stats} EVALSHA, MONITOR showed {evalsha}"
+        );
+    }
+}
+
+/// Whether a MONITOR line (`+1700000000.123456 [0 127.0.0.1:5000] "EVALSHA" ...`) runs
+/// `command`.
+fn command_is(line: &str, command: &str) -> bool {
+    line.split("] \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .is_some_and(|name| name.eq_ignore_ascii_case(command))
+}
+
+/// `a` is `b` within `share` of `b` (and within one call, for counts near zero).
+fn within(a: f64, b: f64, share: f64) -> bool {
+    (a - b).abs() <= (b.abs() * share).max(1.0)
+}
+
+async fn runs(
+    app: &TestApp,
+    ops: &crate::support::fixtures::Caller,
+    activity_id: i64,
+) -> Vec<BaselineRun> {
+    let response = app
+        .get(
+            &format!("/admin/api/baselines?activity_id={activity_id}"),
+            Some(ops),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    response.json().await.expect("runs")
+}
+
+/// Rows of the sale's table written by distinct transactions.
+async fn transactions(app: &TestApp, query: &str, activity_id: i64) -> i64 {
+    sqlx::query_scalar(query)
+        .bind(activity_id)
+        .fetch_one(&app.db)
+        .await
+        .expect("transactions")
+}
+
+#[tokio::test]
+async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_buy() {
+    let redis = RedisInstance::start().await;
+    let app = spawn_app_with(|settings| {
+        settings.redis_url = redis.url().into();
+        storm_settings(settings);
+        settings.baselines.report_interval_ms = 200;
+        // The activity stays in the catalogue for the whole test: no buy reads it again.
+        settings.buy.activity_cache_ms = 600_000;
+        // No reconciliation pass sends its own scripts during the sale.
+        settings.reconcile.interval_ms = 0;
+    })
+    .await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let sale = upcoming_activity(&app, &merchant, &Listing::storm(STOCK, 1, &[])).await;
+    prewarm(&app, &ops, &sale).await;
+    let activity_id = sale.activity_id;
+    // The sale starts now, and ends once the buying is over.
+    sqlx::query("UPDATE activities SET starts_at = now(), ends_at = now() + interval '1 hour' WHERE id = $1")
+        .bind(activity_id)
+        .execute(&app.db)
+        .await
+        .expect("open the sale");
+    let page = app
+        .get(&format!("/api/activities/{activity_id}"), None)
+        .await;
+    assert_eq!(page.status(), 200);
+
+    let mut monitor = Monitor::start(&redis).await;
+    let before = monitor.mark(&app).await;
+    let winners: Vec<(i64, String)> = (1..=STOCK)
+        .map(|user| (user, format!("win-{user}")))
+        .collect();
+    let bought = storm(&app, &sale, winners, 8).await;
+    assert!(
+        bought.iter().all(|(_, status, _)| *status == 200),
+        "{bought:?}"
+    );
+    let sold_out = monitor.mark(&app).await;
+    let losers: Vec<(i64, String)> = (1..=REFUSED)
+        .map(|user| (1000 + user, format!("lose-{user}")))
+        .collect();
+    let refused = storm(&app, &sale, losers, 8).await;
+    assert!(
+        refused.iter().all(|(_, status, _)| *status != 200),
+        "{refused:?}"
+    );
+    let after = monitor.mark(&app).await;
+    sqlx::query("UPDATE activities SET ends_at = now() WHERE id = $1")
+        .bind(activity_id)
+        .execute(&app.db)
+        .await
+        .expect("end the sale");
+
+    monitor.check_counts(&before, &after);
+    let redis_per_success = monitor.for_buys_between(&before, &sold_out) / STOCK as f64;
+    let redis_per_refusal = monitor.for_buys_between(&sold_out, &after) / REFUSED as f64;
+
+    // Every order completed by the consumer (each published once), every outbox row sent.
+    wait::until("every order completed and its outbox row sent", PATIENCE, || async {
+        let unpaid: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM orders WHERE activity_id = $1 AND status = 'UNPAID'",
+        )
+        .bind(activity_id)
+        .fetch_one(&app.db)
+        .await
+        .expect("orders");
+        let sent: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM outbox WHERE status = 'sent' AND (payload->>'activity_id')::BIGINT = $1",
+        )
+        .bind(activity_id)
+        .fetch_one(&app.db)
+        .await
+        .expect("outbox");
+        unpaid == STOCK && sent == STOCK
+    })
+    .await;
+    let batches = transactions(
+        &app,
+        "SELECT COUNT(DISTINCT xmin::TEXT) FROM buyer_holdings WHERE activity_id = $1",
+        activity_id,
+    )
+    .await;
+    let marked_sent = transactions(
+        &app,
+        "SELECT COUNT(DISTINCT xmin::TEXT) FROM outbox WHERE (payload->>'activity_id')::BIGINT = $1",
+        activity_id,
+    )
+    .await;
+
+    wait::until("the sale's run recorded", PATIENCE, || async {
+        !runs(&app, &ops, activity_id).await.is_empty()
+    })
+    .await;
+    let run = runs(&app, &ops, activity_id).await.remove(0);
+    assert!(!run.is_baseline);
+    let (success, refusal) = (&run.path.success, &run.path.refused);
+    assert_eq!(success.requests, STOCK as u64, "{run:?}");
+    assert_eq!(refusal.requests, REFUSED as u64, "{run:?}");
+    assert!(
+        within(success.redis_commands, redis_per_success, 0.05),
+        "Redis commands per successful buy: the run says {}, Redis saw {redis_per_success}",
+        success.redis_commands
+    );
+    assert!(
+        within(
+            refusal.redis_commands * REFUSED as f64,
+            redis_per_refusal * REFUSED as f64,
+            0.05
+        ),
+        "Redis commands per refused buy: the run says {}, Redis saw {redis_per_refusal}",
+        refusal.redis_commands
+    );
+    let pg_per_success = (batches + marked_sent) as f64 / STOCK as f64;
+    assert!(
+        within(success.db_transactions * STOCK as f64, pg_per_success * STOCK as f64, 0.05),
+        "DB transactions per successful buy: the run says {}, PostgreSQL wrote the sale's rows in {pg_per_success}",
+        success.db_transactions
+    );
+    assert_eq!(refusal.db_statements, 0.0, "{run:?}");
+    assert!((success.mq_publishes - 1.0).abs() <= 0.05, "{run:?}");
+    // The rest of the run: the buy endpoint's figures, and the one instance's cost.
+    let buy = run
+        .perf
+        .endpoints
+        .iter()
+        .find(|endpoint| endpoint.route == "/api/seckill/buy")
+        .expect("the buy endpoint");
+    assert_eq!(buy.requests, (STOCK + REFUSED) as u64);
+    assert_eq!(buy.errors.values().sum::<u64>(), REFUSED as u64);
+    assert!(buy.p99_ms.is_some_and(|ms| ms > 0.0), "{buy:?}");
+    assert_eq!(run.cost.instances.len(), 1, "{:?}", run.cost);
+    assert!(run.cost.cpu_seconds > 0.0 && run.cost.instances[0].peak_memory_bytes > 0);
+    assert!(run.cost.redis_commands > 0 && run.cost.mq_publishes >= STOCK as u64);
+
+    // Marking: a reason is required, SRE may not, ops may.
+    let mark = format!("/admin/api/baselines/{}/mark", run.id);
+    let (status, refused_mark) = json(
+        app.post_json(&mark, Some(&ops), &json!({ "reason": " " }))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (status, refused_mark["code"].as_str()),
+        (400, Some("REASON_REQUIRED"))
+    );
+    let status = app
+        .post_json(&mark, Some(&sre), &json!({ "reason": "x" }))
+        .await
+        .status();
+    assert_eq!(status, 403);
+    assert!(!runs(&app, &ops, activity_id).await[0].is_baseline);
+    let (status, marked) = json(
+        app.post_json(
+            &mark,
+            Some(&ops),
+            &json!({ "reason": "the first clean sale" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{marked}");
+    assert_eq!(marked["is_baseline"], true);
+    assert!(runs(&app, &ops, activity_id).await[0].is_baseline);
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM ops_audit WHERE action = 'baseline.mark' AND detail->>'reason' = 'the first clean sale'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .expect("audit");
+    assert_eq!(audited, 1);
+
+    // Live again: the dashboard holds each second against the baseline run.
+    sqlx::query("UPDATE activities SET ends_at = now() + interval '1 hour' WHERE id = $1")
+        .bind(activity_id)
+        .execute(&app.db)
+        .await
+        .expect("reopen the activity");
+    let mut frames = Frames::open(&app, &ops).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let against = loop {
+        let frame = frames.next().await;
+        if let Some(against) = frame
+            .against_baseline
+            .into_iter()
+            .find(|against| against.activity_id == activity_id)
+        {
+            break against;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no frame against the baseline"
+        );
+    };
+    assert_eq!(against.run_id, run.id);
+    let p99 = against
+        .figures
+        .iter()
+        .find(|figure| figure.name == "buy p99")
+        .expect("the p99 against the baseline");
+    assert_eq!(p99.baseline, buy.p99_ms);
+    let commands = against
+        .figures
+        .iter()
+        .find(|figure| figure.name == "Redis commands per successful buy")
+        .expect("the path against the baseline");
+    assert_eq!(commands.baseline, Some(success.redis_commands));
+
+    // The Baselines page: the runs side by side, and a run whose buys make one more Redis
+    // call each than the baseline's is flagged there (a rehearsal written as one would be).
+    let mut path = run.path.clone();
+    path.success.redis_commands += 1.0;
+    sqlx::query(
+        "INSERT INTO baseline_runs (activity_id, kind, started_at, ended_at, perf, cost, path)
+         SELECT activity_id, 'rehearsal', started_at, ended_at, perf, cost, $2
+         FROM baseline_runs WHERE id = $1",
+    )
+    .bind(run.id)
+    .bind(sqlx::types::Json(&path))
+    .execute(&app.db)
+    .await
+    .expect("a rehearsal run");
+    let session = app.console_session(&ops).await;
+    let page = app
+        .console_page(&format!("/baselines?activity_id={activity_id}"), &session)
+        .await;
+    assert!(!page.contains("Not built yet"), "{page}");
+    assert!(page.contains(&format!("data-run=\"{}\"", run.id)), "{page}");
+    assert_eq!(
+        page.matches("data-new-call=\"Redis commands\"").count(),
+        1,
+        "{page}"
+    );
+    assert!(page.contains("Mark as baseline"), "{page}");
+}
