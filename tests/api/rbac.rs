@@ -553,7 +553,6 @@ fn rows() -> Vec<Row> {
             200,
         ),
         server_fn(
-        server_fn(
             ListBaselines::PATH,
             Form(vec![("activity_id", NO_ID)]),
             Needs(P::WatchOperations),
