@@ -73,7 +73,8 @@ pub(crate) struct EndedSale {
     pub(crate) ends_at: DateTime<Utc>,
 }
 
-/// Activities that ended between `since` and `until` and have no sale run.
+/// Activities that ended between `since` and `until` and have no sale run. A rehearsal's
+/// shadow copy is no sale: the rehearsal deletes it, and its run with it.
 pub(crate) async fn ended_without_run(
     db: &PgPool,
     since: DateTime<Utc>,
@@ -81,7 +82,7 @@ pub(crate) async fn ended_without_run(
 ) -> sqlx::Result<Vec<EndedSale>> {
     let rows: Vec<(i64, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
         "SELECT a.id, a.starts_at, a.ends_at FROM activities a
-         WHERE a.ends_at > $1 AND a.ends_at <= $2
+         WHERE a.ends_at > $1 AND a.ends_at <= $2 AND a.rehearsal_of IS NULL
            AND NOT EXISTS (SELECT 1 FROM baseline_runs r WHERE r.activity_id = a.id AND r.kind = 'sale')
          ORDER BY a.ends_at",
     )
