@@ -2,12 +2,13 @@
 //! ready; each check fails when exactly its own thing is broken (Redis stock edited, a buyer
 //! record or the Bloom filter lost, the scripts flushed, a switch flipped, an instance behind
 //! the latest switch or with its clock ahead, the consumers stopped, a message
-//! dead-lettered, an event the relay has not sent, no leader elected) and passes again after
+//! dead-lettered, an event the relay has not sent, no leader elected, no rehearsal or one that
+//! left the baseline) and passes again after
 //! the fix; the console's readiness page shows the same verdicts.
 
 use crate::support::{
     app::{json, spawn_app_with, TestApp},
-    fixtures::{buy_body, open_sale, Caller, Sale},
+    fixtures::{buy_body, prewarm, upcoming_activity, Caller, Listing, Sale},
     redis_server::RedisInstance,
     wait::{self, PATIENCE},
 };
@@ -66,6 +67,13 @@ impl TestApp {
         assert_eq!(status, 200, "{body}");
     }
 
+    async fn mark_baseline(&self, ops: &Caller, run_id: i64) {
+        let path = format!("/admin/api/baselines/{run_id}/mark");
+        let body = json!({ "reason": "readiness test" });
+        let (status, answer) = json(self.post_json(&path, Some(ops), &body).await).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+
     async fn set_switch(&self, ops: &Caller, path: &str, value: &str) {
         let (status, body) = json(
             self.send_json(
@@ -100,12 +108,60 @@ async fn rehearse_switches(app: &TestApp, ops: &Caller, sale: &Sale) {
     .await;
 }
 
-/// An open sale whose fallback switches have been rehearsed, with an ops and an SRE caller.
-async fn rehearsed_sale(app: &TestApp) -> (Sale, Caller, Caller) {
-    let sale = open_sale(app, 10, 1).await;
+/// A rehearsal of the sale's activity, as ops run one before the day (a small one: what
+/// matters here is that it passed); waits until it is over and returns it.
+async fn rehearse(app: &TestApp, ops: &Caller, sale: &Sale) -> Value {
+    let path = format!("/admin/api/activities/{}/rehearsals", sale.activity_id);
+    let asked = json!({ "buyers": 40, "rate_per_s": 200, "reason": "the day before" });
+    let (status, body) = json(app.post_json(&path, Some(ops), &asked).await).await;
+    assert_eq!(status, 202, "{body}");
+    let rehearsal = format!("/admin/api/rehearsals/{}", body["id"]);
+    let over = std::sync::Mutex::new(Value::Null);
+    wait::until("the rehearsal is over", Duration::from_secs(120), || {
+        let (over, rehearsal) = (&over, &rehearsal);
+        async move {
+            let (status, body) = json(app.get(rehearsal, Some(ops)).await).await;
+            assert_eq!(status, 200, "{body}");
+            let done = body["status"] != "running";
+            *over.lock().expect("not poisoned") = body;
+            done
+        }
+    })
+    .await;
+    let over = over.into_inner().expect("not poisoned");
+    assert_eq!(over["status"], "passed", "{over}");
+    over
+}
+
+/// A sale starting in an hour, pre-warmed and rehearsed, with an ops and an SRE caller.
+async fn rehearsed_upcoming_sale(app: &TestApp) -> (Sale, Caller, Caller) {
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
     let sre = app.caller(Role::Sre, None).await;
+    let sale = upcoming_activity(app, &merchant, &Listing::storm(10, 1, &[])).await;
+    prewarm(app, &ops, &sale).await;
+    rehearse(app, &ops, &sale).await;
+    (sale, ops, sre)
+}
+
+/// Moves the sale's start into the past: the sale is open.
+async fn open_now(app: &TestApp, sale: &Sale) {
+    sqlx::query(
+        "UPDATE activities SET starts_at = now() - interval '1 minute',
+                ends_at = now() + interval '1 hour' WHERE id = $1",
+    )
+    .bind(sale.activity_id)
+    .execute(&app.db)
+    .await
+    .expect("open the sale");
+}
+
+/// An open sale that was rehearsed before it opened and whose fallback switches have been
+/// drilled, with an ops and an SRE caller.
+async fn rehearsed_sale(app: &TestApp) -> (Sale, Caller, Caller) {
+    let (sale, ops, sre) = rehearsed_upcoming_sale(app).await;
     rehearse_switches(app, &ops, &sale).await;
+    open_now(app, &sale).await;
     (sale, ops, sre)
 }
 
@@ -147,7 +203,7 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
     let page = format!("/readiness?activity_id={}", sale.activity_id);
     let html = app.console_page(&page, &session).await;
     assert!(html.contains(r#"data-ready="false""#), "{html}");
-    assert!(html.contains("NO-GO: 1 of 12 checks fail"), "{html}");
+    assert!(html.contains("NO-GO: 1 of 13 checks fail"), "{html}");
     let first_row = html.find("<tr data-check=").expect("check rows");
     assert!(
         html[first_row..].starts_with(r#"<tr data-check="stock" data-ok="false""#),
@@ -156,7 +212,7 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
     app.prewarm(&ops, &sale).await;
     app.readiness_failing(&sre, &sale, &[]).await;
     let html = app.console_page(&page, &session).await;
-    assert!(html.contains("GO: all 12 checks pass"), "{html}");
+    assert!(html.contains("GO: all 13 checks pass"), "{html}");
 
     // The scripts flushed: the check lists what is missing; a pre-warm loads them again.
     let _: () = redis::cmd("SCRIPT")
@@ -205,12 +261,21 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
 #[tokio::test]
 async fn without_consumers_the_sale_is_not_ready_until_they_attach() {
     let app = spawn_app_with(|settings| settings.workers = false).await;
-    let (sale, _ops, sre) = rehearsed_sale(&app).await;
-    let stopped = app.readiness_failing(&sre, &sale, &[Name::Consumers]).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let sale = upcoming_activity(&app, &merchant, &Listing::storm(10, 1, &[])).await;
+    prewarm(&app, &ops, &sale).await;
+    rehearse_switches(&app, &ops, &sale).await;
+    // Nothing completes an order without consumers, so no rehearsal could pass either.
+    let stopped = app
+        .readiness_failing(&sre, &sale, &[Name::Rehearsal, Name::Consumers])
+        .await;
     let consumers = detail(&stopped, Name::Consumers);
     assert!(consumers.contains("no consumer on"), "{consumers}");
     let _create = create_order::spawn(&app.state);
     let _pay_timeout = pay_timeout::spawn(&app.state);
+    rehearse(&app, &ops, &sale).await;
     app.readiness_failing(&sre, &sale, &[]).await;
 }
 
@@ -491,9 +556,7 @@ async fn without_a_leader_elected_the_sale_is_not_ready_until_an_instance_campai
 #[tokio::test]
 async fn the_fallback_switches_must_be_rehearsed_since_the_newest_instance_started() {
     let app = spawn_app_with(|_| {}).await;
-    let sale = open_sale(&app, 10, 1).await;
-    let ops = app.caller(Role::Ops, None).await;
-    let sre = app.caller(Role::Sre, None).await;
+    let (sale, ops, sre) = rehearsed_upcoming_sale(&app).await;
     let fresh = app
         .readiness_failing(&sre, &sale, &[Name::SwitchesRehearsed])
         .await;
@@ -528,4 +591,79 @@ async fn the_fallback_switches_must_be_rehearsed_since_the_newest_instance_start
         .await;
     rehearse_switches(&sibling, &ops, &sale).await;
     app.readiness_failing(&sre, &sale, &[]).await;
+}
+
+#[tokio::test]
+async fn the_last_rehearsal_must_have_passed_and_stayed_within_the_baseline() {
+    let app = spawn_app_with(|settings| settings.baselines.report_interval_ms = 200).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let sale = upcoming_activity(&app, &merchant, &Listing::storm(10, 1, &[])).await;
+    prewarm(&app, &ops, &sale).await;
+    rehearse_switches(&app, &ops, &sale).await;
+    let never = app.readiness_failing(&sre, &sale, &[Name::Rehearsal]).await;
+    assert!(
+        detail(&never, Name::Rehearsal).contains("seckill rehearse"),
+        "{}",
+        detail(&never, Name::Rehearsal)
+    );
+
+    // Rehearsed, with no baseline marked: go.
+    let rehearsal = rehearse(&app, &ops, &sale).await;
+    let passed = app.readiness_failing(&sre, &sale, &[]).await;
+    assert!(
+        detail(&passed, Name::Rehearsal).contains("no baseline run is marked"),
+        "{}",
+        detail(&passed, Name::Rehearsal)
+    );
+
+    // Last week's sale, recorded with one Redis round trip fewer per successful buy, is
+    // the baseline: the rehearsal left it.
+    let recorded = std::sync::Mutex::new(None);
+    wait::until("the rehearsal's run recorded", PATIENCE, || {
+        let recorded = &recorded;
+        let app = &app;
+        let rehearsal = &rehearsal;
+        async move {
+            let run: Option<i64> =
+                sqlx::query_scalar("SELECT id FROM baseline_runs WHERE rehearsal_id = $1")
+                    .bind(rehearsal["id"].as_i64())
+                    .fetch_optional(&app.db)
+                    .await
+                    .expect("runs");
+            *recorded.lock().expect("not poisoned") = run;
+            run.is_some()
+        }
+    })
+    .await;
+    let run_id = recorded.into_inner().expect("not poisoned").expect("a run");
+    let leaner: i64 = sqlx::query_scalar(
+        "INSERT INTO baseline_runs (activity_id, kind, started_at, ended_at, perf, cost, path)
+         SELECT activity_id, 'sale', started_at - interval '7 days', ended_at - interval '7 days',
+                perf, cost,
+                jsonb_set(path, '{success,redis_round_trips}',
+                          to_jsonb((path #>> '{success,redis_round_trips}')::float8 - 1))
+           FROM baseline_runs WHERE id = $1 RETURNING id",
+    )
+    .bind(run_id)
+    .fetch_one(&app.db)
+    .await
+    .expect("last week's run");
+    app.mark_baseline(&ops, leaner).await;
+    let left = app.readiness_failing(&sre, &sale, &[Name::Rehearsal]).await;
+    let change = detail(&left, Name::Rehearsal);
+    assert!(
+        change.contains("+1.0 Redis round trips per successful buy"),
+        "{change}"
+    );
+
+    // The change is meant: the rehearsal's own run becomes the baseline.
+    app.mark_baseline(&ops, run_id).await;
+    let within = app.readiness_failing(&sre, &sale, &[]).await;
+    assert!(
+        detail(&within, Name::Rehearsal).contains(&format!("stayed within baseline run #{run_id}")),
+        "{}",
+        detail(&within, Name::Rehearsal)
+    );
 }

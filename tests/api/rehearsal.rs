@@ -1,14 +1,61 @@
 //! Rehearsals: a sale's load through the real buy path against a shadow copy of an
 //! activity, the invariant check at its end, and nothing of the copy left behind.
 
+use crate::dashboard::Frames;
 use crate::support::{
-    app::{json, spawn_app, TestApp},
+    app::{json, spawn_app_with, TestApp},
     fixtures::{open_sale, token, Caller, Sale},
     wait,
 };
 use contract::Role;
+use seckill::infra::config::Settings;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+
+/// Instances report their figures often, so the leader records a rehearsal's run soon
+/// after its load.
+fn quick_reports(settings: &mut Settings) {
+    settings.baselines.report_interval_ms = 200;
+}
+
+/// The run the leader recorded of the activity's rehearsal, once it is there; its buy
+/// endpoint carries the rehearsal's requests.
+async fn recorded_run(app: &TestApp, caller: &Caller, activity_id: i64) -> Value {
+    let path = format!("/admin/api/baselines?activity_id={activity_id}");
+    let found = std::sync::Mutex::new(Value::Null);
+    wait::until("the rehearsal recorded as a run", wait::PATIENCE, || {
+        let (found, path) = (&found, &path);
+        async move {
+            let (status, runs) = json(app.get(path, Some(caller)).await).await;
+            assert_eq!(status, 200, "{runs}");
+            let rehearsal = runs.as_array().and_then(|runs| {
+                runs.iter()
+                    .find(|candidate| candidate["kind"] == "rehearsal")
+                    .cloned()
+            });
+            match rehearsal {
+                Some(run) => {
+                    *found.lock().expect("not poisoned") = run;
+                    Ok(())
+                }
+                None => Err(runs.to_string()),
+            }
+        }
+    })
+    .await;
+    let run = found.into_inner().expect("not poisoned");
+    let buys = run["perf"]["endpoints"]
+        .as_array()
+        .and_then(|endpoints| {
+            endpoints
+                .iter()
+                .find(|endpoint| endpoint["route"] == "/api/seckill/buy")
+        })
+        .map(|buy| buy["requests"].as_u64().unwrap_or(0))
+        .unwrap_or(0);
+    assert!(buys > 0, "the run counts the rehearsal's buys: {run}");
+    run
+}
 
 /// A loaded 2-core box finishes a rehearsal of this size in well under this.
 const REHEARSAL_PATIENCE: Duration = Duration::from_secs(120);
@@ -79,7 +126,7 @@ async fn rehearsal(app: &TestApp, caller: &Caller, id: i64) -> Value {
 // The server, its workers and the load generator share the test's runtime.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rehearsal_of_a_ten_thousand_stock_sale_passes_its_check_and_leaves_nothing_behind() {
-    let app = spawn_app().await;
+    let app = spawn_app_with(quick_reports).await;
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
     let sre = app.caller(Role::Sre, None).await;
@@ -209,9 +256,13 @@ async fn a_rehearsal_of_a_ten_thousand_stock_sale_passes_its_check_and_leaves_no
 
     // Nothing of the shadow is left: its rows, keys and switches are gone; the real sale's
     // stock did not move. What stays is the rehearsal's row and the audit of its start.
+    // What stays is the rehearsal's row, the audit of its start and, once the leader has
+    // read the instances' reports past the load's end, its run beside the activity's others.
+    let run = recorded_run(&app, &sre, activity_id).await;
     let mut rows_expected = rows_before.clone();
     *rows_expected.entry("rehearsals".into()).or_default() += 1;
     *rows_expected.entry("ops_audit".into()).or_default() += 1;
+    *rows_expected.entry("baseline_runs".into()).or_default() += 1;
     assert_eq!(app.rows_of_every_table().await, rows_expected);
     assert_eq!(app.redis_keys("*").await, keys_before);
     assert_eq!(app.switches_in_etcd().await, etcd_before);
@@ -222,6 +273,54 @@ async fn a_rehearsal_of_a_ten_thousand_stock_sale_passes_its_check_and_leaves_no
     let (status, _) = json(app.get(&format!("/api/activities/{shadow}"), None).await).await;
     assert_eq!(status, 404);
 
+    // The run is on the Baselines page; marked as the baseline, the dashboard holds the
+    // sale against it once the sale is live.
+    let run_id = run["id"].as_i64().expect("run id");
+    let ops_session = app.console_session(&ops).await;
+    let page = app
+        .console_page(
+            &format!("/baselines?activity_id={activity_id}"),
+            &ops_session,
+        )
+        .await;
+    assert!(page.contains(&format!("data-run=\"{run_id}\"")), "{page}");
+    let (status, marked) = json(
+        app.post_json(
+            &format!("/admin/api/baselines/{run_id}/mark"),
+            Some(&ops),
+            &json!({ "reason": "the rehearsal is how this sale should go" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{marked}");
+    sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute' WHERE id = $1")
+        .bind(activity_id)
+        .execute(&app.db)
+        .await
+        .expect("open the sale");
+    let mut frames = Frames::open(&app, &ops).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let against = loop {
+        let frame = frames.next().await;
+        if let Some(against) = frame
+            .against_baseline
+            .into_iter()
+            .find(|against| against.activity_id == activity_id)
+        {
+            break against;
+        }
+        assert!(Instant::now() < deadline, "no frame against the baseline");
+    };
+    assert_eq!(against.run_id, run_id);
+    assert!(
+        against
+            .figures
+            .iter()
+            .any(|figure| figure.name == "buy p99"),
+        "{against:?}"
+    );
+
     // The console shows the verdict to readers, and the start form to those who may start.
     let sre_session = app.console_session(&sre).await;
     let page = app
@@ -231,7 +330,6 @@ async fn a_rehearsal_of_a_ten_thousand_stock_sale_passes_its_check_and_leaves_no
     assert!(page.contains(r#"data-passed="true""#), "{page}");
     let listing = app.console_page("/rehearsals", &sre_session).await;
     assert!(!listing.contains(r#"id="start-rehearsal""#), "{listing}");
-    let ops_session = app.console_session(&ops).await;
     let listing = app.console_page("/rehearsals", &ops_session).await;
     assert!(listing.contains(r#"id="start-rehearsal""#), "{listing}");
 
@@ -277,7 +375,7 @@ async fn cli(app: &TestApp, args: &[&str]) -> (bool, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_line_rehearses_shows_progress_and_exits_by_the_verdict() {
-    let app = spawn_app().await;
+    let app = spawn_app_with(quick_reports).await;
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
     let (activity_id, _) = activity(&app, &merchant, &ops).await;
@@ -313,9 +411,11 @@ async fn the_command_line_rehearses_shows_progress_and_exits_by_the_verdict() {
             .contains("abandoned"),
         "{crashed}"
     );
+    recorded_run(&app, &ops, activity_id).await;
     let mut rows_expected = rows_before;
     *rows_expected.entry("rehearsals".into()).or_default() += 1;
     *rows_expected.entry("ops_audit".into()).or_default() += 1;
+    *rows_expected.entry("baseline_runs".into()).or_default() += 1;
     assert_eq!(app.rows_of_every_table().await, rows_expected);
 
     // Not while the sale is open: its load would take the buyers' capacity.

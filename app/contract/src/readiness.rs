@@ -20,6 +20,10 @@ pub enum ReadinessCheckName {
     /// Each fallback switch (entry, deduction, async) flipped away and back since the
     /// newest live instance started, so the day's switches are known to work.
     SwitchesRehearsed,
+    /// The activity's last finished rehearsal passed its invariant check and, against the
+    /// activity's baseline run, made no new call per buy and kept its buy p99 within twice
+    /// the baseline's.
+    Rehearsal,
     /// Every live instance applied the latest switch revision.
     Propagation,
     /// Consumers attached to the create-order and pay-timeout queues.
@@ -35,13 +39,14 @@ pub enum ReadinessCheckName {
 }
 
 impl ReadinessCheckName {
-    pub const ALL: [ReadinessCheckName; 12] = [
+    pub const ALL: [ReadinessCheckName; 13] = [
         Self::Stock,
         Self::BuyerRecords,
         Self::Bloom,
         Self::Scripts,
         Self::Switches,
         Self::SwitchesRehearsed,
+        Self::Rehearsal,
         Self::Propagation,
         Self::Consumers,
         Self::DeadLetters,
@@ -58,6 +63,7 @@ impl ReadinessCheckName {
             Self::Scripts => "scripts",
             Self::Switches => "switches",
             Self::SwitchesRehearsed => "switches_rehearsed",
+            Self::Rehearsal => "rehearsal",
             Self::Propagation => "propagation",
             Self::Consumers => "consumers",
             Self::DeadLetters => "dead_letters",

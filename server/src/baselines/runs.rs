@@ -1,9 +1,9 @@
-//! Runs: the leader's pass that computes the run of every sale that ended (from every
-//! instance's reports around its window) and stores it, the list, and marking a run as
+//! Runs: the leader's pass that computes the run of every sale that ended, and of every
+//! rehearsal's load (from every instance's reports around its window), and stores it, the list, and marking a run as
 //! its activity's baseline (audited).
 
 use chrono::{DateTime, Duration as Span, Utc};
-use contract::{Actor, BaselineRun, Permission, RunKind, Source};
+use contract::{Actor, BaselineRun, Permission, Source};
 use std::time::Duration;
 
 use crate::{
@@ -24,7 +24,8 @@ use crate::{
 /// Reports are kept this long: a run not computed by then (no leader for days) is not.
 const KEEP_REPORTS_DAYS: i64 = 2;
 
-/// While this instance leads, computes the runs of sales that ended, every report interval.
+/// While this instance leads, computes the runs of sales that ended and of rehearsals,
+/// every report interval.
 pub(crate) fn spawn_leader(state: &AppState) {
     let state = state.clone();
     tokio::spawn(async move {
@@ -59,12 +60,16 @@ fn lookback(interval: Duration) -> Span {
         .max(Span::minutes(1))
 }
 
-/// Computes and stores the run of every sale that ended, settled, within the reports kept.
+/// Computes and stores the run of every sale that ended and every rehearsal's load,
+/// settled, within the reports kept.
 async fn compute_due(state: &AppState) -> sqlx::Result<()> {
     let interval = report_interval(state);
     let now = Utc::now();
     let keep = Span::days(KEEP_REPORTS_DAYS);
-    for sale in store::ended_without_run(&state.db, now - keep, now - settle(interval)).await? {
+    let (since, until) = (now - keep, now - settle(interval));
+    let mut due = store::ended_without_run(&state.db, since, until).await?;
+    due.extend(store::rehearsed_without_run(&state.db, since, until).await?);
+    for sale in due {
         let reports = store::reports_between(
             &state.db,
             sale.starts_at - lookback(interval),
@@ -76,7 +81,8 @@ async fn compute_due(state: &AppState) -> sqlx::Result<()> {
         let (perf, cost, path) = run_figures(&windows, seconds);
         let run = NewRun {
             activity_id: sale.activity_id,
-            kind: RunKind::Sale,
+            kind: sale.kind,
+            rehearsal_id: sale.rehearsal_id,
             started_at: sale.starts_at,
             ended_at: sale.ends_at,
             perf,
@@ -87,6 +93,7 @@ async fn compute_due(state: &AppState) -> sqlx::Result<()> {
             tracing::info!(
                 run = id,
                 activity = sale.activity_id,
+                kind = sale.kind.as_str(),
                 instances = windows.len(),
                 "baseline run recorded"
             );

@@ -66,9 +66,12 @@ pub(crate) async fn prune_reports(db: &PgPool, before: DateTime<Utc>) -> sqlx::R
     )
 }
 
-/// An activity whose sale ended without a run yet.
-pub(crate) struct EndedSale {
+/// A window whose run is due: a sale that ended, or a rehearsal's load.
+pub(crate) struct DueRun {
     pub(crate) activity_id: i64,
+    pub(crate) kind: RunKind,
+    /// The rehearsal a `rehearsal` run measures.
+    pub(crate) rehearsal_id: Option<i64>,
     pub(crate) starts_at: DateTime<Utc>,
     pub(crate) ends_at: DateTime<Utc>,
 }
@@ -79,7 +82,7 @@ pub(crate) async fn ended_without_run(
     db: &PgPool,
     since: DateTime<Utc>,
     until: DateTime<Utc>,
-) -> sqlx::Result<Vec<EndedSale>> {
+) -> sqlx::Result<Vec<DueRun>> {
     let rows: Vec<(i64, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
         "SELECT a.id, a.starts_at, a.ends_at FROM activities a
          WHERE a.ends_at > $1 AND a.ends_at <= $2 AND a.rehearsal_of IS NULL
@@ -92,8 +95,40 @@ pub(crate) async fn ended_without_run(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(activity_id, starts_at, ends_at)| EndedSale {
+        .map(|(activity_id, starts_at, ends_at)| DueRun {
             activity_id,
+            kind: RunKind::Sale,
+            rehearsal_id: None,
+            starts_at,
+            ends_at,
+        })
+        .collect())
+}
+
+/// Rehearsals whose load ended between `since` and `until` and have no run: the run is
+/// the activity's (not its shadow's), over the load's window.
+pub(crate) async fn rehearsed_without_run(
+    db: &PgPool,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> sqlx::Result<Vec<DueRun>> {
+    let rows: Vec<(i64, i64, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT r.id, r.activity_id, r.load_started_at, r.load_ended_at FROM rehearsals r
+         WHERE r.load_ended_at > $1 AND r.load_ended_at <= $2
+           AND r.load_started_at IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM baseline_runs b WHERE b.rehearsal_id = r.id)
+         ORDER BY r.load_ended_at",
+    )
+    .bind(since)
+    .bind(until)
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(rehearsal_id, activity_id, starts_at, ends_at)| DueRun {
+            activity_id,
+            kind: RunKind::Rehearsal,
+            rehearsal_id: Some(rehearsal_id),
             starts_at,
             ends_at,
         })
@@ -104,6 +139,7 @@ pub(crate) async fn ended_without_run(
 pub(crate) struct NewRun {
     pub(crate) activity_id: i64,
     pub(crate) kind: RunKind,
+    pub(crate) rehearsal_id: Option<i64>,
     pub(crate) started_at: DateTime<Utc>,
     pub(crate) ended_at: DateTime<Utc>,
     pub(crate) perf: RunPerf,
@@ -111,16 +147,19 @@ pub(crate) struct NewRun {
     pub(crate) path: RunPath,
 }
 
-/// Stores the run; a sale's run is stored once, whichever leader computed it first.
+/// Stores the run; a sale's run, or a rehearsal's, is stored once, whichever leader
+/// computed it first.
 pub(crate) async fn insert_run(db: &PgPool, run: &NewRun) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar(
-        "INSERT INTO baseline_runs (activity_id, kind, started_at, ended_at, perf, cost, path)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ON CONFLICT (activity_id) WHERE kind = 'sale' DO NOTHING
+        "INSERT INTO baseline_runs
+             (activity_id, kind, rehearsal_id, started_at, ended_at, perf, cost, path)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT DO NOTHING
          RETURNING id",
     )
     .bind(run.activity_id)
     .bind(run.kind.as_str())
+    .bind(run.rehearsal_id)
     .bind(run.started_at)
     .bind(run.ended_at)
     .bind(Json(&run.perf))
@@ -171,6 +210,20 @@ pub(crate) async fn runs(db: &PgPool, activity_id: Option<i64>) -> sqlx::Result<
     .fetch_all(db)
     .await?;
     rows.into_iter().map(run_of).collect()
+}
+
+/// The run a rehearsal was recorded as, once the leader has recorded it.
+pub(crate) async fn run_of_rehearsal(
+    db: &PgPool,
+    rehearsal_id: i64,
+) -> sqlx::Result<Option<BaselineRun>> {
+    let row: Option<RunRow> = sqlx::query_as(&format!(
+        "SELECT {RUN_COLUMNS} FROM baseline_runs WHERE rehearsal_id = $1"
+    ))
+    .bind(rehearsal_id)
+    .fetch_optional(db)
+    .await?;
+    row.map(run_of).transpose()
 }
 
 /// The run marked as the activity's baseline.

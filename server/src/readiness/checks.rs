@@ -3,7 +3,9 @@
 //! ok, what to do. No I/O here; the use case (`readiness::check`) reads the stores.
 
 use chrono::{DateTime, Utc};
-use contract::{ReadinessCheck, ReadinessCheckName as Name};
+use contract::{
+    BaselineRun, ReadinessCheck, ReadinessCheckName as Name, Rehearsal, RehearsalStatus,
+};
 use std::time::Duration;
 
 use crate::admin::audit::SwitchFlip;
@@ -331,6 +333,118 @@ pub(crate) fn switches_rehearsed(
     }
 }
 
+/// How much slower than its baseline a rehearsal's buys may answer (p99) and still count
+/// as behaving like it: a rehearsal's load is not the sale's, so only a gross change shows.
+pub(crate) const REHEARSAL_P99_FACTOR: f64 = 2.0;
+
+/// `last`: the activity's newest rehearsal that is over; `run`: the run it was recorded
+/// as; `baseline`: the activity's baseline run.
+pub(crate) fn rehearsal(
+    last: Option<&Rehearsal>,
+    run: Option<&BaselineRun>,
+    baseline: Option<&BaselineRun>,
+) -> ReadinessCheck {
+    let Some(last) = last else {
+        return verdict(
+            Name::Rehearsal,
+            false,
+            "no rehearsal of this activity has finished: run one before the sale (`seckill rehearse ACTIVITY --buyers N --rate R`, or the console's Rehearsals page)".into(),
+        );
+    };
+    let id = last.id;
+    let failing = || -> Vec<String> {
+        let checks = last.result.iter().flat_map(|result| &result.checks);
+        checks
+            .filter(|check| !check.ok)
+            .map(|check| check.detail.clone())
+            .collect()
+    };
+    match last.status {
+        RehearsalStatus::Passed => {}
+        RehearsalStatus::Failed => {
+            return verdict(
+                Name::Rehearsal,
+                false,
+                format!(
+                    "rehearsal #{id} failed its check: {}; fix it and rehearse again",
+                    failing().join("; ")
+                ),
+            )
+        }
+        RehearsalStatus::Error | RehearsalStatus::Running => {
+            return verdict(
+                Name::Rehearsal,
+                false,
+                format!(
+                    "rehearsal #{id} stopped before its check ({}); rehearse again",
+                    last.error.as_deref().unwrap_or("no reason recorded")
+                ),
+            )
+        }
+    }
+    let Some(baseline) = baseline else {
+        return verdict(
+            Name::Rehearsal,
+            true,
+            format!(
+                "rehearsal #{id} passed its check; no baseline run is marked to hold it against"
+            ),
+        );
+    };
+    let Some(run) = run else {
+        return verdict(
+            Name::Rehearsal,
+            false,
+            format!(
+                "rehearsal #{id} passed its check, but its run is not recorded yet (the leader records it a few report intervals after the load): wait, then check again"
+            ),
+        );
+    };
+    let mut changes: Vec<String> = [
+        ("successful", &run.path.success, &baseline.path.success),
+        ("refused", &run.path.refused, &baseline.path.refused),
+    ]
+    .into_iter()
+    .flat_map(|(outcome, now, before)| {
+        now.new_calls(before)
+            .into_iter()
+            .map(move |(call, more)| format!("{more:+.1} {call} per {outcome} buy"))
+    })
+    .collect();
+    let p99 = |run: &BaselineRun| run.perf.buy().and_then(|buy| buy.p99_ms);
+    let latency = match (p99(run), p99(baseline)) {
+        (Some(now), Some(before)) => {
+            if now > before * REHEARSAL_P99_FACTOR {
+                changes.push(format!(
+                    "buy p99 {now:.1} ms, over {REHEARSAL_P99_FACTOR} × the baseline's {before:.1} ms"
+                ));
+            }
+            format!("buy p99 {now:.1} ms (baseline {before:.1} ms)")
+        }
+        _ => "no buy latency to compare".into(),
+    };
+    if changes.is_empty() {
+        verdict(
+            Name::Rehearsal,
+            true,
+            format!(
+                "rehearsal #{id} passed its check and stayed within baseline run #{}: {latency}, no new call per buy",
+                baseline.id
+            ),
+        )
+    } else {
+        verdict(
+            Name::Rehearsal,
+            false,
+            format!(
+                "rehearsal #{id} passed its check but left baseline run #{}: {}; find what changed on the buy path (the Baselines page shows both runs), or mark the rehearsal's run the baseline if the change is meant",
+                baseline.id,
+                changes.join(", ")
+            ),
+        )
+    }
+}
+
 /// `latest`: the newest revision of any switch or limit in etcd; `nodes`: each live
 /// instance's id and the revision it has applied.
 pub(crate) fn propagation(latest: i64, nodes: &[(String, i64)]) -> ReadinessCheck {
@@ -548,6 +662,95 @@ mod tests {
         probe.absent.clear();
         probe.gone = true;
         assert!(!bloom(&probe).ok);
+    }
+
+    fn rehearsal_of(status: &str, failed_check: Option<&str>) -> Rehearsal {
+        let checks: Vec<serde_json::Value> = failed_check
+            .map(
+                |detail| serde_json::json!({"name": "not_oversold", "ok": false, "detail": detail}),
+            )
+            .into_iter()
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "id": 4, "activity_id": 1, "buyers": 100, "rate_per_s": 50, "source": "api",
+            "actor": "ops", "reason": "drill", "status": status, "stage": "done",
+            "progress": {"done": 120, "total": 120},
+            "result": {"requests": 120, "unanswered": 0, "load_s": 2.4, "outcomes": [],
+                       "checks": checks, "passed": failed_check.is_none()},
+            "error": (status == "error").then_some("Redis away"),
+            "cleaned_up": true, "started_at": "2026-12-01T10:00:00Z"
+        }))
+        .expect("a rehearsal")
+    }
+
+    fn run_of(id: i64, p99_ms: f64, redis_round_trips: f64) -> BaselineRun {
+        let path = serde_json::json!({"requests": 100, "redis_round_trips": redis_round_trips,
+            "redis_commands": redis_round_trips, "db_statements": 0.4, "db_transactions": 0.4,
+            "mq_publishes": 1.0});
+        serde_json::from_value(serde_json::json!({
+            "id": id, "activity_id": 1, "kind": "rehearsal",
+            "started_at": "2026-12-01T10:00:00Z", "ended_at": "2026-12-01T10:00:03Z",
+            "is_baseline": false,
+            "perf": {"endpoints": [{"route": "/api/seckill/buy", "requests": 120, "qps": 50.0,
+                "p50_ms": 3.0, "p99_ms": p99_ms, "p999_ms": p99_ms, "errors": {},
+                "error_rate": 0.0}]},
+            "cost": {"instances": [], "cpu_seconds": 0.0, "db_pool_peak_in_use": 0,
+                "db_pool_waits": 0, "db_pool_wait_ms": 0.0, "redis_commands": 0, "mq_publishes": 0},
+            "path": {"success": path, "refused": path}
+        }))
+        .expect("a run")
+    }
+
+    #[test]
+    fn the_last_rehearsal_must_pass_and_stay_within_the_baseline() {
+        let never = rehearsal(None, None, None);
+        assert!(
+            !never.ok && never.detail.contains("seckill rehearse"),
+            "{}",
+            never.detail
+        );
+        let failed = rehearsal(
+            Some(&rehearsal_of("failed", Some("item 2 oversold"))),
+            None,
+            None,
+        );
+        assert!(
+            !failed.ok && failed.detail.contains("item 2 oversold"),
+            "{}",
+            failed.detail
+        );
+        let stopped = rehearsal(Some(&rehearsal_of("error", None)), None, None);
+        assert!(
+            !stopped.ok && stopped.detail.contains("Redis away"),
+            "{}",
+            stopped.detail
+        );
+
+        let passed = rehearsal_of("passed", None);
+        assert!(
+            rehearsal(Some(&passed), None, None).ok,
+            "no baseline to hold it against"
+        );
+        let baseline = run_of(1, 20.0, 2.0);
+        let unrecorded = rehearsal(Some(&passed), None, Some(&baseline));
+        assert!(!unrecorded.ok, "{}", unrecorded.detail);
+        let within = rehearsal(Some(&passed), Some(&run_of(2, 39.0, 2.4)), Some(&baseline));
+        assert!(within.ok, "{}", within.detail);
+        let slower = rehearsal(Some(&passed), Some(&run_of(2, 41.0, 2.0)), Some(&baseline));
+        assert!(
+            !slower.ok && slower.detail.contains("buy p99 41.0 ms"),
+            "{}",
+            slower.detail
+        );
+        let new_call = rehearsal(Some(&passed), Some(&run_of(2, 20.0, 3.0)), Some(&baseline));
+        assert!(
+            !new_call.ok
+                && new_call
+                    .detail
+                    .contains("+1.0 Redis round trips per successful buy"),
+            "{}",
+            new_call.detail
+        );
     }
 
     fn fallbacks() -> Vec<Fallback> {

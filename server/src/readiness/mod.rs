@@ -1,7 +1,8 @@
 //! The pre-sale readiness check: `GET /admin/api/readiness?activity_id=`, the console's
 //! page and `seckill readiness ACTIVITY` ask [`check`], which reads every store once
 //! (through the capabilities that own them: the stock ledger, the Bloom filter, the
-//! scripts, the switch board, the pipeline's queues and tables, the election) and hands
+//! scripts, the switch board and its audit, the rehearsals and baseline runs, the
+//! pipeline's queues and tables, the election) and hands
 //! what it read to the verdicts of [`checks`]. One go/no-go: every check ok.
 //!
 //! A check whose store cannot be read is not ok and says why; the others still run.
@@ -9,11 +10,14 @@
 pub(crate) mod checks;
 pub(crate) mod routes;
 
-use contract::{Actor, Permission, Readiness, ReadinessCheck, ReadinessCheckName as Name};
+use contract::{
+    Actor, Permission, Readiness, ReadinessCheck, ReadinessCheckName as Name, RehearsalStatus,
+};
 use std::time::{Duration, Instant};
 
 use crate::{
     admin::{audit, authorize},
+    baselines::store as baselines_store,
     buy::bloom,
     catalog::store::{self as catalog, StoredActivity},
     control::{board::Board, election, keys::SwitchKey, layout::Layout, switches::SwitchValues},
@@ -21,6 +25,7 @@ use crate::{
     infra::lua,
     orders::{dead_letter_store, mq::broker::queue_states, outbox},
     reconcile::{ledger, rules, store as reconcile_store},
+    rehearsal::store as rehearsal_store,
     state::AppState,
 };
 use checks::{BloomProbe, ClockSample, ItemState, SwitchState};
@@ -39,17 +44,18 @@ pub(crate) async fn check(
     let activity = catalog::get_activity(&state.db, activity_id, None)
         .await?
         .ok_or(ApiError::NotFound("activity"))?;
-    let (redis_state, bloom, scripts, control, consumers, backlog, leader) = tokio::join!(
+    let (redis_state, bloom, scripts, control, rehearsal, consumers, backlog, leader) = tokio::join!(
         redis_state(state, activity_id),
         bloom_check(state, &activity),
         scripts_check(state),
         control_checks(state, activity_id),
+        rehearsal_check(state, activity_id),
         consumers_check(state),
         backlog_checks(state),
         leader_check(state),
     );
     let mut all = redis_state;
-    all.extend([bloom, scripts]);
+    all.extend([bloom, scripts, rehearsal]);
     all.extend(control);
     all.push(consumers);
     all.extend(backlog);
@@ -149,6 +155,32 @@ async fn lookups(
     .await
 }
 
+/// Rehearsals the check looks through for the newest one that is over.
+const REHEARSALS_LOOKED_AT: i64 = 20;
+
+/// The activity's newest rehearsal that is over, the run it was recorded as, and the
+/// activity's baseline run.
+async fn rehearsal_check(state: &AppState, activity_id: i64) -> ReadinessCheck {
+    let read = async {
+        let last = rehearsal_store::list(&state.db, Some(activity_id), REHEARSALS_LOOKED_AT)
+            .await?
+            .into_iter()
+            .find(|rehearsal| rehearsal.status != RehearsalStatus::Running);
+        let run = match &last {
+            Some(last) => baselines_store::run_of_rehearsal(&state.db, last.id).await?,
+            None => None,
+        };
+        let baseline = baselines_store::baseline_of(&state.db, activity_id).await?;
+        Ok::<_, sqlx::Error>((last, run, baseline))
+    };
+    match read.await {
+        Ok((last, run, baseline)) => {
+            checks::rehearsal(last.as_ref(), run.as_ref(), baseline.as_ref())
+        }
+        Err(error) => checks::unreadable(Name::Rehearsal, "the rehearsals and runs", error),
+    }
+}
+
 async fn scripts_check(state: &AppState) -> ReadinessCheck {
     match state.redis.missing_scripts().await {
         Ok(missing) => checks::scripts(&missing, lua::NAMES.len()),
@@ -203,7 +235,7 @@ async fn control_checks(state: &AppState, activity_id: i64) -> Vec<ReadinessChec
         }
         Err(error) => checks::unreadable(Name::Switches, "the switch audit", error),
     };
-    let rehearsed = rehearsal_check(state, activity_id, &board).await;
+    let rehearsed = switch_drill_check(state, activity_id, &board).await;
     let propagation = if let Some(error) = &board.etcd.error {
         checks::unreadable(Name::Propagation, "etcd", error)
     } else {
@@ -237,7 +269,7 @@ async fn control_checks(state: &AppState, activity_id: i64) -> Vec<ReadinessChec
 
 /// The fallbacks of a sale, each flipped away and back since the newest live instance
 /// started (the switch audit in PostgreSQL has the flips, the board the instances).
-async fn rehearsal_check(
+async fn switch_drill_check(
     state: &AppState,
     activity_id: i64,
     board: &contract::SwitchBoard,

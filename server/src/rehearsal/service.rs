@@ -299,9 +299,9 @@ async fn report_progress(state: AppState, id: i64, sent: Arc<AtomicU64>, planned
     }
 }
 
-/// Records when rehearsal `id`'s load ran. This is where the rehearsal becomes a run of
-/// the activity's baselines (per-endpoint figures, cost and path over the window) once the
-/// baseline recorder exists: it takes the window and the rehearsal's id from here.
+/// Records when rehearsal `id`'s load ran: the leader's baseline pass records that window
+/// as a run of the activity (kind `rehearsal`: per-endpoint figures, cost and path), to be
+/// set beside the activity's baseline.
 async fn record_window(
     state: &AppState,
     id: i64,
