@@ -61,6 +61,22 @@ impl TestApp {
         report
     }
 
+    /// Waits until `broken` alone fails, saying `said`; then pre-warms, as its detail
+    /// advises, and waits until the sale is ready again.
+    async fn mended_by_prewarm(
+        &self,
+        (ops, sre): (&Caller, &Caller),
+        sale: &Sale,
+        broken: Name,
+        said: &str,
+    ) {
+        let failing = self.readiness_failing(sre, sale, &[broken]).await;
+        let seen = detail(&failing, broken);
+        assert!(seen.contains(said), "{seen}");
+        self.prewarm(ops, sale).await;
+        self.readiness_failing(sre, sale, &[]).await;
+    }
+
     async fn prewarm(&self, ops: &Caller, sale: &Sale) {
         let path = format!("/admin/api/activities/{}/prewarm", sale.activity_id);
         let (status, body) = json(self.post_json(&path, Some(ops), &json!({})).await).await;
@@ -220,14 +236,8 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
         .query_async(&mut connection)
         .await
         .expect("flush the scripts");
-    let flushed = app.readiness_failing(&sre, &sale, &[Name::Scripts]).await;
-    assert!(
-        detail(&flushed, Name::Scripts).contains("buy"),
-        "{}",
-        detail(&flushed, Name::Scripts)
-    );
-    app.prewarm(&ops, &sale).await;
-    app.readiness_failing(&sre, &sale, &[]).await;
+    app.mended_by_prewarm((&ops, &sre), &sale, Name::Scripts, "buy")
+        .await;
 
     // Deduction flipped to the database: the switches check says which flip to undo and
     // who made it; flipped back, ready again.
@@ -352,16 +362,13 @@ async fn a_lost_buyer_record_or_bloom_filter_makes_the_sale_not_ready_until_it_i
         .query_async(&mut connection)
         .await
         .expect("drop the record");
-    let lost = app
-        .readiness_failing(&sre, &sale, &[Name::BuyerRecords])
-        .await;
-    let records = detail(&lost, Name::BuyerRecords);
-    assert!(
-        records.contains("Redis records 0 buyer(s), the database 1"),
-        "{records}"
-    );
-    app.prewarm(&ops, &sale).await;
-    app.readiness_failing(&sre, &sale, &[]).await;
+    app.mended_by_prewarm(
+        (&ops, &sre),
+        &sale,
+        Name::BuyerRecords,
+        "Redis records 0 buyer(s), the database 1",
+    )
+    .await;
 
     // The Bloom filter gone: the buy path would refuse nothing it should, but the check
     // says so and a pre-warm loads it again.
@@ -373,14 +380,8 @@ async fn a_lost_buyer_record_or_bloom_filter_makes_the_sale_not_ready_until_it_i
         .query_async(&mut connection)
         .await
         .expect("drop the filter");
-    let gone = app.readiness_failing(&sre, &sale, &[Name::Bloom]).await;
-    assert!(
-        detail(&gone, Name::Bloom).starts_with("the Bloom filter is gone"),
-        "{}",
-        detail(&gone, Name::Bloom)
-    );
-    app.prewarm(&ops, &sale).await;
-    app.readiness_failing(&sre, &sale, &[]).await;
+    app.mended_by_prewarm((&ops, &sre), &sale, Name::Bloom, "the Bloom filter is gone")
+        .await;
 }
 
 async fn etcd(app: &TestApp) -> Client {

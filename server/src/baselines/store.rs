@@ -212,18 +212,23 @@ pub(crate) async fn runs(db: &PgPool, activity_id: Option<i64>) -> sqlx::Result<
     rows.into_iter().map(run_of).collect()
 }
 
+/// The one run `filter` (a condition on `$1`) selects, if any.
+async fn one_run(db: &PgPool, filter: &str, id: i64) -> sqlx::Result<Option<BaselineRun>> {
+    let row: Option<RunRow> = sqlx::query_as(&format!(
+        "SELECT {RUN_COLUMNS} FROM baseline_runs WHERE {filter}"
+    ))
+    .bind(id)
+    .fetch_optional(db)
+    .await?;
+    row.map(run_of).transpose()
+}
+
 /// The run a rehearsal was recorded as, once the leader has recorded it.
 pub(crate) async fn run_of_rehearsal(
     db: &PgPool,
     rehearsal_id: i64,
 ) -> sqlx::Result<Option<BaselineRun>> {
-    let row: Option<RunRow> = sqlx::query_as(&format!(
-        "SELECT {RUN_COLUMNS} FROM baseline_runs WHERE rehearsal_id = $1"
-    ))
-    .bind(rehearsal_id)
-    .fetch_optional(db)
-    .await?;
-    row.map(run_of).transpose()
+    one_run(db, "rehearsal_id = $1", rehearsal_id).await
 }
 
 /// The run marked as the activity's baseline.
@@ -231,13 +236,7 @@ pub(crate) async fn baseline_of(
     db: &PgPool,
     activity_id: i64,
 ) -> sqlx::Result<Option<BaselineRun>> {
-    let row: Option<RunRow> = sqlx::query_as(&format!(
-        "SELECT {RUN_COLUMNS} FROM baseline_runs WHERE activity_id = $1 AND is_baseline"
-    ))
-    .bind(activity_id)
-    .fetch_optional(db)
-    .await?;
-    row.map(run_of).transpose()
+    one_run(db, "activity_id = $1 AND is_baseline", activity_id).await
 }
 
 /// The baseline runs of the activities on sale now.
