@@ -216,47 +216,59 @@ impl RedisCluster {
         }
     }
 
-    /// The port of the master that serves `key`'s slot, as the first node that answers sees it.
+    /// The port of the master that serves `key`'s slot. In the middle of a failover a node's
+    /// map may leave the slot out for a moment: each node that answers is asked in turn, and
+    /// all of them again until one names a master.
     pub(crate) async fn master_of(&self, key: &str) -> u16 {
-        let mut answering = None;
-        for url in self.urls() {
-            let client = redis::Client::open(url.as_str()).expect("client");
-            if let Ok(connection) = client.get_multiplexed_async_connection().await {
-                answering = Some(connection);
-                break;
-            }
-        }
-        let mut connection = answering.expect("a node answers");
-        let slot: i64 = redis::cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query_async(&mut connection)
-            .await
-            .expect("keyslot");
-        // Each entry: [first slot, last slot, [host, port, id], ...].
-        let ranges: Vec<(i64, i64, u16)> = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query_async::<Vec<redis::Value>>(&mut connection)
-            .await
-            .expect("slots")
-            .into_iter()
-            .filter_map(|range| match range {
-                redis::Value::Array(fields) if fields.len() >= 3 => {
-                    let first = redis::from_redis_value(&fields[0]).ok()?;
-                    let last = redis::from_redis_value(&fields[1]).ok()?;
-                    let master: Vec<redis::Value> = redis::from_redis_value(&fields[2]).ok()?;
-                    let port = redis::from_redis_value(master.get(1)?).ok()?;
-                    Some((first, last, port))
+        let named = std::sync::Mutex::new(None);
+        wait::until(
+            &format!("a node names the master of {key}"),
+            Duration::from_secs(30),
+            || async {
+                for url in self.urls() {
+                    if let Some(port) = slot_master(&url, key).await {
+                        *named.lock().expect("not poisoned") = Some(port);
+                        return true;
+                    }
                 }
-                _ => None,
-            })
-            .collect();
-        ranges
-            .into_iter()
-            .find(|(first, last, _)| (*first..=*last).contains(&slot))
-            .map(|(_, _, port)| port)
-            .expect("every slot is served")
+                false
+            },
+        )
+        .await;
+        named
+            .into_inner()
+            .expect("not poisoned")
+            .expect("a master named")
     }
+}
+
+/// The port of the master serving `key`'s slot in the map of the node at `url`, if that
+/// node answers and its map covers the slot.
+async fn slot_master(url: &str, key: &str) -> Option<u16> {
+    let client = redis::Client::open(url).ok()?;
+    let mut connection = client.get_multiplexed_async_connection().await.ok()?;
+    let slot: i64 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query_async(&mut connection)
+        .await
+        .ok()?;
+    // Each entry: [first slot, last slot, [host, port, id], ...].
+    let ranges: Vec<redis::Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(&mut connection)
+        .await
+        .ok()?;
+    ranges.into_iter().find_map(|range| match range {
+        redis::Value::Array(fields) if fields.len() >= 3 => {
+            let first: i64 = redis::from_redis_value(&fields[0]).ok()?;
+            let last: i64 = redis::from_redis_value(&fields[1]).ok()?;
+            let master: Vec<redis::Value> = redis::from_redis_value(&fields[2]).ok()?;
+            let port = redis::from_redis_value(master.get(1)?).ok()?;
+            (first..=last).contains(&slot).then_some(port)
+        }
+        _ => None,
+    })
 }
 
 /// `command` on one node's own connection.
