@@ -20,10 +20,7 @@ use crate::{
 };
 use contract::{BaselineRun, Role};
 use serde_json::json;
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Units on sale: every buyer of the first phase gets one.
@@ -405,22 +402,10 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
         .execute(&app.db)
         .await
         .expect("reopen the activity");
-    let mut frames = Frames::open(&app, &ops).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let against = loop {
-        let frame = frames.next().await;
-        if let Some(against) = frame
-            .against_baseline
-            .into_iter()
-            .find(|against| against.activity_id == activity_id)
-        {
-            break against;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no frame against the baseline"
-        );
-    };
+    let against = Frames::open(&app, &ops)
+        .await
+        .against_baseline_of(activity_id)
+        .await;
     assert_eq!(against.run_id, run.id);
     let p99 = against
         .figures

@@ -5,7 +5,7 @@ use crate::support::{
     app::{spawn_app, TestApp},
     fixtures::{buy_body, open_sale, Caller},
 };
-use contract::{DashboardFrame, Role};
+use contract::{AgainstBaseline, DashboardFrame, Role};
 use reqwest::Response;
 use std::{
     collections::BTreeMap,
@@ -32,6 +32,25 @@ impl Frames {
         Self {
             response,
             buffer: String::new(),
+        }
+    }
+
+    /// The first frame's view of `activity_id` against its baseline run (within 20 s).
+    pub(crate) async fn against_baseline_of(&mut self, activity_id: i64) -> AgainstBaseline {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let frame = self.next().await;
+            if let Some(against) = frame
+                .against_baseline
+                .into_iter()
+                .find(|against| against.activity_id == activity_id)
+            {
+                return against;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no frame against the baseline"
+            );
         }
     }
 

@@ -4,7 +4,7 @@
 use crate::dashboard::Frames;
 use crate::support::{
     app::{json, spawn_app_with, TestApp},
-    fixtures::{open_sale, token, Caller, Sale},
+    fixtures::{open_sale, prewarm, token, Caller, Sale},
     wait,
 };
 use contract::Role;
@@ -96,20 +96,11 @@ async fn activity(app: &TestApp, merchant: &Caller, ops: &Caller) -> (i64, [Sale
     .await;
     assert_eq!(status, 201, "{created}");
     let activity_id = created["id"].as_i64().expect("id");
-    let (status, report) = json(
-        app.post_json(
-            &format!("/admin/api/activities/{activity_id}/prewarm"),
-            Some(ops),
-            &json!({}),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 200, "{report}");
     let sale = |item_id| Sale {
         activity_id,
         item_id,
     };
+    prewarm(app, ops, &sale(items[0])).await;
     (activity_id, [sale(items[0]), sale(items[1])])
 }
 
@@ -299,19 +290,10 @@ async fn a_rehearsal_of_a_ten_thousand_stock_sale_passes_its_check_and_leaves_no
         .execute(&app.db)
         .await
         .expect("open the sale");
-    let mut frames = Frames::open(&app, &ops).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let against = loop {
-        let frame = frames.next().await;
-        if let Some(against) = frame
-            .against_baseline
-            .into_iter()
-            .find(|against| against.activity_id == activity_id)
-        {
-            break against;
-        }
-        assert!(Instant::now() < deadline, "no frame against the baseline");
-    };
+    let against = Frames::open(&app, &ops)
+        .await
+        .against_baseline_of(activity_id)
+        .await;
     assert_eq!(against.run_id, run_id);
     assert!(
         against

@@ -3,21 +3,14 @@
 //! baseline run did not have is flagged ("what changed in the core path"). Ops and admin
 //! mark a run as the activity's baseline, with a reason the server audits.
 
-use super::{activity_options, error_box};
+use super::{activity_picker, chosen_activity, error_box};
 use crate::api::{list_activities, list_baselines, whoami, MarkBaseline};
-use contract::{ActivitySummary, BaselineRun, PathFigures, Permission};
+use contract::{BaselineRun, PathFigures, Permission};
 use leptos::prelude::*;
-use leptos_router::{components::Form, hooks::use_query_map};
 
 #[component]
 pub fn BaselinesPage() -> impl IntoView {
-    let params = use_query_map();
-    let chosen = Memo::new(move |_| {
-        params
-            .read()
-            .get("activity_id")
-            .and_then(|text| text.parse::<i64>().ok())
-    });
+    let chosen = chosen_activity();
     let mark = ServerAction::<MarkBaseline>::new();
     let user = Resource::new(|| (), |_| whoami());
     let activities = Resource::new(|| (), |_| list_activities());
@@ -44,7 +37,7 @@ pub fn BaselinesPage() -> impl IntoView {
                 let activities = activities.await.unwrap_or_default();
                 let runs = runs.await;
                 view! {
-                    {picker(chosen.get_untracked(), activities)}
+                    {activity_picker("/baselines", "baselines-form", "Show", chosen.get_untracked(), activities)}
                     {match runs {
                         Ok(None) => view! { <p class="empty">"Choose an activity to see its runs."</p> }.into_any(),
                         Ok(Some(runs)) if runs.is_empty() => view! {
@@ -57,20 +50,6 @@ pub fn BaselinesPage() -> impl IntoView {
             })}
         </Transition>
     }
-}
-
-fn picker(chosen: Option<i64>, activities: Vec<ActivitySummary>) -> AnyView {
-    view! {
-        <Form method="GET" action="/baselines" attr:class="row filters" attr:id="baselines-form">
-            <label>"Activity"
-                <select name="activity_id">
-                    {activity_options(activities, chosen)}
-                </select>
-            </label>
-            <button type="submit">"Show"</button>
-        </Form>
-    }
-    .into_any()
 }
 
 /// A figure as a cell's text: a dash for none, two decimals for small ones.

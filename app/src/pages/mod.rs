@@ -72,6 +72,38 @@ pub fn pager(page: i64, has_more: bool, href: impl Fn(i64) -> String) -> AnyView
     .into_any()
 }
 
+/// The activity the page's query names (`?activity_id=`), if it names one.
+pub fn chosen_activity() -> Memo<Option<i64>> {
+    let params = leptos_router::hooks::use_query_map();
+    Memo::new(move |_| {
+        params
+            .read()
+            .get("activity_id")
+            .and_then(|id| id.parse::<i64>().ok())
+    })
+}
+
+/// A GET form to the page at `action` that chooses one activity (`?activity_id=`).
+pub fn activity_picker(
+    action: &'static str,
+    id: &'static str,
+    button: &'static str,
+    chosen: Option<i64>,
+    activities: Vec<contract::ActivitySummary>,
+) -> AnyView {
+    view! {
+        <leptos_router::components::Form method="GET" action=action attr:class="row filters" attr:id=id>
+            <label>"Activity"
+                <select name="activity_id">
+                    {activity_options(activities, chosen)}
+                </select>
+            </label>
+            <button type="submit">{button}</button>
+        </leptos_router::components::Form>
+    }
+    .into_any()
+}
+
 /// The `<option>`s of an activity picker, `chosen` selected.
 pub fn activity_options(
     activities: Vec<contract::ActivitySummary>,

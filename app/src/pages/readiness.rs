@@ -3,21 +3,14 @@
 //! loads and again on "Check again", and every check shows its verdict with a detail a
 //! person can act on. Nothing is cached: a stale "go" at T−10 min is worse than none.
 
-use super::{activity_options, error_box};
+use super::{activity_picker, chosen_activity, error_box};
 use crate::api::{get_readiness, list_activities};
-use contract::{ActivitySummary, Readiness};
+use contract::Readiness;
 use leptos::prelude::*;
-use leptos_router::{components::Form, hooks::use_query_map};
 
 #[component]
 pub fn ReadinessPage() -> impl IntoView {
-    let params = use_query_map();
-    let chosen = Memo::new(move |_| {
-        params
-            .read()
-            .get("activity_id")
-            .and_then(|text| text.parse::<i64>().ok())
-    });
+    let chosen = chosen_activity();
     let (again, set_again) = signal(0_u64);
     let activities = Resource::new(|| (), |_| list_activities());
     let report = Resource::new(
@@ -37,7 +30,7 @@ pub fn ReadinessPage() -> impl IntoView {
                 let activities = activities.await.unwrap_or_default();
                 let report = report.await;
                 view! {
-                    {picker(chosen.get_untracked(), activities)}
+                    {activity_picker("/readiness", "readiness-form", "Check", chosen.get_untracked(), activities)}
                     {match report {
                         Ok(None) => view! { <p class="empty">"Choose an activity to check it."</p> }.into_any(),
                         Ok(Some(report)) => report_view(report, set_again),
@@ -47,20 +40,6 @@ pub fn ReadinessPage() -> impl IntoView {
             })}
         </Transition>
     }
-}
-
-fn picker(chosen: Option<i64>, activities: Vec<ActivitySummary>) -> AnyView {
-    view! {
-        <Form method="GET" action="/readiness" attr:class="row filters" attr:id="readiness-form">
-            <label>"Activity"
-                <select name="activity_id">
-                    {activity_options(activities, chosen)}
-                </select>
-            </label>
-            <button type="submit">"Check"</button>
-        </Form>
-    }
-    .into_any()
 }
 
 /// The verdict, then one row per check, failing ones first so they are read first.

@@ -10,7 +10,7 @@
 //! The forms are plain forms, so they work before hydration too; the server refuses what a
 //! role may not do, whatever the page showed.
 
-use super::{activity_options, error_box, listing, ticker, when};
+use super::{activity_options, chosen_activity, error_box, listing, ticker, when};
 use crate::api::{
     get_activity_ledger, get_reconciliation, list_activities, list_reconciliations, whoami,
     StartReconciliation,
@@ -22,7 +22,7 @@ use contract::{
 use leptos::prelude::*;
 use leptos_router::{
     components::{Form, A},
-    hooks::{use_params_map, use_query_map},
+    hooks::use_params_map,
 };
 use std::{collections::BTreeMap, time::Duration};
 
@@ -63,13 +63,7 @@ fn progress_text(progress: Progress) -> String {
 
 #[component]
 pub fn Reconciliations() -> impl IntoView {
-    let params = use_query_map();
-    let filter = Memo::new(move |_| {
-        params
-            .read()
-            .get("activity_id")
-            .and_then(|id| id.parse::<i64>().ok())
-    });
+    let filter = chosen_activity();
     let user = Resource::new(|| (), |_| whoami());
     let activities = Resource::new(|| (), |_| list_activities());
     let start = ServerAction::<StartReconciliation>::new();

@@ -7,7 +7,7 @@
 //! percentiles and every check with its verdict, failing ones first. The form is a plain
 //! form, so it works before hydration too; the server refuses what a role may not do.
 
-use super::{activity_options, error_box, listing, ticker, when};
+use super::{activity_options, chosen_activity, error_box, listing, ticker, when};
 use crate::api::{get_rehearsal, list_activities, list_rehearsals, whoami, BeginRehearsal};
 use contract::{
     ActivitySummary, CurrentUser, Permission, Progress, Rehearsal, RehearsalResult, RehearsalStatus,
@@ -15,7 +15,7 @@ use contract::{
 use leptos::prelude::*;
 use leptos_router::{
     components::{Form, A},
-    hooks::{use_params_map, use_query_map},
+    hooks::use_params_map,
 };
 use std::time::Duration;
 
@@ -42,13 +42,7 @@ fn progress_text(progress: Progress) -> String {
 
 #[component]
 pub fn Rehearsals() -> impl IntoView {
-    let params = use_query_map();
-    let filter = Memo::new(move |_| {
-        params
-            .read()
-            .get("activity_id")
-            .and_then(|id| id.parse::<i64>().ok())
-    });
+    let filter = chosen_activity();
     let user = Resource::new(|| (), |_| whoami());
     let activities = Resource::new(|| (), |_| list_activities());
     let start = ServerAction::<BeginRehearsal>::new();
