@@ -344,7 +344,11 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
         success.db_transactions
     );
     assert_eq!(refusal.db_statements, 0.0, "{run:?}");
-    assert!((success.mq_publishes - 1.0).abs() <= 0.05, "{run:?}");
+    // Orders committed together are published as one message.
+    assert!(
+        success.mq_publishes > 0.0 && success.mq_publishes <= 1.0,
+        "{run:?}"
+    );
     // The rest of the run: the buy endpoint's figures, and the one instance's cost.
     let buy = run
         .perf
@@ -357,7 +361,7 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
     assert!(buy.p99_ms.is_some_and(|ms| ms > 0.0), "{buy:?}");
     assert_eq!(run.cost.instances.len(), 1, "{:?}", run.cost);
     assert!(run.cost.cpu_seconds > 0.0 && run.cost.instances[0].peak_memory_bytes > 0);
-    assert!(run.cost.redis_commands > 0 && run.cost.mq_publishes >= STOCK as u64);
+    assert!(run.cost.redis_commands > 0 && run.cost.mq_publishes > 0);
 
     // Marking: a reason is required, SRE may not, ops may.
     let mark = format!("/admin/api/baselines/{}/mark", run.id);

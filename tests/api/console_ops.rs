@@ -205,14 +205,14 @@ async fn an_unreachable_etcd_gets_a_banner_and_flips_are_refused() {
 
 /// A dead letter as the DLQ sink stores it: an order event that died in the create queue.
 async fn dead_letter(app: &TestApp) -> i64 {
-    let message = app.state.pipeline.topology.order_created(&OrderCreated {
+    let message = app.state.pipeline.topology.orders_created(&[OrderCreated {
         order_id: Uuid::new_v4(),
         activity_id: 1,
         item_id: 1,
         user_id: 1,
         quantity: 1,
         amount_cents: 1,
-    });
+    }]);
     sqlx::query_scalar(
         "INSERT INTO dead_letters (source_queue, routing_key, message_id, payload, reason, death_count)
          VALUES ($1, $2, $3, $4, 'delivery_limit', 3) RETURNING id",

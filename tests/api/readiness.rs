@@ -306,7 +306,7 @@ async fn a_dead_letter_makes_the_sale_not_ready_until_it_is_requeued() {
     let topology = &app.state.pipeline.topology;
     let dead = Outgoing {
         exchange: topology.dead_exchange.clone(),
-        ..topology.order_created(&event)
+        ..topology.orders_created(std::slice::from_ref(&event))
     };
     let confirmed = app
         .state

@@ -4,11 +4,14 @@
 //! `total_stock`, fail what the stock no longer covers (its stock goes back through
 //! `stock::release` and the restore journal), and record the events as processed.
 //!
-//! Item rows are the hot rows of a sale (the pre-order writer moves `allocated` on them):
-//! the common case locks them only for its last statement and the commit; the rare case
-//! (stock no longer covers every order) locks them in key order, after the order rows.
+//! Item rows are the hot rows of a sale (the pre-order writer moves `allocated` on them).
+//! The common case, where the stock covers every order, is one call of
+//! `complete_created_orders` (migrations) in its own transaction: one round trip, the item
+//! rows updated last and committed with it. The rare case (stock no longer covers every
+//! order; the call refuses and writes nothing) is a transaction that locks them in key
+//! order, after the order rows, and decides order by order.
 
-use sqlx::{Connection, PgPool, Postgres, Transaction};
+use sqlx::{PgPool, Postgres, Transaction};
 use std::collections::{BTreeMap, HashSet};
 use uuid::Uuid;
 
@@ -62,6 +65,52 @@ pub(crate) async fn complete(
     consumer: &str,
     event_ids: &[Uuid],
 ) -> Result<BatchOutcome, sqlx::Error> {
+    match complete_covered(pool, consumer, event_ids).await {
+        Err(error) if is_not_covered(&error) => {
+            complete_order_by_order(pool, consumer, event_ids).await
+        }
+        outcome => outcome,
+    }
+}
+
+/// The common case in one statement: every order the stock covers, or nothing written.
+async fn complete_covered(
+    pool: &MeteredPool,
+    consumer: &str,
+    event_ids: &[Uuid],
+) -> Result<BatchOutcome, sqlx::Error> {
+    let rows: Vec<(Uuid, bool, Option<i32>, Option<f64>)> = sqlx::query_as(
+        "SELECT event_id, completed, pay_timeout_s, lag_s FROM complete_created_orders($1, $2)",
+    )
+    .bind(consumer)
+    .bind(event_ids)
+    .fetch_all(&mut *pool.acquire().await?)
+    .await?;
+    let mut outcome = BatchOutcome::default();
+    for (order_id, completed, pay_timeout_s, lag_s) in rows {
+        match (completed, pay_timeout_s, lag_s) {
+            (true, Some(pay_timeout_s), Some(lag_s)) => outcome.completed.push(Completed {
+                order_id,
+                pay_timeout_s,
+                lag_s,
+            }),
+            _ => outcome.skipped.push(order_id),
+        }
+    }
+    Ok(outcome)
+}
+
+/// `complete_created_orders` refused: the stock no longer covers every order of the batch.
+fn is_not_covered(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(database) if database.code().as_deref() == Some("SK001"))
+}
+
+/// The rare case: in one transaction, order by order under the item rows' locks.
+async fn complete_order_by_order(
+    pool: &MeteredPool,
+    consumer: &str,
+    event_ids: &[Uuid],
+) -> Result<BatchOutcome, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let fresh: Vec<Uuid> = sqlx::query_scalar(
         "INSERT INTO processed_events (consumer, event_id)
@@ -73,55 +122,17 @@ pub(crate) async fn complete(
     .fetch_all(&mut *tx)
     .await?;
     let fresh_set: HashSet<Uuid> = fresh.iter().copied().collect();
-    let mut outcome = BatchOutcome {
+    let (completed, failed) = complete_within_stock(&mut tx, &fresh).await?;
+    tx.commit().await?;
+    Ok(BatchOutcome {
+        completed,
+        failed,
         skipped: event_ids
             .iter()
             .filter(|id| !fresh_set.contains(id))
             .copied()
             .collect(),
-        ..BatchOutcome::default()
-    };
-    if fresh.is_empty() {
-        tx.commit().await?;
-        return Ok(outcome);
-    }
-    // The common case: every order fits. Completing the orders first and moving `sold`
-    // last keeps the hot item rows locked only for that statement and the commit (the
-    // pre-order writer moves `allocated` on the same rows during a sale).
-    let mut attempt = Connection::begin(&mut *tx).await?;
-    let completed = complete_pre_created(&mut attempt, &fresh).await?;
-    if move_sold(&mut attempt, &completed).await? {
-        attempt.commit().await?;
-        outcome.completed = completed.into_iter().map(Completed::from).collect();
-    } else {
-        attempt.rollback().await?;
-        let (completed, failed) = complete_within_stock(&mut tx, &fresh).await?;
-        outcome.completed = completed;
-        outcome.failed = failed;
-    }
-    tx.commit().await?;
-    Ok(outcome)
-}
-
-/// An order just moved to `UNPAID`, with what moving its stock needs.
-#[derive(sqlx::FromRow)]
-struct CompletedRow {
-    order_id: Uuid,
-    activity_id: i64,
-    item_id: i64,
-    quantity: i32,
-    pay_timeout_s: i32,
-    lag_s: f64,
-}
-
-impl From<CompletedRow> for Completed {
-    fn from(row: CompletedRow) -> Self {
-        Self {
-            order_id: row.order_id,
-            pay_timeout_s: row.pay_timeout_s,
-            lag_s: row.lag_s,
-        }
-    }
+    })
 }
 
 /// `PRE_CREATED → UNPAID` with the price snapshot and the pay deadline, for those of
@@ -129,7 +140,7 @@ impl From<CompletedRow> for Completed {
 async fn complete_pre_created(
     tx: &mut Transaction<'_, Postgres>,
     order_ids: &[Uuid],
-) -> Result<Vec<CompletedRow>, sqlx::Error> {
+) -> Result<Vec<Completed>, sqlx::Error> {
     debug_assert!(OrderStatus::PreCreated.may_become(OrderStatus::Unpaid));
     sqlx::query_as(
         "UPDATE orders o SET status = 'UNPAID', amount_cents = ai.price_cents * o.quantity,
@@ -137,43 +148,12 @@ async fn complete_pre_created(
          FROM activity_items ai, activities a
          WHERE o.id = ANY($1) AND o.status = 'PRE_CREATED'
            AND ai.activity_id = o.activity_id AND ai.item_id = o.item_id AND a.id = o.activity_id
-         RETURNING o.id AS order_id, o.activity_id, o.item_id, o.quantity, a.pay_timeout_s,
+         RETURNING o.id AS order_id, a.pay_timeout_s,
                    EXTRACT(EPOCH FROM clock_timestamp() - o.created_at)::FLOAT8 AS lag_s",
     )
     .bind(order_ids)
     .fetch_all(&mut **tx)
     .await
-}
-
-/// `sold = sold + units` per item, each guarded by `sold + units <= total_stock`; whether
-/// every item's guard held.
-async fn move_sold(
-    tx: &mut Transaction<'_, Postgres>,
-    completed: &[CompletedRow],
-) -> Result<bool, sqlx::Error> {
-    let mut units: BTreeMap<(i64, i64), i64> = BTreeMap::new();
-    for order in completed {
-        *units.entry((order.activity_id, order.item_id)).or_default() += i64::from(order.quantity);
-    }
-    if units.is_empty() {
-        return Ok(true);
-    }
-    let activities: Vec<i64> = units.keys().map(|(activity, _)| *activity).collect();
-    let items: Vec<i64> = units.keys().map(|(_, item)| *item).collect();
-    let amounts: Vec<i64> = units.values().copied().collect();
-    let moved = sqlx::query(
-        "UPDATE activity_items ai SET sold = ai.sold + b.units
-         FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[]) AS b (activity_id, item_id, units)
-         WHERE ai.activity_id = b.activity_id AND ai.item_id = b.item_id
-           AND ai.sold + b.units <= ai.total_stock",
-    )
-    .bind(&activities)
-    .bind(&items)
-    .bind(&amounts)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    Ok(moved == units.len() as u64)
 }
 
 /// The rare case, when the stock no longer covers every order of the batch: decides order
@@ -194,11 +174,7 @@ async fn complete_within_stock(
     let completed = if accepted.is_empty() {
         Vec::new()
     } else {
-        complete_pre_created(tx, &accepted)
-            .await?
-            .into_iter()
-            .map(Completed::from)
-            .collect()
+        complete_pre_created(tx, &accepted).await?
     };
     let failed = if refused.is_empty() {
         Vec::new()

@@ -1,7 +1,7 @@
-//! The create-order consumer: per batch of deliveries, ONE database transaction
-//! completes the new orders (`orders::completions`), then the pay timeouts of the
-//! completed orders are published with confirms, then the batch is acked with one
-//! multiple-ack. A few batches are worked on at once (one's transaction while another
+//! The create-order consumer: per batch of deliveries (each one message of one or more
+//! orders), ONE database transaction completes the new orders (`orders::completions`),
+//! then the pay timeouts of the completed orders are published with confirms (one message
+//! per delay), then the batch is acked with one multiple-ack. A few batches are worked on at once (one's transaction while another
 //! waits for its confirms); they are settled in arrival order.
 //!
 //! Failure handling:
@@ -24,7 +24,7 @@ use crate::{
         completions::{self, BatchOutcome},
         mq::{
             consume::{consume_pipelined, ConsumerSpec, PipelinedHandler, QuietWarnings, Verdict},
-            message::OrderCreated,
+            message,
         },
         pay_timeout::give_back_to_redis,
     },
@@ -63,11 +63,17 @@ struct CreateOrders {
     state: AppState,
 }
 
-/// A delivery's event: its order id and whether the broker delivered it before.
-#[derive(Clone, Copy)]
+/// A delivery's orders and whether the broker delivered it before; `None` when it did not
+/// parse.
 struct Event {
-    order_id: Uuid,
+    order_ids: Vec<Uuid>,
     redelivered: bool,
+}
+
+impl Event {
+    fn has(&self, order_id: &Uuid) -> bool {
+        self.order_ids.contains(order_id)
+    }
 }
 
 impl PipelinedHandler for CreateOrders {
@@ -83,9 +89,9 @@ impl PipelinedHandler for CreateOrders {
             .observe(batch.len() as f64);
         let events: Vec<Option<Event>> = batch
             .iter()
-            .map(|delivery| match serde_json::from_slice::<OrderCreated>(&delivery.data) {
-                Ok(event) => Some(Event {
-                    order_id: event.order_id,
+            .map(|delivery| match serde_json::from_slice::<message::CreateOrders>(&delivery.data) {
+                Ok(message) => Some(Event {
+                    order_ids: message.order_ids(),
                     redelivered: delivery.redelivered,
                 }),
                 Err(error) => {
@@ -104,7 +110,12 @@ impl PipelinedHandler for CreateOrders {
 async fn work(state: &AppState, events: &[Option<Event>]) -> Verdict {
     let mut returned: Vec<usize> = indexes(events, |event| event.is_none());
     // Sorted: concurrent batches claim their processed_events rows in one order.
-    let mut ids: Vec<Uuid> = events.iter().flatten().map(|e| e.order_id).collect();
+    let mut ids: Vec<Uuid> = events
+        .iter()
+        .flatten()
+        .flat_map(|e| e.order_ids.iter().copied())
+        .collect();
+    let carried = ids.len();
     ids.sort_unstable();
     ids.dedup();
     if ids.is_empty() {
@@ -114,8 +125,10 @@ async fn work(state: &AppState, events: &[Option<Event>]) -> Verdict {
         };
     }
     let (outcome, poisoned) = complete_resiliently(state, &ids).await;
+    // A message goes back with any of its orders that could not be completed; the others
+    // it carries were, and its redelivery skips them.
     returned.extend(indexes(events, |event| {
-        event.is_some_and(|e| poisoned.contains(&e.order_id))
+        event.is_some_and(|e| poisoned.iter().any(|id| e.has(id)))
     }));
     for owed in &outcome.failed {
         give_back_to_redis(state, owed).await;
@@ -125,8 +138,7 @@ async fn work(state: &AppState, events: &[Option<Event>]) -> Verdict {
         metrics.consumer_lag_seconds.observe(completed.lag_s);
     }
     // Repeated within the batch, or processed before: the idempotency at work.
-    let parsed = events.iter().flatten().count();
-    let duplicates = parsed - ids.len() + outcome.skipped.len();
+    let duplicates = carried - ids.len() + outcome.skipped.len();
     for (label, count) in [
         ("unpaid", outcome.completed.len()),
         ("failed", outcome.failed.len()),
@@ -141,11 +153,11 @@ async fn work(state: &AppState, events: &[Option<Event>]) -> Verdict {
     Verdict { returned, ack_rest }
 }
 
-fn indexes(events: &[Option<Event>], wanted: impl Fn(Option<Event>) -> bool) -> Vec<usize> {
+fn indexes(events: &[Option<Event>], wanted: impl Fn(Option<&Event>) -> bool) -> Vec<usize> {
     events
         .iter()
         .enumerate()
-        .filter(|(_, event)| wanted(**event))
+        .filter(|(_, event)| wanted(event.as_ref()))
         .map(|(index, _)| index)
         .collect()
 }
@@ -166,12 +178,7 @@ async fn schedule_timeouts(
     let rescheduled: Vec<Uuid> = outcome
         .skipped
         .iter()
-        .filter(|id| {
-            events
-                .iter()
-                .flatten()
-                .any(|e| e.order_id == **id && e.redelivered)
-        })
+        .filter(|id| events.iter().flatten().any(|e| e.redelivered && e.has(id)))
         .copied()
         .collect();
     match completions::unpaid_timeouts(&state.db, &rescheduled).await {
@@ -185,7 +192,7 @@ async fn schedule_timeouts(
         return true;
     }
     match state.pipeline.scheduler.schedule_pay_timeouts(&due).await {
-        Ok(confirmed) => confirmed.iter().all(|ok| *ok),
+        Ok(confirmed) => confirmed,
         Err(error) => {
             quiet!(warn, "orders.pay_timeouts_unscheduled", error = %error, "pay timeouts not scheduled; returning the batch");
             false

@@ -29,7 +29,7 @@ use crate::{
         mq::{
             batch::requeue,
             consume::{consume_forever, BatchHandler, ConsumerSpec, QuietWarnings},
-            message::PayTimeout,
+            message,
         },
         status::OrderStatus,
     },
@@ -39,7 +39,8 @@ use crate::{
 
 /// The consumer's name in logs and its consumer tag.
 pub(crate) const CONSUMER: &str = "pay-timeout";
-/// Messages one consumer works on at once (each is a few short statements).
+/// Messages one consumer works on at once, and orders of one message settled at once (each
+/// is a few short statements and a question to the payment center).
 const CONCURRENCY: usize = 16;
 /// A message this early is held until the deadline; an earlier one goes back into a delay
 /// queue (holding it longer would stall the messages behind it).
@@ -217,20 +218,20 @@ fn consume_pay_timeouts(state: &AppState) -> impl std::future::Future<Output = (
         state.amqp.clone(),
         state.pipeline.topology.clone(),
         spec,
-        PayTimeouts {
+        TimeoutHandler {
             state: state.clone(),
             warnings: std::sync::Mutex::new(QuietWarnings::new(CONSUMER)),
         },
     )
 }
 
-struct PayTimeouts {
+struct TimeoutHandler {
     state: AppState,
     /// Failures are warned about at most every so often: an outage must not fill the disk.
     warnings: std::sync::Mutex<QuietWarnings>,
 }
 
-impl BatchHandler for PayTimeouts {
+impl BatchHandler for TimeoutHandler {
     async fn handle(&self, batch: Vec<Delivery>) {
         futures::stream::iter(batch)
             .for_each_concurrent(CONCURRENCY, |delivery| self.handle_one(delivery))
@@ -238,12 +239,13 @@ impl BatchHandler for PayTimeouts {
     }
 }
 
-impl PayTimeouts {
-    /// Acks once the order is settled; a malformed message is rejected (dead-lettered); a
-    /// failure goes back to the queue, whose delivery limit dead-letters a poison message
-    /// (the scanner still finds its order).
+impl TimeoutHandler {
+    /// Acks once every order of the message is settled; a malformed message is rejected
+    /// (dead-lettered); a failure of any of its orders sends it back to the queue (its
+    /// settled orders are nothing to do the next time), whose delivery limit dead-letters a
+    /// poison message (the scanner still finds its orders).
     async fn handle_one(&self, delivery: Delivery) {
-        let Ok(PayTimeout { order_id }) = serde_json::from_slice(&delivery.data) else {
+        let Ok(message) = serde_json::from_slice::<message::PayTimeouts>(&delivery.data) else {
             quiet!(
                 warn,
                 "pay_timeout.malformed",
@@ -253,13 +255,44 @@ impl PayTimeouts {
             self.done("rejected");
             return;
         };
-        let settled = loop {
+        let orders = message.order_ids();
+        let settled: Vec<Settling> = futures::stream::iter(orders.iter().copied())
+            .map(|order_id| self.settle(order_id))
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        let early: Vec<(Uuid, u32)> = settled
+            .iter()
+            .filter_map(|settling| match settling {
+                Settling::Later(order_id, seconds) => Some((*order_id, *seconds)),
+                _ => None,
+            })
+            .collect();
+        let settled = !settled.contains(&Settling::Failed) && self.schedule_again(&early).await;
+        if !settled {
+            requeue(&delivery).await;
+            self.done("requeued");
+        } else if let Err(error) = delivery.ack(BasicAckOptions::default()).await {
+            // Only this delivery: a multiple-ack would settle others still in hand.
+            tracing::debug!(first_order = ?orders.first(), error = %error, "ack failed; the broker will redeliver");
+        } else {
+            self.done("acked");
+        }
+    }
+
+    /// Settles one order of a message, waiting out a deadline a moment away.
+    async fn settle(&self, order_id: Uuid) -> Settling {
+        loop {
             match settle_overdue(&self.state, order_id, Trigger::Message).await {
                 Ok(Verdict::NotYet(wait)) if wait <= MAX_EARLY_WAIT => {
                     tokio::time::sleep(wait).await;
                 }
-                Ok(Verdict::NotYet(wait)) => break self.schedule_again(order_id, wait).await,
-                Ok(_) => break true,
+                Ok(Verdict::NotYet(wait)) => {
+                    let seconds =
+                        u32::try_from(wait.as_secs().saturating_add(1)).unwrap_or(u32::MAX);
+                    return Settling::Later(order_id, seconds);
+                }
+                Ok(_) => return Settling::Done,
                 Err(error) => {
                     let error = format!("order {order_id}: {error:#}");
                     self.warnings
@@ -267,18 +300,9 @@ impl PayTimeouts {
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .failed(&error);
                     tokio::time::sleep(RETRY_PAUSE).await;
-                    break false;
+                    return Settling::Failed;
                 }
             }
-        };
-        if !settled {
-            requeue(&delivery).await;
-            self.done("requeued");
-        } else if let Err(error) = delivery.ack(BasicAckOptions::default()).await {
-            // Only this delivery: a multiple-ack would settle others still in hand.
-            tracing::debug!(%order_id, error = %error, "ack failed; the broker will redeliver");
-        } else {
-            self.done("acked");
         }
     }
 
@@ -293,21 +317,37 @@ impl PayTimeouts {
             .inc();
     }
 
-    /// Puts an early timeout back into the delay queue of the seconds left.
-    async fn schedule_again(&self, order_id: Uuid, wait: Duration) -> bool {
-        let seconds = u32::try_from(wait.as_secs().saturating_add(1)).unwrap_or(u32::MAX);
-        let scheduler = &self.state.pipeline.scheduler;
-        match scheduler
-            .schedule_pay_timeouts(&[(order_id, seconds)])
+    /// Puts early timeouts back into the delay queues of the seconds left; whether the
+    /// broker took them (nothing to put back is done at once).
+    async fn schedule_again(&self, early: &[(Uuid, u32)]) -> bool {
+        if early.is_empty() {
+            return true;
+        }
+        match self
+            .state
+            .pipeline
+            .scheduler
+            .schedule_pay_timeouts(early)
             .await
         {
-            Ok(confirmed) => confirmed.iter().all(|ok| *ok),
+            Ok(confirmed) => confirmed,
             Err(error) => {
-                quiet!(warn, "pay_timeout.reschedule_failed", %order_id, error = %error, "could not reschedule an early pay timeout");
+                quiet!(warn, "pay_timeout.reschedule_failed", orders = early.len(), error = %error, "could not reschedule early pay timeouts");
                 false
             }
         }
     }
+}
+
+/// What became of one order of a pay-timeout message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Settling {
+    /// Settled now, or nothing to do.
+    Done,
+    /// Its deadline is this many seconds away: it goes back into a delay queue.
+    Later(Uuid, u32),
+    /// Not settled this time: the message goes back to the queue.
+    Failed,
 }
 
 /// The leader's safety net, every `timeout_scan_interval_ms`: settles `UNPAID` orders past

@@ -4,9 +4,11 @@
 //! balancer over several, `etcd`, `postgres_server` and `redis_server` for a private etcd,
 //! PostgreSQL or Redis on a spare port, `rabbitmq_server` for a private RabbitMQ broker,
 //! `redis_cluster` for a private Redis Cluster, with replicas that can take over), the real
-//! binary as a process of its own (`serve_process`, for its log or a SIGKILL), and a private
-//! Prometheus (`prometheus`) for the tests of `deploy/`.
+//! binary as a process of its own (`serve_process`, for its log or a SIGKILL), a private
+//! Prometheus (`prometheus`) for the tests of `deploy/`, and a queue's messages read as
+//! RabbitMQ holds them (`amqp`).
 
+pub(crate) mod amqp;
 pub(crate) mod app;
 pub(crate) mod etcd;
 pub(crate) mod fixtures;

@@ -16,7 +16,7 @@ use lapin::{
     Channel,
 };
 use std::{
-    collections::HashSet,
+    collections::{BTreeMap, HashSet},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -26,6 +26,10 @@ use crate::{
     infra::{amqp::AmqpLink, metrics::Metrics},
     orders::mq::topology::{Outgoing, Topology},
 };
+
+/// Orders one pay-timeout message carries at most: the consumer settles them together and
+/// acks the message once all are settled.
+pub(crate) const PAY_TIMEOUTS_PER_MESSAGE: usize = 256;
 
 /// How long a failed connection attempt keeps publishers from trying again: while the
 /// broker is away, offers fail at once instead of each waiting for a connect timeout.
@@ -237,24 +241,33 @@ impl Broker {
         Ok(self.send(messages).await?.wait().await)
     }
 
-    /// Schedules pay timeouts: each order into the delay queue of its seconds (declared
-    /// on first use on this channel). Per order, whether the broker took it.
+    /// Schedules pay timeouts: the orders of each delay in one message (or a few, of at
+    /// most [`PAY_TIMEOUTS_PER_MESSAGE`]) into the delay queue of its seconds (declared on
+    /// first use on this channel). Whether the broker took every message.
     pub(crate) async fn schedule_pay_timeouts(
         &self,
         orders: &[(uuid::Uuid, u32)],
-    ) -> Result<Vec<bool>, BrokerError> {
-        let delays: HashSet<u32> = orders.iter().map(|(_, seconds)| *seconds).collect();
-        self.declare_delays(delays).await?;
-        let messages: Vec<Outgoing> = orders
+    ) -> Result<bool, BrokerError> {
+        let mut by_delay: BTreeMap<u32, Vec<uuid::Uuid>> = BTreeMap::new();
+        for (order_id, seconds) in orders {
+            by_delay.entry(*seconds).or_default().push(*order_id);
+        }
+        self.declare_delays(by_delay.keys().copied().collect())
+            .await?;
+        let messages: Vec<Outgoing> = by_delay
             .iter()
-            .map(|(order_id, seconds)| self.0.topology.pay_timeout(*order_id, *seconds))
+            .flat_map(|(seconds, ids)| {
+                ids.chunks(PAY_TIMEOUTS_PER_MESSAGE)
+                    .map(|chunk| self.0.topology.pay_timeouts(chunk, *seconds))
+            })
             .collect();
         let confirmed = self.publish(&messages).await?;
-        if confirmed.iter().any(|ok| !ok) {
+        let all = confirmed.iter().all(|ok| *ok);
+        if !all {
             // An unroutable delay means its queue went away: declare again next time.
             self.0.slot.lock().await.delays.clear();
         }
-        Ok(confirmed)
+        Ok(all)
     }
 
     async fn declare_delays(&self, delays: HashSet<u32>) -> Result<(), BrokerError> {

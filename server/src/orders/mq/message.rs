@@ -2,7 +2,15 @@
 //!
 //! [`OrderCreated`] is exactly the outbox payload the pre-order transaction writes
 //! (`buy::preorders`), so the fast path, the relay and a recorded-order replay all send
-//! the same bytes' meaning. The event id of both messages is the order id.
+//! the same bytes' meaning.
+//!
+//! Both messages carry several orders: the buy path's publisher sends one create-order
+//! message per batch of committed pre-orders, and the consumer one pay-timeout message
+//! per delay of each batch it completed, because RabbitMQ's cost is per message (its
+//! queue write, its confirm, its delivery and ack), not per byte. The relay and the replay
+//! send one outbox row, a lone [`OrderCreated`]; a lone [`PayTimeout`] is how the previous
+//! release scheduled timeouts. Consumers read every shape ([`CreateOrders`],
+//! [`PayTimeouts`]), so messages queued by either release are understood by the other.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -18,8 +26,44 @@ pub struct OrderCreated {
     pub amount_cents: i64,
 }
 
-/// An order whose pay deadline has come (through the TTL delay queue of its activity's
-/// `pay_timeout_s`); the pay-timeout consumer decides whether it is cancelled.
+/// The body of a create-order message: a batch of pre-orders, or one outbox row's payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CreateOrders {
+    Batch { orders: Vec<OrderCreated> },
+    One(OrderCreated),
+}
+
+impl CreateOrders {
+    /// The orders of the message, in its order.
+    pub fn order_ids(&self) -> Vec<Uuid> {
+        match self {
+            Self::Batch { orders } => orders.iter().map(|order| order.order_id).collect(),
+            Self::One(order) => vec![order.order_id],
+        }
+    }
+}
+
+/// Orders whose pay deadline has come (through the TTL delay queue of their activity's
+/// `pay_timeout_s`); the pay-timeout consumer decides, order by order, whether each is
+/// cancelled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PayTimeouts {
+    Batch { order_ids: Vec<Uuid> },
+    One(PayTimeout),
+}
+
+impl PayTimeouts {
+    pub fn order_ids(&self) -> Vec<Uuid> {
+        match self {
+            Self::Batch { order_ids } => order_ids.clone(),
+            Self::One(PayTimeout { order_id }) => vec![*order_id],
+        }
+    }
+}
+
+/// One order's pay timeout, as a message of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PayTimeout {
     pub order_id: Uuid,
@@ -40,11 +84,51 @@ mod tests {
         let back: OrderCreated =
             serde_json::from_slice(&serde_json::to_vec(&event).expect("json")).expect("parses");
         assert_eq!(back, event);
+        let message: CreateOrders = serde_json::from_str(payload).expect("a message");
+        assert_eq!(message, CreateOrders::One(event));
+    }
+
+    fn order(n: u8) -> OrderCreated {
+        OrderCreated {
+            order_id: Uuid::from_bytes([n; 16]),
+            activity_id: 1,
+            item_id: 2,
+            user_id: i64::from(n),
+            quantity: 1,
+            amount_cents: 100,
+        }
+    }
+
+    #[test]
+    fn a_batch_message_names_its_orders_in_order() {
+        let batch = CreateOrders::Batch {
+            orders: vec![order(1), order(2), order(3)],
+        };
+        let read: CreateOrders =
+            serde_json::from_slice(&serde_json::to_vec(&batch).expect("json")).expect("parses");
+        assert_eq!(read, batch);
+        assert_eq!(
+            read.order_ids(),
+            vec![order(1).order_id, order(2).order_id, order(3).order_id]
+        );
+    }
+
+    #[test]
+    fn pay_timeouts_read_in_both_shapes() {
+        let ids = vec![Uuid::from_bytes([1; 16]), Uuid::from_bytes([2; 16])];
+        let batch: PayTimeouts =
+            serde_json::from_value(serde_json::json!({ "order_ids": ids })).expect("a batch");
+        assert_eq!(batch.order_ids(), ids);
+        let one: PayTimeouts =
+            serde_json::from_value(serde_json::json!({ "order_id": ids[0] })).expect("one");
+        assert_eq!(one.order_ids(), vec![ids[0]]);
     }
 
     #[test]
     fn garbage_is_not_an_order_created() {
         assert!(serde_json::from_slice::<OrderCreated>(b"not json").is_err());
         assert!(serde_json::from_str::<OrderCreated>(r#"{"order_id": "nope"}"#).is_err());
+        assert!(serde_json::from_str::<CreateOrders>(r#"{"orders": [{"order_id": 1}]}"#).is_err());
+        assert!(serde_json::from_str::<PayTimeouts>(r#"{"order_ids": "x"}"#).is_err());
     }
 }

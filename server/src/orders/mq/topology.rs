@@ -27,7 +27,7 @@ use uuid::Uuid;
 use crate::{
     buy::preorders::CREATE_ORDER_TOPIC,
     infra::config::PipelineSettings,
-    orders::mq::message::{OrderCreated, PayTimeout},
+    orders::mq::message::{CreateOrders, OrderCreated, PayTimeouts},
 };
 
 /// Routing key of create-order messages on the order exchange.
@@ -54,7 +54,8 @@ pub struct Outgoing {
     pub exchange: String,
     pub routing_key: String,
     pub payload: Vec<u8>,
-    /// The event id (the order id for both pipeline messages), shown in the console's DLQ.
+    /// The event id: the order id of a message of one order, the first order's of a
+    /// batch; shown in the console's DLQ.
     pub message_id: String,
 }
 
@@ -66,6 +67,11 @@ impl Outgoing {
             .with_content_type("application/json".into())
             .with_message_id(self.message_id.as_str().into())
     }
+}
+
+/// A message's id: its first order's.
+fn first_id(mut orders: impl Iterator<Item = Uuid>) -> String {
+    orders.next().map(|id| id.to_string()).unwrap_or_default()
 }
 
 impl Topology {
@@ -87,13 +93,16 @@ impl Topology {
         format!("{}.pay-delay.{seconds}s", self.exchange)
     }
 
-    /// The create-order message of a pre-order.
-    pub fn order_created(&self, event: &OrderCreated) -> Outgoing {
+    /// One create-order message for committed pre-orders (at least one).
+    pub fn orders_created(&self, events: &[OrderCreated]) -> Outgoing {
+        let body = CreateOrders::Batch {
+            orders: events.to_vec(),
+        };
         Outgoing {
             exchange: self.exchange.clone(),
             routing_key: CREATE_KEY.to_owned(),
-            payload: serde_json::to_vec(event).expect("an OrderCreated serialises"),
-            message_id: event.order_id.to_string(),
+            payload: serde_json::to_vec(&body).expect("create-order messages serialise"),
+            message_id: first_id(events.iter().map(|event| event.order_id)),
         }
     }
 
@@ -113,14 +122,17 @@ impl Topology {
         })
     }
 
-    /// The pay timeout of `order_id`, into the delay queue of `seconds` (through the
-    /// default exchange, which routes by queue name).
-    pub(crate) fn pay_timeout(&self, order_id: Uuid, seconds: u32) -> Outgoing {
+    /// One message with the pay timeouts of `order_ids` (at least one), into the delay
+    /// queue of `seconds` (through the default exchange, which routes by queue name).
+    pub(crate) fn pay_timeouts(&self, order_ids: &[Uuid], seconds: u32) -> Outgoing {
+        let body = PayTimeouts::Batch {
+            order_ids: order_ids.to_vec(),
+        };
         Outgoing {
             exchange: String::new(),
             routing_key: self.delay_queue(seconds),
-            payload: serde_json::to_vec(&PayTimeout { order_id }).expect("a PayTimeout serialises"),
-            message_id: order_id.to_string(),
+            payload: serde_json::to_vec(&body).expect("pay-timeout messages serialise"),
+            message_id: first_id(order_ids.iter().copied()),
         }
     }
 
@@ -302,12 +314,13 @@ mod tests {
     #[test]
     fn pay_timeouts_go_to_the_delay_queue_of_their_activity() {
         let topology = Topology::new("t1", &PipelineSettings::default());
-        let order_id = Uuid::new_v4();
-        let message = topology.pay_timeout(order_id, 60);
+        let orders = [Uuid::new_v4(), Uuid::new_v4()];
+        let message = topology.pay_timeouts(&orders, 60);
         assert_eq!(message.exchange, "");
         assert_eq!(message.routing_key, "t1.order.pay-delay.60s");
-        let body: PayTimeout = serde_json::from_slice(&message.payload).expect("json");
-        assert_eq!(body.order_id, order_id);
+        assert_eq!(message.message_id, orders[0].to_string());
+        let body: PayTimeouts = serde_json::from_slice(&message.payload).expect("json");
+        assert_eq!(body.order_ids(), orders);
     }
 
     #[test]

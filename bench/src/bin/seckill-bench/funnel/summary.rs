@@ -86,6 +86,14 @@ pub struct Measurement {
     pgwait: Vec<(String, usize)>,
     /// Hot-key samples the server dropped (its counting task behind).
     hotkey_samples_dropped: f64,
+    /// The server's own path counters per successful buy, by call (`redis_round_trip`,
+    /// `db_statement`, `mq_publish` ...).
+    path_per_success: BTreeMap<String, f64>,
+    /// RabbitMQ publishes the broker confirmed, by publishing role (`offer`: create-order
+    /// messages; `scheduler`: pay timeouts; `relay`).
+    mq_confirmed: BTreeMap<String, f64>,
+    /// Successful buys, by the server's count.
+    successes: f64,
 }
 
 impl Measurement {
@@ -244,6 +252,24 @@ impl Measurement {
             }
         }
         self.hotkey_samples_dropped = delta("seckill_hotkey_samples_dropped_total");
+        static PATH: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r#"^seckill_buy_path_calls_total\{call="([^"]*)",outcome="success"\}$"#)
+                .expect("regex")
+        });
+        static PUBLISHED: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r#"^seckill_mq_published_total\{outcome="confirmed",role="([^"]*)"\}$"#)
+                .expect("regex")
+        });
+        let successes = delta(r#"seckill_buy_path_requests_total{outcome="success"}"#);
+        self.successes = successes;
+        for key in after.keys() {
+            if let Some(c) = PATH.captures(key).filter(|_| successes > 0.0) {
+                self.path_per_success
+                    .insert(c[1].to_owned(), delta(key) / successes);
+            } else if let Some(c) = PUBLISHED.captures(key) {
+                self.mq_confirmed.insert(c[1].to_owned(), delta(key));
+            }
+        }
         let count = delta("seckill_preorder_batch_size_count");
         if count > 0.0 {
             self.batches = Some((
@@ -556,6 +582,44 @@ fn counters(m: &Measurement, bench_db: &str) -> Vec<String> {
         });
         l.push(format!(
             "  * pre-order transactions: {count}, average batch {average:.1} pre-orders{rate}"
+        ));
+    }
+    if !m.path_per_success.is_empty() {
+        let calls: Vec<String> = m
+            .path_per_success
+            .iter()
+            .map(|(call, n)| format!("{call} {n:.3}"))
+            .collect();
+        l.push(format!(
+            "  * the server's path counters per successful buy: {}",
+            calls.join(", ")
+        ));
+    }
+    if let (Some((batches, _)), Some(statements)) =
+        (m.batches, m.path_per_success.get("db_statement"))
+    {
+        // The publisher's UPDATE of the outbox rows it sent is counted to successful buys
+        // too, once per publish batch: these are the batches' statements and those.
+        l.push(format!(
+            "  * PostgreSQL statements per pre-order batch (the publisher's outbox update \
+             included), by the server's counters: {:.2}",
+            statements * m.successes / batches.max(1) as f64
+        ));
+    }
+    if !m.mq_confirmed.is_empty() {
+        let buys = m.requests.filter(|n| *n > 0.0);
+        let roles: Vec<String> = m
+            .mq_confirmed
+            .iter()
+            .filter(|(_, n)| **n > 0.0)
+            .map(|(role, n)| match buys {
+                Some(buys) => format!("{role} {n:.0} ({:.3} per request)", n / buys),
+                None => format!("{role} {n:.0}"),
+            })
+            .collect();
+        l.push(format!(
+            "  * RabbitMQ messages confirmed by role: {}",
+            roles.join(", ")
         ));
     }
     if !m.redis_cmds.is_empty() {
