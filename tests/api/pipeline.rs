@@ -14,7 +14,7 @@ use contract::Role;
 use seckill::{
     infra::config::{AsyncMode, Settings},
     orders::{
-        create_order,
+        create_order, dead_letters,
         mq::{
             broker::queue_states,
             message::{OrderCreated, PayTimeouts},
@@ -446,6 +446,102 @@ async fn the_relay_gives_up_after_its_attempts_and_shows_the_failed_rows() {
     let (status, _) = json(app.get("/admin/api/outbox", Some(&merchant)).await).await;
     assert_eq!(status, 403);
     assert_eq!(app.orders_in(&sale, "PRE_CREATED").await, 5);
+}
+
+#[tokio::test]
+async fn a_message_whose_one_order_cannot_be_completed_completes_the_others_and_is_dead_lettered_whole(
+) {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.workers = false;
+        settings.pipeline.delivery_limit = 2;
+    })
+    .await;
+    let sale = open_sale(&app, 10, 1).await;
+    let orders = buy_each(&app, &sale, 1..4).await;
+    let bad = orders[1];
+    // PostgreSQL refuses to complete one of the three (a fault of that row alone).
+    sqlx::query(&format!(
+        "CREATE FUNCTION refuse_one() RETURNS trigger AS $$
+         BEGIN
+             IF NEW.id = '{bad}' AND NEW.status = 'UNPAID' THEN
+                 RAISE EXCEPTION 'this order cannot be completed';
+             END IF;
+             RETURN NEW;
+         END $$ LANGUAGE plpgsql"
+    ))
+    .execute(&app.db)
+    .await
+    .expect("the refusing function");
+    sqlx::query(
+        "CREATE TRIGGER refuse_one BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION refuse_one()",
+    )
+    .execute(&app.db)
+    .await
+    .expect("the refusing trigger");
+    // The three in one message, as the buy path's publisher sends orders committed together.
+    let events: Vec<OrderCreated> = sqlx::query_scalar::<_, Value>(
+        "SELECT payload FROM outbox WHERE event_id = ANY($1) ORDER BY id",
+    )
+    .bind(&orders)
+    .fetch_all(&app.db)
+    .await
+    .expect("outbox payloads")
+    .into_iter()
+    .map(|payload| serde_json::from_value(payload).expect("an event"))
+    .collect();
+    // (The buy path published its own messages too; this one is told apart by its id.)
+    app.publish(&[Outgoing {
+        message_id: "three-orders".into(),
+        ..app.state.pipeline.topology.orders_created(&events)
+    }])
+    .await;
+    let _consumer = create_order::spawn(&app.state);
+    let _sink = dead_letters::spawn_sink(&app.state);
+    wait::until(
+        "the message dead-lettered after its deliveries",
+        PATIENCE,
+        || async { dead_letter_of(&app, "three-orders").await.is_some() },
+    )
+    .await;
+    assert_eq!(app.orders_in(&sale, "UNPAID").await, 2);
+    assert_eq!(app.orders_in(&sale, "PRE_CREATED").await, 1);
+    assert_eq!(app.completions(&sale).await, 2, "the others once each");
+
+    // Mended and requeued, the message completes its last order; the others are skipped.
+    sqlx::query("DROP TRIGGER refuse_one ON orders")
+        .execute(&app.db)
+        .await
+        .expect("mend");
+    let ops = app.caller(Role::Ops, None).await;
+    let id = dead_letter_of(&app, "three-orders")
+        .await
+        .expect("the dead letter");
+    let (status, body) = json(
+        app.post_json(
+            &format!("/admin/api/dead-letters/{id}/requeue"),
+            Some(&ops),
+            &json!({ "reason": "mended" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    wait::until("every order completed", PATIENCE, || async {
+        app.orders_in(&sale, "UNPAID").await == 3
+    })
+    .await;
+    assert_eq!(app.completions(&sale).await, 3);
+    assert_eq!(app.sold(&sale).await, 3);
+}
+
+/// The id of the dead letter of the message with this message id.
+async fn dead_letter_of(app: &TestApp, message_id: &str) -> Option<i64> {
+    sqlx::query_scalar("SELECT id FROM dead_letters WHERE message_id = $1")
+        .bind(message_id)
+        .fetch_optional(&app.db)
+        .await
+        .expect("dead letters")
 }
 
 #[tokio::test]

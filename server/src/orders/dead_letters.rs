@@ -37,7 +37,7 @@ const REQUEUE_CHUNK: i64 = 200;
 const STORE_RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 /// Starts the DLQ sink; it runs until the task is aborted.
-pub(crate) fn spawn_sink(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub fn spawn_sink(state: &AppState) -> tokio::task::JoinHandle<()> {
     let settings = &state.settings.pipeline;
     let spec = ConsumerSpec {
         name: "dlq-sink",

@@ -20,7 +20,7 @@ pub(crate) mod cancellations;
 pub(crate) mod completions;
 pub mod create_order;
 pub(crate) mod dead_letter_store;
-pub(crate) mod dead_letters;
+pub mod dead_letters;
 pub(crate) mod gauges;
 pub mod mq;
 pub(crate) mod outbox;
