@@ -16,7 +16,6 @@ use seckill::{
     orders::{
         create_order, dead_letters,
         mq::{
-            broker::queue_states,
             message::{OrderCreated, PayTimeouts},
             topology::Outgoing,
         },
@@ -24,7 +23,6 @@ use seckill::{
 };
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
-use std::time::Duration;
 use uuid::Uuid;
 
 /// Storm limits, and a relay that resends after a fifth of a second.
