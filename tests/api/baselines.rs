@@ -1,5 +1,5 @@
 //! Baselines: a sale run end to end records a run whose path figures per buy are what
-//! Redis and PostgreSQL themselves saw, and marking it the baseline shows on the
+//! Redis, PostgreSQL and RabbitMQ themselves saw, and marking it the baseline shows on the
 //! list and in the live dashboard's comparison; a run marked as the baseline of a kind of
 //! activity is what the activities of that kind without a baseline of their own are held
 //! against.
@@ -9,7 +9,9 @@
 //! once, a script's own calls marked `lua`), checked against `INFO commandstats` for
 //! EVALSHA, which no script sends. PostgreSQL's side: the transactions that wrote the
 //! sale's rows, by their `xmin` (a pre-order batch writes its buyers' holdings, the
-//! publisher marks its outbox rows sent).
+//! publisher marks its outbox rows sent). RabbitMQ's side: the create-order messages the
+//! broker routed into a queue of the test's own bound beside the pipeline's, as the broker
+//! counts them.
 
 use crate::{
     dashboard::Frames,
@@ -24,8 +26,17 @@ use contract::{
     ActivityKind, BaselineRun, BaselineScope, EndpointFigures, PathFigures, Readiness,
     ReadinessCheckName, Role, RunCost, RunPath, RunPerf,
 };
+use lapin::{
+    options::{QueueBindOptions, QueueDeclareOptions},
+    types::FieldTable,
+    Channel, Connection,
+};
+use seckill::orders::mq::broker::queue_states;
 use serde_json::json;
-use std::sync::{Arc, Mutex};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Units on sale: every buyer of the first phase gets one.
@@ -189,6 +200,74 @@ impl Monitor {
     }
 }
 
+/// A queue of the test's own bound to the pipeline's order exchange with the create-order
+/// routing key: RabbitMQ routes a copy of every create-order message the deployment
+/// publishes into it, and no one consumes it, so its length is the broker's count of them
+/// (messages, whatever number of orders each carries).
+struct CreateOrderTap {
+    channel: Channel,
+    queue: String,
+    /// The tap is exclusive to this connection: it goes with it.
+    _connection: Connection,
+}
+
+/// The create-order routing key of the order exchange (`orders::mq::topology`).
+const CREATE_ORDER_KEY: &str = "create";
+
+impl CreateOrderTap {
+    async fn bind(app: &TestApp) -> Self {
+        let topology = &app.state.pipeline.topology;
+        // The exchange is there once the pipeline's create-order consumer is attached.
+        wait::until("the create-order consumer attached", PATIENCE, || async {
+            let create = [topology.create_queue.as_str()];
+            queue_states(&app.state.amqp, topology, &create, Duration::from_secs(5))
+                .await
+                .is_ok_and(|states| states[0].consumers > 0)
+        })
+        .await;
+        let connection = app.amqp_connection().await;
+        let channel = connection.create_channel().await.expect("a channel");
+        let exclusive = QueueDeclareOptions {
+            exclusive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let queue = channel
+            .queue_declare("", exclusive, FieldTable::default())
+            .await
+            .expect("the tap")
+            .name()
+            .to_string();
+        channel
+            .queue_bind(
+                &queue,
+                &topology.exchange,
+                CREATE_ORDER_KEY,
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("the tap bound");
+        Self {
+            channel,
+            queue,
+            _connection: connection,
+        }
+    }
+
+    /// Create-order messages RabbitMQ routed since the tap was bound.
+    async fn messages(&self) -> u32 {
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        self.channel
+            .queue_declare(&self.queue, passive, FieldTable::default())
+            .await
+            .expect("the tap")
+            .message_count()
+    }
+}
+
 /// Whether a MONITOR line (`+1700000000.123456 [0 127.0.0.1:5000] "EVALSHA" ...`) runs
 /// `command`.
 fn command_is(line: &str, command: &str) -> bool {
@@ -253,6 +332,7 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
         .await;
     assert_eq!(page.status(), 200);
 
+    let tap = CreateOrderTap::bind(&app).await;
     let mut monitor = Monitor::start(&redis).await;
     let before = monitor.mark(&app).await;
     let winners: Vec<(i64, String)> = (1..=STOCK)
@@ -280,8 +360,8 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
         .expect("end the sale");
 
     monitor.check_counts(&before, &after);
-    let redis_per_success = monitor.for_buys_between(&before, &sold_out) / STOCK as f64;
-    let redis_per_refusal = monitor.for_buys_between(&sold_out, &after) / REFUSED as f64;
+    let redis_for_successes = monitor.for_buys_between(&before, &sold_out);
+    let redis_for_refusals = monitor.for_buys_between(&sold_out, &after);
 
     // Every order completed by the consumer (each published once), every outbox row sent.
     wait::until("every order completed and its outbox row sent", PATIENCE, || async {
@@ -324,20 +404,41 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
     let (success, refusal) = (&run.path.success, &run.path.refused);
     assert_eq!(success.requests, STOCK as u64, "{run:?}");
     assert_eq!(refusal.requests, REFUSED as u64, "{run:?}");
-    assert!(
-        within(success.redis_commands, redis_per_success, 0.05),
-        "Redis commands per successful buy: the run says {}, Redis saw {redis_per_success}",
-        success.redis_commands
-    );
-    assert!(
-        within(
-            refusal.redis_commands * REFUSED as f64,
-            redis_per_refusal * REFUSED as f64,
-            0.05
+    // The buy path sends every command on its own, never in a pipeline (a script is one
+    // EVALSHA), so each line it sent is one round trip: Redis saw as many round trips as
+    // commands. The counters count a round trip per request the connection sends, and its
+    // commands (a pipeline's each).
+    for (figure, per_buy, seen, buys) in [
+        (
+            "Redis commands per successful buy",
+            success.redis_commands,
+            redis_for_successes,
+            STOCK,
         ),
-        "Redis commands per refused buy: the run says {}, Redis saw {redis_per_refusal}",
-        refusal.redis_commands
-    );
+        (
+            "Redis round trips per successful buy",
+            success.redis_round_trips,
+            redis_for_successes,
+            STOCK,
+        ),
+        (
+            "Redis commands per refused buy",
+            refusal.redis_commands,
+            redis_for_refusals,
+            REFUSED,
+        ),
+        (
+            "Redis round trips per refused buy",
+            refusal.redis_round_trips,
+            redis_for_refusals,
+            REFUSED,
+        ),
+    ] {
+        assert!(
+            within(per_buy * buys as f64, seen, 0.05),
+            "{figure}: the run says {per_buy}, Redis saw {seen} for {buys} buys"
+        );
+    }
     let pg_per_success = (batches + marked_sent) as f64 / STOCK as f64;
     assert!(
         within(success.db_transactions * STOCK as f64, pg_per_success * STOCK as f64, 0.05),
@@ -345,11 +446,16 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
         success.db_transactions
     );
     assert_eq!(refusal.db_statements, 0.0, "{run:?}");
-    // Orders committed together are published as one message.
+    // Every publish confirmed (the outbox rows are sent), so the tap holds them all. Orders
+    // committed together are published as one message: at most one message per order.
+    let routed = tap.messages().await;
+    assert!(routed > 0 && i64::from(routed) <= STOCK, "{routed}");
     assert!(
-        success.mq_publishes > 0.0 && success.mq_publishes <= 1.0,
-        "{run:?}"
+        within(success.mq_publishes * STOCK as f64, f64::from(routed), 0.05),
+        "MQ publishes per successful buy: the run says {}, RabbitMQ routed {routed} create-order messages for {STOCK} buys",
+        success.mq_publishes
     );
+    assert_eq!(refusal.mq_publishes, 0.0, "{run:?}");
     // The rest of the run: the buy endpoint's figures, and the one instance's cost.
     let buy = run
         .perf
@@ -362,7 +468,8 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
     assert!(buy.p99_ms.is_some_and(|ms| ms > 0.0), "{buy:?}");
     assert_eq!(run.cost.instances.len(), 1, "{:?}", run.cost);
     assert!(run.cost.cpu_seconds > 0.0 && run.cost.instances[0].peak_memory_bytes > 0);
-    assert!(run.cost.redis_commands > 0 && run.cost.mq_publishes > 0);
+    // Every publish of the instance: the create-order messages and the pay timeouts.
+    assert!(run.cost.redis_commands > 0 && run.cost.mq_publishes >= u64::from(routed));
 
     // Marking: a reason is required, SRE may not, ops may.
     let mark = format!("/admin/api/baselines/{}/mark", run.id);
