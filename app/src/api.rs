@@ -9,7 +9,7 @@ use contract::{
     PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport, RequeueReport, RunSummary,
     StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{BaselineRun, HotKey, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{BaselineRun, BaselineScope, HotKey, HotKeyPeriod, HotKeysView, Readiness};
 use contract::{Rehearsal, StartedRehearsal};
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
@@ -494,12 +494,17 @@ pub async fn begin_rehearsal(
     Ok(started)
 }
 
-/// Makes a run its activity's baseline; the reason is required and audited.
+/// Makes a run the baseline of its activity or (`scope` `kind`, the second button's) of
+/// its activity's kind; the reason is required and audited.
 #[server(prefix = "/console/fn")]
-pub async fn mark_baseline(run_id: i64, reason: String) -> Result<BaselineRun, ServerFnError> {
+pub async fn mark_baseline(
+    run_id: i64,
+    reason: String,
+    #[server(default)] scope: BaselineScope,
+) -> Result<BaselineRun, ServerFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
-        .mark_baseline(&actor, run_id, &reason)
+        .mark_baseline(&actor, run_id, scope, &reason)
         .await
         .map_err(session::refuse)
 }

@@ -12,7 +12,9 @@ use contract::{
     OrderQuery, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{BaselineRun, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{
+    BaselineRun, BaselineScope, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness,
+};
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use std::sync::Arc;
 
@@ -234,11 +236,13 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         actor: &Actor,
         activity_id: i64,
     ) -> Result<Vec<BaselineRun>, ConsoleError>;
-    /// Makes a run its activity's baseline, audited with the reason (ops and admin).
+    /// Makes a run the baseline of its activity or of its activity's kind, audited with the
+    /// reason (ops and admin).
     async fn mark_baseline(
         &self,
         actor: &Actor,
         run_id: i64,
+        scope: BaselineScope,
         reason: &str,
     ) -> Result<BaselineRun, ConsoleError>;
 }

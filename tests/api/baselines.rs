@@ -1,26 +1,42 @@
 //! Baselines: a sale run end to end records a run whose path figures per buy are what
-//! Redis and PostgreSQL themselves saw, and marking it the baseline shows on the list and
-//! in the live dashboard's comparison.
+//! Redis, PostgreSQL and RabbitMQ themselves saw, and marking it the baseline shows on the
+//! list and in the live dashboard's comparison; a run marked as the baseline of a kind of
+//! activity is what the activities of that kind without a baseline of their own are held
+//! against.
 //!
 //! Redis's side: `INFO commandstats` also counts the commands a Lua script runs, so the
 //! commands the server sent are read from `MONITOR` on a private Redis (each command sent
 //! once, a script's own calls marked `lua`), checked against `INFO commandstats` for
 //! EVALSHA, which no script sends. PostgreSQL's side: the transactions that wrote the
 //! sale's rows, by their `xmin` (a pre-order batch writes its buyers' holdings, the
-//! publisher marks its outbox rows sent).
+//! publisher marks its outbox rows sent). RabbitMQ's side: the create-order messages the
+//! broker routed into a queue of the test's own bound beside the pipeline's, as the broker
+//! counts them.
 
 use crate::{
     dashboard::Frames,
     support::{
-        app::{json, spawn_app_with, TestApp},
-        fixtures::{prewarm, storm, storm_settings, upcoming_activity, Listing},
+        app::{json, spawn_app, spawn_app_with, TestApp},
+        fixtures::{prewarm, storm, storm_settings, upcoming_activity, Caller, Listing},
         redis_server::RedisInstance,
         wait::{self, PATIENCE},
     },
 };
-use contract::{BaselineRun, Role};
+use contract::{
+    ActivityKind, BaselineRun, BaselineScope, EndpointFigures, PathFigures, Readiness,
+    ReadinessCheckName, Role, RunCost, RunPath, RunPerf,
+};
+use lapin::{
+    options::{QueueBindOptions, QueueDeclareOptions},
+    types::FieldTable,
+    Channel, Connection,
+};
+use seckill::orders::mq::broker::queue_states;
 use serde_json::json;
-use std::sync::{Arc, Mutex};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Units on sale: every buyer of the first phase gets one.
@@ -184,6 +200,74 @@ impl Monitor {
     }
 }
 
+/// A queue of the test's own bound to the pipeline's order exchange with the create-order
+/// routing key: RabbitMQ routes a copy of every create-order message the deployment
+/// publishes into it, and no one consumes it, so its length is the broker's count of them
+/// (messages, whatever number of orders each carries).
+struct CreateOrderTap {
+    channel: Channel,
+    queue: String,
+    /// The tap is exclusive to this connection: it goes with it.
+    _connection: Connection,
+}
+
+/// The create-order routing key of the order exchange (`orders::mq::topology`).
+const CREATE_ORDER_KEY: &str = "create";
+
+impl CreateOrderTap {
+    async fn bind(app: &TestApp) -> Self {
+        let topology = &app.state.pipeline.topology;
+        // The exchange is there once the pipeline's create-order consumer is attached.
+        wait::until("the create-order consumer attached", PATIENCE, || async {
+            let create = [topology.create_queue.as_str()];
+            queue_states(&app.state.amqp, topology, &create, Duration::from_secs(5))
+                .await
+                .is_ok_and(|states| states[0].consumers > 0)
+        })
+        .await;
+        let connection = app.amqp_connection().await;
+        let channel = connection.create_channel().await.expect("a channel");
+        let exclusive = QueueDeclareOptions {
+            exclusive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let queue = channel
+            .queue_declare("", exclusive, FieldTable::default())
+            .await
+            .expect("the tap")
+            .name()
+            .to_string();
+        channel
+            .queue_bind(
+                &queue,
+                &topology.exchange,
+                CREATE_ORDER_KEY,
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("the tap bound");
+        Self {
+            channel,
+            queue,
+            _connection: connection,
+        }
+    }
+
+    /// Create-order messages RabbitMQ routed since the tap was bound.
+    async fn messages(&self) -> u32 {
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        self.channel
+            .queue_declare(&self.queue, passive, FieldTable::default())
+            .await
+            .expect("the tap")
+            .message_count()
+    }
+}
+
 /// Whether a MONITOR line (`+1700000000.123456 [0 127.0.0.1:5000] "EVALSHA" ...`) runs
 /// `command`.
 fn command_is(line: &str, command: &str) -> bool {
@@ -198,11 +282,7 @@ fn within(a: f64, b: f64, share: f64) -> bool {
     (a - b).abs() <= (b.abs() * share).max(1.0)
 }
 
-async fn runs(
-    app: &TestApp,
-    ops: &crate::support::fixtures::Caller,
-    activity_id: i64,
-) -> Vec<BaselineRun> {
+async fn runs(app: &TestApp, ops: &Caller, activity_id: i64) -> Vec<BaselineRun> {
     let response = app
         .get(
             &format!("/admin/api/baselines?activity_id={activity_id}"),
@@ -252,6 +332,7 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
         .await;
     assert_eq!(page.status(), 200);
 
+    let tap = CreateOrderTap::bind(&app).await;
     let mut monitor = Monitor::start(&redis).await;
     let before = monitor.mark(&app).await;
     let winners: Vec<(i64, String)> = (1..=STOCK)
@@ -279,8 +360,8 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
         .expect("end the sale");
 
     monitor.check_counts(&before, &after);
-    let redis_per_success = monitor.for_buys_between(&before, &sold_out) / STOCK as f64;
-    let redis_per_refusal = monitor.for_buys_between(&sold_out, &after) / REFUSED as f64;
+    let redis_for_successes = monitor.for_buys_between(&before, &sold_out);
+    let redis_for_refusals = monitor.for_buys_between(&sold_out, &after);
 
     // Every order completed by the consumer (each published once), every outbox row sent.
     wait::until("every order completed and its outbox row sent", PATIENCE, || async {
@@ -323,20 +404,41 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
     let (success, refusal) = (&run.path.success, &run.path.refused);
     assert_eq!(success.requests, STOCK as u64, "{run:?}");
     assert_eq!(refusal.requests, REFUSED as u64, "{run:?}");
-    assert!(
-        within(success.redis_commands, redis_per_success, 0.05),
-        "Redis commands per successful buy: the run says {}, Redis saw {redis_per_success}",
-        success.redis_commands
-    );
-    assert!(
-        within(
-            refusal.redis_commands * REFUSED as f64,
-            redis_per_refusal * REFUSED as f64,
-            0.05
+    // The buy path sends every command on its own, never in a pipeline (a script is one
+    // EVALSHA), so each line it sent is one round trip: Redis saw as many round trips as
+    // commands. The counters count a round trip per request the connection sends, and its
+    // commands (a pipeline's each).
+    for (figure, per_buy, seen, buys) in [
+        (
+            "Redis commands per successful buy",
+            success.redis_commands,
+            redis_for_successes,
+            STOCK,
         ),
-        "Redis commands per refused buy: the run says {}, Redis saw {redis_per_refusal}",
-        refusal.redis_commands
-    );
+        (
+            "Redis round trips per successful buy",
+            success.redis_round_trips,
+            redis_for_successes,
+            STOCK,
+        ),
+        (
+            "Redis commands per refused buy",
+            refusal.redis_commands,
+            redis_for_refusals,
+            REFUSED,
+        ),
+        (
+            "Redis round trips per refused buy",
+            refusal.redis_round_trips,
+            redis_for_refusals,
+            REFUSED,
+        ),
+    ] {
+        assert!(
+            within(per_buy * buys as f64, seen, 0.05),
+            "{figure}: the run says {per_buy}, Redis saw {seen} for {buys} buys"
+        );
+    }
     let pg_per_success = (batches + marked_sent) as f64 / STOCK as f64;
     assert!(
         within(success.db_transactions * STOCK as f64, pg_per_success * STOCK as f64, 0.05),
@@ -344,11 +446,16 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
         success.db_transactions
     );
     assert_eq!(refusal.db_statements, 0.0, "{run:?}");
-    // Orders committed together are published as one message.
+    // Every publish confirmed (the outbox rows are sent), so the tap holds them all. Orders
+    // committed together are published as one message: at most one message per order.
+    let routed = tap.messages().await;
+    assert!(routed > 0 && i64::from(routed) <= STOCK, "{routed}");
     assert!(
-        success.mq_publishes > 0.0 && success.mq_publishes <= 1.0,
-        "{run:?}"
+        within(success.mq_publishes * STOCK as f64, f64::from(routed), 0.05),
+        "MQ publishes per successful buy: the run says {}, RabbitMQ routed {routed} create-order messages for {STOCK} buys",
+        success.mq_publishes
     );
+    assert_eq!(refusal.mq_publishes, 0.0, "{run:?}");
     // The rest of the run: the buy endpoint's figures, and the one instance's cost.
     let buy = run
         .perf
@@ -361,7 +468,8 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
     assert!(buy.p99_ms.is_some_and(|ms| ms > 0.0), "{buy:?}");
     assert_eq!(run.cost.instances.len(), 1, "{:?}", run.cost);
     assert!(run.cost.cpu_seconds > 0.0 && run.cost.instances[0].peak_memory_bytes > 0);
-    assert!(run.cost.redis_commands > 0 && run.cost.mq_publishes > 0);
+    // Every publish of the instance: the create-order messages and the pay timeouts.
+    assert!(run.cost.redis_commands > 0 && run.cost.mq_publishes >= u64::from(routed));
 
     // Marking: a reason is required, SRE may not, ops may.
     let mark = format!("/admin/api/baselines/{}/mark", run.id);
@@ -450,4 +558,225 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
         "{page}"
     );
     assert!(page.contains("Mark as baseline"), "{page}");
+}
+
+/// A run as the leader records one, of `activity_id` (of its rehearsal `rehearsal_id`),
+/// whose buys answered with this p99; its id.
+async fn recorded_run(
+    app: &TestApp,
+    activity_id: i64,
+    rehearsal_id: Option<i64>,
+    p99_ms: f64,
+) -> i64 {
+    let perf = RunPerf {
+        endpoints: vec![EndpointFigures {
+            route: "/api/seckill/buy".into(),
+            requests: 100,
+            qps: 10.0,
+            p99_ms: Some(p99_ms),
+            ..EndpointFigures::default()
+        }],
+    };
+    let buys = PathFigures {
+        requests: 100,
+        redis_round_trips: 2.0,
+        redis_commands: 2.0,
+        ..PathFigures::default()
+    };
+    let path = RunPath {
+        success: buys.clone(),
+        refused: buys,
+    };
+    let kind = if rehearsal_id.is_some() {
+        "rehearsal"
+    } else {
+        "sale"
+    };
+    sqlx::query_scalar(
+        "INSERT INTO baseline_runs (activity_id, kind, rehearsal_id, started_at, ended_at, perf, cost, path)
+         VALUES ($1, $2, $3, now() - interval '2 hours', now() - interval '1 hour', $4, $5, $6)
+         RETURNING id",
+    )
+    .bind(activity_id)
+    .bind(kind)
+    .bind(rehearsal_id)
+    .bind(sqlx::types::Json(&perf))
+    .bind(sqlx::types::Json(&RunCost::default()))
+    .bind(sqlx::types::Json(&path))
+    .fetch_one(&app.db)
+    .await
+    .expect("a run")
+}
+
+/// The readiness check's `rehearsal` verdict for `activity_id`.
+async fn rehearsal_check(app: &TestApp, caller: &Caller, activity_id: i64) -> String {
+    let path = format!("/admin/api/readiness?activity_id={activity_id}");
+    let (status, body) = json(app.get(&path, Some(caller)).await).await;
+    assert_eq!(status, 200, "{body}");
+    let report: Readiness = serde_json::from_value(body).expect("a readiness report");
+    let check = (report.checks.into_iter())
+        .find(|check| check.name == ReadinessCheckName::Rehearsal)
+        .expect("the rehearsal check");
+    assert!(check.ok, "{}", check.detail);
+    check.detail
+}
+
+#[tokio::test]
+async fn an_activity_without_a_baseline_of_its_own_is_held_against_its_kind_s() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let standard = Listing::storm(10, 1, &[]);
+    let seats = ["A1".to_owned()];
+    let last_week = upcoming_activity(&app, &merchant, &standard).await;
+    let today = upcoming_activity(&app, &merchant, &standard).await;
+    let seated = upcoming_activity(&app, &merchant, &Listing::storm(1, 1, &seats)).await;
+    let (last_week, today, seated) = (last_week.activity_id, today.activity_id, seated.activity_id);
+    let kind_run = recorded_run(&app, last_week, None, 18.0).await;
+
+    // Marking for the kind: a scope other than the two is refused and changes nothing, SRE
+    // may not, ops may, with the scope and the kind in the audit.
+    let mark = format!("/admin/api/baselines/{kind_run}/mark");
+    let (status, refused) = json(
+        app.post_json(
+            &mark,
+            Some(&ops),
+            &json!({ "reason": "x", "scope": "everything" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (400, Some("BAD_REQUEST"))
+    );
+    let status = app
+        .post_json(
+            &mark,
+            Some(&sre),
+            &json!({ "reason": "x", "scope": "kind" }),
+        )
+        .await
+        .status();
+    assert_eq!(status, 403);
+    let listed = runs(&app, &ops, last_week).await;
+    assert_eq!(listed[0].baseline_of_kind, None, "{listed:?}");
+    let (status, marked) = json(
+        app.post_json(
+            &mark,
+            Some(&ops),
+            &json!({ "reason": "the standard sale to beat", "scope": "kind" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{marked}");
+    assert_eq!(
+        (
+            marked["baseline_of_kind"].as_str(),
+            marked["is_baseline"].as_bool()
+        ),
+        (Some("standard"), Some(false))
+    );
+    let listed = runs(&app, &ops, last_week).await;
+    assert_eq!(
+        (listed[0].baseline_of_kind, listed[0].is_baseline),
+        (Some(ActivityKind::Standard), false)
+    );
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM ops_audit WHERE action = 'baseline.mark' AND target = $1
+           AND detail->>'scope' = 'kind' AND detail->>'kind' = 'standard'
+           AND detail->>'reason' = 'the standard sale to beat'
+           AND (detail->>'activity_id')::BIGINT = $2",
+    )
+    .bind(format!("baseline_run:{kind_run}"))
+    .bind(last_week)
+    .fetch_one(&app.db)
+    .await
+    .expect("audit");
+    assert_eq!(audited, 1);
+    let session = app.console_session(&ops).await;
+    let page = app
+        .console_page(&format!("/baselines?activity_id={last_week}"), &session)
+        .await;
+    assert!(page.contains("data-kind-baseline=\"standard\""), "{page}");
+
+    // Today's sale has no baseline of its own: its rehearsal is held against the kind's.
+    let rehearsal: i64 = sqlx::query_scalar(
+        "INSERT INTO rehearsals (activity_id, buyers, rate_per_s, source, actor, reason, status, stage)
+         VALUES ($1, 10, 10, 'api', 'ops', 'drill', 'passed', 'done') RETURNING id",
+    )
+    .bind(today)
+    .fetch_one(&app.db)
+    .await
+    .expect("a rehearsal");
+    recorded_run(&app, today, Some(rehearsal), 20.0).await;
+    let detail = rehearsal_check(&app, &sre, today).await;
+    assert!(
+        detail.contains(&format!(
+            "within baseline run #{kind_run} (its kind's baseline, a run of activity #{last_week})"
+        )),
+        "{detail}"
+    );
+    let page = app
+        .console_page(&format!("/baselines?activity_id={today}"), &session)
+        .await;
+    assert!(
+        page.contains("Mark as baseline of all standard activities"),
+        "{page}"
+    );
+
+    // On sale: today's is held against the standard kind's run; the seated one, of another
+    // kind, against nothing.
+    sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute' WHERE id = ANY($1)")
+        .bind(vec![today, seated])
+        .execute(&app.db)
+        .await
+        .expect("open the sales");
+    let mut frames = Frames::open(&app, &ops).await;
+    let views = frames
+        .against_baselines_with(|against| against.activity_id == today)
+        .await;
+    let against = views
+        .iter()
+        .find(|against| against.activity_id == today)
+        .expect("today's");
+    assert_eq!(
+        (against.run_id, against.run_activity_id, against.scope),
+        (kind_run, last_week, BaselineScope::Kind)
+    );
+    assert!(
+        views.iter().all(|against| against.activity_id != seated),
+        "{views:?}"
+    );
+
+    // Its own baseline, once marked, wins over its kind's.
+    let own_run = recorded_run(&app, today, None, 25.0).await;
+    let (status, marked) = json(
+        app.post_json(
+            &format!("/admin/api/baselines/{own_run}/mark"),
+            Some(&ops),
+            &json!({ "reason": "today's own" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{marked}");
+    let views = frames
+        .against_baselines_with(|against| against.activity_id == today && against.run_id == own_run)
+        .await;
+    let against = views
+        .iter()
+        .find(|against| against.activity_id == today)
+        .expect("today's");
+    assert_eq!(
+        (against.run_activity_id, against.scope),
+        (today, BaselineScope::Activity)
+    );
+    let detail = rehearsal_check(&app, &sre, today).await;
+    assert!(
+        detail.contains(&format!("within baseline run #{own_run}:")),
+        "{detail}"
+    );
 }

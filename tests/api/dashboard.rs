@@ -37,15 +37,25 @@ impl Frames {
 
     /// The first frame's view of `activity_id` against its baseline run (within 20 s).
     pub(crate) async fn against_baseline_of(&mut self, activity_id: i64) -> AgainstBaseline {
+        let is_of = |against: &AgainstBaseline| against.activity_id == activity_id;
+        let views = self.against_baselines_with(is_of).await;
+        views
+            .into_iter()
+            .find(is_of)
+            .expect("the view it was chosen by")
+    }
+
+    /// The views against a baseline of every activity, in the first frame (within 20 s)
+    /// with a view that `wanted` accepts.
+    pub(crate) async fn against_baselines_with(
+        &mut self,
+        wanted: impl Fn(&AgainstBaseline) -> bool,
+    ) -> Vec<AgainstBaseline> {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
         loop {
             let frame = self.next().await;
-            if let Some(against) = frame
-                .against_baseline
-                .into_iter()
-                .find(|against| against.activity_id == activity_id)
-            {
-                return against;
+            if frame.against_baseline.iter().any(&wanted) {
+                return frame.against_baseline;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,

@@ -580,6 +580,7 @@ fn rows() -> Vec<Row> {
             Form(vec![
                 ("run_id", NO_ID),
                 ("reason", "the quiet sale of last week"),
+                ("scope", "kind"),
             ]),
             Needs(P::MarkBaseline),
             404,

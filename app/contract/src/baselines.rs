@@ -1,8 +1,10 @@
 //! Baselines (`/admin/api/baselines`): a run records how an activity's sale behaved
 //! (performance per endpoint), what it cost (instances, CPU, memory, pools, Redis and
 //! RabbitMQ) and what each buy cost the stores (the path), so a later sale can be held
-//! against the run an operator marked as the activity's baseline.
+//! against the run an operator marked as the activity's baseline, or as the baseline of
+//! every activity of its kind.
 
+use crate::ActivityKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -45,6 +47,9 @@ pub struct BaselineRun {
     pub ended_at: String,
     /// The run the activity's live figures are held against.
     pub is_baseline: bool,
+    /// The kind of activity this run is the baseline of: every activity of that kind
+    /// without a baseline of its own is held against it.
+    pub baseline_of_kind: Option<ActivityKind>,
     pub perf: RunPerf,
     pub cost: RunCost,
     pub path: RunPath,
@@ -208,13 +213,63 @@ fn round(value: f64) -> String {
     }
 }
 
+/// Whose baseline a run is made, and which baseline an activity is held against.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BaselineScope {
+    /// The run's own activity's.
+    #[default]
+    Activity,
+    /// Every activity of the run's activity's kind that has no baseline of its own.
+    Kind,
+}
+
+impl BaselineScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BaselineScope::Activity => "activity",
+            BaselineScope::Kind => "kind",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [BaselineScope::Activity, BaselineScope::Kind]
+            .into_iter()
+            .find(|scope| scope.as_str() == text)
+    }
+
+    /// How an activity's baseline run is named to an operator: `run #3`, or, for its
+    /// kind's, `run #3 (its kind's baseline, a run of activity #7)`.
+    pub fn name_run(self, run_id: i64, run_activity_id: i64) -> String {
+        match self {
+            BaselineScope::Activity => format!("run #{run_id}"),
+            BaselineScope::Kind => {
+                format!("run #{run_id} (its kind's baseline, a run of activity #{run_activity_id})")
+            }
+        }
+    }
+}
+
 /// One live activity's figures against its baseline run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgainstBaseline {
     pub activity_id: i64,
     /// The baseline run.
     pub run_id: i64,
+    /// The activity the run is a run of: another activity of the same kind when the
+    /// baseline is the kind's.
+    pub run_activity_id: i64,
+    /// The activity's own baseline, or its kind's (it has none of its own).
+    pub scope: BaselineScope,
     pub figures: Vec<FigureAgainst>,
+}
+
+impl AgainstBaseline {
+    /// `run #3`, or `run #3 (its kind's baseline, a run of activity #7)`.
+    pub fn run_name(&self) -> String {
+        self.scope.name_run(self.run_id, self.run_activity_id)
+    }
 }
 
 /// `POST /admin/api/baselines/{id}/mark`.
@@ -223,11 +278,39 @@ pub struct AgainstBaseline {
 #[serde(deny_unknown_fields)]
 pub struct MarkBaseline {
     pub reason: String,
+    /// `activity` (the default): the baseline of the run's activity; `kind`: of every
+    /// activity of its activity's kind.
+    #[serde(default)]
+    pub scope: BaselineScope,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mark_without_a_scope_is_the_activity_s_and_a_bad_scope_is_refused() {
+        let plain: MarkBaseline = serde_json::from_str(r#"{"reason": "clean"}"#).expect("a mark");
+        assert_eq!(plain.scope, BaselineScope::Activity);
+        let kind: MarkBaseline =
+            serde_json::from_str(r#"{"reason": "clean", "scope": "kind"}"#).expect("a mark");
+        assert_eq!(kind.scope, BaselineScope::Kind);
+        assert!(
+            serde_json::from_str::<MarkBaseline>(r#"{"reason": "x", "scope": "all"}"#).is_err()
+        );
+        for scope in [BaselineScope::Activity, BaselineScope::Kind] {
+            assert_eq!(BaselineScope::parse(scope.as_str()), Some(scope));
+        }
+    }
+
+    #[test]
+    fn a_kind_s_baseline_names_the_activity_it_is_a_run_of() {
+        assert_eq!(BaselineScope::Activity.name_run(3, 7), "run #3");
+        assert_eq!(
+            BaselineScope::Kind.name_run(3, 7),
+            "run #3 (its kind's baseline, a run of activity #7)"
+        );
+    }
 
     #[test]
     fn a_figure_reads_against_its_baseline() {

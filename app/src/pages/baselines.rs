@@ -1,11 +1,12 @@
 //! Baselines: the recorded runs of one activity side by side (one column per run, newest
 //! first): performance of the buy endpoints, cost, and the path, where a call per buy the
 //! baseline run did not have is flagged ("what changed in the core path"). Ops and admin
-//! mark a run as the activity's baseline, with a reason the server audits.
+//! mark a run as the activity's baseline, or as the baseline of every activity of its
+//! kind, with a reason the server audits.
 
 use super::{activity_picker, chosen_activity, error_box};
 use crate::api::{list_activities, list_baselines, whoami, MarkBaseline};
-use contract::{BaselineRun, PathFigures, Permission};
+use contract::{ActivityKind, BaselineRun, BaselineScope, PathFigures, Permission};
 use leptos::prelude::*;
 
 #[component]
@@ -27,7 +28,7 @@ pub fn BaselinesPage() -> impl IntoView {
         <h1>"Baselines"</h1>
         {move || mark.value().get().map(|result| match result {
             Ok(run) => view! {
-                <p class="notice" id="baseline-marked">"Run #" {run.id} " is the baseline of activity #" {run.activity_id} "."</p>
+                <p class="notice" id="baseline-marked">{marked(&run)}</p>
             }.into_any(),
             Err(error) => error_box(error),
         })}
@@ -35,6 +36,9 @@ pub fn BaselinesPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 let may_mark = user.await.is_ok_and(|user| user.role.may(Permission::MarkBaseline));
                 let activities = activities.await.unwrap_or_default();
+                let kind = (activities.iter())
+                    .find(|activity| Some(activity.id) == chosen.get_untracked())
+                    .map(|activity| activity.kind);
                 let runs = runs.await;
                 view! {
                     {activity_picker("/baselines", "baselines-form", "Show", chosen.get_untracked(), activities)}
@@ -43,13 +47,29 @@ pub fn BaselinesPage() -> impl IntoView {
                         Ok(Some(runs)) if runs.is_empty() => view! {
                             <p class="empty" id="baselines-none">"No run recorded yet: a run is recorded once the activity's sale ends."</p>
                         }.into_any(),
-                        Ok(Some(runs)) => runs_view(runs, may_mark, mark),
+                        Ok(Some(runs)) => runs_view(runs, kind, may_mark, mark),
                         Err(error) => error_box(error),
                     }}
                 }
             })}
         </Transition>
     }
+}
+
+/// What a run is the baseline of, after a mark.
+fn marked(run: &BaselineRun) -> String {
+    let mut of = Vec::new();
+    if run.is_baseline {
+        of.push(format!("activity #{}", run.activity_id));
+    }
+    if let Some(kind) = run.baseline_of_kind {
+        of.push(format!("all {} activities", kind.as_str()));
+    }
+    format!(
+        "Run #{} is the baseline of {}.",
+        run.id,
+        of.join(" and of ")
+    )
 }
 
 /// A figure as a cell's text: a dash for none, two decimals for small ones.
@@ -120,7 +140,13 @@ fn path_rows(
     rows
 }
 
-fn runs_view(runs: Vec<BaselineRun>, may_mark: bool, mark: ServerAction<MarkBaseline>) -> AnyView {
+/// `kind`: the activity's (unknown when the activity list left it out).
+fn runs_view(
+    runs: Vec<BaselineRun>,
+    kind: Option<ActivityKind>,
+    may_mark: bool,
+    mark: ServerAction<MarkBaseline>,
+) -> AnyView {
     let baseline = runs.iter().find(|run| run.is_baseline).cloned();
     let endpoint = |run: &BaselineRun| run.perf.buy().cloned().unwrap_or_default();
     let head = runs
@@ -130,7 +156,15 @@ fn runs_view(runs: Vec<BaselineRun>, may_mark: bool, mark: ServerAction<MarkBase
             let badge = run
                 .is_baseline
                 .then(|| view! { <span class="status status-go">"baseline"</span> });
-            view! { <th scope="col" data-run=run.id.to_string()>{title} " " {badge}</th> }
+            let kind_badge = run.baseline_of_kind.map(|kind| {
+                view! {
+                    " "
+                    <span class="status status-go" data-kind-baseline=kind.as_str()>
+                        "baseline of all " {kind.as_str()} " activities"
+                    </span>
+                }
+            });
+            view! { <th scope="col" data-run=run.id.to_string()>{title} " " {badge} {kind_badge}</th> }
         })
         .collect_view();
     let mut rows: Vec<AnyView> = vec![
@@ -237,16 +271,31 @@ fn runs_view(runs: Vec<BaselineRun>, may_mark: bool, mark: ServerAction<MarkBase
         let cells = runs
             .iter()
             .map(|run| {
-                if run.is_baseline {
+                if run.is_baseline && run.baseline_of_kind.is_some() {
                     return view! { <td></td> }.into_any();
                 }
                 let id = run.id.to_string();
+                // The clicked button's scope goes with the form.
+                let own = (!run.is_baseline).then(|| {
+                    view! {
+                        <button type="submit" name="scope" value={BaselineScope::Activity.as_str()}>"Mark as baseline"</button>
+                    }
+                });
+                let of_kind = run.baseline_of_kind.is_none().then(|| {
+                    let label = match kind {
+                        Some(kind) => format!("Mark as baseline of all {} activities", kind.as_str()),
+                        None => "Mark as baseline of all activities of its kind".to_owned(),
+                    };
+                    view! {
+                        <button type="submit" name="scope" value={BaselineScope::Kind.as_str()}>{label}</button>
+                    }
+                });
                 view! {
                     <td>
                         <ActionForm action=mark attr:class="inline">
                             <input type="hidden" name="run_id" value=id.clone()/>
                             <input name="reason" required maxlength="500" placeholder="reason (audited)"/>
-                            <button type="submit">"Mark as baseline"</button>
+                            {own} {of_kind}
                         </ActionForm>
                     </td>
                 }
@@ -256,7 +305,7 @@ fn runs_view(runs: Vec<BaselineRun>, may_mark: bool, mark: ServerAction<MarkBase
         row(String::new(), cells)
     });
     view! {
-        <p class="meta">"Path figures are calls per buy, counted by the product where each call is made; a flagged cell has a call per buy the baseline run did not."</p>
+        <p class="meta">"Path figures are calls per buy, counted by the product where each call is made; a flagged cell has a call per buy the baseline run did not. An activity without a baseline of its own is held against its kind's."</p>
         <table class="grid" id="baseline-runs">
             <thead><tr><th></th>{head}</tr></thead>
             <tbody>{rows}{marks}</tbody>

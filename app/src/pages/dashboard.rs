@@ -345,8 +345,8 @@ fn stock(frames: &[DashboardFrame]) -> AnyView {
         .into_any()
 }
 
-/// Each live activity with a baseline run: this second's figures against the run's, with
-/// the difference ("buy p99 41 ms, baseline 18 ms, +128 %").
+/// Each live activity with a baseline run (its own, else its kind's): this second's figures
+/// against the run's, with the difference ("buy p99 41 ms, baseline 18 ms, +128 %").
 fn against_baseline(last: &DashboardFrame) -> AnyView {
     if last.against_baseline.is_empty() {
         return view! {
@@ -366,7 +366,7 @@ fn against_baseline(last: &DashboardFrame) -> AnyView {
                 .collect_view();
             view! {
                 <section class="card" data-against-activity=activity.activity_id.to_string()>
-                    <h3>"Activity #" {activity.activity_id} " against run #" {activity.run_id}</h3>
+                    <h3>"Activity #" {activity.activity_id} " against " {activity.run_name()}</h3>
                     <ul class="against-baseline">{figures}</ul>
                 </section>
             }

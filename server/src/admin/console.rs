@@ -19,7 +19,9 @@ use contract::{
     OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
     RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{BaselineRun, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness};
+use contract::{
+    BaselineRun, BaselineScope, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness,
+};
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use leptos::prelude::provide_context;
 use leptos::server_fn::ServerFn;
@@ -362,12 +364,11 @@ impl ConsoleBackend for ConsoleService {
         &self,
         actor: &Actor,
         run_id: i64,
+        scope: BaselineScope,
         reason: &str,
     ) -> Result<BaselineRun, ConsoleError> {
-        Ok(
-            crate::baselines::runs::mark(&self.state, actor, Source::Console, run_id, reason)
-                .await?,
-        )
+        let source = Source::Console;
+        Ok(crate::baselines::runs::mark(&self.state, actor, source, run_id, scope, reason).await?)
     }
 }
 

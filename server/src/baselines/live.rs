@@ -1,11 +1,13 @@
 //! The live dashboard's view against the baseline: each second's buy latency, rate and
-//! path held against the baseline run of every live activity that has one.
+//! path held against the baseline run of every live activity that has one (its own, else
+//! its kind's).
 
-use contract::{AgainstBaseline, BaselineRun, BuyFigures, FigureAgainst, RunPath};
+use contract::{AgainstBaseline, BuyFigures, FigureAgainst, RunPath};
 
 use crate::baselines::{
     figures::OutcomeCounts,
     path::{Call, Outcome, PathTotals},
+    store::AppliedBaseline,
 };
 
 /// The path counters as the frame before saw them, for this second's calls per buy.
@@ -27,8 +29,13 @@ impl LivePath {
     }
 }
 
-/// This second (`buy`, `path`) against `baseline`.
-pub(crate) fn against(baseline: &BaselineRun, buy: &BuyFigures, path: &RunPath) -> AgainstBaseline {
+/// This second (`buy`, `path`) against an activity's `applied` baseline.
+pub(crate) fn against(
+    applied: &AppliedBaseline,
+    buy: &BuyFigures,
+    path: &RunPath,
+) -> AgainstBaseline {
+    let baseline = &applied.run;
     let endpoint = baseline.perf.buy();
     let figure = |name: &str, unit: &str, live: Option<f64>, baseline: Option<f64>| FigureAgainst {
         name: name.to_owned(),
@@ -66,8 +73,10 @@ pub(crate) fn against(baseline: &BaselineRun, buy: &BuyFigures, path: &RunPath) 
         }
     }
     AgainstBaseline {
-        activity_id: baseline.activity_id,
+        activity_id: applied.activity_id,
         run_id: baseline.id,
+        run_activity_id: baseline.activity_id,
+        scope: applied.scope,
         figures,
     }
 }
@@ -75,17 +84,21 @@ pub(crate) fn against(baseline: &BaselineRun, buy: &BuyFigures, path: &RunPath) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use contract::{EndpointFigures, PathFigures, RunCost, RunKind, RunPerf};
+    use contract::{
+        ActivityKind, BaselineRun, BaselineScope, EndpointFigures, PathFigures, RunCost, RunKind,
+        RunPerf,
+    };
 
     #[test]
     fn the_second_is_held_against_the_baseline_run() {
-        let baseline = BaselineRun {
+        let run = BaselineRun {
             id: 3,
             activity_id: 7,
             kind: RunKind::Sale,
             started_at: String::new(),
             ended_at: String::new(),
             is_baseline: true,
+            baseline_of_kind: Some(ActivityKind::Standard),
             perf: RunPerf {
                 endpoints: vec![EndpointFigures {
                     route: "/api/seckill/buy".into(),
@@ -117,8 +130,18 @@ mod tests {
             },
             refused: PathFigures::default(),
         };
-        let seen = against(&baseline, &buy, &path);
-        assert_eq!((seen.activity_id, seen.run_id), (7, 3));
+        // Activity 9 has no baseline of its own: it is held against its kind's, a run of 7.
+        let applied = AppliedBaseline {
+            activity_id: 9,
+            scope: BaselineScope::Kind,
+            run,
+        };
+        let seen = against(&applied, &buy, &path);
+        assert_eq!(
+            (seen.activity_id, seen.run_id, seen.run_activity_id),
+            (9, 3, 7)
+        );
+        assert_eq!(seen.scope, BaselineScope::Kind);
         let text: Vec<String> = seen.figures.iter().map(FigureAgainst::describe).collect();
         assert_eq!(text[0], "buy p99 41 ms, baseline 18 ms, +128 %");
         assert_eq!(text[1], "buy rate 45 /s, baseline 90 /s, -50 %");

@@ -1,12 +1,14 @@
 //! Baselines: how an activity's sale behaved and what it cost, recorded as a run, so the
-//! next sale can be held against the run an operator marked as the activity's baseline.
+//! next sale can be held against the run an operator marked as the activity's baseline,
+//! or, without one, as the baseline of its kind of activity.
 //!
 //! What belongs here: the path counters (`path`: the calls each buy makes to Redis,
 //! PostgreSQL and RabbitMQ, counted where they are made, per outcome), every instance's
 //! periodic report of its figures (`report`), the figures of a run as plain values and
 //! computations (`figures`), the live dashboard's figures against the baseline (`live`),
 //! the leader's computing of runs, the list and the mark
-//! (`runs`), their tables (`store`) and the admin routes (`routes`).
+//! (`runs`), their tables and which baseline applies to an activity (`store`) and the
+//! admin routes (`routes`).
 
 pub(crate) mod figures;
 pub(crate) mod live;

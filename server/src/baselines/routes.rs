@@ -1,5 +1,6 @@
 //! `GET /admin/api/baselines?activity_id=` (the recorded runs) and `POST
-//! /admin/api/baselines/{id}/mark` (make a run its activity's baseline; a reason required).
+//! /admin/api/baselines/{id}/mark` (make a run the baseline of its activity or of its
+//! activity's kind; a reason required).
 
 use axum::{
     extract::{
@@ -43,7 +44,7 @@ async fn mark(
     let Path(id) = path?;
     let Json(body) = body?;
     Ok(Json(
-        runs::mark(&state, &actor, Source::Api, id, &body.reason).await?,
+        runs::mark(&state, &actor, Source::Api, id, body.scope, &body.reason).await?,
     ))
 }
 

@@ -1,9 +1,9 @@
 //! Runs: the leader's pass that computes the run of every sale that ended, and of every
 //! rehearsal's load (from every instance's reports around its window), and stores it, the list, and marking a run as
-//! its activity's baseline (audited).
+//! the baseline of its activity or of its activity's kind (audited).
 
 use chrono::{DateTime, Duration as Span, Utc};
-use contract::{Actor, BaselineRun, Permission, Source};
+use contract::{Actor, BaselineRun, BaselineScope, Permission, Source};
 use std::time::Duration;
 
 use crate::{
@@ -154,20 +154,32 @@ pub(crate) async fn list(
     Ok(store::runs(&state.db, activity_id).await?)
 }
 
-/// Makes run `id` its activity's baseline, with the reason in the audit log.
+/// Makes run `id` the baseline of its activity, or of every activity of its activity's
+/// kind (`scope`), with the reason and the scope in the audit log; answers the run.
 pub(crate) async fn mark(
     state: &AppState,
     actor: &Actor,
     source: Source,
     id: i64,
+    scope: BaselineScope,
     reason: &str,
 ) -> ApiResult<BaselineRun> {
     authorize(actor, Permission::MarkBaseline)?;
     let reason = audited_reason(reason)?;
     let mut tx = state.db.begin().await?;
-    let activity_id = store::mark(&mut tx, id)
-        .await?
-        .ok_or(ApiError::NotFound("run"))?;
+    let detail = match scope {
+        BaselineScope::Activity => store::mark(&mut tx, id)
+            .await?
+            .map(|activity_id| serde_json::json!({ "activity_id": activity_id })),
+        BaselineScope::Kind => (store::mark_kind(&mut tx, id).await?).map(|(activity_id, kind)| {
+            serde_json::json!({ "activity_id": activity_id, "kind": kind.as_str() })
+        }),
+    };
+    let Some(mut detail) = detail else {
+        return Err(ApiError::NotFound("run"));
+    };
+    detail["reason"] = reason.into();
+    detail["scope"] = scope.as_str().into();
     ops_audit::record(
         &mut *tx,
         &OpsAction {
@@ -175,12 +187,12 @@ pub(crate) async fn mark(
             source,
             action: "baseline.mark",
             target: &format!("baseline_run:{id}"),
-            detail: serde_json::json!({ "reason": reason, "activity_id": activity_id }),
+            detail,
         },
     )
     .await?;
     tx.commit().await?;
-    store::baseline_of(&state.db, activity_id)
+    store::run(&state.db, id)
         .await?
         .ok_or(ApiError::NotFound("run"))
 }

@@ -1,7 +1,8 @@
-//! Reports and runs in PostgreSQL (`baseline_reports`, `baseline_runs`).
+//! Reports, runs and baselines in PostgreSQL (`baseline_reports`, `baseline_runs`,
+//! `kind_baselines`), and which baseline an activity is held against.
 
 use chrono::{DateTime, Utc};
-use contract::{BaselineRun, RunCost, RunKind, RunPath, RunPerf};
+use contract::{ActivityKind, BaselineRun, BaselineScope, RunCost, RunKind, RunPath, RunPerf};
 use sqlx::{types::Json, PgPool, Postgres, Transaction};
 
 use crate::{baselines::figures::Figures, infra::db::decode_name};
@@ -169,42 +170,49 @@ pub(crate) async fn insert_run(db: &PgPool, run: &NewRun) -> sqlx::Result<Option
     .await
 }
 
-type RunRow = (
-    i64,
-    i64,
-    String,
-    DateTime<Utc>,
-    DateTime<Utc>,
-    bool,
-    Json<RunPerf>,
-    Json<RunCost>,
-    Json<RunPath>,
-);
+/// A run as stored, with the kind it is the baseline of (`RUN_COLUMNS`).
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    id: i64,
+    activity_id: i64,
+    kind: String,
+    started_at: DateTime<Utc>,
+    ended_at: DateTime<Utc>,
+    is_baseline: bool,
+    baseline_of_kind: Option<String>,
+    perf: Json<RunPerf>,
+    cost: Json<RunCost>,
+    path: Json<RunPath>,
+}
 
-const RUN_COLUMNS: &str =
-    "id, activity_id, kind, started_at, ended_at, is_baseline, perf, cost, path";
+/// The columns of [`RunRow`], of `baseline_runs r`.
+const RUN_COLUMNS: &str = "r.id, r.activity_id, r.kind, r.started_at, r.ended_at, r.is_baseline,
+     (SELECT k.kind FROM kind_baselines k WHERE k.run_id = r.id) AS baseline_of_kind,
+     r.perf, r.cost, r.path";
 
 fn run_of(row: RunRow) -> sqlx::Result<BaselineRun> {
-    let (id, activity_id, kind, started_at, ended_at, is_baseline, perf, cost, path) = row;
     Ok(BaselineRun {
-        id,
-        activity_id,
-        kind: decode_name("kind", &kind, RunKind::parse)?,
-        started_at: started_at.to_rfc3339(),
-        ended_at: ended_at.to_rfc3339(),
-        is_baseline,
-        perf: perf.0,
-        cost: cost.0,
-        path: path.0,
+        id: row.id,
+        activity_id: row.activity_id,
+        kind: decode_name("kind", &row.kind, RunKind::parse)?,
+        started_at: row.started_at.to_rfc3339(),
+        ended_at: row.ended_at.to_rfc3339(),
+        is_baseline: row.is_baseline,
+        baseline_of_kind: (row.baseline_of_kind.as_deref())
+            .map(|kind| decode_name("baseline_of_kind", kind, |kind| kind.parse().ok()))
+            .transpose()?,
+        perf: row.perf.0,
+        cost: row.cost.0,
+        path: row.path.0,
     })
 }
 
 /// The runs of one activity (every activity's without one), newest first.
 pub(crate) async fn runs(db: &PgPool, activity_id: Option<i64>) -> sqlx::Result<Vec<BaselineRun>> {
     let rows: Vec<RunRow> = sqlx::query_as(&format!(
-        "SELECT {RUN_COLUMNS} FROM baseline_runs
-         WHERE $1::BIGINT IS NULL OR activity_id = $1
-         ORDER BY started_at DESC, id DESC LIMIT 500"
+        "SELECT {RUN_COLUMNS} FROM baseline_runs r
+         WHERE $1::BIGINT IS NULL OR r.activity_id = $1
+         ORDER BY r.started_at DESC, r.id DESC LIMIT 500"
     ))
     .bind(activity_id)
     .fetch_all(db)
@@ -215,7 +223,7 @@ pub(crate) async fn runs(db: &PgPool, activity_id: Option<i64>) -> sqlx::Result<
 /// The one run `filter` (a condition on `$1`) selects, if any.
 async fn one_run(db: &PgPool, filter: &str, id: i64) -> sqlx::Result<Option<BaselineRun>> {
     let row: Option<RunRow> = sqlx::query_as(&format!(
-        "SELECT {RUN_COLUMNS} FROM baseline_runs WHERE {filter}"
+        "SELECT {RUN_COLUMNS} FROM baseline_runs r WHERE {filter}"
     ))
     .bind(id)
     .fetch_optional(db)
@@ -223,33 +231,94 @@ async fn one_run(db: &PgPool, filter: &str, id: i64) -> sqlx::Result<Option<Base
     row.map(run_of).transpose()
 }
 
+/// Run `id`.
+pub(crate) async fn run(db: &PgPool, id: i64) -> sqlx::Result<Option<BaselineRun>> {
+    one_run(db, "r.id = $1", id).await
+}
+
 /// The run a rehearsal was recorded as, once the leader has recorded it.
 pub(crate) async fn run_of_rehearsal(
     db: &PgPool,
     rehearsal_id: i64,
 ) -> sqlx::Result<Option<BaselineRun>> {
-    one_run(db, "rehearsal_id = $1", rehearsal_id).await
+    one_run(db, "r.rehearsal_id = $1", rehearsal_id).await
 }
 
-/// The run marked as the activity's baseline.
+/// The baseline an activity is held against: the run marked as its own, else the run
+/// marked as its kind's (a run of another activity of that kind, as a rule).
+pub(crate) struct AppliedBaseline {
+    /// The activity held against it.
+    pub(crate) activity_id: i64,
+    pub(crate) scope: BaselineScope,
+    pub(crate) run: BaselineRun,
+}
+
+impl AppliedBaseline {
+    /// `run #3`, or `run #3 (its kind's baseline, a run of activity #7)`.
+    pub(crate) fn run_name(&self) -> String {
+        self.scope.name_run(self.run.id, self.run.activity_id)
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct AppliedRow {
+    applied_to: i64,
+    scope: String,
+    #[sqlx(flatten)]
+    run: RunRow,
+}
+
+/// The baselines of the activities `filter` (a condition on `activities a`, on `$1` when
+/// `id` is given) selects; an activity with neither its own nor its kind's has none.
+async fn applied(db: &PgPool, filter: &str, id: Option<i64>) -> sqlx::Result<Vec<AppliedBaseline>> {
+    let sql = format!(
+        "SELECT a.id AS applied_to, b.scope, {RUN_COLUMNS}
+         FROM activities a
+         CROSS JOIN LATERAL (
+             SELECT 'activity' AS scope, 0 AS preference, id AS run_id FROM baseline_runs
+             WHERE activity_id = a.id AND is_baseline
+             UNION ALL
+             SELECT 'kind', 1, run_id FROM kind_baselines WHERE kind = a.kind
+             ORDER BY preference LIMIT 1
+         ) b
+         JOIN baseline_runs r ON r.id = b.run_id
+         WHERE {filter}
+         ORDER BY a.id"
+    );
+    let query = sqlx::query_as::<_, AppliedRow>(&sql);
+    let query = match id {
+        Some(id) => query.bind(id),
+        None => query,
+    };
+    let rows = query.fetch_all(db).await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(AppliedBaseline {
+                activity_id: row.applied_to,
+                scope: decode_name("scope", &row.scope, BaselineScope::parse)?,
+                run: run_of(row.run)?,
+            })
+        })
+        .collect()
+}
+
+/// The baseline activity `activity_id` is held against, if it has one.
 pub(crate) async fn baseline_of(
     db: &PgPool,
     activity_id: i64,
-) -> sqlx::Result<Option<BaselineRun>> {
-    one_run(db, "activity_id = $1 AND is_baseline", activity_id).await
+) -> sqlx::Result<Option<AppliedBaseline>> {
+    Ok(applied(db, "a.id = $1", Some(activity_id)).await?.pop())
 }
 
-/// The baseline runs of the activities on sale now.
-pub(crate) async fn live_baselines(db: &PgPool) -> sqlx::Result<Vec<BaselineRun>> {
-    let rows: Vec<RunRow> = sqlx::query_as(&format!(
-        "SELECT {RUN_COLUMNS} FROM baseline_runs r
-         WHERE r.is_baseline AND EXISTS (SELECT 1 FROM activities a
-               WHERE a.id = r.activity_id AND a.starts_at <= now() AND a.ends_at > now())
-         ORDER BY r.activity_id"
-    ))
-    .fetch_all(db)
-    .await?;
-    rows.into_iter().map(run_of).collect()
+/// The baselines of the activities on sale now. A rehearsal's shadow copy is no sale: it
+/// is invisible to buyers, and its load is held against the baseline once recorded.
+pub(crate) async fn live_baselines(db: &PgPool) -> sqlx::Result<Vec<AppliedBaseline>> {
+    applied(
+        db,
+        "a.starts_at <= now() AND a.ends_at > now() AND a.rehearsal_of IS NULL",
+        None,
+    )
+    .await
 }
 
 /// Makes run `id` its activity's baseline in the caller's transaction, the one before no
@@ -281,4 +350,34 @@ pub(crate) async fn mark(tx: &mut Transaction<'_, Postgres>, id: i64) -> sqlx::R
         .execute(&mut **tx)
         .await?;
     Ok(Some(activity_id))
+}
+
+/// Makes run `id` the baseline of its activity's kind in the caller's transaction, the
+/// kind's one before no longer; the run's activity and the kind, or none when there is no
+/// such run.
+pub(crate) async fn mark_kind(
+    tx: &mut Transaction<'_, Postgres>,
+    id: i64,
+) -> sqlx::Result<Option<(i64, ActivityKind)>> {
+    let Some((activity_id, kind)): Option<(i64, String)> = sqlx::query_as(
+        "SELECT r.activity_id, a.kind FROM baseline_runs r
+         JOIN activities a ON a.id = r.activity_id WHERE r.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?
+    else {
+        return Ok(None);
+    };
+    // One row per kind: two marks of one kind take turns on it, the later one stays.
+    sqlx::query(
+        "INSERT INTO kind_baselines (kind, run_id) VALUES ($1, $2)
+         ON CONFLICT (kind) DO UPDATE SET run_id = EXCLUDED.run_id, marked_at = now()",
+    )
+    .bind(&kind)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    let kind = decode_name("kind", &kind, |kind| kind.parse().ok())?;
+    Ok(Some((activity_id, kind)))
 }

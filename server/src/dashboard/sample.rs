@@ -124,9 +124,9 @@ impl Sampler {
             _ => (false, BTreeMap::new()),
         };
         let against_baseline = match live_baselines(&state.db).await {
-            Ok(runs) => runs
+            Ok(baselines) => baselines
                 .iter()
-                .map(|run| crate::baselines::live::against(run, &buy, &path))
+                .map(|baseline| crate::baselines::live::against(baseline, &buy, &path))
                 .collect(),
             // The stock read above complains about PostgreSQL already.
             Err(_) => Vec::new(),

@@ -8,7 +8,7 @@ use contract::{
 };
 use std::time::Duration;
 
-use crate::admin::audit::SwitchFlip;
+use crate::{admin::audit::SwitchFlip, baselines::store::AppliedBaseline};
 
 /// Largest clock difference with the database a sale tolerates.
 pub(crate) const CLOCK_TOLERANCE_MS: f64 = 100.0;
@@ -338,11 +338,11 @@ pub(crate) fn switches_rehearsed(
 pub(crate) const REHEARSAL_P99_FACTOR: f64 = 2.0;
 
 /// `last`: the activity's newest rehearsal that is over; `run`: the run it was recorded
-/// as; `baseline`: the activity's baseline run.
+/// as; `applied`: the activity's baseline (its own, else its kind's).
 pub(crate) fn rehearsal(
     last: Option<&Rehearsal>,
     run: Option<&BaselineRun>,
-    baseline: Option<&BaselineRun>,
+    applied: Option<&AppliedBaseline>,
 ) -> ReadinessCheck {
     let Some(last) = last else {
         return verdict(
@@ -382,7 +382,7 @@ pub(crate) fn rehearsal(
             )
         }
     }
-    let Some(baseline) = baseline else {
+    let Some(applied) = applied else {
         return verdict(
             Name::Rehearsal,
             true,
@@ -400,6 +400,7 @@ pub(crate) fn rehearsal(
             ),
         );
     };
+    let baseline = &applied.run;
     let mut changes: Vec<String> = [
         ("successful", &run.path.success, &baseline.path.success),
         ("refused", &run.path.refused, &baseline.path.refused),
@@ -428,8 +429,8 @@ pub(crate) fn rehearsal(
             Name::Rehearsal,
             true,
             format!(
-                "rehearsal #{id} passed its check and stayed within baseline run #{}: {latency}, no new call per buy",
-                baseline.id
+                "rehearsal #{id} passed its check and stayed within baseline {}: {latency}, no new call per buy",
+                applied.run_name()
             ),
         )
     } else {
@@ -437,8 +438,8 @@ pub(crate) fn rehearsal(
             Name::Rehearsal,
             false,
             format!(
-                "rehearsal #{id} passed its check but left baseline run #{}: {}; find what changed on the buy path (the Baselines page shows both runs), or mark the rehearsal's run the baseline if the change is meant",
-                baseline.id,
+                "rehearsal #{id} passed its check but left baseline {}: {}; find what changed on the buy path (the Baselines page shows both runs), or mark the rehearsal's run the baseline if the change is meant",
+                applied.run_name(),
                 changes.join(", ")
             ),
         )
@@ -610,6 +611,7 @@ pub(crate) fn clocks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use contract::BaselineScope;
 
     fn item(
         redis_stock: Option<i64>,
@@ -731,7 +733,11 @@ mod tests {
             rehearsal(Some(&passed), None, None).ok,
             "no baseline to hold it against"
         );
-        let baseline = run_of(1, 20.0, 2.0);
+        let baseline = AppliedBaseline {
+            activity_id: 1,
+            scope: BaselineScope::Activity,
+            run: run_of(1, 20.0, 2.0),
+        };
         let unrecorded = rehearsal(Some(&passed), None, Some(&baseline));
         assert!(!unrecorded.ok, "{}", unrecorded.detail);
         let within = rehearsal(Some(&passed), Some(&run_of(2, 39.0, 2.4)), Some(&baseline));
@@ -750,6 +756,21 @@ mod tests {
                     .contains("+1.0 Redis round trips per successful buy"),
             "{}",
             new_call.detail
+        );
+        // Without a baseline of its own, the activity's rehearsal is held against its kind's.
+        let of_kind = AppliedBaseline {
+            activity_id: 5,
+            scope: BaselineScope::Kind,
+            ..baseline
+        };
+        let within = rehearsal(Some(&passed), Some(&run_of(2, 39.0, 2.4)), Some(&of_kind));
+        assert!(
+            within.ok
+                && within
+                    .detail
+                    .contains("within baseline run #1 (its kind's baseline, a run of activity #1)"),
+            "{}",
+            within.detail
         );
     }
 
