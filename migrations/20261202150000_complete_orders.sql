@@ -32,10 +32,10 @@ BEGIN
     )
     SELECT COALESCE(array_agg(recorded.event_id), '{}') INTO fresh FROM recorded;
 
+    -- A hashed set difference: a batch may carry thousands of events.
     RETURN QUERY
     SELECT e.id, FALSE, NULL::INTEGER, NULL::FLOAT8
-    FROM UNNEST(event_ids) AS e (id)
-    WHERE NOT e.id = ANY (fresh);
+    FROM (SELECT UNNEST(event_ids) EXCEPT SELECT UNNEST(fresh)) AS e (id);
 
     IF cardinality(fresh) = 0 THEN
         RETURN;
