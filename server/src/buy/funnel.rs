@@ -34,7 +34,7 @@ use sqlx::PgPool;
 use std::{
     net::IpAddr,
     sync::atomic::{AtomicU64, Ordering},
-    sync::Arc,
+    sync::{Arc, LazyLock},
     time::Duration,
 };
 use tracing::Instrument;
@@ -258,6 +258,24 @@ impl Answer {
     }
 
     pub(crate) fn refusal(outcome: Outcome, message: &str) -> Self {
+        // The storm's answers are one of these, thousands a second: serialised once.
+        static STANDARD: LazyLock<Vec<Bytes>> = LazyLock::new(|| {
+            Outcome::ALL
+                .iter()
+                .map(|outcome| Answer::serialised(*outcome, outcome.message()).body)
+                .collect()
+        });
+        if message == outcome.message() {
+            return Self {
+                status: outcome.status(),
+                retry_after_s: None,
+                body: STANDARD[outcome as usize].clone(),
+            };
+        }
+        Self::serialised(outcome, message)
+    }
+
+    fn serialised(outcome: Outcome, message: &str) -> Self {
         Self::json(
             outcome.status(),
             serde_json::json!({ "code": outcome.code(), "message": message }),
@@ -1096,6 +1114,21 @@ mod tests {
         );
         assert_eq!(Answer::decode(&ok.encode()), Some(ok));
         assert_eq!(Answer::decode(&in_flight_marker(Uuid::new_v4())), None);
+    }
+
+    #[test]
+    fn a_refusal_serialised_once_is_the_refusal_serialised_now() {
+        for (index, outcome) in Outcome::ALL.into_iter().enumerate() {
+            assert_eq!(outcome as usize, index, "{outcome:?} out of place");
+            assert_eq!(
+                Answer::refusal(outcome, outcome.message()),
+                Answer::serialised(outcome, outcome.message())
+            );
+        }
+        let special = Answer::refusal(Outcome::SoldOut, "a chosen seat is taken");
+        let body: serde_json::Value = serde_json::from_slice(&special.body).expect("json");
+        assert_eq!(body["code"], "SOLD_OUT");
+        assert_eq!(body["message"], "a chosen seat is taken");
     }
 
     #[test]

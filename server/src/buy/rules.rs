@@ -51,6 +51,23 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in declaration order (`outcome as usize` is its index).
+    pub(crate) const ALL: [Outcome; 13] = [
+        Outcome::BadRequest,
+        Outcome::Unauthenticated,
+        Outcome::NotStarted,
+        Outcome::Ended,
+        Outcome::Closed,
+        Outcome::ChallengeFailed,
+        Outcome::ItemNotFound,
+        Outcome::SoldOut,
+        Outcome::AlreadyPurchased,
+        Outcome::LimitExceeded,
+        Outcome::RateLimited,
+        Outcome::Overloaded,
+        Outcome::Degraded,
+    ];
+
     pub(crate) fn code(self) -> &'static str {
         match self {
             Outcome::BadRequest => "BAD_REQUEST",

@@ -3,7 +3,10 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Postgres, Transaction};
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
 use uuid::Uuid;
 
 use contract::{
@@ -61,18 +64,20 @@ pub(crate) async fn snapshot(db: &PgPool) -> Result<Transaction<'static, Postgre
     Ok(tx)
 }
 
-/// Which of `orders` exist in this transaction's view (in any state).
+/// Which of `orders` exist in this transaction's view (in any state). A set: during a sale
+/// the markers of a pass run into thousands, and each is looked up in it.
 pub(crate) async fn visible_orders(
     tx: &mut Transaction<'_, Postgres>,
     orders: &[Uuid],
-) -> Result<Vec<Uuid>, sqlx::Error> {
+) -> Result<HashSet<Uuid>, sqlx::Error> {
     if orders.is_empty() {
-        return Ok(Vec::new());
+        return Ok(HashSet::new());
     }
-    sqlx::query_scalar("SELECT id FROM orders WHERE id = ANY($1)")
+    let visible: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM orders WHERE id = ANY($1)")
         .bind(orders)
         .fetch_all(&mut **tx)
-        .await
+        .await?;
+    Ok(visible.into_iter().collect())
 }
 
 /// Units each of `buyers` holds of the item.
