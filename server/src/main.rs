@@ -2,9 +2,6 @@
 
 use clap::Parser;
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     seckill::infra::telemetry::init();
