@@ -416,6 +416,12 @@ fn rows() -> Vec<Row> {
             200,
         ),
         server_fn(
+            RetryOutbox::PATH,
+            Form(vec![("id", NO_ID), ("reason", "")]),
+            Needs(P::OperatePipeline),
+            400,
+        ),
+        server_fn(
             ReplayRecordedOrders::PATH,
             Form(vec![("reason", "")]),
             Needs(P::OperatePipeline),
