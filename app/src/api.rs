@@ -5,9 +5,9 @@
 
 use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, CurrentUser,
-    DashboardFrame, DeadLetterPage, DeadLetterView, Item, OrderDetail, OrderPage, OutboxSummary,
-    PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport, RequeueReport, RunSummary,
-    StartedRun, SwitchBoard, SwitchChange,
+    DashboardFrame, DeadLetterPage, DeadLetterView, Item, OrderDetail, OrderPage,
+    OutboxRetryReport, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun,
+    ReplayReport, RequeueReport, RunSummary, StartedRun, SwitchBoard, SwitchChange,
 };
 use contract::{BaselineRun, BaselineScope, HotKey, HotKeyPeriod, HotKeysView, Readiness};
 use contract::{Rehearsal, StartedRehearsal};
@@ -306,6 +306,20 @@ pub async fn get_outbox_summary() -> Result<OutboxSummary, ServerFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .outbox_summary(&actor)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Hands failed outbox rows back to the relay: the row `id`, or every failed row without
+/// one; the reason is required and audited.
+#[server(prefix = "/console/fn")]
+pub async fn retry_outbox(
+    id: Option<i64>,
+    reason: String,
+) -> Result<OutboxRetryReport, ServerFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .retry_outbox(&actor, id, &reason)
         .await
         .map_err(session::refuse)
 }

@@ -9,8 +9,9 @@
 use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, Actor, AuditPage,
     DashboardFrame, DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage,
-    OrderQuery, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
-    RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
+    OrderQuery, OutboxRetryReport, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun,
+    ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard,
+    SwitchChange,
 };
 use contract::{
     BaselineRun, BaselineScope, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness,
@@ -153,6 +154,14 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     ) -> Result<RequeueReport, ConsoleError>;
     /// The outbox: rows waiting for the relay, given up on, and recorded for a replay.
     async fn outbox_summary(&self, actor: &Actor) -> Result<OutboxSummary, ConsoleError>;
+    /// Hands failed outbox rows back to the relay: `row`, or every failed row when `None`;
+    /// audited with the reason (ops and admin).
+    async fn retry_outbox(
+        &self,
+        actor: &Actor,
+        row: Option<i64>,
+        reason: &str,
+    ) -> Result<OutboxRetryReport, ConsoleError>;
     /// Hands every recorded pre-order to the pipeline, audited with the reason (ops and admin).
     async fn replay_recorded(
         &self,

@@ -1,7 +1,8 @@
 //! The console's operator pages through their server functions and server-rendered HTML:
 //! the switch board (only ops and admins flip, with a reason; refusals change nothing; a flip
 //! shows up as applied by the instance, in the audit log and on the pages; an unreachable
-//! etcd gets a banner), the dead letters (requeue one or all, with a reason, audited) and the
+//! etcd gets a banner), the dead letters (requeue one or all, with a reason, audited), the
+//! retry of outbox rows the relay gave up on (one or all, with a reason, audited) and the
 //! replay of pre-orders recorded while the pipeline was switched to `record`.
 
 use crate::support::{
@@ -9,8 +10,8 @@ use crate::support::{
     wait,
 };
 use contract::{
-    AuditPage, DeadLetterPage, OutboxSummary, ReplayReport, RequeueReport, Role, SwitchBoard,
-    SwitchChange,
+    AuditPage, DeadLetterPage, OutboxRetryReport, OutboxSummary, ReplayReport, RequeueReport, Role,
+    SwitchBoard, SwitchChange,
 };
 use leptos::server_fn::ServerFn;
 use seckill::orders::mq::message::OrderCreated;
@@ -447,4 +448,162 @@ async fn recorded_pre_orders_are_replayed_from_the_console_by_ops_only() {
         status == "UNPAID"
     })
     .await;
+}
+
+/// The outbox row of `order` and its status.
+async fn outbox_row(app: &TestApp, order: Uuid) -> (i64, String) {
+    sqlx::query_as("SELECT id, status FROM outbox WHERE event_id = $1")
+        .bind(order)
+        .fetch_one(&app.db)
+        .await
+        .expect("outbox row")
+}
+
+async fn order_status(app: &TestApp, order: Uuid) -> String {
+    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+        .bind(order)
+        .fetch_one(&app.db)
+        .await
+        .expect("order")
+}
+
+/// Marks the row failed as the relay does when it gives up.
+async fn give_up_on(app: &TestApp, id: i64) {
+    sqlx::query(
+        "UPDATE outbox SET status = 'failed', attempts = 10, last_error = 'connection refused'
+         WHERE id = $1",
+    )
+    .bind(id)
+    .execute(&app.db)
+    .await
+    .expect("outbox row failed");
+}
+
+#[tokio::test]
+async fn failed_outbox_rows_are_retried_from_the_console_by_ops_with_a_reason() {
+    use crate::support::fixtures::{buy_body, open_sale};
+    let app = spawn_app_with(|settings| {
+        settings.pipeline.relay_grace_ms = 200;
+        settings.pipeline.relay_interval_ms = 100;
+    })
+    .await;
+    let ops_caller = app.caller(Role::Ops, None).await;
+    let ops = app.console_session(&ops_caller).await;
+    let sre = app
+        .console_session(&app.caller(Role::Sre, None).await)
+        .await;
+    let sale = open_sale(&app, 10, 1).await;
+    let order = app.bought(601, "retried-1", &buy_body(&sale, 1)).await;
+    wait::until("the order completed", PATIENCE, || async {
+        outbox_row(&app, order).await.1 == "sent" && order_status(&app, order).await == "UNPAID"
+    })
+    .await;
+    // Its first publish arrived, yet the relay gave up on it (a lost confirm, say): a retry
+    // sends its event again, which the consumer applies once.
+    let (id, _) = outbox_row(&app, order).await;
+    give_up_on(&app, id).await;
+    let summary = |session: String| {
+        let app = &app;
+        async move {
+            let response = app
+                .console_call(app::api::GetOutboxSummary::PATH, &session, &[])
+                .await;
+            assert_eq!(response.status(), 200);
+            response.json::<OutboxSummary>().await.expect("outbox")
+        }
+    };
+    let seen = summary(sre.clone()).await;
+    assert_eq!((seen.failed, seen.failed_rows[0].id), (1, id));
+
+    // The page: retry controls for ops only.
+    let html = app.console_page("/dead-letters", &ops).await;
+    assert!(
+        html.contains(r#"id="retry-failed""#) && html.contains("Retry…"),
+        "{html}"
+    );
+    let html = app.console_page("/dead-letters", &sre).await;
+    assert!(
+        html.contains(r#"id="outbox-failed""#)
+            && !html.contains(r#"id="retry-failed""#)
+            && !html.contains("Retry…"),
+        "{html}"
+    );
+
+    let row = id.to_string();
+    let refused = app
+        .console_call(
+            app::api::RetryOutbox::PATH,
+            &sre,
+            &[("id", &row), ("reason", "broker back")],
+        )
+        .await;
+    assert_eq!(refused.status(), 403);
+    let refused = app
+        .console_call(
+            app::api::RetryOutbox::PATH,
+            &ops,
+            &[("id", &row), ("reason", " ")],
+        )
+        .await;
+    assert_eq!(refused.status(), 400);
+    assert_eq!(outbox_row(&app, order).await.1, "failed");
+    assert_eq!(app.count("ops_audit").await, 0);
+
+    let retried = app
+        .console_call(
+            app::api::RetryOutbox::PATH,
+            &ops,
+            &[("id", &row), ("reason", "broker back")],
+        )
+        .await;
+    assert_eq!(retried.status(), 200);
+    let report: OutboxRetryReport = retried.json().await.expect("report");
+    assert_eq!(report.retried, 1);
+    wait::until("the retried row sent again", PATIENCE, || async {
+        outbox_row(&app, order).await.1 == "sent"
+    })
+    .await;
+    assert_eq!(order_status(&app, order).await, "UNPAID");
+    let again = app
+        .console_call(
+            app::api::RetryOutbox::PATH,
+            &ops,
+            &[("id", &row), ("reason", "twice")],
+        )
+        .await;
+    assert_eq!(again.status(), 409, "only a failed row is retried");
+
+    // Without an id: every failed row.
+    give_up_on(&app, id).await;
+    let retried = app
+        .console_call(
+            app::api::RetryOutbox::PATH,
+            &ops,
+            &[("reason", "drain after the fix")],
+        )
+        .await;
+    assert_eq!(retried.status(), 200);
+    let report: OutboxRetryReport = retried.json().await.expect("report");
+    assert_eq!(report.retried, 1);
+    assert_ne!(outbox_row(&app, order).await.1, "failed");
+    let audited: Vec<(String, String, String)> =
+        sqlx::query_as("SELECT source, action, target FROM ops_audit ORDER BY id")
+            .fetch_all(&app.db)
+            .await
+            .expect("ops audit");
+    assert_eq!(
+        audited,
+        [
+            (
+                "console".into(),
+                "outbox.retry".into(),
+                format!("outbox:{id}")
+            ),
+            (
+                "console".into(),
+                "outbox.retry_all".into(),
+                "outbox:failed".into()
+            ),
+        ]
+    );
 }

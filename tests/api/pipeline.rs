@@ -1,16 +1,17 @@
 //! The RabbitMQ order pipeline against real RabbitMQ and PostgreSQL: every
 //! pre-order becomes `UNPAID` exactly once whatever is duplicated, redelivered or lost on
 //! the way; buyers keep getting order ids while RabbitMQ is unreachable and the relay
-//! delivers later; poison messages end in the dead letters and are requeued once; recorded
-//! orders are replayed exactly once. Each test has its own AMQP prefix.
+//! delivers later; rows the relay gave up on wait for ops to retry them; poison messages end
+//! in the dead letters and are requeued once; recorded orders are replayed exactly once. Each
+//! test has its own AMQP prefix.
 
 use crate::support::{
     app::{json, spawn_app_with, TestApp},
-    fixtures::{count_codes, open_sale, order_id, storm, storm_settings, Sale},
+    fixtures::{count_codes, open_sale, order_id, storm, storm_settings, Caller, Sale},
     proxy::{self, Proxy},
     wait::{self, PATIENCE},
 };
-use contract::Role;
+use contract::{Readiness, ReadinessCheckName as Name, Role};
 use seckill::{
     infra::config::{AsyncMode, Settings},
     orders::{
@@ -411,8 +412,21 @@ async fn every_pre_order_of_a_storm_becomes_unpaid_exactly_once() {
     );
 }
 
+/// The readiness report of `sale`'s activity, as `caller` sees it.
+async fn readiness(app: &TestApp, caller: &Caller, sale: &Sale) -> Readiness {
+    let path = format!("/admin/api/readiness?activity_id={}", sale.activity_id);
+    let (status, body) = json(app.get(&path, Some(caller)).await).await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_value(body).expect("a readiness report")
+}
+
+/// Whether the check `name` of the report is ok.
+fn passes(report: &Readiness, name: Name) -> bool {
+    report.check(name).expect("the check is reported").ok
+}
+
 #[tokio::test]
-async fn the_relay_gives_up_after_its_attempts_and_shows_the_failed_rows() {
+async fn ops_retry_the_rows_the_relay_gave_up_on_once_rabbitmq_is_back() {
     let amqp_url = Settings::load().expect("settings").amqp_url;
     let mut rabbit = Proxy::start(&proxy::target_of(amqp_url.expose_secret())).await;
     let through = proxy::through(amqp_url.expose_secret(), &rabbit);
@@ -426,6 +440,7 @@ async fn the_relay_gives_up_after_its_attempts_and_shows_the_failed_rows() {
     .await;
     let sale = open_sale(&app, 5, 1).await;
     buy_each(&app, &sale, 1..6).await;
+    let ops = app.caller(Role::Ops, None).await;
     let sre = app.caller(Role::Sre, None).await;
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     wait::until("the relay gave up", PATIENCE, || async {
@@ -441,9 +456,158 @@ async fn the_relay_gives_up_after_its_attempts_and_shows_the_failed_rows() {
     assert!(rows
         .iter()
         .all(|row| row["attempts"] == 2 && row["last_error"].is_string()));
+    let failed_id = rows[0]["id"].as_i64().expect("id");
     let (status, _) = json(app.get("/admin/api/outbox", Some(&merchant)).await).await;
     assert_eq!(status, 403);
     assert_eq!(app.orders_in(&sale, "PRE_CREATED").await, 5);
+
+    // RabbitMQ is back (the consumers are attached again), and still nothing takes the
+    // failed rows up: the readiness check says so.
+    rabbit.resume().await;
+    wait::until(
+        "the consumers attached again, the outbox still not ok",
+        PATIENCE,
+        || async {
+            let report = readiness(&app, &sre, &sale).await;
+            let seen = (
+                passes(&report, Name::Consumers),
+                passes(&report, Name::Outbox),
+            );
+            if seen == (true, false) {
+                Ok(())
+            } else {
+                Err(format!("{:#?}", report.checks))
+            }
+        },
+    )
+    .await;
+    let report = readiness(&app, &sre, &sale).await;
+    let outbox = report.check(Name::Outbox).expect("the outbox check");
+    assert!(
+        !outbox.ok && outbox.detail.contains("5 row(s) the relay gave up on"),
+        "{outbox:?}"
+    );
+    assert_eq!(app.orders_in(&sale, "PRE_CREATED").await, 5);
+
+    // Refusals change nothing.
+    let retry_all = "/admin/api/outbox/retry";
+    let retry_one = format!("/admin/api/outbox/{failed_id}/retry");
+    for (caller, path, body, expected, code) in [
+        (
+            &sre,
+            retry_all,
+            json!({ "reason": "broker back" }),
+            403,
+            "FORBIDDEN",
+        ),
+        (
+            &sre,
+            retry_one.as_str(),
+            json!({ "reason": "broker back" }),
+            403,
+            "FORBIDDEN",
+        ),
+        (
+            &merchant,
+            retry_all,
+            json!({ "reason": "broker back" }),
+            403,
+            "FORBIDDEN",
+        ),
+        (
+            &ops,
+            retry_all,
+            json!({ "reason": "  " }),
+            400,
+            "REASON_REQUIRED",
+        ),
+        (
+            &ops,
+            retry_one.as_str(),
+            json!({ "reason": "" }),
+            400,
+            "REASON_REQUIRED",
+        ),
+        (&ops, retry_all, json!({}), 400, "BAD_REQUEST"),
+        (
+            &ops,
+            "/admin/api/outbox/999999999/retry",
+            json!({ "reason": "broker back" }),
+            404,
+            "NOT_FOUND",
+        ),
+    ] {
+        let (status, error) = json(app.post_json(path, Some(caller), &body).await).await;
+        assert_eq!(
+            (status, error["code"].as_str()),
+            (expected, Some(code)),
+            "{path}: {error}"
+        );
+    }
+    let (_, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
+    assert_eq!(
+        (summary["failed"].clone(), summary["pending"].clone()),
+        (json!(5), json!(0))
+    );
+    assert_eq!(app.count("ops_audit").await, 0);
+
+    let (status, report) = json(
+        app.post_json(retry_all, Some(&ops), &json!({ "reason": "broker back" }))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["retried"], 5);
+    wait::until("every order completed", PATIENCE, || async {
+        app.orders_in(&sale, "UNPAID").await == 5
+    })
+    .await;
+    assert_eq!(app.completions(&sale).await, 5);
+    wait::until("every outbox row sent", PATIENCE, || async {
+        let (_, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
+        summary["failed"] == 0 && summary["pending"] == 0
+    })
+    .await;
+    let (_, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
+    assert_eq!(summary["failed_rows"], json!([]));
+    wait::until("the outbox check ok again", PATIENCE, || async {
+        passes(&readiness(&app, &sre, &sale).await, Name::Outbox)
+    })
+    .await;
+
+    // A row that is not failed is not the operator's to retry.
+    let (status, error) = json(
+        app.post_json(&retry_one, Some(&ops), &json!({ "reason": "again" }))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (409, Some("NOT_FAILED")),
+        "{error}"
+    );
+    let audited: Vec<(String, String, String, String, Value)> =
+        sqlx::query_as("SELECT actor, source, action, target, detail FROM ops_audit")
+            .fetch_all(&app.db)
+            .await
+            .expect("ops audit");
+    assert_eq!(audited.len(), 1, "{audited:?}");
+    let (actor, source, action, target, detail) = &audited[0];
+    assert_eq!(
+        (
+            actor.as_str(),
+            source.as_str(),
+            action.as_str(),
+            target.as_str()
+        ),
+        (
+            ops.username.as_str(),
+            "api",
+            "outbox.retry_all",
+            "outbox:failed"
+        )
+    );
+    assert_eq!(detail, &json!({ "reason": "broker back", "retried": 5 }));
 }
 
 #[tokio::test]

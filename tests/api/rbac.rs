@@ -241,6 +241,22 @@ fn rows() -> Vec<Row> {
         ),
         admin(
             M::POST,
+            "/outbox/retry",
+            "/outbox/retry",
+            Json(no_reason()),
+            Needs(P::OperatePipeline),
+            400,
+        ),
+        admin(
+            M::POST,
+            "/outbox/{id}/retry",
+            &format!("/outbox/{NO_ID}/retry"),
+            Json(no_reason()),
+            Needs(P::OperatePipeline),
+            400,
+        ),
+        admin(
+            M::POST,
             "/reconciliations",
             "/reconciliations",
             Json(json!({})),
@@ -398,6 +414,12 @@ fn rows() -> Vec<Row> {
             Form(vec![]),
             Needs(P::WatchOperations),
             200,
+        ),
+        server_fn(
+            RetryOutbox::PATH,
+            Form(vec![("id", NO_ID), ("reason", "")]),
+            Needs(P::OperatePipeline),
+            400,
         ),
         server_fn(
             ReplayRecordedOrders::PATH,

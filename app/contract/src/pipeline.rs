@@ -36,7 +36,8 @@ pub struct DeadLetterRows {
     pub waiting: i64,
 }
 
-/// Body of an ops action on the order pipeline (requeue, replay): the reason is audited.
+/// Body of an ops action on the order pipeline (requeue, replay, outbox retry): the reason
+/// is audited.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpsReason {
@@ -55,6 +56,13 @@ pub struct RequeueReport {
 pub struct ReplayReport {
     pub replayed: i64,
     pub published: i64,
+}
+
+/// `POST /admin/api/outbox/{id}/retry` and `POST /admin/api/outbox/retry`: failed outbox
+/// rows handed back to the relay (`pending`, attempts from zero, due now).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxRetryReport {
+    pub retried: i64,
 }
 
 /// An outbox row the relay gave up on.

@@ -37,7 +37,8 @@ pub enum Permission {
     /// Watch the operations side: dead letters, the outbox, the audit log. Merchants' view
     /// stops at their own catalogue and orders.
     WatchOperations,
-    /// Act on the order pipeline during a sale: requeue dead letters, replay recorded orders.
+    /// Act on the order pipeline during a sale: requeue dead letters, replay recorded orders,
+    /// retry outbox rows the relay gave up on.
     OperatePipeline,
     /// Run a reconciliation report and read runs and the stock ledger of every activity.
     Reconcile,

@@ -2,14 +2,15 @@
 //! why and how often they died, and whether they were sent back. Ops and admins requeue one
 //! or all of them; every requeue needs a reason and is audited by the server.
 //!
-//! Below them, the outbox: rows the relay still has to send, rows it gave up
-//! on, and pre-orders recorded while the async switch was on `record`, which ops replay
-//! from here once the pipeline is back.
+//! Below them, the outbox: rows the relay still has to send, rows it gave up on, which ops
+//! hand back to the relay (one or all, with a reason) once the cause is fixed, and pre-orders
+//! recorded while the async switch was on `record`, which ops replay from here once the
+//! pipeline is back.
 
 use super::{error_box, listing, pager, when};
 use crate::api::{
     get_outbox_summary, list_dead_letters, whoami, ReplayRecordedOrders, RequeueAllDeadLetters,
-    RequeueDeadLetter,
+    RequeueDeadLetter, RetryOutbox,
 };
 use contract::{DeadLetterPage, DeadLetterView, OutboxSummary};
 use leptos::prelude::*;
@@ -41,7 +42,11 @@ pub fn DeadLetters() -> impl IntoView {
         |(page, _, _)| list_dead_letters(page),
     );
     let replay = ServerAction::<ReplayRecordedOrders>::new();
-    let outbox = Resource::new(move || replay.version().get(), |_| get_outbox_summary());
+    let retry = ServerAction::<RetryOutbox>::new();
+    let outbox = Resource::new(
+        move || (replay.version().get(), retry.version().get()),
+        |_| get_outbox_summary(),
+    );
     view! {
         <h1>"Dead letters"</h1>
         {move || requeue.value().get().map(|result| match result {
@@ -68,7 +73,7 @@ pub fn DeadLetters() -> impl IntoView {
                     Err(error) => error_box(error),
                 };
                 let outbox = match outbox.await {
-                    Ok(summary) => view! { <Outbox summary may_replay=may_operate replay/> }.into_any(),
+                    Ok(summary) => view! { <Outbox summary may_operate replay retry/> }.into_any(),
                     Err(error) => error_box(error),
                 };
                 view! {
@@ -83,6 +88,14 @@ pub fn DeadLetters() -> impl IntoView {
                         }.into_any(),
                         Err(error) => error_box(error),
                     })}
+                    {move || retry.value().get().map(|result| match result {
+                        Ok(report) => view! {
+                            <p class="notice" id="retry-result">
+                                {report.retried} " failed outbox row(s) handed back to the relay; it publishes them on its next pass."
+                            </p>
+                        }.into_any(),
+                        Err(error) => error_box(error),
+                    })}
                     {outbox}
                 }
             })}
@@ -93,16 +106,18 @@ pub fn DeadLetters() -> impl IntoView {
 #[component]
 fn Outbox(
     summary: OutboxSummary,
-    may_replay: bool,
+    may_operate: bool,
     replay: ServerAction<ReplayRecordedOrders>,
+    retry: ServerAction<RetryOutbox>,
 ) -> AnyView {
     let recorded = summary.recorded;
+    let failed = summary.failed;
     view! {
         <p class="meta" id="outbox-counts">
             {summary.pending} " waiting for the relay · " {summary.failed} " given up on · "
             {recorded} " recorded for a replay"
         </p>
-        {(may_replay && recorded > 0).then(|| view! {
+        {(may_operate && recorded > 0).then(|| view! {
             <details class="change" id="replay-recorded">
                 <summary>"Replay " {recorded} " recorded pre-order(s)…"</summary>
                 <ActionForm action=replay attr:class="card change-form">
@@ -114,21 +129,48 @@ fn Outbox(
                 </ActionForm>
             </details>
         })}
+        {(may_operate && failed > 0).then(|| view! {
+            <details class="change" id="retry-failed">
+                <summary>"Retry all " {failed} " failed row(s)…"</summary>
+                <ActionForm action=retry attr:class="card change-form">
+                    <label>"Reason (audited)"
+                        <textarea name="reason" rows="2" required maxlength="500"></textarea>
+                    </label>
+                    <label class="confirm"><input type="checkbox" required/> "Hand every failed row back to the relay"</label>
+                    <button type="submit" disabled=move || retry.pending().get()>"Retry all"</button>
+                </ActionForm>
+            </details>
+        })}
         {(!summary.failed_rows.is_empty()).then(|| view! {
             <table class="grid" id="outbox-failed">
                 <thead><tr>
                     <th>"ID"</th><th>"Created (UTC)"</th><th>"Event"</th><th>"Topic"</th>
                     <th>"Attempts"</th><th>"Last error"</th>
+                    {may_operate.then(|| view! { <th></th> })}
                 </tr></thead>
                 <tbody>
                     {summary.failed_rows.into_iter().map(|row| view! {
-                        <tr>
+                        <tr data-id=row.id.to_string()>
                             <td class="num">{row.id}</td>
                             <td>{when(row.created_at)}</td>
                             <td class="mono">{row.event_id}</td>
                             <td>{row.topic}</td>
                             <td class="num">{row.attempts}</td>
                             <td>{row.last_error.unwrap_or_default()}</td>
+                            {may_operate.then(|| view! {
+                                <td>
+                                    <details class="change">
+                                        <summary>"Retry…"</summary>
+                                        <ActionForm action=retry attr:class="card change-form">
+                                            <input type="hidden" name="id" value=row.id/>
+                                            <label>"Reason (audited)"
+                                                <textarea name="reason" rows="2" required maxlength="500"></textarea>
+                                            </label>
+                                            <button type="submit" disabled=move || retry.pending().get()>"Retry"</button>
+                                        </ActionForm>
+                                    </details>
+                                </td>
+                            })}
                         </tr>
                     }).collect_view()}
                 </tbody>

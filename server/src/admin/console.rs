@@ -16,8 +16,9 @@ use contract::Source;
 use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, DashboardFrame,
     DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery,
-    OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun, ReplayReport,
-    RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard, SwitchChange,
+    OutboxRetryReport, OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun,
+    ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard,
+    SwitchChange,
 };
 use contract::{
     BaselineRun, BaselineScope, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness,
@@ -36,7 +37,7 @@ use crate::{
     error::ApiError,
     hotkeys::service as hotkeys,
     identity::{authenticate::LoginError, rules},
-    orders::{admin as order_admin, dead_letters, recordings, relay},
+    orders::{admin as order_admin, dead_letters, outbox_retry, recordings, relay},
     prewarm, readiness,
     reconcile::service as reconcile,
     rehearsal::service as rehearsal,
@@ -256,6 +257,15 @@ impl ConsoleBackend for ConsoleService {
 
     async fn outbox_summary(&self, actor: &Actor) -> Result<OutboxSummary, ConsoleError> {
         Ok(relay::summary(&self.state, actor).await?)
+    }
+
+    async fn retry_outbox(
+        &self,
+        actor: &Actor,
+        row: Option<i64>,
+        reason: &str,
+    ) -> Result<OutboxRetryReport, ConsoleError> {
+        Ok(outbox_retry::retry(&self.state, actor, Source::Console, row, reason).await?)
     }
 
     async fn replay_recorded(

@@ -1,6 +1,7 @@
 //! Orders after the buy: the RabbitMQ order pipeline (`mq/`: topology, publishing with
 //! confirms, the batch consumer), the create-order consumer, the pay timeout and its
-//! scanner, the outbox relay, recorded-order replay, the dead-letter sink, the order state
+//! scanner, the outbox relay and the operator's retry of what it gave up on
+//! (`outbox_retry`), recorded-order replay, the dead-letter sink, the order state
 //! machine (`status`), order admin for the console and `/admin/api/orders`, and the buyer's
 //! own order (`buyer`).
 //!
@@ -24,6 +25,7 @@ pub mod dead_letters;
 pub(crate) mod gauges;
 pub mod mq;
 pub(crate) mod outbox;
+pub(crate) mod outbox_retry;
 pub mod pay_timeout;
 pub(crate) mod recordings;
 pub mod relay;

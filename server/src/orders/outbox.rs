@@ -1,11 +1,12 @@
 //! The transactional outbox in PostgreSQL (rows written by `buy::preorders` with each
 //! pre-order): marking rows sent, the relay's claims and failures, the recorded-order
-//! replay's claim, and the figures the console and the gauges show.
+//! replay's claim, an operator's retry of failed rows, and the figures the console and the
+//! gauges show.
 //!
 //! Rows are claimed with `FOR UPDATE SKIP LOCKED` and a lease on `next_attempt_at`, so two
 //! relays (or a relay and a replay) never publish the same row at the same moment.
 
-use sqlx::PgPool;
+use sqlx::{PgPool, Postgres, Transaction};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -136,6 +137,36 @@ pub(crate) async fn claim_recorded(
     .bind(limit)
     .fetch_all(pool)
     .await
+}
+
+/// Locks one row for an operator's retry and says its status (`None`: no such row); a
+/// concurrent retry of the same row waits here and then finds it `pending`.
+pub(crate) async fn lock_status(
+    tx: &mut Transaction<'_, Postgres>,
+    id: i64,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT status FROM outbox WHERE id = $1 FOR UPDATE")
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await
+}
+
+/// Hands failed rows back to the relay: `pending`, attempts from zero (so it has all of
+/// `relay_max_attempts` again), due now, the old error cleared. `only`: that row, else every
+/// failed row. Rows in any other status are left alone. Returns how many were handed back.
+pub(crate) async fn retry_failed(
+    tx: &mut Transaction<'_, Postgres>,
+    only: Option<i64>,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query(
+        "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = now(),
+                last_error = NULL
+         WHERE status = 'failed' AND ($1::BIGINT IS NULL OR id = $1)",
+    )
+    .bind(only)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected())
 }
 
 /// One count per status, each answered from its partial index (sent rows are never read).

@@ -1,6 +1,7 @@
 //! The outbox relay (leader only): resends outbox rows still `pending` after the
 //! grace period, counts attempts, waits longer after each failure, and marks a row
-//! `failed` (with its last error, shown in the console) after `relay_max_attempts`.
+//! `failed` (with its last error, shown in the console) after `relay_max_attempts`, until an
+//! operator hands it back (`outbox_retry`).
 //!
 //! It runs only while this instance leads, and is safe even if two run: each batch is
 //! claimed with `FOR UPDATE SKIP LOCKED` and leased before it is published.

@@ -531,7 +531,7 @@ pub(crate) fn outbox(oldest_pending: Duration, grace: Duration, failed: i64) -> 
     }
     if failed > 0 {
         problems.push(format!(
-            "{failed} row(s) the relay gave up on: see the outbox page, then run a reconciliation repair"
+            "{failed} row(s) the relay gave up on: fix the cause (is RabbitMQ reachable, its exchange declared?), then retry them from the outbox (the dead-letters page, or POST /admin/api/outbox/retry)"
         ));
     }
     if problems.is_empty() {

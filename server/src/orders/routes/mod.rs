@@ -15,5 +15,7 @@ pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {
         .post("/dead-letters/requeue-all", dead_letters::requeue_all)
         .post("/dead-letters/{id}/requeue", dead_letters::requeue)
         .get("/outbox", outbox::summary)
+        .post("/outbox/retry", outbox::retry_all)
+        .post("/outbox/{id}/retry", outbox::retry)
         .post("/recordings/replay", recordings::replay)
 }

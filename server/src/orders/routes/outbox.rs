@@ -1,14 +1,47 @@
-//! `GET /admin/api/outbox`: rows waiting for the relay, given up on, and recorded.
+//! `/admin/api/outbox`: rows waiting for the relay, given up on, and recorded; handing the
+//! ones given up on back to the relay.
 
-use axum::{extract::State, Json};
-use contract::Actor;
-use contract::OutboxSummary;
+use axum::{
+    extract::{
+        rejection::{JsonRejection, PathRejection},
+        Path, State,
+    },
+    Json,
+};
+use contract::{Actor, OpsReason, OutboxRetryReport, OutboxSummary, Source};
 
-use crate::{error::ApiResult, orders::relay, state::AppState};
+use crate::{
+    error::ApiResult,
+    orders::{outbox_retry, relay},
+    state::AppState,
+};
 
 pub(crate) async fn summary(
     State(state): State<AppState>,
     actor: Actor,
 ) -> ApiResult<Json<OutboxSummary>> {
     Ok(Json(relay::summary(&state, &actor).await?))
+}
+
+pub(crate) async fn retry(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+    body: Result<Json<OpsReason>, JsonRejection>,
+) -> ApiResult<Json<OutboxRetryReport>> {
+    let (Path(id), Json(body)) = (id?, body?);
+    Ok(Json(
+        outbox_retry::retry(&state, &actor, Source::Api, Some(id), &body.reason).await?,
+    ))
+}
+
+pub(crate) async fn retry_all(
+    State(state): State<AppState>,
+    actor: Actor,
+    body: Result<Json<OpsReason>, JsonRejection>,
+) -> ApiResult<Json<OutboxRetryReport>> {
+    let Json(body) = body?;
+    Ok(Json(
+        outbox_retry::retry(&state, &actor, Source::Api, None, &body.reason).await?,
+    ))
 }
