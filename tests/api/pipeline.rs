@@ -551,6 +551,14 @@ async fn ops_retry_the_rows_the_relay_gave_up_on_once_rabbitmq_is_back() {
     );
     assert_eq!(app.count("ops_audit").await, 0);
 
+    // The relay's own channel is back too (after a failed connect it waits a moment before
+    // the next): a retried row is not spent on that moment.
+    wait::until(
+        "the relay's publisher connected again",
+        PATIENCE,
+        || async { app.state.pipeline.control.publish(&[]).await.is_ok() },
+    )
+    .await;
     let (status, report) = json(
         app.post_json(retry_all, Some(&ops), &json!({ "reason": "broker back" }))
             .await,
