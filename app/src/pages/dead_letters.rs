@@ -7,7 +7,7 @@
 //! recorded while the async switch was on `record`, which ops replay from here once the
 //! pipeline is back.
 
-use super::{error_box, listing, pager, when};
+use super::{error_box, listing, pager, reason_field, when};
 use crate::api::{
     get_outbox_summary, list_dead_letters, whoami, ReplayRecordedOrders, RequeueAllDeadLetters,
     RequeueDeadLetter, RetryOutbox,
@@ -121,9 +121,7 @@ fn Outbox(
             <details class="change" id="replay-recorded">
                 <summary>"Replay " {recorded} " recorded pre-order(s)…"</summary>
                 <ActionForm action=replay attr:class="card change-form">
-                    <label>"Reason (audited)"
-                        <textarea name="reason" rows="2" required maxlength="500"></textarea>
-                    </label>
+                    {reason_field()}
                     <label class="confirm"><input type="checkbox" required/> "Hand every recorded pre-order to the order pipeline"</label>
                     <button type="submit" disabled=move || replay.pending().get()>"Replay"</button>
                 </ActionForm>
@@ -133,9 +131,7 @@ fn Outbox(
             <details class="change" id="retry-failed">
                 <summary>"Retry all " {failed} " failed row(s)…"</summary>
                 <ActionForm action=retry attr:class="card change-form">
-                    <label>"Reason (audited)"
-                        <textarea name="reason" rows="2" required maxlength="500"></textarea>
-                    </label>
+                    {reason_field()}
                     <label class="confirm"><input type="checkbox" required/> "Hand every failed row back to the relay"</label>
                     <button type="submit" disabled=move || retry.pending().get()>"Retry all"</button>
                 </ActionForm>
@@ -163,9 +159,7 @@ fn Outbox(
                                         <summary>"Retry…"</summary>
                                         <ActionForm action=retry attr:class="card change-form">
                                             <input type="hidden" name="id" value=row.id/>
-                                            <label>"Reason (audited)"
-                                                <textarea name="reason" rows="2" required maxlength="500"></textarea>
-                                            </label>
+                                            {reason_field()}
                                             <button type="submit" disabled=move || retry.pending().get()>"Retry"</button>
                                         </ActionForm>
                                     </details>
@@ -197,9 +191,7 @@ fn Letters(
             <details class="change" id="requeue-all">
                 <summary>"Requeue all " {waiting} " waiting…"</summary>
                 <ActionForm action=requeue_all attr:class="card change-form">
-                    <label>"Reason (audited)"
-                        <textarea name="reason" rows="2" required maxlength="500"></textarea>
-                    </label>
+                    {reason_field()}
                     <label class="confirm"><input type="checkbox" required/> "Send every waiting dead letter back to its queue"</label>
                     <button type="submit" disabled=move || requeue_all.pending().get()>"Requeue all"</button>
                 </ActionForm>
@@ -262,9 +254,7 @@ fn Letter(
                             <summary>"Requeue…"</summary>
                             <ActionForm action=requeue attr:class="card change-form">
                                 <input type="hidden" name="id" value=letter.id/>
-                                <label>"Reason (audited)"
-                                    <textarea name="reason" rows="2" required maxlength="500"></textarea>
-                                </label>
+                                {reason_field()}
                                 <button type="submit" disabled=move || requeue.pending().get()>"Requeue"</button>
                             </ActionForm>
                         </details>

@@ -3,7 +3,7 @@
 //! the last hours, and, for ops and admin, forms to add a key by hand and to remove one.
 //! Adding and removing are audited by the server with the reason.
 
-use super::{error_box, listing, maybe_when, ticker, when};
+use super::{error_box, listing, maybe_when, reason_field, ticker, when};
 use crate::api::{get_hotkeys, hotkey_history, whoami, AddHotKey, RemoveHotKey};
 use contract::{HotKey, HotKeyKind, HotKeyPeriod, HotKeysView, Permission};
 use leptos::prelude::*;
@@ -167,7 +167,7 @@ fn add_form(add: ServerAction<AddHotKey>) -> impl IntoView {
                 </label>
                 <label>"Limit per second (limit only)" <input name="limit_per_s" inputmode="numeric"/></label>
                 <label>"Hold, seconds" <input name="hold_s" value="300" inputmode="numeric" required/></label>
-                <label>"Reason (audited)" <textarea name="reason" rows="2" required maxlength="500"></textarea></label>
+                {reason_field()}
                 <button type="submit" disabled=move || add.pending().get()>"Add"</button>
             </ActionForm>
         </details>

@@ -20,6 +20,16 @@ pub mod switches;
 use leptos::prelude::*;
 
 /// A server function's error, shown where the page's content would be.
+/// The reason every audited change asks for, as the server requires it (not blank, at most
+/// 500 characters), in the form field the change's server function reads.
+pub fn reason_field() -> impl IntoView {
+    view! {
+        <label>"Reason (audited)"
+            <textarea name="reason" rows="2" required maxlength="500"></textarea>
+        </label>
+    }
+}
+
 pub fn error_box(error: ServerFnError) -> AnyView {
     let message = match error {
         ServerFnError::ServerError(message) => message,

@@ -10,7 +10,7 @@
 //! The forms are plain forms, so they work before hydration too; the server refuses what a
 //! role may not do, whatever the page showed.
 
-use super::{activity_options, chosen_activity, error_box, listing, ticker, when};
+use super::{activity_options, chosen_activity, error_box, listing, reason_field, ticker, when};
 use crate::api::{
     get_activity_ledger, get_reconciliation, list_activities, list_reconciliations, whoami,
     StartReconciliation,
@@ -414,9 +414,7 @@ fn Rerun(activity_id: i64, repair: bool, rerun: ServerAction<StartReconciliation
                 <ActionForm action=rerun attr:class="card change-form">
                     <input type="hidden" name="activity_id" value=activity_id/>
                     <input type="hidden" name="repair" value="true"/>
-                    <label>"Reason (audited)"
-                        <textarea name="reason" rows="2" required maxlength="500"></textarea>
-                    </label>
+                    {reason_field()}
                     <button type="submit" disabled=move || rerun.pending().get()>"Re-run the repair"</button>
                 </ActionForm>
             </details>

@@ -7,7 +7,7 @@
 //! The change forms are plain forms (`<details>` and a required confirmation box), so they
 //! work before hydration too; the live panel needs the hydrated page.
 
-use super::{error_box, ticker, when};
+use super::{error_box, reason_field, ticker, when};
 use crate::api::{get_switch_board, whoami, FlipSwitch};
 use contract::{NodeState, SwitchBoard, SwitchChange, SwitchRow};
 use leptos::prelude::*;
@@ -379,9 +379,7 @@ fn OtherKey(flip: ServerAction<FlipSwitch>) -> AnyView {
             <ActionForm action=flip attr:class="card change-form">
                 <label>"Key" <input type="text" name="path" required placeholder="switches/entry/42"/></label>
                 <label>"Value" <input type="text" name="value" required placeholder="closed"/></label>
-                <label>"Reason (audited)"
-                    <textarea name="reason" rows="2" required maxlength="500"></textarea>
-                </label>
+                {reason_field()}
                 <label class="confirm"><input type="checkbox" required/> "I confirm this flip"</label>
                 <button type="submit" disabled=move || flip.pending().get()>"Flip"</button>
             </ActionForm>
