@@ -319,7 +319,7 @@ async fn a_redis_master_killed_mid_storm_is_replaced_by_its_replica_and_breaks_n
         async {
             let fault = Fault::strikes();
             redis.crash_master(&stock_key).await;
-            fault.ends()
+            fault.ends_with_answers_lost()
         },
     )
     .await;

@@ -37,6 +37,7 @@ use std::{
     sync::{Arc, LazyLock},
     time::Duration,
 };
+use tokio::sync::Semaphore;
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -76,6 +77,12 @@ const SUCCESS_TTL_S: u64 = 3600;
 const IN_PROGRESS_RETRY_S: u32 = 1;
 /// How long a replay of a request in flight on this instance waits for its answer.
 const REPLAY_WAIT: Duration = Duration::from_secs(3);
+/// How long the buy path keeps trying to give back a deduction whose answer was lost: longer
+/// than a Redis failover takes.
+const UNANSWERED_PATIENCE: Duration = Duration::from_secs(30);
+/// Deductions whose answers were lost that are retried at once. During an outage every
+/// request loses its answer; beyond these, each gets one try and reconciliation the rest.
+const UNANSWERED_RETRIED: usize = 64;
 
 /// Body of `POST /api/seckill/buy`.
 #[derive(Debug, Deserialize)]
@@ -389,6 +396,8 @@ pub struct Funnel {
     redis: RedisStore,
     /// For voiding a pre-order whose commit failed ambiguously before giving its units back.
     db: PgPool,
+    /// Permits to keep retrying the release of a deduction whose answer was lost.
+    unanswered: Arc<Semaphore>,
     counts: StageCounts,
     /// What finished requests cost the stores, per outcome.
     path: PathTotals,
@@ -443,6 +452,7 @@ impl Funnel {
             publisher,
             redis,
             db,
+            unanswered: Arc::new(Semaphore::new(UNANSWERED_RETRIED)),
             path: PathTotals::of(&metrics),
             counts: StageCounts(metrics),
         }
@@ -877,9 +887,14 @@ impl Funnel {
     /// id never reaches the pre-order writer, so releasing it is always safe.
     fn settle_unanswered(&self, claimed: &Arc<Claimed>, deducted: bool) {
         let (redis, claimed) = (self.redis.clone(), Arc::clone(claimed));
+        let retrying = Arc::clone(&self.unanswered).try_acquire_owned().ok();
         tokio::spawn(async move {
             if deducted {
-                settle::release_unanswered(&redis, &deduction(&claimed.order)).await;
+                let patience = match retrying {
+                    Some(_) => UNANSWERED_PATIENCE,
+                    None => Duration::ZERO,
+                };
+                settle::release_unanswered(&redis, &deduction(&claimed.order), patience).await;
             }
             if let Err(error) = redis.release_claim(&claimed.call()).await {
                 tracing::debug!(error = %error, "a claim whose answer was lost stays until it expires");

@@ -10,6 +10,7 @@
 
 use contract::{SaleItem, UserId};
 use sqlx::PgPool;
+use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use crate::{buy::stock_scripts::Units, infra::redis::RedisStore};
@@ -56,21 +57,46 @@ pub(crate) async fn void_and_release(
 
 /// Releases a deduction whose script answer was lost. The pre-order was never handed to the
 /// writer, so no void is needed; if the script never ran, its marker is absent and nothing
-/// changes. On failure the marker stays for reconciliation.
-pub(crate) async fn release_unanswered(redis: &RedisStore, deduction: &Deduction) {
-    match redis
-        .release_deduction(deduction.sale, deduction.order, Units::BackToStock)
-        .await
-    {
-        Ok(Some(units)) => {
-            tracing::info!(order = %deduction.order, units, "a deduction whose answer was lost is given back");
-        }
-        Ok(None) => {}
-        Err(error) => {
-            tracing::debug!(order = %deduction.order, error = %error, "a deduction whose answer was lost stays for reconciliation");
+/// changes.
+///
+/// An answer is lost most often because Redis went away (a master crashed and its replica is
+/// taking over): the release fails too, for as long as the failover lasts. So it is tried
+/// again, the pause doubling up to [`RETRY_PAUSE_MAX`], for up to `patience`: the unit is back
+/// on sale the moment Redis is, not a reconciliation grace later, while the buyers who wanted
+/// it are still there. After that the marker stays for reconciliation.
+pub(crate) async fn release_unanswered(
+    redis: &RedisStore,
+    deduction: &Deduction,
+    patience: Duration,
+) {
+    let started = Instant::now();
+    let mut pause = RETRY_PAUSE_FIRST;
+    loop {
+        match redis
+            .release_deduction(deduction.sale, deduction.order, Units::BackToStock)
+            .await
+        {
+            Ok(Some(units)) => {
+                tracing::info!(order = %deduction.order, units, "a deduction whose answer was lost is given back");
+                return;
+            }
+            Ok(None) => return,
+            Err(error) if started.elapsed() + pause > patience => {
+                tracing::debug!(order = %deduction.order, error = %error, "a deduction whose answer was lost stays for reconciliation");
+                return;
+            }
+            Err(_) => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(RETRY_PAUSE_MAX);
+            }
         }
     }
 }
+
+/// The first pause before a failed release is tried again.
+const RETRY_PAUSE_FIRST: Duration = Duration::from_millis(20);
+/// The longest pause between two tries: the unit comes back at most this long after Redis.
+const RETRY_PAUSE_MAX: Duration = Duration::from_millis(250);
 
 /// Inserts the void row; `false` when an order under that id exists already.
 async fn void(db: &PgPool, deduction: &Deduction) -> Result<bool, sqlx::Error> {
