@@ -130,18 +130,19 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
     let redis = RedisStore::connect(&settings, &metrics).await?;
     let auth = Authenticator::new(db.clone(), redis.clone(), metrics.clone(), &settings);
     let buy = &settings.buy;
-    let preorders = PreorderWriter::spawn(
-        MeteredPool::new(db.clone(), &metrics, "preorder_batch"),
-        buy.preorder_batch_max,
-        std::time::Duration::from_micros(buy.preorder_batch_wait_us),
-        metrics.preorder_batch_size.clone(),
-        metrics.dependency_calls.clone(),
-    );
     let switches = Switches::new(SwitchValues::from_settings(buy));
     let (election, leadership) = Leadership::channel();
     let control = ControlStatus::new(&settings.control);
     let amqp = AmqpLink::new(settings.amqp_url.clone());
     let pipeline = Pipeline::new(&amqp, &settings, &db, &metrics);
+    let preorders = PreorderWriter::spawn(
+        MeteredPool::new(db.clone(), &metrics, "preorder_batch"),
+        pipeline.publisher.clone(),
+        buy.preorder_batch_max,
+        std::time::Duration::from_micros(buy.preorder_batch_wait_us),
+        metrics.preorder_batch_size.clone(),
+        metrics.dependency_calls.clone(),
+    );
     let hotkeys = Arc::new(HotKeys::new(buy.hotkey_detection, metrics.clone()));
     let funnel = Arc::new(Funnel::new(FunnelParts {
         settings: buy.clone(),
@@ -150,7 +151,6 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         hotkeys: hotkeys.clone(),
         tokens: BuyerTokens::new(&settings.jwt_secret),
         preorders,
-        publisher: pipeline.publisher.clone(),
         redis: redis.clone(),
         db: db.clone(),
         metrics: metrics.clone(),

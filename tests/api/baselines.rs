@@ -364,23 +364,28 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
     let redis_for_refusals = monitor.for_buys_between(&sold_out, &after);
 
     // Every order completed by the consumer (each published once), every outbox row sent.
-    wait::until("every order completed and its outbox row sent", PATIENCE, || async {
-        let unpaid: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM orders WHERE activity_id = $1 AND status = 'UNPAID'",
-        )
-        .bind(activity_id)
-        .fetch_one(&app.db)
-        .await
-        .expect("orders");
-        let sent: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM outbox WHERE status = 'sent' AND (payload->>'activity_id')::BIGINT = $1",
-        )
-        .bind(activity_id)
-        .fetch_one(&app.db)
-        .await
-        .expect("outbox");
-        unpaid == STOCK && sent == STOCK
-    })
+    wait::until(
+        "every order completed and its outbox row sent",
+        PATIENCE,
+        || async {
+            let unpaid: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM orders WHERE activity_id = $1 AND status = 'UNPAID'",
+            )
+            .bind(activity_id)
+            .fetch_one(&app.db)
+            .await
+            .expect("orders");
+            let sent: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM orders o JOIN outbox x ON x.event_id = o.outbox_event_id
+             WHERE o.activity_id = $1 AND x.status = 'sent'",
+            )
+            .bind(activity_id)
+            .fetch_one(&app.db)
+            .await
+            .expect("outbox");
+            unpaid == STOCK && sent == STOCK
+        },
+    )
     .await;
     let batches = transactions(
         &app,
@@ -390,7 +395,8 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
     .await;
     let marked_sent = transactions(
         &app,
-        "SELECT COUNT(DISTINCT xmin::TEXT) FROM outbox WHERE (payload->>'activity_id')::BIGINT = $1",
+        "SELECT COUNT(DISTINCT xmin::TEXT) FROM outbox
+         WHERE event_id IN (SELECT outbox_event_id FROM orders WHERE activity_id = $1)",
         activity_id,
     )
     .await;

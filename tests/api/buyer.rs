@@ -59,12 +59,9 @@ async fn storm_of_2000_buyers(mode: DeductionMode) {
             .await
             .expect("count");
     assert_eq!(orders, 100);
-    let outbox: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM outbox o JOIN orders ON orders.id = o.event_id WHERE o.status IN ('pending', 'sent')",
-    )
-    .fetch_one(&app.db)
-    .await
-    .expect("count");
+    let outbox = app
+        .orders_whose_outbox("x.status IN ('pending', 'sent')")
+        .await;
     assert_eq!(outbox, 100, "every pre-order has its outbox row");
     // Every success names an order that exists and belongs to that buyer.
     for (user, status, body) in &results {

@@ -452,11 +452,14 @@ async fn recorded_pre_orders_are_replayed_from_the_console_by_ops_only() {
 
 /// The outbox row of `order` and its status.
 async fn outbox_row(app: &TestApp, order: Uuid) -> (i64, String) {
-    sqlx::query_as("SELECT id, status FROM outbox WHERE event_id = $1")
-        .bind(order)
-        .fetch_one(&app.db)
-        .await
-        .expect("outbox row")
+    sqlx::query_as(
+        "SELECT id, status FROM outbox
+         WHERE event_id = (SELECT COALESCE(outbox_event_id, id) FROM orders WHERE id = $1)",
+    )
+    .bind(order)
+    .fetch_one(&app.db)
+    .await
+    .expect("outbox row")
 }
 
 async fn order_status(app: &TestApp, order: Uuid) -> String {

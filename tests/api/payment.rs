@@ -84,7 +84,7 @@ impl TestApp {
             }
             let found: Vec<(String, Option<String>, Option<i32>, i64)> = sqlx::query_as(
                 "SELECT o.status, ob.status, ob.attempts, count(*) FROM orders o
-                 LEFT JOIN outbox ob ON ob.event_id = o.id
+                 LEFT JOIN outbox ob ON ob.event_id = COALESCE(o.outbox_event_id, o.id)
                  WHERE o.id = ANY($1) GROUP BY 1, 2, 3",
             )
             .bind(order_ids)

@@ -78,19 +78,12 @@ impl TestApp {
         .expect("count completions")
     }
 
-    /// The create-order messages of these orders, built from their outbox rows.
+    /// One create-order message per order, built from its event in its outbox row.
     async fn create_messages(&self, orders: &[Uuid]) -> Vec<Outgoing> {
-        let payloads: Vec<Value> =
-            sqlx::query_scalar("SELECT payload FROM outbox WHERE event_id = ANY($1) ORDER BY id")
-                .bind(orders)
-                .fetch_all(&self.db)
-                .await
-                .expect("outbox payloads");
-        assert_eq!(payloads.len(), orders.len());
-        payloads
+        self.outbox_events(orders)
+            .await
             .into_iter()
-            .map(|payload| {
-                let event: OrderCreated = serde_json::from_value(payload).expect("payload");
+            .map(|event| {
                 self.state
                     .pipeline
                     .topology
@@ -213,13 +206,9 @@ async fn the_buy_path_publishes_at_once_and_marks_its_outbox_rows_sent() {
     })
     .await;
     wait::until("every outbox row marked sent", PATIENCE, || async {
-        let sent: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM outbox WHERE status = 'sent' AND attempts = 0",
-        )
-        .fetch_one(&app.db)
-        .await
-        .expect("outbox");
-        sent == 50
+        app.orders_whose_outbox("x.status = 'sent' AND x.attempts = 0")
+            .await
+            == 50
     })
     .await;
     // Sequential buyers: each message may carry one order, or the few a batch committed.
@@ -344,13 +333,9 @@ async fn buyers_get_their_orders_while_rabbitmq_is_unreachable_and_the_relay_del
         "the relay tried while RabbitMQ was away",
         PATIENCE,
         || async {
-            let tried: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM outbox WHERE status = 'pending' AND attempts > 0",
-            )
-            .fetch_one(&app.db)
-            .await
-            .expect("outbox");
-            tried == 30
+            app.orders_whose_outbox("x.status = 'pending' AND x.attempts > 0")
+                .await
+                == 30
         },
     )
     .await;
@@ -369,11 +354,7 @@ async fn buyers_get_their_orders_while_rabbitmq_is_unreachable_and_the_relay_del
     assert_eq!(app.completions(&sale).await, 30);
     assert_eq!(app.sold(&sale).await, 30);
     wait::until("every outbox row sent", PATIENCE, || async {
-        let sent: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'sent'")
-            .fetch_one(&app.db)
-            .await
-            .expect("outbox");
-        sent == 30
+        app.orders_whose_outbox("x.status = 'sent'").await == 30
     })
     .await;
 }
@@ -398,7 +379,13 @@ async fn every_pre_order_of_a_storm_becomes_unpaid_exactly_once() {
         app.scheduled_timeouts().await == 150
     })
     .await;
-    // Orders committed together travel together: RabbitMQ's work is per message.
+    // Orders committed together share an outbox row and travel together: PostgreSQL's work
+    // is per row, RabbitMQ's per message.
+    let outbox_rows = app.outbox_rows_of(&sale).await;
+    assert!(
+        outbox_rows < 150,
+        "{outbox_rows} outbox rows for 150 orders"
+    );
     let create_messages = app.offers("confirmed");
     assert!(
         create_messages < 150,
@@ -440,19 +427,21 @@ async fn ops_retry_the_rows_the_relay_gave_up_on_once_rabbitmq_is_back() {
     .await;
     let sale = open_sale(&app, 5, 1).await;
     buy_each(&app, &sale, 1..6).await;
+    // Orders committed together share a row: one to five rows carry the five orders.
+    let outbox_rows = app.outbox_rows_of(&sale).await;
     let ops = app.caller(Role::Ops, None).await;
     let sre = app.caller(Role::Sre, None).await;
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     wait::until("the relay gave up", PATIENCE, || async {
         let (_, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
-        summary["failed"] == 5
+        summary["failed"] == outbox_rows
     })
     .await;
     let (status, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
     assert_eq!(status, 200);
     assert_eq!(summary["pending"], 0);
     let rows = summary["failed_rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 5);
+    assert_eq!(rows.len() as i64, outbox_rows);
     assert!(rows
         .iter()
         .all(|row| row["attempts"] == 2 && row["last_error"].is_string()));
@@ -484,7 +473,10 @@ async fn ops_retry_the_rows_the_relay_gave_up_on_once_rabbitmq_is_back() {
     let report = readiness(&app, &sre, &sale).await;
     let outbox = report.check(Name::Outbox).expect("the outbox check");
     assert!(
-        !outbox.ok && outbox.detail.contains("5 row(s) the relay gave up on"),
+        !outbox.ok
+            && outbox
+                .detail
+                .contains(&format!("{outbox_rows} row(s) the relay gave up on")),
         "{outbox:?}"
     );
     assert_eq!(app.orders_in(&sale, "PRE_CREATED").await, 5);
@@ -547,7 +539,7 @@ async fn ops_retry_the_rows_the_relay_gave_up_on_once_rabbitmq_is_back() {
     let (_, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
     assert_eq!(
         (summary["failed"].clone(), summary["pending"].clone()),
-        (json!(5), json!(0))
+        (json!(outbox_rows), json!(0))
     );
     assert_eq!(app.count("ops_audit").await, 0);
 
@@ -565,7 +557,7 @@ async fn ops_retry_the_rows_the_relay_gave_up_on_once_rabbitmq_is_back() {
     )
     .await;
     assert_eq!(status, 200, "{report}");
-    assert_eq!(report["retried"], 5);
+    assert_eq!(report["retried"], outbox_rows);
     wait::until("every order completed", PATIENCE, || async {
         app.orders_in(&sale, "UNPAID").await == 5
     })
@@ -615,7 +607,10 @@ async fn ops_retry_the_rows_the_relay_gave_up_on_once_rabbitmq_is_back() {
             "outbox:failed"
         )
     );
-    assert_eq!(detail, &json!({ "reason": "broker back", "retried": 5 }));
+    assert_eq!(
+        detail,
+        &json!({ "reason": "broker back", "retried": outbox_rows })
+    );
 }
 
 #[tokio::test]
@@ -650,16 +645,7 @@ async fn a_message_whose_one_order_cannot_be_completed_completes_the_others_and_
     .await
     .expect("the refusing trigger");
     // The three in one message, as the buy path's publisher sends orders committed together.
-    let events: Vec<OrderCreated> = sqlx::query_scalar::<_, Value>(
-        "SELECT payload FROM outbox WHERE event_id = ANY($1) ORDER BY id",
-    )
-    .bind(&orders)
-    .fetch_all(&app.db)
-    .await
-    .expect("outbox payloads")
-    .into_iter()
-    .map(|payload| serde_json::from_value(payload).expect("an event"))
-    .collect();
+    let events = app.outbox_events(&orders).await;
     // (The buy path published its own messages too; this one is told apart by its id.)
     app.publish(&[Outgoing {
         message_id: "three-orders".into(),
@@ -861,7 +847,8 @@ async fn recorded_orders_are_replayed_exactly_once() {
     .await;
     let (status, summary) = json(app.get("/admin/api/outbox", Some(&sre)).await).await;
     assert_eq!(status, 200);
-    assert_eq!(summary["recorded"], 40);
+    let outbox_rows = app.outbox_rows_of(&sale).await;
+    assert_eq!(summary["recorded"], outbox_rows);
     assert_eq!(app.orders_in(&sale, "PRE_CREATED").await, 40);
 
     let (status, _) = json(
@@ -884,10 +871,7 @@ async fn recorded_orders_are_replayed_exactly_once() {
     )
     .await;
     assert_eq!(status, 400);
-    let recorded: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'recorded'")
-        .fetch_one(&app.db)
-        .await
-        .expect("outbox");
+    let recorded = app.orders_whose_outbox("x.status = 'recorded'").await;
     assert_eq!(recorded, 40, "refusals replay nothing");
 
     let replay = || async {

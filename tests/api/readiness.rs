@@ -8,7 +8,7 @@
 
 use crate::support::{
     app::{json, spawn_app_with, TestApp},
-    fixtures::{buy_body, prewarm, upcoming_activity, Caller, Listing, Sale},
+    fixtures::{buy_body, order_id, prewarm, upcoming_activity, Caller, Listing, Sale},
     redis_server::RedisInstance,
     wait::{self, PATIENCE},
 };
@@ -16,11 +16,7 @@ use contract::{Readiness, ReadinessCheckName as Name, Role, SaleItem};
 use etcd_client::{Client, GetOptions};
 use seckill::{
     infra::config::{DeductionMode, Settings},
-    orders::{
-        create_order,
-        mq::{message::OrderCreated, topology::Outgoing},
-        pay_timeout, relay,
-    },
+    orders::{create_order, mq::topology::Outgoing, pay_timeout, relay},
 };
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -298,11 +294,7 @@ async fn a_dead_letter_makes_the_sale_not_ready_until_it_is_requeued() {
     // A real order's create-order event, dead-lettered as the queue's delivery limit would.
     let (status, answer) = app.buy(1, "rq-1", &buy_body(&sale, 1)).await;
     assert_eq!(status, 200, "{answer}");
-    let payload: Value = sqlx::query_scalar("SELECT payload FROM outbox LIMIT 1")
-        .fetch_one(&app.db)
-        .await
-        .expect("the outbox row");
-    let event: OrderCreated = serde_json::from_value(payload).expect("an event");
+    let event = app.outbox_events(&[order_id(&answer)]).await.remove(0);
     let topology = &app.state.pipeline.topology;
     let dead = Outgoing {
         exchange: topology.dead_exchange.clone(),

@@ -308,12 +308,15 @@ async fn stuck_pre_orders_are_sent_again_or_failed_and_given_back() {
     // The relay gave up on one; the other's message went out and was lost (dead-lettered,
     // say), and it has waited past any hope.
     for (order, outbox) in [(failed_outbox, "failed"), (too_old, "sent")] {
-        sqlx::query("UPDATE outbox SET status = $2 WHERE event_id = $1")
-            .bind(order)
-            .bind(outbox)
-            .execute(&app.db)
-            .await
-            .expect("set the outbox row");
+        sqlx::query(
+            "UPDATE outbox SET status = $2
+             WHERE event_id = (SELECT COALESCE(outbox_event_id, id) FROM orders WHERE id = $1)",
+        )
+        .bind(order)
+        .bind(outbox)
+        .execute(&app.db)
+        .await
+        .expect("set the outbox row");
     }
     for (order, age) in [(failed_outbox, "5 minutes"), (too_old, "2 hours")] {
         sqlx::query(&format!(

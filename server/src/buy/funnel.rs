@@ -3,8 +3,9 @@
 //! [`Funnel`] in this order: (1) admission, before the body is read, (2) validation, (3)
 //! the buyer token, (4) the activity and item from the in-memory catalogue, (5) the phase,
 //! (6) the local sold-out flag, (7) the stored answer of the request id, (8) the rate
-//! limits, (9) the challenge, (10) the claim and deduction, (11) the pre-order, (12) the
-//! publish. Steps 7, 8 and 10 are one Redis script (`lua/buy.lua`), so a buy costs one
+//! limits, (9) the challenge, (10) the claim and deduction, (11) the pre-order, and (12)
+//! the publish, which the pre-order writer starts for the whole batch (`preorders`) before
+//! it answers. Steps 7, 8 and 10 are one Redis script (`lua/buy.lua`), so a buy costs one
 //! Redis round trip and storing its answer another; with the challenge on, one more.
 //!
 //! Replays win over cheap refusals: the phase and the sold-out flag refuse from memory
@@ -67,7 +68,6 @@ use crate::{
         redis::RedisStore,
         token_bucket::TokenBucket,
     },
-    orders::mq::{message::OrderCreated, publisher::Publisher},
     reconcile::settle::{self, Deduction},
 };
 
@@ -392,7 +392,6 @@ pub struct Funnel {
     running: Arc<Running<Answer>>,
     tokens: BuyerTokens,
     preorders: PreorderWriter,
-    publisher: Publisher,
     redis: RedisStore,
     /// For voiding a pre-order whose commit failed ambiguously before giving its units back.
     db: PgPool,
@@ -411,7 +410,6 @@ pub(crate) struct FunnelParts {
     pub(crate) hotkeys: Arc<HotKeys>,
     pub(crate) tokens: BuyerTokens,
     pub(crate) preorders: PreorderWriter,
-    pub(crate) publisher: Publisher,
     pub(crate) redis: RedisStore,
     pub(crate) db: PgPool,
     pub(crate) metrics: Metrics,
@@ -426,7 +424,6 @@ impl Funnel {
             hotkeys,
             tokens,
             preorders,
-            publisher,
             redis,
             db,
             metrics,
@@ -449,7 +446,6 @@ impl Funnel {
             hotkeys,
             tokens,
             preorders,
-            publisher,
             redis,
             db,
             unanswered: Arc::new(Semaphore::new(UNANSWERED_RETRIED)),
@@ -783,10 +779,7 @@ impl Funnel {
             Err(answer) => return answer,
         };
         let answer = match self.write_preorder(&order, mode).await {
-            Ok(Committed::This) => {
-                self.publish(&order);
-                ordered(order.id)
-            }
+            Ok(Committed::This) => ordered(order.id),
             Ok(Committed::Earlier(id)) => ordered(id),
             Err(answer) => answer,
         };
@@ -967,21 +960,6 @@ impl Funnel {
                 }
                 Err(self.counts.stop("preorder", Outcome::Degraded))
             }
-        }
-    }
-
-    /// Step 12: offers the event to the publisher; in `record` mode the outbox row waits
-    /// for an ops replay instead.
-    fn publish(&self, order: &PreOrder) {
-        if !order.recorded {
-            self.publisher.offer(OrderCreated {
-                order_id: order.id,
-                activity_id: order.activity_id,
-                item_id: order.item_id,
-                user_id: order.user_id,
-                quantity: order.quantity,
-                amount_cents: order.amount_cents,
-            });
         }
     }
 

@@ -3,7 +3,9 @@
 //! A pre-order and its outbox row are written in the same transaction (funnel step 11).
 //! Concurrent buys are gathered into one multi-row insert and one commit: the box flushes
 //! its WAL a few thousand times a second at best, so one transaction per buyer would cap
-//! the whole sale there: this is the group commit.
+//! the whole sale there: this is the group commit. The batch's events share outbox rows
+//! (one per activity and outbox state), and once committed the writer offers each row to
+//! the publisher (funnel step 12) before it answers the buyers.
 //!
 //! PostgreSQL is the arbiter of every pre-order, whichever layer deducted it: the batch
 //! allocates each member against `activity_items.allocated` and the buyer's row in
@@ -22,6 +24,10 @@ use crate::baselines::path::{self, Share, Tally};
 use crate::buy::rules::Refusal;
 use crate::buy::stock_scripts::{Holding, IN_FLIGHT_MS};
 use crate::infra::{db::MeteredPool, quiet_log::quiet};
+use crate::orders::mq::{
+    message::OrderCreated,
+    publisher::{OutboxRow, Publisher},
+};
 
 /// Outbox topic of a pre-order waiting for the create-order consumer.
 pub(crate) const CREATE_ORDER_TOPIC: &str = "order.create";
@@ -60,6 +66,18 @@ impl PreOrder {
             sale: self.sale_item(),
             buyer: self.buyer(),
             quantity: self.quantity,
+        }
+    }
+
+    /// Its create-order event, as its outbox row carries it.
+    fn event(&self) -> OrderCreated {
+        OrderCreated {
+            order_id: self.id,
+            activity_id: self.activity_id,
+            item_id: self.item_id,
+            user_id: self.user_id,
+            quantity: self.quantity,
+            amount_cents: self.amount_cents,
         }
     }
 }
@@ -130,6 +148,10 @@ impl Verdict {
     }
 }
 
+/// A member's verdict, and the event id of the outbox row its event went into if it was
+/// written by this statement.
+type Decided = (Verdict, Uuid);
+
 /// A member's verdict, with its share of the batch's calls.
 type Reply = oneshot::Sender<(Result<Verdict, Arc<sqlx::Error>>, Share)>;
 
@@ -153,6 +175,7 @@ const CONCURRENT_BATCHES: usize = 4;
 impl PreorderWriter {
     pub(crate) fn spawn(
         pool: MeteredPool,
+        publisher: Publisher,
         batch_max: usize,
         batch_wait: Duration,
         batch_sizes: prometheus::Histogram,
@@ -174,11 +197,14 @@ impl PreorderWriter {
                 let Ok(permit) = permits.clone().acquire_owned().await else {
                     break;
                 };
-                let (pool, durations) = (pool.clone(), batch_durations.clone());
+                let (pool, publisher, durations) =
+                    (pool.clone(), publisher.clone(), batch_durations.clone());
                 tokio::spawn(async move {
                     let started = std::time::Instant::now();
-                    let written =
-                        path::scoped(Arc::new(Tally::default()), write_batch(&pool, batch));
+                    let written = path::scoped(
+                        Arc::new(Tally::default()),
+                        write_batch(&pool, &publisher, batch),
+                    );
                     let outcome = if written.await { "ok" } else { "error" };
                     durations
                         .with_label_values(&["preorder_batch", outcome])
@@ -195,7 +221,8 @@ impl PreorderWriter {
         self.queue.max_capacity() - self.queue.capacity()
     }
 
-    /// Writes the pre-order with its outbox row; returns once it is committed (or refused).
+    /// Writes the pre-order with its outbox row and offers the row to the publisher; returns
+    /// once it is committed (or refused).
     /// The buy's path counts its share of the batch's statements.
     pub(crate) async fn write(&self, order: PreOrder) -> Result<Verdict, WriteError> {
         let (reply, answer) = oneshot::channel();
@@ -216,7 +243,11 @@ impl PreorderWriter {
 /// as a whole while PostgreSQL is out of reach: both ways of writing recognise members an
 /// earlier attempt committed.
 /// Whether the batch was written as one.
-async fn write_batch(pool: &MeteredPool, batch: Vec<(PreOrder, Reply)>) -> bool {
+async fn write_batch(
+    pool: &MeteredPool,
+    publisher: &Publisher,
+    batch: Vec<(PreOrder, Reply)>,
+) -> bool {
     let (orders, replies): (Vec<PreOrder>, Vec<Reply>) = batch.into_iter().unzip();
     let decided = match decide(pool, &orders).await {
         Err(sqlx::Error::Database(error)) if orders.len() > 1 => {
@@ -224,12 +255,17 @@ async fn write_batch(pool: &MeteredPool, batch: Vec<(PreOrder, Reply)>) -> bool 
             let mut verdicts = Vec::with_capacity(orders.len());
             for order in &orders {
                 let alone = allocate(pool, std::slice::from_ref(order)).await;
-                verdicts.push(alone.map(|verdicts| verdicts[0]).map_err(Arc::new));
+                verdicts.push(alone.map(|decided| decided[0]).map_err(Arc::new));
             }
+            let written: Vec<Option<Decided>> = verdicts
+                .iter()
+                .map(|verdict| verdict.as_ref().ok().copied())
+                .collect();
+            offer_written(publisher, &orders, written.iter().copied());
             // Every member shares the batch's statements, the failed one included.
             let share = path::current_share(orders.len());
             for (reply, verdict) in replies.into_iter().zip(verdicts) {
-                let _ = reply.send((verdict, share));
+                let _ = reply.send((verdict.map(|(verdict, _)| verdict), share));
             }
             return false;
         }
@@ -242,8 +278,9 @@ async fn write_batch(pool: &MeteredPool, batch: Vec<(PreOrder, Reply)>) -> bool 
     let written = decided.is_ok();
     let share = path::current_share(replies.len());
     match decided {
-        Ok(verdicts) => {
-            for (reply, verdict) in replies.into_iter().zip(verdicts) {
+        Ok(decided) => {
+            offer_written(publisher, &orders, decided.iter().copied().map(Some));
+            for (reply, (verdict, _)) in replies.into_iter().zip(decided) {
                 let _ = reply.send((Ok(verdict), share));
             }
         }
@@ -257,6 +294,37 @@ async fn write_batch(pool: &MeteredPool, batch: Vec<(PreOrder, Reply)>) -> bool 
     written
 }
 
+/// Offers the publisher each outbox row the batch wrote, with the events of its written
+/// members; rows of members recorded while the async switch is on `record` wait for an
+/// ops replay instead. A member written by an earlier attempt at the batch (its answer was
+/// lost) is offered under this attempt's row: that row holds no more than the offer says,
+/// so marking it sent never hides an event, and the earlier row is the relay's to resend.
+fn offer_written(
+    publisher: &Publisher,
+    orders: &[PreOrder],
+    decided: impl Iterator<Item = Option<Decided>>,
+) {
+    let mut rows: Vec<OutboxRow> = Vec::new();
+    for (order, decided) in orders.iter().zip(decided) {
+        let Some((Verdict::Written, event_id)) = decided else {
+            continue;
+        };
+        if order.recorded {
+            continue;
+        }
+        match rows.iter_mut().find(|row| row.event_id == event_id) {
+            Some(row) => row.orders.push(order.event()),
+            None => rows.push(OutboxRow {
+                event_id,
+                orders: vec![order.event()],
+            }),
+        }
+    }
+    for row in rows {
+        publisher.offer(row);
+    }
+}
+
 /// How long a batch keeps trying while PostgreSQL is out of reach: a restart with its crash
 /// recovery takes seconds, and its buyers had better wait than be told to retry. Shorter than
 /// a claim's in-flight life, so no replay can deduct again while the batch may still commit.
@@ -268,7 +336,7 @@ const _: () = assert!(OUT_OF_REACH_PATIENCE.as_millis() < IN_FLIGHT_MS as u128);
 async fn retry_out_of_reach(
     pool: &MeteredPool,
     orders: &[PreOrder],
-) -> Result<Vec<Verdict>, sqlx::Error> {
+) -> Result<Vec<Decided>, sqlx::Error> {
     let started = tokio::time::Instant::now();
     loop {
         match allocate(pool, orders).await {
@@ -288,7 +356,7 @@ async fn retry_out_of_reach(
 /// case the database agrees, and a plain insert of every member writes it. Should the
 /// database refuse it (a CHECK: Redis off the truth; an order id taken by a void), and for
 /// database deductions and seats, `allocate_preorders` decides member by member.
-async fn decide(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
+async fn decide(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>, sqlx::Error> {
     let redis_units = orders.iter().all(|order| {
         matches!(order.reservation, Reservation::Redis { .. }) && order.seats.is_empty()
     });
@@ -368,34 +436,44 @@ where
     arguments.add(value).map_err(sqlx::Error::Encode)
 }
 
-/// Every member written as Redis decided it, with its outbox row, the item's `allocated`
-/// and the buyers' holdings, in one statement (its own transaction). A member whose request
-/// id has an order already is skipped and reported. The writes run in the order listed
-/// (the main query reads only `written`; the rest run after it, in order), so the hot item
-/// row is locked after the outbox rows and before the buyer rows, as in every transaction
-/// that moves both (`orders::release`); its CHECK and the holdings' refuse an oversell.
-async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
+/// Every member written as Redis decided it, with its group's outbox row, the item's
+/// `allocated` and the buyers' holdings, in one statement (its own transaction). A member
+/// whose request id has an order already is skipped and reported. The writes run in the
+/// order listed (the main query reads only `written`; the rest run after it, in order), so
+/// the hot item row is locked after the outbox rows and before the buyer rows, as in every
+/// transaction that moves both (`orders::release`); its CHECK and the holdings' refuse an
+/// oversell. Each outbox row's payload is the create-order message of its written members,
+/// in the batch's order.
+async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>, sqlx::Error> {
     let mut arguments = columns(orders)?;
     push(&mut arguments, CREATE_ORDER_TOPIC)?;
+    let outbox_rows = outbox_rows(orders);
+    push(&mut arguments, outbox_rows.clone())?;
     path::db_statement_alone();
     let rows: Vec<(Uuid, bool, Option<Uuid>)> = sqlx::query_as_with(
         "WITH m AS (
              SELECT * FROM UNNEST($1::UUID[], $2::BIGINT[], $3::BIGINT[], $4::BIGINT[], $5::INTEGER[],
-                                  $6::BIGINT[], $7::TEXT[], $8::TEXT[], $9::INTEGER[]) WITH ORDINALITY
+                                  $6::BIGINT[], $7::TEXT[], $8::TEXT[], $9::INTEGER[], $11::UUID[])
+                 WITH ORDINALITY
                  AS m (id, activity_id, item_id, user_id, quantity, amount_cents, request_id,
-                       outbox_state, per_user_limit, member)
+                       outbox_state, per_user_limit, outbox_event_id, member)
          ), written AS (
-             INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status, request_id)
-             SELECT id, activity_id, item_id, user_id, quantity, amount_cents, 'PRE_CREATED', request_id
+             INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status,
+                                 request_id, outbox_event_id)
+             SELECT id, activity_id, item_id, user_id, quantity, amount_cents, 'PRE_CREATED',
+                    request_id, outbox_event_id
              FROM m ORDER BY member
              ON CONFLICT (user_id, request_id) DO NOTHING
              RETURNING id
          ), outbox_rows AS (
              INSERT INTO outbox (event_id, topic, status, payload)
-             SELECT m.id, $10, m.outbox_state, jsonb_build_object('order_id', m.id,
-                    'activity_id', m.activity_id, 'item_id', m.item_id, 'user_id', m.user_id,
-                    'quantity', m.quantity, 'amount_cents', m.amount_cents)
+             SELECT m.outbox_event_id, $10, m.outbox_state, jsonb_build_object('orders',
+                    jsonb_agg(jsonb_build_object('order_id', m.id, 'activity_id', m.activity_id,
+                        'item_id', m.item_id, 'user_id', m.user_id, 'quantity', m.quantity,
+                        'amount_cents', m.amount_cents) ORDER BY m.member))
              FROM m JOIN written USING (id)
+             GROUP BY m.outbox_event_id, m.outbox_state
+             ORDER BY min(m.member)
          ), stock AS (
              UPDATE activity_items ai SET allocated = ai.allocated + b.units
              FROM (SELECT m.activity_id, m.item_id, SUM(m.quantity)::INTEGER AS units
@@ -423,19 +501,43 @@ async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>,
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, written, earlier)| {
-            if written {
+        .zip(outbox_rows)
+        .map(|((id, written, earlier), outbox_row)| {
+            let verdict = if written {
                 Verdict::Written
             } else {
                 Verdict::of_earlier(id, earlier)
-            }
+            };
+            (verdict, outbox_row)
         })
         .collect())
 }
 
+/// The event id of each member's outbox row for the plain insert: one new row per activity
+/// and outbox state, so a row's events never mix activities (a rehearsal's shadow removes
+/// its rows whole) nor replay rules.
+fn outbox_rows(orders: &[PreOrder]) -> Vec<Uuid> {
+    let mut rows: Vec<((i64, bool), Uuid)> = Vec::new();
+    orders
+        .iter()
+        .map(|order| {
+            let group = (order.activity_id, order.recorded);
+            match rows.iter().find(|(of, _)| *of == group) {
+                Some((_, row)) => *row,
+                None => {
+                    let row = Uuid::new_v4();
+                    rows.push((group, row));
+                    row
+                }
+            }
+        })
+        .collect()
+}
+
 /// Every member decided in PostgreSQL, first come first served under the item row's lock,
-/// and the granted ones written: one call of `allocate_preorders` (migrations).
-async fn allocate(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict>, sqlx::Error> {
+/// and the granted ones written: one call of `allocate_preorders` (migrations), which
+/// writes one outbox row per order, under the order's id.
+async fn allocate(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>, sqlx::Error> {
     let mut arguments = columns(orders)?;
     let (mut seat_members, mut seat_codes) = (Vec::new(), Vec::new());
     for (member, order) in (1_i32..).zip(orders) {
@@ -459,7 +561,9 @@ async fn allocate(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Verdict
     orders
         .iter()
         .zip(rows)
-        .map(|(order, (_, verdict, existing))| Verdict::read(order.id, &verdict, existing))
+        .map(|(order, (_, verdict, existing))| {
+            Ok((Verdict::read(order.id, &verdict, existing)?, order.id))
+        })
         .collect()
 }
 
@@ -505,5 +609,43 @@ mod tests {
         // An earlier attempt at this batch committed the member: it is written.
         assert_eq!(read("duplicate", Some(id)), Verdict::Written);
         assert!(Verdict::read(id, "maybe", None).is_err());
+    }
+
+    fn order(activity_id: i64, recorded: bool) -> PreOrder {
+        PreOrder {
+            id: Uuid::new_v4(),
+            activity_id,
+            item_id: 1,
+            user_id: 1,
+            quantity: 1,
+            amount_cents: 100,
+            request_id: "r".into(),
+            seats: Vec::new(),
+            reservation: Reservation::Redis { per_user_limit: 1 },
+            recorded,
+        }
+    }
+
+    #[test]
+    fn a_batch_shares_one_outbox_row_per_activity_and_outbox_state() {
+        let batch = [
+            order(1, false),
+            order(2, false),
+            order(1, false),
+            order(1, true),
+            order(2, false),
+            order(1, true),
+        ];
+        let rows = outbox_rows(&batch);
+        assert_eq!(rows.len(), batch.len());
+        assert_eq!((rows[0], rows[3]), (rows[2], rows[5]));
+        assert_eq!(rows[1], rows[4]);
+        let distinct: std::collections::HashSet<_> = rows.iter().collect();
+        assert_eq!(distinct.len(), 3, "{rows:?}");
+        assert_ne!(
+            outbox_rows(&batch[..1]),
+            rows[..1],
+            "a new row for every statement"
+        );
     }
 }

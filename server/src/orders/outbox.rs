@@ -21,6 +21,16 @@ pub(crate) struct Claimed {
     pub(crate) attempts: i32,
 }
 
+impl Claimed {
+    /// The pre-orders the row carries: a batch's (`{"orders": [...]}`), or one.
+    pub(crate) fn orders(&self) -> usize {
+        self.payload
+            .get("orders")
+            .and_then(serde_json::Value::as_array)
+            .map_or(1, Vec::len)
+    }
+}
+
 /// A row whose publish failed, with its next wait.
 pub(crate) struct Failure {
     pub(crate) id: i64,

@@ -37,7 +37,7 @@ pub(crate) async fn replay(
         if claimed.is_empty() {
             break;
         }
-        replayed += claimed.len() as i64;
+        replayed += claimed.iter().map(outbox::Claimed::orders).sum::<usize>() as i64;
         published += relay::publish_claimed(state, &state.pipeline.control, &claimed).await? as i64;
     }
     ops_audit::record(

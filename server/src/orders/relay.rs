@@ -47,7 +47,7 @@ async fn run(state: AppState) {
     }
 }
 
-/// Publishes every row due now; returns how many were confirmed.
+/// Publishes every row due now; returns how many pre-orders the confirmed rows carry.
 pub(crate) async fn relay_due(state: &AppState) -> Result<usize, sqlx::Error> {
     let settings = &state.settings.pipeline;
     let grace = Duration::from_millis(settings.relay_grace_ms);
@@ -69,7 +69,7 @@ pub(crate) fn lease(state: &AppState) -> Duration {
 
 /// Publishes claimed rows with confirms; confirmed ones become `sent`, the others get their
 /// error, their next attempt's time, or `failed` once out of attempts. Returns how many
-/// were confirmed.
+/// pre-orders the confirmed rows carry.
 pub(crate) async fn publish_claimed(
     state: &AppState,
     broker: &Broker,
@@ -97,11 +97,13 @@ pub(crate) async fn publish_claimed(
     let messages: Vec<_> = routed.iter().map(|(_, message)| message.clone()).collect();
     let outcome = broker.publish(&messages).await;
     let mut confirmed: Vec<Uuid> = Vec::with_capacity(routed.len());
+    let mut orders = 0;
     match outcome {
         Ok(results) => {
             for ((row, _), ok) in routed.iter().zip(results) {
                 if ok {
                     confirmed.push(row.event_id);
+                    orders += row.orders();
                 } else {
                     failures.push(failure(state, row, "not confirmed by RabbitMQ".into()));
                 }
@@ -121,7 +123,7 @@ pub(crate) async fn publish_claimed(
     if !failures.is_empty() {
         tracing::debug!(failed = failures.len(), "outbox rows not relayed this time");
     }
-    Ok(confirmed.len())
+    Ok(orders)
 }
 
 fn failure(state: &AppState, row: &Claimed, error: String) -> Failure {

@@ -157,7 +157,7 @@ pub(crate) async fn stuck_preorders(
     sqlx::query_as(
         "SELECT o.id AS order_id, o.item_id, o.user_id, o.quantity, x.status AS outbox_status,
                 EXTRACT(EPOCH FROM now() - o.created_at)::FLOAT8 AS age_s
-         FROM orders o LEFT JOIN outbox x ON x.event_id = o.id
+         FROM orders o LEFT JOIN outbox x ON x.event_id = COALESCE(o.outbox_event_id, o.id)
          WHERE o.activity_id = $1 AND o.status = 'PRE_CREATED'
            AND o.created_at < now() - make_interval(secs => $2)
          ORDER BY o.created_at LIMIT $3",
@@ -169,12 +169,14 @@ pub(crate) async fn stuck_preorders(
     .await
 }
 
-/// Sends a stuck pre-order's event again: its outbox row back to `pending`, due now.
-/// The create-order consumer applies an event once, however often it comes.
+/// Sends a stuck pre-order's event again: its outbox row (with the other orders of its
+/// batch) back to `pending`, due now. The create-order consumer applies an event once,
+/// however often it comes.
 pub(crate) async fn republish(db: &PgPool, order_id: Uuid) -> Result<bool, sqlx::Error> {
     Ok(sqlx::query(
         "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL
-         WHERE event_id = $1 AND status <> 'recorded'",
+         WHERE event_id = (SELECT COALESCE(outbox_event_id, id) FROM orders WHERE id = $1)
+           AND status <> 'recorded'",
     )
     .bind(order_id)
     .execute(db)

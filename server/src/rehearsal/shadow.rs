@@ -182,7 +182,9 @@ async fn delete_rows(db: &sqlx::PgPool, shadow: i64) -> Result<(), sqlx::Error> 
         "DELETE FROM payment_trades WHERE order_id = ANY($1)",
         "DELETE FROM stock_restore_journal WHERE order_id = ANY($1)",
         "DELETE FROM processed_events WHERE event_id = ANY($1)",
-        "DELETE FROM outbox WHERE event_id = ANY($1)",
+        // A batch's outbox row holds one activity's orders only: the shadow's rows go whole.
+        "DELETE FROM outbox WHERE event_id IN
+             (SELECT COALESCE(outbox_event_id, id) FROM orders WHERE id = ANY($1))",
     ] {
         sqlx::query(statement)
             .bind(&orders)

@@ -1,7 +1,7 @@
 //! What tests set up and act with, shared by every test file: staff users with API tokens
 //! and console sessions, buyer tokens, merchants' items in activities (pre-warmed and open
-//! when a test buys), buys one at a time or in storms, the stock they leave behind, and a
-//! clock a test moves by hand.
+//! when a test buys), buys one at a time or in storms, the stock they leave behind and the
+//! outbox rows their orders went in, and a clock a test moves by hand.
 //! A helper that only one test file needs stays beside its tests, private.
 
 use super::app::{json, TestApp};
@@ -12,6 +12,7 @@ use seckill::{
     cli::create_user,
     identity::{buyer_token, secret_token, users},
     infra::config::Settings,
+    orders::mq::message::{CreateOrders, OrderCreated},
 };
 use serde_json::{json, Value};
 use std::{
@@ -315,6 +316,62 @@ impl TestApp {
             .fetch_one(&self.db)
             .await
             .expect("sum")
+    }
+
+    /// Orders whose outbox row (their batch's, or one of their own) meets `condition`, SQL
+    /// on the row `x`.
+    pub(crate) async fn orders_whose_outbox(&self, condition: &str) -> i64 {
+        sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM orders o
+             JOIN outbox x ON x.event_id = COALESCE(o.outbox_event_id, o.id) WHERE {condition}"
+        ))
+        .fetch_one(&self.db)
+        .await
+        .expect("orders with their outbox rows")
+    }
+
+    /// The outbox rows that carry the sale's orders.
+    pub(crate) async fn outbox_rows_of(&self, sale: &Sale) -> i64 {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM outbox WHERE event_id IN
+                 (SELECT COALESCE(outbox_event_id, id) FROM orders WHERE activity_id = $1)",
+        )
+        .bind(sale.activity_id)
+        .fetch_one(&self.db)
+        .await
+        .expect("outbox rows")
+    }
+
+    /// The create-order events of these orders as their outbox rows carry them, in the order
+    /// asked.
+    pub(crate) async fn outbox_events(&self, orders: &[Uuid]) -> Vec<OrderCreated> {
+        let payloads: Vec<Value> = sqlx::query_scalar(
+            "SELECT payload FROM outbox WHERE event_id IN
+                 (SELECT COALESCE(outbox_event_id, id) FROM orders WHERE id = ANY($1))",
+        )
+        .bind(orders)
+        .fetch_all(&self.db)
+        .await
+        .expect("outbox payloads");
+        let events: Vec<OrderCreated> = payloads
+            .into_iter()
+            .flat_map(|payload| {
+                match serde_json::from_value(payload).expect("a create-order message") {
+                    CreateOrders::Batch { orders } => orders,
+                    CreateOrders::One(order) => vec![order],
+                }
+            })
+            .collect();
+        orders
+            .iter()
+            .map(|id| {
+                events
+                    .iter()
+                    .find(|event| event.order_id == *id)
+                    .cloned()
+                    .expect("every order's event is in its outbox row")
+            })
+            .collect()
     }
 }
 

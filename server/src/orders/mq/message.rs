@@ -1,16 +1,18 @@
 //! The messages of the order pipeline, as JSON bodies on RabbitMQ.
 //!
-//! [`OrderCreated`] is exactly the outbox payload the pre-order transaction writes
-//! (`buy::preorders`), so the fast path, the relay and a recorded-order replay all send
-//! the same bytes' meaning.
+//! A create-order outbox row's payload is exactly a [`CreateOrders`] message: the pre-order
+//! batch's plain insert writes one row per activity of the batch, `{"orders": [...]}`, and
+//! `allocate_preorders` (and releases before the batch rows) one row per order, a lone
+//! [`OrderCreated`]. So the fast path, the relay and a recorded-order replay all send the
+//! same bytes' meaning.
 //!
 //! Both messages carry several orders: the buy path's publisher sends one create-order
-//! message per batch of committed pre-orders, and the consumer one pay-timeout message
+//! message per batch of committed outbox rows, and the consumer one pay-timeout message
 //! per delay of each batch it completed, because RabbitMQ's cost is per message (its
 //! queue write, its confirm, its delivery and ack), not per byte. The relay and the replay
-//! send one outbox row, a lone [`OrderCreated`]; a lone [`PayTimeout`] is how the previous
-//! release scheduled timeouts. Consumers read every shape ([`CreateOrders`],
-//! [`PayTimeouts`]), so messages queued by either release are understood by the other.
+//! send one outbox row per message; a lone [`PayTimeout`] is how an earlier release
+//! scheduled timeouts. Consumers read every shape ([`CreateOrders`], [`PayTimeouts`]), so
+//! messages queued by either release are understood by the other.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -97,6 +99,22 @@ mod tests {
             quantity: 1,
             amount_cents: 100,
         }
+    }
+
+    #[test]
+    fn a_batch_outbox_payload_parses_as_a_create_orders_message() {
+        // The shape `buy::preorders` builds with jsonb_agg for a batch's outbox row.
+        let payload = r#"{"orders": [
+            {"user_id": 7, "item_id": 3, "order_id": "6f1c2a8e-6a43-4f0e-9d7c-2b1d1f0e9a11",
+             "quantity": 1, "activity_id": 5, "amount_cents": 4990},
+            {"user_id": 8, "item_id": 3, "order_id": "7f1c2a8e-6a43-4f0e-9d7c-2b1d1f0e9a11",
+             "quantity": 2, "activity_id": 5, "amount_cents": 9980}]}"#;
+        let message: CreateOrders = serde_json::from_str(payload).expect("a message");
+        let CreateOrders::Batch { orders } = &message else {
+            panic!("a batch: {message:?}");
+        };
+        assert_eq!(orders[1].user_id, 8);
+        assert_eq!(message.order_ids().len(), 2);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The buy path's fast publish (funnel step 12): [`Publisher::offer`] never blocks and
-//! never fails the buyer. A background task gathers offered events, publishes them with
-//! confirms, several orders per message, and marks their outbox rows `sent` with one
-//! UPDATE per batch.
+//! never fails the buyer. The pre-order writer offers each outbox row it committed, with
+//! its orders' events; a background task gathers offered rows, publishes them with
+//! confirms, several rows' orders per message (a row never split), and marks the rows of
+//! the confirmed messages `sent` with one UPDATE per batch.
 //!
 //! Only committed pre-orders are offered, so what a batch costs (its publishes, its one
 //! UPDATE) is counted to the successful buys' path as a whole (`baselines::path`).
@@ -26,20 +27,27 @@ use crate::{
 
 /// Batches whose confirms may be awaited at once; more would only queue on the broker.
 const BATCHES_IN_FLIGHT: usize = 4;
-/// Orders one create-order message carries at most. A pre-order batch commits its members
-/// together, so their offers arrive together and go out as one message: the broker's work
-/// (queue write, confirm, delivery, ack) is per message, whatever it carries.
+/// Orders one create-order message gathers from several rows at most: the broker's work
+/// (queue write, confirm, delivery, ack) is per message, whatever it carries. A row with
+/// more orders goes out alone, as one message: its `sent` says every order of it went out.
 const ORDERS_PER_MESSAGE: usize = 64;
+
+/// A committed outbox row of create-order events: its event id and its orders' events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct OutboxRow {
+    pub(crate) event_id: Uuid,
+    pub(crate) orders: Vec<OrderCreated>,
+}
 
 /// The buy path's handle on the background publisher. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Publisher {
-    queue: mpsc::Sender<OrderCreated>,
+    queue: mpsc::Sender<OutboxRow>,
     metrics: Metrics,
 }
 
 impl Publisher {
-    /// Starts the background task; it holds at most `capacity` offers not yet published.
+    /// Starts the background task; it holds at most `capacity` rows not yet published.
     pub(crate) fn spawn(
         broker: Broker,
         db: PgPool,
@@ -52,15 +60,16 @@ impl Publisher {
         Self { queue, metrics }
     }
 
-    /// Hands a committed pre-order's event to the background publisher, or drops it when
-    /// the publisher is behind (the relay resends it from the outbox).
-    pub(crate) fn offer(&self, event: OrderCreated) {
-        if self.queue.try_send(event).is_err() {
+    /// Hands a committed outbox row to the background publisher, or drops it when the
+    /// publisher is behind (the relay resends it from the outbox).
+    pub(crate) fn offer(&self, row: OutboxRow) {
+        let orders = row.orders.len() as u64;
+        if self.queue.try_send(row).is_err() {
             self.metrics
                 .pipeline
                 .published
                 .with_label_values(&["offer", "dropped"])
-                .inc();
+                .inc_by(orders);
         }
     }
 }
@@ -69,7 +78,7 @@ async fn run(
     broker: Broker,
     db: PgPool,
     metrics: Metrics,
-    mut offers: mpsc::Receiver<OrderCreated>,
+    mut offers: mpsc::Receiver<OutboxRow>,
     batch_max: usize,
 ) {
     let permits = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
@@ -86,9 +95,18 @@ async fn run(
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break;
         };
-        let messages: Vec<_> = batch
-            .chunks(ORDERS_PER_MESSAGE)
-            .map(|events| broker.topology().orders_created(events))
+        let (rows, orders) = (
+            batch.len(),
+            batch.iter().map(|row| row.orders.len()).sum::<usize>(),
+        );
+        let packed = pack(batch, ORDERS_PER_MESSAGE);
+        let messages: Vec<_> = packed
+            .iter()
+            .map(|rows| {
+                let events: Vec<OrderCreated> =
+                    rows.iter().flat_map(|row| row.orders.clone()).collect();
+                broker.topology().orders_created(&events)
+            })
             .collect();
         match broker.send(&messages).await {
             Ok(confirms) => {
@@ -99,9 +117,9 @@ async fn run(
                         .wait()
                         .await
                         .into_iter()
-                        .zip(batch.chunks(ORDERS_PER_MESSAGE))
+                        .zip(packed)
                         .filter(|(ok, _)| *ok)
-                        .flat_map(|(_, events)| events.iter().map(|event| event.order_id))
+                        .flat_map(|(_, rows)| rows.into_iter().map(|row| row.event_id))
                         .collect();
                     if !confirmed.is_empty() {
                         path.after_success(Call::DbStatement, 1);
@@ -115,13 +133,69 @@ async fn run(
                 });
             }
             Err(error) => {
-                tracing::debug!(error = %error, size = batch.len(), "offers not published; the relay resends them");
+                tracing::debug!(error = %error, rows, "offers not published; the relay resends them");
                 metrics
                     .pipeline
                     .published
                     .with_label_values(&["offer", "dropped"])
-                    .inc_by(batch.len() as u64);
+                    .inc_by(orders as u64);
             }
         }
+    }
+}
+
+/// The rows of each message, in order: consecutive rows while their orders fit in
+/// `max_orders`; a larger row is a message alone.
+fn pack(rows: Vec<OutboxRow>, max_orders: usize) -> Vec<Vec<OutboxRow>> {
+    let mut messages: Vec<Vec<OutboxRow>> = Vec::new();
+    let mut orders = 0;
+    for row in rows {
+        match messages.last_mut() {
+            Some(message) if orders + row.orders.len() <= max_orders => {
+                orders += row.orders.len();
+                message.push(row);
+            }
+            _ => {
+                orders = row.orders.len();
+                messages.push(vec![row]);
+            }
+        }
+    }
+    messages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(orders: u8) -> OutboxRow {
+        OutboxRow {
+            event_id: Uuid::new_v4(),
+            orders: (0..orders)
+                .map(|n| OrderCreated {
+                    order_id: Uuid::from_bytes([n; 16]),
+                    activity_id: 1,
+                    item_id: 1,
+                    user_id: i64::from(n),
+                    quantity: 1,
+                    amount_cents: 100,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn rows_share_messages_up_to_the_limit_and_are_never_split() {
+        let rows = vec![row(3), row(2), row(4), row(9), row(1), row(1)];
+        let expected: Vec<Uuid> = rows.iter().map(|r| r.event_id).collect();
+        let packed = pack(rows, 5);
+        let sizes: Vec<Vec<usize>> = packed
+            .iter()
+            .map(|message| message.iter().map(|row| row.orders.len()).collect())
+            .collect();
+        assert_eq!(sizes, vec![vec![3, 2], vec![4], vec![9], vec![1, 1]]);
+        let ids: Vec<Uuid> = packed.concat().iter().map(|r| r.event_id).collect();
+        assert_eq!(ids, expected, "every row once, in order");
+        assert!(pack(Vec::new(), 5).is_empty());
     }
 }

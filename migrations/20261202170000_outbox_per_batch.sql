@@ -1,0 +1,13 @@
+-- One outbox row per pre-order batch instead of one per pre-order. The group-commit
+-- writer's plain insert (the common case: Redis deducted every member) writes one outbox
+-- row per activity of the batch (two if the async switch changed mid-batch: `pending` and
+-- `recorded` members apart), whose payload is the create-order message the publisher sends,
+-- `{"orders": [...]}`; each order names its row here. An outbox row costs PostgreSQL a heap
+-- tuple, two index entries and, once published, an update that is never HOT: per batch it
+-- is paid once for up to a few hundred buyers.
+--
+-- NULL for the orders written before this migration and for those `allocate_preorders`
+-- writes (the database decides member by member, one outbox row per order): their row's
+-- event id is the order id, so `COALESCE(outbox_event_id, id)` finds every order's row.
+-- Adding a nullable column without a default rewrites nothing. Never edited once landed.
+ALTER TABLE orders ADD COLUMN outbox_event_id UUID;
