@@ -4,12 +4,14 @@
 //! that actor. Authorisation happens behind that trait, per call.
 
 use contract::{
+    ActivityBaselines, BaselineRun, BaselineScope, HotKey, HotKeyPeriod, HotKeysView, Readiness,
+};
+use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, CurrentUser,
     DashboardFrame, DeadLetterPage, DeadLetterView, Item, OrderDetail, OrderPage,
     OutboxRetryReport, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun,
     ReplayReport, RequeueReport, RunSummary, StartedRun, SwitchBoard, SwitchChange,
 };
-use contract::{BaselineRun, BaselineScope, HotKey, HotKeyPeriod, HotKeysView, Readiness};
 use contract::{Rehearsal, StartedRehearsal};
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
@@ -471,7 +473,7 @@ pub async fn list_rehearsals(activity_id: Option<i64>) -> Result<Vec<Rehearsal>,
 
 /// The recorded runs of an activity, newest first.
 #[server(prefix = "/console/fn")]
-pub async fn list_baselines(activity_id: i64) -> Result<Vec<BaselineRun>, ServerFnError> {
+pub async fn list_baselines(activity_id: i64) -> Result<ActivityBaselines, ServerFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .baselines(&actor, activity_id)

@@ -7,14 +7,15 @@
 //! before it does anything: server functions are public endpoints.
 
 use contract::{
+    ActivityBaselines, BaselineRun, BaselineScope, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView,
+    Readiness,
+};
+use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, Actor, AuditPage,
     DashboardFrame, DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage,
     OrderQuery, OutboxRetryReport, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun,
     ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard,
     SwitchChange,
-};
-use contract::{
-    BaselineRun, BaselineScope, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness,
 };
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use std::sync::Arc;
@@ -239,12 +240,13 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         activity_id: i64,
         request: StartRehearsal,
     ) -> Result<StartedRehearsal, ConsoleError>;
-    /// The recorded runs of an activity, newest first (ops, SRE, admin).
+    /// The recorded runs of an activity, newest first, and the run it is held against
+    /// (ops, SRE, admin).
     async fn baselines(
         &self,
         actor: &Actor,
         activity_id: i64,
-    ) -> Result<Vec<BaselineRun>, ConsoleError>;
+    ) -> Result<ActivityBaselines, ConsoleError>;
     /// Makes a run the baseline of its activity or of its activity's kind, audited with the
     /// reason (ops and admin).
     async fn mark_baseline(

@@ -732,6 +732,34 @@ async fn an_activity_without_a_baseline_of_its_own_is_held_against_its_kind_s() 
         page.contains("Mark as baseline of all standard activities"),
         "{page}"
     );
+    // Its page shows the kind's run beside its own, and flags a call per buy the kind's run
+    // did not have.
+    assert!(
+        page.contains(&format!("#{kind_run} sale of activity #{last_week}")),
+        "{page}"
+    );
+    assert_eq!(page.matches("data-new-call=").count(), 0, "{page}");
+    let more_calls = |commands: f64| {
+        sqlx::query(
+            "UPDATE baseline_runs SET path = jsonb_set(path, '{success,redis_commands}', to_jsonb($2::FLOAT8))
+             WHERE rehearsal_id = $1",
+        )
+        .bind(rehearsal)
+        .bind(commands)
+        .execute(&app.db)
+    };
+    more_calls(3.0)
+        .await
+        .expect("one more Redis command per buy");
+    let page = app
+        .console_page(&format!("/baselines?activity_id={today}"), &session)
+        .await;
+    assert_eq!(
+        page.matches("data-new-call=\"Redis commands\"").count(),
+        1,
+        "{page}"
+    );
+    more_calls(2.0).await.expect("as before");
 
     // On sale: today's is held against the standard kind's run; the seated one, of another
     // kind, against nothing.

@@ -360,6 +360,48 @@ async fn buyers_get_their_orders_while_rabbitmq_is_unreachable_and_the_relay_del
 }
 
 #[tokio::test]
+async fn pre_orders_an_instance_of_the_previous_release_writes_get_a_row_each_and_complete() {
+    let app = spawn_app_with(quick_relay).await;
+    let sale = open_sale(&app, 10, 1).await;
+    let orders = vec![Uuid::new_v4(), Uuid::new_v4()];
+    // The allocation's former signature, as the previous release calls it (no outbox ids).
+    let verdicts: Vec<String> = sqlx::query_scalar(
+        "SELECT verdict FROM allocate_preorders($1, $2, $3, $4, $5, $6, $7, $8, $9, '{}', '{}', $10)
+         ORDER BY member",
+    )
+    .bind(&orders)
+    .bind(vec![sale.activity_id; 2])
+    .bind(vec![sale.item_id; 2])
+    .bind(vec![1_i64, 2])
+    .bind(vec![1_i32; 2])
+    .bind(vec![4_990_i64; 2])
+    .bind(vec!["previous-1", "previous-2"])
+    .bind(vec!["pending"; 2])
+    .bind(vec![1_i32; 2])
+    .bind("order.create")
+    .fetch_all(&app.db)
+    .await
+    .expect("the former allocation");
+    assert_eq!(verdicts, ["written", "written"]);
+    // One row per order under the order's id: the event id that release marks sent.
+    for order in &orders {
+        let events = app.outbox_events(std::slice::from_ref(order)).await;
+        assert_eq!(events[0].order_id, *order);
+        let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE event_id = $1")
+            .bind(order)
+            .fetch_one(&app.db)
+            .await
+            .expect("its row");
+        assert_eq!(rows, 1);
+    }
+    // This release's relay delivers them and its consumer completes them.
+    wait::until("both orders completed", PATIENCE, || async {
+        app.orders_in(&sale, "UNPAID").await == 2
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn every_pre_order_of_a_storm_becomes_unpaid_exactly_once() {
     let app = spawn_app_with(quick_relay).await;
     let sale = open_sale(&app, 150, 1).await;

@@ -36,6 +36,16 @@ impl RunKind {
     }
 }
 
+/// The console's Baselines page for one activity: its runs, and the run its figures are
+/// held against.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ActivityBaselines {
+    /// The activity's runs, newest first.
+    pub runs: Vec<BaselineRun>,
+    /// Its own baseline, else its kind's (then, as a rule, a run of another activity).
+    pub baseline: Option<BaselineRun>,
+}
+
 /// One recorded run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BaselineRun {

@@ -1,12 +1,15 @@
 //! Baselines: the recorded runs of one activity side by side (one column per run, newest
 //! first): performance of the buy endpoints, cost, and the path, where a call per buy the
-//! baseline run did not have is flagged ("what changed in the core path"). Ops and admin
-//! mark a run as the activity's baseline, or as the baseline of every activity of its
-//! kind, with a reason the server audits.
+//! baseline run did not have is flagged ("what changed in the core path"). The baseline is
+//! the activity's own, else its kind's, which is then most often a run of another activity:
+//! it gets the last column. Ops and admin mark a run as the activity's baseline, or as the
+//! baseline of every activity of its kind, with a reason the server audits.
 
 use super::{activity_picker, chosen_activity, error_box};
 use crate::api::{list_activities, list_baselines, whoami, MarkBaseline};
-use contract::{ActivityKind, BaselineRun, BaselineScope, PathFigures, Permission};
+use contract::{
+    ActivityBaselines, ActivityKind, BaselineRun, BaselineScope, PathFigures, Permission,
+};
 use leptos::prelude::*;
 
 #[component]
@@ -44,10 +47,10 @@ pub fn BaselinesPage() -> impl IntoView {
                     {activity_picker("/baselines", "baselines-form", "Show", chosen.get_untracked(), activities)}
                     {match runs {
                         Ok(None) => view! { <p class="empty">"Choose an activity to see its runs."</p> }.into_any(),
-                        Ok(Some(runs)) if runs.is_empty() => view! {
+                        Ok(Some(page)) if page.runs.is_empty() => view! {
                             <p class="empty" id="baselines-none">"No run recorded yet: a run is recorded once the activity's sale ends."</p>
                         }.into_any(),
-                        Ok(Some(runs)) => runs_view(runs, kind, may_mark, mark),
+                        Ok(Some(page)) => runs_view(page, kind, may_mark, mark),
                         Err(error) => error_box(error),
                     }}
                 }
@@ -140,21 +143,33 @@ fn path_rows(
     rows
 }
 
-/// `kind`: the activity's (unknown when the activity list left it out).
+/// `page.runs` is not empty; `kind`: the activity's (unknown when the activity list left it
+/// out).
 fn runs_view(
-    runs: Vec<BaselineRun>,
+    page: ActivityBaselines,
     kind: Option<ActivityKind>,
     may_mark: bool,
     mark: ServerAction<MarkBaseline>,
 ) -> AnyView {
-    let baseline = runs.iter().find(|run| run.is_baseline).cloned();
+    let ActivityBaselines { mut runs, baseline } = page;
+    let activity_id = runs[0].activity_id;
+    // Its kind's baseline, a run of another activity: shown beside the activity's own runs.
+    if let Some(baseline) =
+        (baseline.as_ref()).filter(|baseline| runs.iter().all(|run| run.id != baseline.id))
+    {
+        runs.push(baseline.clone());
+    }
+    let foreign = |run: &BaselineRun| run.activity_id != activity_id;
     let endpoint = |run: &BaselineRun| run.perf.buy().cloned().unwrap_or_default();
     let head = runs
         .iter()
         .map(|run| {
-            let title = format!("#{} {}", run.id, run.kind.as_str());
-            let badge = run
-                .is_baseline
+            let title = if foreign(run) {
+                format!("#{} {} of activity #{}", run.id, run.kind.as_str(), run.activity_id)
+            } else {
+                format!("#{} {}", run.id, run.kind.as_str())
+            };
+            let badge = (run.is_baseline && !foreign(run))
                 .then(|| view! { <span class="status status-go">"baseline"</span> });
             let kind_badge = run.baseline_of_kind.map(|kind| {
                 view! {
@@ -271,7 +286,7 @@ fn runs_view(
         let cells = runs
             .iter()
             .map(|run| {
-                if run.is_baseline && run.baseline_of_kind.is_some() {
+                if foreign(run) || (run.is_baseline && run.baseline_of_kind.is_some()) {
                     return view! { <td></td> }.into_any();
                 }
                 let id = run.id.to_string();

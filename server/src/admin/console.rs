@@ -14,14 +14,15 @@ use axum::{
 use contract::Actor;
 use contract::Source;
 use contract::{
+    ActivityBaselines, BaselineRun, BaselineScope, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView,
+    Readiness,
+};
+use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, DashboardFrame,
     DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery,
     OutboxRetryReport, OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun,
     ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard,
     SwitchChange,
-};
-use contract::{
-    BaselineRun, BaselineScope, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView, Readiness,
 };
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use leptos::prelude::provide_context;
@@ -366,8 +367,8 @@ impl ConsoleBackend for ConsoleService {
         &self,
         actor: &Actor,
         activity_id: i64,
-    ) -> Result<Vec<BaselineRun>, ConsoleError> {
-        Ok(crate::baselines::runs::list(&self.state, actor, Some(activity_id)).await?)
+    ) -> Result<ActivityBaselines, ConsoleError> {
+        Ok(crate::baselines::runs::of_activity(&self.state, actor, activity_id).await?)
     }
 
     async fn mark_baseline(

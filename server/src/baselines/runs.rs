@@ -3,7 +3,7 @@
 //! the baseline of its activity or of its activity's kind (audited).
 
 use chrono::{DateTime, Duration as Span, Utc};
-use contract::{Actor, BaselineRun, BaselineScope, Permission, Source};
+use contract::{ActivityBaselines, Actor, BaselineRun, BaselineScope, Permission, Source};
 use std::time::Duration;
 
 use crate::{
@@ -152,6 +152,24 @@ pub(crate) async fn list(
 ) -> ApiResult<Vec<BaselineRun>> {
     authorize(actor, Permission::WatchOperations)?;
     Ok(store::runs(&state.db, activity_id).await?)
+}
+
+/// One activity's runs, newest first, with the run it is held against (its own baseline,
+/// else its kind's): the console's Baselines page.
+pub(crate) async fn of_activity(
+    state: &AppState,
+    actor: &Actor,
+    activity_id: i64,
+) -> ApiResult<ActivityBaselines> {
+    authorize(actor, Permission::WatchOperations)?;
+    let (runs, baseline) = tokio::try_join!(
+        store::runs(&state.db, Some(activity_id)),
+        store::baseline_of(&state.db, activity_id)
+    )?;
+    Ok(ActivityBaselines {
+        runs,
+        baseline: baseline.map(|applied| applied.run),
+    })
 }
 
 /// Makes run `id` the baseline of its activity, or of every activity of its activity's

@@ -513,9 +513,9 @@ async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>,
         .collect())
 }
 
-/// The event id of each member's outbox row for the plain insert: one new row per activity
-/// and outbox state, so a row's events never mix activities (a rehearsal's shadow removes
-/// its rows whole) nor replay rules.
+/// The event id of each member's outbox row: one new row per activity and outbox state for
+/// each statement, so a row's events never mix activities (a rehearsal's shadow removes its
+/// rows whole) nor replay rules.
 fn outbox_rows(orders: &[PreOrder]) -> Vec<Uuid> {
     let mut rows: Vec<((i64, bool), Uuid)> = Vec::new();
     orders
@@ -535,8 +535,8 @@ fn outbox_rows(orders: &[PreOrder]) -> Vec<Uuid> {
 }
 
 /// Every member decided in PostgreSQL, first come first served under the item row's lock,
-/// and the granted ones written: one call of `allocate_preorders` (migrations), which
-/// writes one outbox row per order, under the order's id.
+/// and the granted ones written with their group's outbox row: one call of
+/// `allocate_preorders` (migrations).
 async fn allocate(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>, sqlx::Error> {
     let mut arguments = columns(orders)?;
     let (mut seat_members, mut seat_codes) = (Vec::new(), Vec::new());
@@ -549,10 +549,12 @@ async fn allocate(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided
     push(&mut arguments, seat_members)?;
     push(&mut arguments, seat_codes)?;
     push(&mut arguments, CREATE_ORDER_TOPIC)?;
+    let outbox_rows = outbox_rows(orders);
+    push(&mut arguments, outbox_rows.clone())?;
     path::db_statement_alone();
     let rows: Vec<(i32, String, Option<Uuid>)> = sqlx::query_as_with(
         "SELECT member, verdict, existing
-         FROM allocate_preorders($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+         FROM allocate_preorders($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
          ORDER BY member",
         arguments,
     )
@@ -561,8 +563,9 @@ async fn allocate(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided
     orders
         .iter()
         .zip(rows)
-        .map(|(order, (_, verdict, existing))| {
-            Ok((Verdict::read(order.id, &verdict, existing)?, order.id))
+        .zip(outbox_rows)
+        .map(|((order, (_, verdict, existing)), outbox_row)| {
+            Ok((Verdict::read(order.id, &verdict, existing)?, outbox_row))
         })
         .collect()
 }

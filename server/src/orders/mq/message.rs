@@ -1,10 +1,9 @@
 //! The messages of the order pipeline, as JSON bodies on RabbitMQ.
 //!
-//! A create-order outbox row's payload is exactly a [`CreateOrders`] message: the pre-order
-//! batch's plain insert writes one row per activity of the batch, `{"orders": [...]}`, and
-//! `allocate_preorders` (and releases before the batch rows) one row per order, a lone
-//! [`OrderCreated`]. So the fast path, the relay and a recorded-order replay all send the
-//! same bytes' meaning.
+//! A create-order outbox row's payload is exactly a [`CreateOrders`] message: a pre-order
+//! batch writes one row per activity of the batch, `{"orders": [...]}` (releases before the
+//! batch rows wrote one per order, a lone [`OrderCreated`]). So the fast path, the relay and
+//! a recorded-order replay all send the same bytes' meaning.
 //!
 //! Both messages carry several orders: the buy path's publisher sends one create-order
 //! message per batch of committed outbox rows, and the consumer one pay-timeout message
