@@ -53,6 +53,12 @@ pub(crate) async fn relay_due(state: &AppState) -> Result<usize, sqlx::Error> {
     let grace = Duration::from_millis(settings.relay_grace_ms);
     let mut relayed = 0;
     loop {
+        // While the publisher waits out a failed connect, a claim would spend the rows'
+        // attempts on publishes that never reach RabbitMQ: `failed` would come after fewer
+        // tries than `relay_max_attempts`.
+        if state.pipeline.control.paused().await {
+            return Ok(relayed);
+        }
         let claimed = outbox::claim_due(&state.db, grace, lease(state), RELAY_BATCH).await?;
         let full = claimed.len() as i64 == RELAY_BATCH;
         relayed += publish_claimed(state, &state.pipeline.control, &claimed).await?;

@@ -164,6 +164,17 @@ impl Broker {
         &self.0.topology
     }
 
+    /// Whether a connect failed moments ago and this publisher does not try again yet: a
+    /// publish now fails without reaching the broker.
+    pub(crate) async fn paused(&self) -> bool {
+        let slot = self.0.slot.lock().await;
+        let connected = (slot.channel.as_ref()).is_some_and(|channel| channel.status().connected());
+        !connected
+            && slot
+                .paused_until
+                .is_some_and(|until| Instant::now() < until)
+    }
+
     /// The open channel, re-opened (and the topology re-declared) when it has closed.
     async fn channel(&self) -> Result<Channel, BrokerError> {
         let mut slot = self.0.slot.lock().await;
