@@ -454,8 +454,9 @@ fn passes(report: &Readiness, name: Name) -> bool {
     report.check(name).expect("the check is reported").ok
 }
 
-#[tokio::test]
-async fn every_attempt_the_relay_counts_reaches_for_rabbitmq() {
+/// An app whose RabbitMQ is cut off (the proxy in front of it stopped) and whose relay gives
+/// a row up after two attempts, trying every 20 ms; and the proxy, to bring RabbitMQ back.
+async fn relay_cut_off_from_rabbitmq() -> (TestApp, Proxy) {
     let amqp_url = Settings::load().expect("settings").amqp_url;
     let mut rabbit = Proxy::start(&proxy::target_of(amqp_url.expose_secret())).await;
     let through = proxy::through(amqp_url.expose_secret(), &rabbit);
@@ -467,6 +468,12 @@ async fn every_attempt_the_relay_counts_reaches_for_rabbitmq() {
         settings.pipeline.relay_max_attempts = 2;
     })
     .await;
+    (app, rabbit)
+}
+
+#[tokio::test]
+async fn every_attempt_the_relay_counts_reaches_for_rabbitmq() {
+    let (app, _rabbit) = relay_cut_off_from_rabbitmq().await;
     let sale = open_sale(&app, 1, 1).await;
     buy_each(&app, &sale, 1..2).await;
     // After a failed connect the relay's publisher waits a moment before the next; passes in
@@ -489,17 +496,7 @@ async fn every_attempt_the_relay_counts_reaches_for_rabbitmq() {
 
 #[tokio::test]
 async fn ops_retry_the_rows_the_relay_gave_up_on_once_rabbitmq_is_back() {
-    let amqp_url = Settings::load().expect("settings").amqp_url;
-    let mut rabbit = Proxy::start(&proxy::target_of(amqp_url.expose_secret())).await;
-    let through = proxy::through(amqp_url.expose_secret(), &rabbit);
-    rabbit.stop().await;
-    let app = spawn_app_with(|settings| {
-        quick_relay(settings);
-        settings.amqp_url = through.into();
-        settings.pipeline.relay_interval_ms = 20;
-        settings.pipeline.relay_max_attempts = 2;
-    })
-    .await;
+    let (app, mut rabbit) = relay_cut_off_from_rabbitmq().await;
     let sale = open_sale(&app, 5, 1).await;
     buy_each(&app, &sale, 1..6).await;
     // Orders committed together share a row: one to five rows carry the five orders.
