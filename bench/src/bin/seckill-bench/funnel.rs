@@ -74,7 +74,10 @@ pub struct FunnelArgs {
     #[arg(long, env = "BENCH_PGBENCH_S", default_value_t = 10)]
     pgbench_s: u64,
     /// `perf record` the server during the healthz, storm, success and DB runs, when perf works.
-    #[arg(long, env = "BENCH_PERF", default_value = "1", action = ArgAction::Set, value_parser = BoolishValueParser::new())]
+    /// Off unless asked for: the recording takes about a core of this 2-core box during the
+    /// success and DB runs (the `other` column) and slows the success path by a third, so a
+    /// profiled run's ratios are not the product's.
+    #[arg(long, env = "BENCH_PERF", default_value = "0", action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     perf: bool,
 }
 
