@@ -525,7 +525,8 @@ fn outbox_rows(orders: &[PreOrder]) -> Vec<Uuid> {
             match rows.iter().find(|(of, _)| *of == group) {
                 Some((_, row)) => *row,
                 None => {
-                    let row = Uuid::new_v4();
+                    // Time-ordered like the order ids, for the same reason.
+                    let row = Uuid::now_v7();
                     rows.push((group, row));
                     row
                 }
