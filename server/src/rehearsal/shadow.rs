@@ -194,7 +194,8 @@ async fn delete_rows(db: &sqlx::PgPool, shadow: i64) -> Result<(), sqlx::Error> 
     for statement in [
         "DELETE FROM seats WHERE activity_id = $1",
         "DELETE FROM orders WHERE activity_id = $1",
-        // Its items, buyer holdings, reconciliation runs and sale page go with it.
+        "DELETE FROM buyer_holdings WHERE activity_id = $1",
+        // Its items, reconciliation runs and sale page go with it.
         "DELETE FROM activities WHERE id = $1",
     ] {
         sqlx::query(statement)

@@ -79,6 +79,11 @@ pub struct FunnelArgs {
     /// profiled run's ratios are not the product's.
     #[arg(long, env = "BENCH_PERF", default_value = "0", action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     perf: bool,
+    /// Worker threads of the server's runtime (its `TOKIO_WORKER_THREADS`); unset, tokio's
+    /// default of one per core. The server shares those cores with the stores and the load
+    /// tool, and every worker it wakes is a context switch.
+    #[arg(long, env = "BENCH_SERVER_THREADS")]
+    server_threads: Option<std::num::NonZeroUsize>,
 }
 
 /// The key spaces a benchmark of this family runs its server in, and the prefix of its
@@ -190,7 +195,7 @@ impl<'a> Funnel<'a> {
         let bins = binaries::prepare(&common.root, common.build, &["seckill", "seckill-load"])?;
         let run = Run::start(&common.root, namespace.run)?;
         let db_url = stores::database_url(settings.database_url.expose_secret(), &args.db);
-        let env = vec![
+        let mut env = vec![
             ("DATABASE_URL".into(), db_url.clone()),
             ("SECKILL_REDIS_PREFIX".into(), namespace.redis.into()),
             ("SECKILL_BIND".into(), address.to_string()),
@@ -198,6 +203,9 @@ impl<'a> Funnel<'a> {
             ("SECKILL_ETCD_PREFIX".into(), namespace.etcd.into()),
             ("RUST_LOG".into(), common.rust_log.clone()),
         ];
+        if let Some(threads) = args.server_threads {
+            env.push(("TOKIO_WORKER_THREADS".into(), threads.to_string()));
+        }
         Ok(Self {
             args,
             namespace,
@@ -242,7 +250,7 @@ impl<'a> Funnel<'a> {
             self.run.file("meta.txt"),
             format!(
                 "{}bench_db={}\nconcurrency={}\nstorm_requests={}\nbuy_requests={}\nmax_s={}\n\
-                 redis_n={}\npgbench_s={}\n",
+                 redis_n={}\npgbench_s={}\nserver_threads={}\n",
                 self.run.meta(),
                 args.db,
                 args.concurrency,
@@ -250,7 +258,9 @@ impl<'a> Funnel<'a> {
                 args.buy_requests,
                 args.max_s,
                 args.redis_n,
-                args.pgbench_s
+                args.pgbench_s,
+                args.server_threads
+                    .map_or_else(|| "one per core".to_owned(), |n| n.to_string())
             ),
         )?;
         Ok(())
