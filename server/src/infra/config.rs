@@ -718,6 +718,7 @@ mod tests {
             ("SECKILL_CHALLENGE", "maybe"),
             ("SECKILL_DEDUCTION", "disk"),
             ("SECKILL_ASYNC", "carrier-pigeon"),
+            ("SECKILL_PREORDER_BATCH_WAIT_US", "soon"),
         ] {
             let error = with_env(&[(name, value)]).expect_err(name);
             assert!(error.to_string().contains(name), "{name}: {error}");
