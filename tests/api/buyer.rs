@@ -989,6 +989,7 @@ async fn a_request_id_claimed_again_after_its_claim_expired_gets_the_first_order
     let app = spawn_app_with(storm_settings).await;
     let sale = open_sale(&app, 100, 2).await;
     let first = app.bought(5, "again", &buy_body(&sale, 1)).await;
+    app.answer_kept(&sale, 5, "again").await;
     // The claim and answer gone, as when the claim expired before the pre-order committed.
     let key = app.state.redis.request_key(
         contract::SaleItem::new(sale.activity_id, sale.item_id),

@@ -202,7 +202,8 @@ impl PathTotals {
         }
     }
 
-    /// Calls made for the successful buys as a whole, after their answer (the publishes).
+    /// Calls made for the successful buys as a whole, after their answer (the publishes,
+    /// the stored answers).
     pub(crate) fn after_success(&self, call: Call, calls: u64) {
         self.calls[Outcome::Success as usize][call.index()].inc_by(calls as f64);
     }

@@ -6,7 +6,8 @@
 //! limits, (9) the challenge, (10) the claim and deduction, (11) the pre-order, and (12)
 //! the publish, which the pre-order writer starts for the whole batch (`preorders`) before
 //! it answers. Steps 7, 8 and 10 are one Redis script (`lua/buy.lua`), so a buy costs one
-//! Redis round trip and storing its answer another; with the challenge on, one more.
+//! Redis round trip (with the challenge on, two); a success's answer is stored after the
+//! buyer has it, with the other answers waiting then, in one round trip (`kept_answers`).
 //!
 //! Replays win over cheap refusals: the phase and the sold-out flag refuse from memory
 //! only a buyer who cannot have won (not in the item's holder set); a holder is sent to
@@ -49,8 +50,9 @@ use crate::{
         challenge::Challenges,
         deduction::DeductionGate,
         holders::HolderSets,
-        in_flight::{self, Entry, Running},
-        preorders::{PreOrder, PreorderWriter, Reservation, Verdict},
+        in_flight::{self, Entry, First, Running},
+        kept_answers::{Kept, KeptAnswers},
+        preorders::{OnTheWay, PreOrder, PreorderWriter, Reservation, Verdict},
         rules::{
             phase, valid_quantity, valid_request_id, Outcome, Phase, Refusal, ScriptAnswer,
             UnknownAnswer,
@@ -394,6 +396,8 @@ pub struct Funnel {
     holders: HolderSets,
     /// The requests running here, for their replays to wait on.
     running: Arc<Running<Answer>>,
+    /// Successful answers on their way to Redis, for replays.
+    kept: KeptAnswers,
     tokens: BuyerTokens,
     preorders: PreorderWriter,
     redis: RedisStore,
@@ -440,6 +444,7 @@ impl Funnel {
             deduction: DeductionGate::new(switches.current().deduction),
             challenges: Challenges::new(redis.clone()),
             running: Running::new(),
+            kept: KeptAnswers::start(redis.clone(), SUCCESS_TTL_S, PathTotals::of(&metrics)),
             holders: HolderSets::new(
                 redis.clone(),
                 Duration::from_millis(settings.sold_out_flag_ms),
@@ -502,6 +507,9 @@ impl Funnel {
         let snapshot = self.switches.current();
         let switches = snapshot.as_ref();
         let in_flight = self.admit(switches)?;
+        // Until it hands its pre-order over, or is answered without one: a batch waits
+        // for company only while some request may still bring it.
+        let on_the_way = self.preorders.on_the_way();
         let body = self.read_body(body).await?;
         let (request_id, purchase) = self.validate(ask, headers, &body)?;
         let buyer = self.authenticate(headers);
@@ -529,7 +537,7 @@ impl Funnel {
             Entry::First(first) => first,
             Entry::Replay(answer) => {
                 // Waiting for an answer is no work: the place in flight goes to others.
-                drop(in_flight);
+                drop((in_flight, on_the_way));
                 self.counts.count("idempotency", "REPLAY");
                 let answer = in_flight::wait_for(answer, REPLAY_WAIT).await;
                 return Err(answer.unwrap_or_else(in_progress));
@@ -544,16 +552,13 @@ impl Funnel {
             order: target.pre_order(user_id, request_id, &purchase, switches),
         });
         let funnel = Arc::clone(self);
-        let finished = tokio::spawn(path::carried(
-            async move {
-                let answer = funnel.claimed(&claimed).await;
-                first.answered(&answer);
-                answer
-            }
-            // Its lines name the request, like the rest of the request's.
-            .instrument(tracing::Span::current()),
+        let (reply, answered) = tokio::sync::oneshot::channel();
+        tokio::spawn(path::carried(
+            async move { funnel.claimed(&claimed, first, reply, on_the_way).await }
+                // Its lines name the request, like the rest of the request's.
+                .instrument(tracing::Span::current()),
         ));
-        Ok(finished
+        Ok(answered
             .await
             .unwrap_or_else(|_| self.counts.stop("preorder", Outcome::Degraded)))
     }
@@ -728,20 +733,25 @@ impl Funnel {
     }
 
     /// A local refusal at `stage`, unless the buyer holds units of the item and his request
-    /// id has an answer stored: then that answer, byte for byte.
+    /// id has an answer stored (or answered here, on its way to Redis): then that answer,
+    /// byte for byte.
     async fn unless_replay(&self, stage: &str, refusal: Outcome, asked: &Asked<'_>) -> Answer {
         let degraded = |what: &str, error: redis::RedisError| {
             quiet!(warn, "buy.replay_lookup", error = %error, what, "a holder's replay could not be looked up");
             self.counts.stop(stage, Outcome::Degraded)
         };
+        let key = self
+            .redis
+            .request_key(asked.sale, asked.user_id, asked.request_id);
+        if let Some(answer) = self.running.answered(&key) {
+            self.counts.count("idempotency", "REPLAY");
+            return answer;
+        }
         match self.holders.holds(asked.sale, asked.user_id).await {
             Ok(false) => return self.counts.stop(stage, refusal),
             Ok(true) => {}
             Err(error) => return degraded("holder set", error),
         }
-        let key = self
-            .redis
-            .request_key(asked.sale, asked.user_id, asked.request_id);
         match self.redis.get_bytes(&key).await {
             Ok(Some(stored)) => {
                 self.counts.count("idempotency", "REPLAY");
@@ -752,43 +762,54 @@ impl Funnel {
         }
     }
 
-    /// Keeps a successful answer for its replays; any other answer frees the request id
-    /// the request claimed, so a retry runs the buy again.
-    async fn keep_for_replay(&self, claimed: &Claimed, answer: &Answer) {
-        let call = claimed.call();
-        let kept = if answer.status == 200 {
-            let key = self
-                .redis
-                .request_key(call.take.sale, call.take.buyer.0, call.request_id);
-            self.redis
-                .store_response(&key, &answer.encode(), SUCCESS_TTL_S)
-                .await
-        } else {
-            self.redis.release_claim(&call).await
-        };
-        if let Err(error) = kept {
-            quiet!(warn, "buy.keep_for_replay", error = %error, "could not keep the answer for replay or free the request id");
-        }
-    }
-
-    /// Steps 7–12: the request's own task. Whatever follows a claim ends in
-    /// `keep_for_replay`.
-    async fn claimed(&self, claimed: &Arc<Claimed>) -> Answer {
+    /// Steps 7–12: the request's own task, which sends the answer on `reply`. A success is
+    /// answered at once and then kept for its replays (`kept_answers`); any other answer
+    /// after a claim first frees the request id, so a retry runs the buy again.
+    async fn claimed(
+        &self,
+        claimed: &Arc<Claimed>,
+        first: First<Answer>,
+        reply: tokio::sync::oneshot::Sender<Answer>,
+        on_the_way: OnTheWay,
+    ) {
         let mode = self.deduction.mode(claimed.switches.deduction);
         // Counted until the pre-order is written, for the db → redis hand-over.
-        let _database_deduction =
+        let database_deduction =
             (mode == DeductionMode::Db).then(|| self.deduction.enter_database());
         let order = match self.through_redis(claimed, mode).await {
             Ok(order) => order,
-            Err(answer) => return answer,
+            Err(answer) => {
+                first.answered(&answer);
+                // A client that hung up has nobody to answer; the same below.
+                let _ = reply.send(answer);
+                return;
+            }
         };
-        let answer = match self.write_preorder(&order, mode).await {
+        let answer = match self.write_preorder(&order, mode, on_the_way).await {
             Ok(Committed::This) => ordered(order.id),
             Ok(Committed::Earlier(id)) => ordered(id),
             Err(answer) => answer,
         };
-        self.keep_for_replay(claimed, &answer).await;
-        answer
+        drop(database_deduction);
+        first.answered(&answer);
+        let call = claimed.call();
+        if answer.status == 200 {
+            let stored = answer.encode();
+            let _ = reply.send(answer);
+            self.kept.keep(Kept {
+                sale: call.take.sale,
+                key: self
+                    .redis
+                    .request_key(call.take.sale, call.take.buyer.0, call.request_id),
+                stored,
+                _listed: first,
+            });
+            return;
+        }
+        if let Err(error) = self.redis.release_claim(&call).await {
+            quiet!(warn, "buy.keep_for_replay", error = %error, "could not free the request id of a refused buy");
+        }
+        let _ = reply.send(answer);
     }
 
     /// Steps 7–10 in Redis: the local token bucket, then the buy script: the stored answer,
@@ -924,9 +945,14 @@ impl Funnel {
 
     /// Step 11: the group-committed pre-order with its outbox row. A refusal by the
     /// database allocation is answered like a deduction refusal.
-    async fn write_preorder(&self, order: &PreOrder, mode: DeductionMode) -> Stage<Committed> {
+    async fn write_preorder(
+        &self,
+        order: &PreOrder,
+        mode: DeductionMode,
+        on_the_way: OnTheWay,
+    ) -> Stage<Committed> {
         let redis_deducted = matches!(order.reservation, Reservation::Redis { .. });
-        match self.preorders.write(order.clone()).await {
+        match self.preorders.write(order.clone(), on_the_way).await {
             Ok(Verdict::Written) => {
                 if mode == DeductionMode::Db {
                     self.counts.pass("deduction");

@@ -51,6 +51,13 @@ impl<T: Clone> Running<T> {
             answer,
         })
     }
+
+    /// The answer of the request running here under `key`, if it has one already (it is
+    /// answered, and its answer is on its way to Redis).
+    pub(crate) fn answered(&self, key: &str) -> Option<T> {
+        let requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
+        requests.get(key).and_then(|answer| answer.borrow().clone())
+    }
 }
 
 impl<T: Clone> First<T> {
@@ -95,9 +102,12 @@ mod tests {
         let Entry::Replay(waiting) = running.enter("k".into()) else {
             panic!("the second is a replay");
         };
+        assert_eq!(running.answered("k"), None, "not answered yet");
         first.answered(&7);
+        assert_eq!(running.answered("k"), Some(7));
         assert_eq!(wait_for(waiting, Duration::from_secs(1)).await, Some(7));
         drop(first);
+        assert_eq!(running.answered("k"), None, "gone with its first request");
         assert!(matches!(running.enter("k".into()), Entry::First(_)));
     }
 

@@ -12,6 +12,7 @@ pub(crate) mod deduction;
 pub(crate) mod funnel;
 pub(crate) mod holders;
 pub(crate) mod in_flight;
+pub(crate) mod kept_answers;
 pub(crate) mod preorders;
 pub(crate) mod routes;
 pub(crate) mod rules;

@@ -14,8 +14,14 @@
 //! racing an in-flight deduction) the database refuses instead of overselling.
 
 use sqlx::{postgres::PgArguments, Arguments, Postgres};
-use std::{sync::Arc, time::Duration};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 use uuid::Uuid;
 
 use contract::{SaleItem, UserId};
@@ -159,6 +165,65 @@ type Reply = oneshot::Sender<(Result<Verdict, Arc<sqlx::Error>>, Share)>;
 #[derive(Clone)]
 pub(crate) struct PreorderWriter {
     queue: mpsc::Sender<(PreOrder, Reply)>,
+    heading: Arc<Heading>,
+}
+
+/// The buy requests that may still bring a pre-order: admitted, and neither handed to the
+/// writer nor finished. A batch waits for company only while there are some: once there
+/// are none, the next member is a request not yet admitted, and whoever is gathered would
+/// wait for it in vain (a lone buyer, or the whole closed loop of a load test).
+#[derive(Default)]
+struct Heading {
+    requests: AtomicUsize,
+    /// Woken when the count falls to zero.
+    none_left: Notify,
+}
+
+/// One request counted among those on their way to the writer, until it is dropped.
+pub(crate) struct OnTheWay(Arc<Heading>);
+
+impl Drop for OnTheWay {
+    fn drop(&mut self) {
+        if self.0.requests.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.none_left.notify_one();
+        }
+    }
+}
+
+/// A batch behind `first`: the pre-orders that arrive within `wait` of it, up to `max`,
+/// for no longer than some request may still bring one.
+async fn gather<T>(
+    first: T,
+    incoming: &mut mpsc::Receiver<T>,
+    heading: &Heading,
+    max: usize,
+    wait: Duration,
+) -> Vec<T> {
+    let mut batch = vec![first];
+    let deadline = tokio::time::Instant::now() + wait;
+    while batch.len() < max {
+        if heading.requests.load(Ordering::Acquire) == 0 {
+            // A request hands its pre-order over before it stops counting: every one
+            // sent is in the queue by now.
+            while batch.len() < max {
+                match incoming.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
+            }
+            break;
+        }
+        tokio::select! {
+            next = incoming.recv() => match next {
+                Some(next) => batch.push(next),
+                None => break,
+            },
+            // The count is read again above (a wake-up may be one left from earlier).
+            () = heading.none_left.notified() => {}
+            () = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    batch
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -183,16 +248,11 @@ impl PreorderWriter {
     ) -> Self {
         let (queue, mut incoming) = mpsc::channel::<(PreOrder, Reply)>(batch_max.max(1) * 16);
         let permits = Arc::new(Semaphore::new(CONCURRENT_BATCHES));
+        let heading = Arc::new(Heading::default());
+        let gathering = heading.clone();
         tokio::spawn(async move {
             while let Some(first) = incoming.recv().await {
-                let mut batch = vec![first];
-                let deadline = tokio::time::Instant::now() + batch_wait;
-                while batch.len() < batch_max {
-                    match tokio::time::timeout_at(deadline, incoming.recv()).await {
-                        Ok(Some(next)) => batch.push(next),
-                        Ok(None) | Err(_) => break,
-                    }
-                }
+                let batch = gather(first, &mut incoming, &gathering, batch_max, batch_wait).await;
                 batch_sizes.observe(batch.len() as f64);
                 let Ok(permit) = permits.clone().acquire_owned().await else {
                     break;
@@ -213,7 +273,14 @@ impl PreorderWriter {
                 });
             }
         });
-        Self { queue }
+        Self { queue, heading }
+    }
+
+    /// Counts a request on its way to the writer: from its admission until it hands its
+    /// pre-order over or ends.
+    pub(crate) fn on_the_way(&self) -> OnTheWay {
+        self.heading.requests.fetch_add(1, Ordering::AcqRel);
+        OnTheWay(self.heading.clone())
     }
 
     /// Pre-orders handed over and not yet taken into a batch.
@@ -222,14 +289,20 @@ impl PreorderWriter {
     }
 
     /// Writes the pre-order with its outbox row and offers the row to the publisher; returns
-    /// once it is committed (or refused).
+    /// once it is committed (or refused). The request stops counting as on its way once
+    /// the pre-order is handed over.
     /// The buy's path counts its share of the batch's statements.
-    pub(crate) async fn write(&self, order: PreOrder) -> Result<Verdict, WriteError> {
+    pub(crate) async fn write(
+        &self,
+        order: PreOrder,
+        on_the_way: OnTheWay,
+    ) -> Result<Verdict, WriteError> {
         let (reply, answer) = oneshot::channel();
         self.queue
             .send((order, reply))
             .await
             .map_err(|_| WriteError::Stopped)?;
+        drop(on_the_way);
         let (verdict, share) = answer.await.map_err(|_| WriteError::Stopped)?;
         share.count();
         verdict.map_err(WriteError::Database)
@@ -613,6 +686,50 @@ mod tests {
         // An earlier attempt at this batch committed the member: it is written.
         assert_eq!(read("duplicate", Some(id)), Verdict::Written);
         assert!(Verdict::read(id, "maybe", None).is_err());
+    }
+
+    /// A wait no test sits through: a batch that closes within the test closed for
+    /// another reason than its wait.
+    const FOREVER: Duration = Duration::from_secs(3600);
+
+    fn counted(heading: &Arc<Heading>) -> OnTheWay {
+        heading.requests.fetch_add(1, Ordering::AcqRel);
+        OnTheWay(heading.clone())
+    }
+
+    #[tokio::test]
+    async fn a_batch_closes_with_what_was_sent_once_no_request_is_on_its_way() {
+        let heading = Arc::new(Heading::default());
+        let (queue, mut incoming) = mpsc::channel(16);
+        let late = counted(&heading);
+        for member in [2, 3] {
+            queue.send(member).await.expect("sent");
+        }
+        drop(late);
+        let batch = gather(1, &mut incoming, &heading, 16, FOREVER).await;
+        assert_eq!(batch, [1, 2, 3]);
+        // Only up to the batch's size.
+        for member in [4, 5, 6] {
+            queue.send(member).await.expect("sent");
+        }
+        assert_eq!(gather(0, &mut incoming, &heading, 2, FOREVER).await, [0, 4]);
+    }
+
+    #[tokio::test]
+    async fn a_batch_waits_for_the_requests_on_their_way() {
+        let heading = Arc::new(Heading::default());
+        let (queue, mut incoming) = mpsc::channel(16);
+        let coming = [counted(&heading), counted(&heading)];
+        let gathering = {
+            let heading = heading.clone();
+            tokio::spawn(async move { gather(1, &mut incoming, &heading, 16, FOREVER).await })
+        };
+        for (member, on_the_way) in [2, 3].into_iter().zip(coming) {
+            queue.send(member).await.expect("sent");
+            tokio::task::yield_now().await;
+            drop(on_the_way);
+        }
+        assert_eq!(gathering.await.expect("gathered"), [1, 2, 3]);
     }
 
     fn order(activity_id: i64, recorded: bool) -> PreOrder {

@@ -329,7 +329,8 @@ pub struct BuySettings {
     /// when unpaid orders are cancelled).
     pub sold_out_flag_ms: u64,
     /// Pre-orders written in one PostgreSQL transaction at most, and how long the first of
-    /// a batch waits for company, in microseconds.
+    /// a batch waits for company, in microseconds, at most: only while some admitted
+    /// request may still bring a pre-order.
     pub(crate) preorder_batch_max: usize,
     pub(crate) preorder_batch_wait_us: u64,
     /// Count the item, buyer and address of every request for hot-key detection
@@ -361,8 +362,9 @@ impl Default for BuySettings {
             // commit and WAL flush, outbox row and its message, its completion), shared by its
             // buyers. At 5 ms a loaded sale's batches are twice as large as at 2 ms and a buy
             // costs a tenth to a sixth less CPU, at the same rate and latency under load (the
-            // buyers wait for company instead of queueing for a core); a lone buyer waits up
-            // to 3 ms longer. At 10 ms the wait outgrows that queue and the rate falls.
+            // buyers wait for company instead of queueing for a core). At 10 ms the wait
+            // outgrows that queue and the rate falls. A lone buyer does not wait: nobody
+            // else is on the way.
             preorder_batch_wait_us: 5_000,
             hotkey_detection: true,
         }

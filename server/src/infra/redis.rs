@@ -267,6 +267,20 @@ impl RedisStore {
         self.connection().set_ex(key, response, ttl_s).await
     }
 
+    /// Sets each key to its value, all with one expiry, in one round trip. The keys share
+    /// a hash tag (one cluster slot).
+    pub(crate) async fn store_responses(
+        &self,
+        responses: &[(&str, &[u8])],
+        ttl_s: u64,
+    ) -> RedisResult<()> {
+        let mut pipe = redis::pipe();
+        for (key, response) in responses {
+            pipe.set_ex(*key, *response, ttl_s).ignore();
+        }
+        pipe.query_async(&mut self.connection()).await
+    }
+
     pub(crate) async fn get_bytes(&self, key: &str) -> RedisResult<Option<Vec<u8>>> {
         self.connection().get(key).await
     }

@@ -280,6 +280,36 @@ impl TestApp {
         order_id(&answer)
     }
 
+    /// Waits until the answer of buyer `user_id`'s successful request `request_id` is kept
+    /// in Redis for its replays: the buyer is answered first, the answer stored after. Reads
+    /// on a connection of its own, so the server's count of the commands it sent stays its
+    /// own.
+    pub(crate) async fn answer_kept(&self, sale: &Sale, user_id: i64, request_id: &str) {
+        use secrecy::ExposeSecret;
+        let key = self.state.redis.request_key(
+            contract::SaleItem::new(sale.activity_id, sale.item_id),
+            user_id,
+            request_id,
+        );
+        let connection = redis::Client::open(self.state.settings.redis_url.expose_secret())
+            .expect("redis url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("a connection of the test's own");
+        super::wait::until("the answer kept for replays", super::wait::PATIENCE, || {
+            let (key, mut connection) = (&key, connection.clone());
+            async move {
+                let stored: Option<Vec<u8>> = redis::cmd("GET")
+                    .arg(key)
+                    .query_async(&mut connection)
+                    .await
+                    .expect("redis");
+                stored.is_some_and(|stored| stored.starts_with(b"200 "))
+            }
+        })
+        .await;
+    }
+
     /// The sale's stock left in Redis (the sale must be pre-warmed).
     pub(crate) async fn redis_stock(&self, sale: &Sale) -> i64 {
         let stock = self
