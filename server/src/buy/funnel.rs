@@ -57,6 +57,7 @@ use crate::{
             phase, valid_quantity, valid_request_id, Outcome, Phase, Refusal, ScriptAnswer,
             UnknownAnswer,
         },
+        stages::{Mark, Stage, StageCounters},
         stock_scripts::{is_in_flight, BuyCall, Steps, Units, Windows},
     },
     catalog::rules::{valid_seat_code, MAX_PER_USER_LIMIT},
@@ -171,7 +172,7 @@ fn parse(ask: Ask, body: &[u8]) -> Result<Purchase, String> {
 
 /// A stage's result: what the next stage needs, or the request's answer (a refusal, or
 /// a replay's first answer).
-type Stage<T> = Result<T, Answer>;
+type Passed<T> = Result<T, Answer>;
 
 /// The activity item a request buys, as the catalogue has it.
 struct Target {
@@ -342,26 +343,25 @@ impl Drop for Admitted<'_> {
     }
 }
 
-/// The stage counters of `seckill_funnel_requests_total`: every request is counted at each
-/// stage it passes, and at the stage that stops it, by the code it is answered with.
-struct StageCounts(Metrics);
+/// The stage counters (`stages`), and the answers of the stages that stop a request.
+struct StageCounts(StageCounters);
 
 impl StageCounts {
-    fn pass(&self, stage: &str) {
-        self.count(stage, "pass");
+    fn pass(&self, stage: Stage) {
+        self.count(stage, Mark::Pass);
     }
 
     /// Counts what happened at `stage` besides passing or stopping (`REPLAY`, `OVERRULED`).
-    fn count(&self, stage: &str, outcome: &str) {
-        self.0.funnel.with_label_values(&[stage, outcome]).inc();
+    fn count(&self, stage: Stage, mark: Mark) {
+        self.0.count(stage, mark);
     }
 
-    fn stop(&self, stage: &str, outcome: Outcome) -> Answer {
+    fn stop(&self, stage: Stage, outcome: Outcome) -> Answer {
         self.stop_with(stage, outcome, outcome.message())
     }
 
-    fn stop_with(&self, stage: &str, outcome: Outcome, message: &str) -> Answer {
-        self.count(stage, outcome.code());
+    fn stop_with(&self, stage: Stage, outcome: Outcome, message: &str) -> Answer {
+        self.count(stage, Mark::Stop(outcome));
         Answer::refusal(outcome, message)
     }
 
@@ -374,10 +374,11 @@ impl StageCounts {
             item = order.item_id, "stock script out of step with the server; the deduction is unknown"
         );
         self.0
+            .metrics()
             .stock_script_unknown_answers
             .with_label_values(&[script])
             .inc();
-        self.stop("deduction", Outcome::Degraded)
+        self.stop(Stage::Deduction, Outcome::Degraded)
     }
 }
 
@@ -459,7 +460,7 @@ impl Funnel {
             db,
             unanswered: Arc::new(Semaphore::new(UNANSWERED_RETRIED)),
             path: PathTotals::of(&metrics),
-            counts: StageCounts(metrics),
+            counts: StageCounts(StageCounters::new(metrics)),
         }
     }
 
@@ -502,7 +503,7 @@ impl Funnel {
         headers: &HeaderMap,
         client: IpAddr,
         body: Body,
-    ) -> Stage<Answer> {
+    ) -> Passed<Answer> {
         // One snapshot for the whole request: a flip applies from the next request on.
         let snapshot = self.switches.current();
         let switches = snapshot.as_ref();
@@ -538,7 +539,7 @@ impl Funnel {
             Entry::Replay(answer) => {
                 // Waiting for an answer is no work: the place in flight goes to others.
                 drop((in_flight, on_the_way));
-                self.counts.count("idempotency", "REPLAY");
+                self.counts.count(Stage::Idempotency, Mark::Replay);
                 let answer = in_flight::wait_for(answer, REPLAY_WAIT).await;
                 return Err(answer.unwrap_or_else(in_progress));
             }
@@ -560,27 +561,27 @@ impl Funnel {
         ));
         Ok(answered
             .await
-            .unwrap_or_else(|_| self.counts.stop("preorder", Outcome::Degraded)))
+            .unwrap_or_else(|_| self.counts.stop(Stage::Preorder, Outcome::Degraded)))
     }
 
     /// Step 1: a place among the requests in flight on this instance.
-    fn admit(&self, switches: &SwitchValues) -> Stage<Admitted<'_>> {
+    fn admit(&self, switches: &SwitchValues) -> Passed<Admitted<'_>> {
         let admitted = self
             .admission
             .enter(switches.limits.max_in_flight)
-            .ok_or_else(|| self.counts.stop("admission", Outcome::Overloaded))?;
-        self.counts.pass("admission");
+            .ok_or_else(|| self.counts.stop(Stage::Admission, Outcome::Overloaded))?;
+        self.counts.pass(Stage::Admission);
         Ok(admitted)
     }
 
     /// Step 2 begins: the body, read only now that the request holds a place in flight, and
     /// no more of it than `max_body_bytes`.
-    async fn read_body(&self, body: Body) -> Stage<Bytes> {
+    async fn read_body(&self, body: Body) -> Passed<Bytes> {
         axum::body::to_bytes(body, self.settings.max_body_bytes)
             .await
             .map_err(|_| {
                 self.counts.stop_with(
-                    "validate",
+                    Stage::Validate,
                     Outcome::BadRequest,
                     "the request body is too large or was cut off",
                 )
@@ -593,10 +594,10 @@ impl Funnel {
         ask: Ask,
         headers: &'h HeaderMap,
         body: &[u8],
-    ) -> Stage<(&'h str, Purchase)> {
+    ) -> Passed<(&'h str, Purchase)> {
         let refuse = |message: &str| {
             self.counts
-                .stop_with("validate", Outcome::BadRequest, message)
+                .stop_with(Stage::Validate, Outcome::BadRequest, message)
         };
         let request_id = header(headers, "x-request-id")
             .filter(|id| valid_request_id(id))
@@ -604,27 +605,27 @@ impl Funnel {
                 refuse("an X-Request-ID header of 1-64 letters, digits, - or _ is required")
             })?;
         let purchase = parse(ask, body).map_err(|message| refuse(&message))?;
-        self.counts.pass("validate");
+        self.counts.pass(Stage::Validate);
         Ok((request_id, purchase))
     }
 
     /// Step 3: the buyer token.
-    fn authenticate(&self, headers: &HeaderMap) -> Stage<Buyer> {
+    fn authenticate(&self, headers: &HeaderMap) -> Passed<Buyer> {
         let buyer = self
             .tokens
             .verify(header(headers, "authorization"))
-            .ok_or_else(|| self.counts.stop("auth", Outcome::Unauthenticated))?;
-        self.counts.pass("auth");
+            .ok_or_else(|| self.counts.stop(Stage::Auth, Outcome::Unauthenticated))?;
+        self.counts.pass(Stage::Auth);
         Ok(buyer)
     }
 
     /// Step 3 ends: a buyer or an address blocked as a hot key is refused until the key lapses.
-    fn check_blocked(&self, user_id: i64, client: IpAddr) -> Stage<()> {
+    fn check_blocked(&self, user_id: i64, client: IpAddr) -> Passed<()> {
         match self.hotkeys.refusal(Some(user_id), client) {
             None => Ok(()),
             Some(refusal) => {
                 let mut answer = self.counts.stop_with(
-                    "hotkey_block",
+                    Stage::HotkeyBlock,
                     Outcome::RateLimited,
                     match refusal.kind {
                         contract::HotKeyKind::Ip => "this address is sending too many requests",
@@ -646,7 +647,7 @@ impl Funnel {
         ask: Ask,
         purchase: &Purchase,
         rehearsal: Option<i64>,
-    ) -> Stage<(Arc<CachedActivity>, Target)> {
+    ) -> Passed<(Arc<CachedActivity>, Target)> {
         let looked_up = match purchase.item_id {
             Some(item_id) => {
                 self.catalogue
@@ -664,10 +665,10 @@ impl Funnel {
                 }
             })
             .map_err(|error| match error {
-                LookupError::Missing => self.counts.stop("catalogue", Outcome::ItemNotFound),
+                LookupError::Missing => self.counts.stop(Stage::Catalogue, Outcome::ItemNotFound),
                 error => {
                     quiet!(warn, "buy.lookup", error = %error, "activity lookup failed");
-                    self.counts.stop("catalogue", Outcome::Degraded)
+                    self.counts.stop(Stage::Catalogue, Outcome::Degraded)
                 }
             })?;
         let target = match target(&activity, ask, purchase.item_id) {
@@ -678,10 +679,10 @@ impl Funnel {
                 price_cents: item.price_cents,
             },
             Err((outcome, message)) => {
-                return Err(self.counts.stop_with("catalogue", outcome, message))
+                return Err(self.counts.stop_with(Stage::Catalogue, outcome, message))
             }
         };
-        self.counts.pass("catalogue");
+        self.counts.pass(Stage::Catalogue);
         Ok((activity, target))
     }
 
@@ -694,7 +695,7 @@ impl Funnel {
         target: &Target,
         quantity: i64,
         asked: &Asked<'_>,
-    ) -> Stage<()> {
+    ) -> Passed<()> {
         let now = phase(
             activity.starts_at,
             activity.ends_at,
@@ -704,38 +705,38 @@ impl Funnel {
         match Outcome::from_phase(now) {
             None => {}
             Some(refusal) if now == Phase::Upcoming => {
-                return Err(self.counts.stop("phase", refusal))
+                return Err(self.counts.stop(Stage::Phase, refusal))
             }
-            Some(refusal) => return Err(self.unless_replay("phase", refusal, asked).await),
+            Some(refusal) => return Err(self.unless_replay(Stage::Phase, refusal, asked).await),
         }
         if !valid_quantity(quantity, target.per_user_limit) {
             return Err(self.counts.stop_with(
-                "phase",
+                Stage::Phase,
                 Outcome::BadRequest,
                 "quantity must be between 1 and the per-user limit",
             ));
         }
-        self.counts.pass("phase");
+        self.counts.pass(Stage::Phase);
         Ok(())
     }
 
     /// Step 6: an item this instance saw sell out is refused without asking Redis, unless
     /// the buyer holds some of it.
-    async fn check_sold_out_flag(&self, asked: &Asked<'_>) -> Stage<()> {
+    async fn check_sold_out_flag(&self, asked: &Asked<'_>) -> Passed<()> {
         let sale = asked.sale;
         if self.catalogue.is_sold_out(sale.activity.0, sale.item.0) {
             return Err(self
-                .unless_replay("sold_out_flag", Outcome::SoldOut, asked)
+                .unless_replay(Stage::SoldOutFlag, Outcome::SoldOut, asked)
                 .await);
         }
-        self.counts.pass("sold_out_flag");
+        self.counts.pass(Stage::SoldOutFlag);
         Ok(())
     }
 
     /// A local refusal at `stage`, unless the buyer holds units of the item and his request
     /// id has an answer stored (or answered here, on its way to Redis): then that answer,
     /// byte for byte.
-    async fn unless_replay(&self, stage: &str, refusal: Outcome, asked: &Asked<'_>) -> Answer {
+    async fn unless_replay(&self, stage: Stage, refusal: Outcome, asked: &Asked<'_>) -> Answer {
         let degraded = |what: &str, error: redis::RedisError| {
             quiet!(warn, "buy.replay_lookup", error = %error, what, "a holder's replay could not be looked up");
             self.counts.stop(stage, Outcome::Degraded)
@@ -744,7 +745,7 @@ impl Funnel {
             .redis
             .request_key(asked.sale, asked.user_id, asked.request_id);
         if let Some(answer) = self.running.answered(&key) {
-            self.counts.count("idempotency", "REPLAY");
+            self.counts.count(Stage::Idempotency, Mark::Replay);
             return answer;
         }
         match self.holders.holds(asked.sale, asked.user_id).await {
@@ -754,7 +755,7 @@ impl Funnel {
         }
         match self.redis.get_bytes(&key).await {
             Ok(Some(stored)) => {
-                self.counts.count("idempotency", "REPLAY");
+                self.counts.count(Stage::Idempotency, Mark::Replay);
                 self.replay(&stored)
             }
             Ok(None) => self.counts.stop(stage, refusal),
@@ -816,7 +817,7 @@ impl Funnel {
     /// the windows, the claim and (on the Redis path) the deduction; the challenge, when it
     /// is on, between the windows and the claim. Returns the pre-order with the reservation
     /// it is made under, once its request id is claimed.
-    async fn through_redis(&self, claimed: &Arc<Claimed>, mode: DeductionMode) -> Stage<PreOrder> {
+    async fn through_redis(&self, claimed: &Arc<Claimed>, mode: DeductionMode) -> Passed<PreOrder> {
         let limits = &claimed.switches.limits;
         let order = &claimed.order;
         if self
@@ -824,7 +825,7 @@ impl Funnel {
             .limited(order.item_id, order.user_id, claimed.ip)
             .is_some()
         {
-            let mut answer = self.counts.stop("hotkey_limit", Outcome::RateLimited);
+            let mut answer = self.counts.stop(Stage::HotkeyLimit, Outcome::RateLimited);
             answer.retry_after_s = Some(1);
             return Err(answer);
         }
@@ -859,7 +860,7 @@ impl Funnel {
     }
 
     /// One call of the buy script, its answer counted at the stages it went through.
-    async fn script(&self, claimed: &Arc<Claimed>, call: &BuyCall<'_>, steps: Steps) -> Stage<()> {
+    async fn script(&self, claimed: &Arc<Claimed>, call: &BuyCall<'_>, steps: Steps) -> Passed<()> {
         let order = &claimed.order;
         let windows = matches!(steps, Steps::Buy | Steps::Windows | Steps::WindowsAndClaim);
         let deducts = matches!(steps, Steps::Buy | Steps::Deduct);
@@ -867,23 +868,27 @@ impl Funnel {
             // The script may have run with its reply lost: its claim and marker say so.
             quiet!(warn, "buy.script", error = %error, order = %order.id, "buy script failed; its answer is unknown");
             self.settle_unanswered(claimed, deducts);
-            let stage = if deducts { "deduction" } else { "rate_limit" };
+            let stage = if deducts {
+                Stage::Deduction
+            } else {
+                Stage::RateLimit
+            };
             self.counts.stop(stage, Outcome::Degraded)
         })?;
         let answer = ScriptAnswer::read(answered)
             .map_err(|unknown| self.counts.unknown_answer("buy", unknown, order))?;
         if windows {
-            self.counts.pass("idempotency");
+            self.counts.pass(Stage::Idempotency);
         }
         match answer {
             ScriptAnswer::Seen(stored) => {
-                self.counts.count("idempotency", "REPLAY");
+                self.counts.count(Stage::Idempotency, Mark::Replay);
                 return Err(self.replay(&stored));
             }
             ScriptAnswer::WindowFull => {
                 return Err(self.rate_limited(claimed.switches.limits.rate_window_s))
             }
-            _ if windows => self.counts.pass("rate_limit"),
+            _ if windows => self.counts.pass(Stage::RateLimit),
             _ => {}
         }
         match answer {
@@ -892,7 +897,7 @@ impl Funnel {
                     self.catalogue
                         .mark_sold_out(order.activity_id, order.item_id);
                 }
-                self.counts.pass("deduction");
+                self.counts.pass(Stage::Deduction);
                 Ok(())
             }
             ScriptAnswer::Refused(refusal) => Err(self.refuse_deduction(order, refusal)),
@@ -921,7 +926,7 @@ impl Funnel {
     }
 
     /// Step 9: the human challenge, only while the switch asks for it.
-    async fn challenge(&self, claimed: &Claimed) -> Stage<()> {
+    async fn challenge(&self, claimed: &Claimed) -> Passed<()> {
         let passed = match (claimed.challenge_id.as_deref(), claimed.challenge_answer) {
             (Some(id), Some(answer)) => {
                 self.challenges
@@ -932,13 +937,13 @@ impl Funnel {
         };
         match passed {
             Ok(true) => {
-                self.counts.pass("challenge");
+                self.counts.pass(Stage::Challenge);
                 Ok(())
             }
-            Ok(false) => Err(self.counts.stop("challenge", Outcome::ChallengeFailed)),
+            Ok(false) => Err(self.counts.stop(Stage::Challenge, Outcome::ChallengeFailed)),
             Err(error) => {
                 quiet!(warn, "buy.challenge", error = %error, "challenge check failed");
-                Err(self.counts.stop("challenge", Outcome::Degraded))
+                Err(self.counts.stop(Stage::Challenge, Outcome::Degraded))
             }
         }
     }
@@ -950,14 +955,14 @@ impl Funnel {
         order: &PreOrder,
         mode: DeductionMode,
         on_the_way: OnTheWay,
-    ) -> Stage<Committed> {
+    ) -> Passed<Committed> {
         let redis_deducted = matches!(order.reservation, Reservation::Redis { .. });
         match self.preorders.write(order.clone(), on_the_way).await {
             Ok(Verdict::Written) => {
                 if mode == DeductionMode::Db {
-                    self.counts.pass("deduction");
+                    self.counts.pass(Stage::Deduction);
                 }
-                self.counts.pass("preorder");
+                self.counts.pass(Stage::Preorder);
                 Ok(Committed::This)
             }
             Ok(Verdict::Refused(refusal)) => {
@@ -970,13 +975,13 @@ impl Funnel {
                 // The request id was claimed twice (its first claim expired while PostgreSQL
                 // was slow): this second deduction is owed back, and the buyer has his
                 // first order.
-                self.counts.count("preorder", "DUPLICATE");
+                self.counts.count(Stage::Preorder, Mark::Duplicate);
                 if redis_deducted {
                     self.give_back(order, Units::BackToStock).await;
                 }
                 earlier.map(Committed::Earlier).ok_or_else(in_progress)
             }
-            Ok(Verdict::Voided) => Err(self.counts.stop("preorder", Outcome::Degraded)),
+            Ok(Verdict::Voided) => Err(self.counts.stop(Stage::Preorder, Outcome::Degraded)),
             Err(error) => {
                 // The commit may have happened all the same (a connection lost on COMMIT):
                 // only a void in PostgreSQL makes it certain that it never will.
@@ -988,7 +993,7 @@ impl Funnel {
                         async move { settle::void_and_release(&db, &redis, &deduction).await },
                     );
                 }
-                Err(self.counts.stop("preorder", Outcome::Degraded))
+                Err(self.counts.stop(Stage::Preorder, Outcome::Degraded))
             }
         }
     }
@@ -1010,7 +1015,7 @@ impl Funnel {
             _ => {}
         }
         let (outcome, message) = refusal.answer(seats);
-        self.counts.stop_with("deduction", outcome, message)
+        self.counts.stop_with(Stage::Deduction, outcome, message)
     }
 
     /// PostgreSQL refused a pre-order that Redis had granted: Redis was off the truth (a
@@ -1019,7 +1024,7 @@ impl Funnel {
     /// stays spent; a refusal on the buyer's limit gives the unit back for others.
     async fn overruled(&self, order: &PreOrder, refusal: Refusal) {
         quiet!(warn, "buy.overruled", order = %order.id, activity = order.activity_id, item = order.item_id, ?refusal, "PostgreSQL overruled a Redis deduction");
-        self.counts.count("preorder", "OVERRULED");
+        self.counts.count(Stage::Preorder, Mark::Overruled);
         let units = match refusal {
             Refusal::AlreadyPurchased | Refusal::LimitExceeded => Units::BackToStock,
             _ => Units::Kept,
@@ -1041,7 +1046,7 @@ impl Funnel {
     }
 
     fn rate_limited(&self, window_s: u64) -> Answer {
-        let mut answer = self.counts.stop("rate_limit", Outcome::RateLimited);
+        let mut answer = self.counts.stop(Stage::RateLimit, Outcome::RateLimited);
         answer.retry_after_s = Some(u32::try_from(window_s.max(1)).unwrap_or(u32::MAX));
         answer
     }
@@ -1156,7 +1161,7 @@ mod tests {
 
     #[test]
     fn an_undocumented_script_code_answers_503_and_is_counted() {
-        let counts = StageCounts(Metrics::new());
+        let counts = StageCounts(StageCounters::new(Metrics::new()));
         let order = PreOrder {
             id: Uuid::new_v4(),
             activity_id: 1,
@@ -1173,7 +1178,7 @@ mod tests {
         assert_eq!(answer.status, 503);
         let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("json");
         assert_eq!(body["code"], "DEGRADED");
-        let text = counts.0.render();
+        let text = counts.0.metrics().render();
         for counted in [
             r#"seckill_stock_script_unknown_answers_total{script="buy"} 1"#,
             r#"seckill_funnel_requests_total{outcome="DEGRADED",stage="deduction"} 1"#,

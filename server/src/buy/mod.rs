@@ -16,4 +16,5 @@ pub(crate) mod kept_answers;
 pub(crate) mod preorders;
 pub(crate) mod routes;
 pub(crate) mod rules;
+pub(crate) mod stages;
 pub mod stock_scripts;
