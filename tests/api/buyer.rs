@@ -908,6 +908,41 @@ async fn the_winner_of_the_last_unit_gets_his_order_on_replay_whatever_the_phase
     );
 }
 
+/// The winner of the last unit whose answer never reached Redis (Redis failing at that
+/// moment, or the instance killed between answering and storing it) was told `SOLD_OUT` on
+/// replay once his in-flight marker expired: the holder set sent him to a stored answer that
+/// was not there. PostgreSQL has his order, and he gets it, byte for byte.
+#[tokio::test]
+async fn a_winner_whose_answer_never_reached_redis_gets_his_order_on_replay() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        // The flag must still stand when the winner comes back.
+        settings.buy.sold_out_flag_ms = 600_000;
+    })
+    .await;
+    let sale = open_sale(&app, 1, 1).await;
+    let won = app.buy_bytes(1, "won", &sale).await;
+    assert_eq!(won.0, 200, "{won:?}");
+    app.answer_kept(&sale, 1, "won").await;
+    // The stored answer and the marker gone, as when neither reached Redis or both expired.
+    let key = app.state.redis.request_key(
+        contract::SaleItem::new(sale.activity_id, sale.item_id),
+        1,
+        "won",
+    );
+    let _: i64 = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut app.state.redis.connection())
+        .await
+        .expect("del");
+    let (status, lost) = app.buy(2, "lost", &buy_body(&sale, 1)).await;
+    assert_eq!((status, lost["code"].as_str()), (409, Some("SOLD_OUT")));
+    assert_eq!(app.buy_bytes(1, "won", &sale).await, won, "sold-out flag");
+    // A holder with another request id did not win with it.
+    let (status, other) = app.buy(1, "another", &buy_body(&sale, 1)).await;
+    assert_eq!((status, other["code"].as_str()), (409, Some("SOLD_OUT")));
+}
+
 /// Found when tried as a buyer would: the request id was claimed and an answer stored before
 /// any rate limit, so one token with 3,000 unique ids (2,995 answered 429) left 3,001 keys for
 /// 300 s; and `GET /api/challenge` stored a key per call (300 calls of one buyer, 300 keys).

@@ -52,7 +52,7 @@ use crate::{
         holders::HolderSets,
         in_flight::{self, Entry, First, Running},
         kept_answers::{Kept, KeptAnswers},
-        preorders::{OnTheWay, PreOrder, PreorderWriter, Reservation, Verdict},
+        preorders::{self, OnTheWay, PreOrder, PreorderWriter, Reservation, Verdict},
         rules::{
             phase, valid_quantity, valid_request_id, Outcome, Phase, Refusal, ScriptAnswer,
             UnknownAnswer,
@@ -734,8 +734,8 @@ impl Funnel {
     }
 
     /// A local refusal at `stage`, unless the buyer holds units of the item and his request
-    /// id has an answer stored (or answered here, on its way to Redis): then that answer,
-    /// byte for byte.
+    /// id has an answer stored (or answered here, on its way to Redis), or an order in
+    /// PostgreSQL: then that answer, byte for byte.
     async fn unless_replay(&self, stage: Stage, refusal: Outcome, asked: &Asked<'_>) -> Answer {
         let degraded = |what: &str, error: redis::RedisError| {
             quiet!(warn, "buy.replay_lookup", error = %error, what, "a holder's replay could not be looked up");
@@ -758,7 +758,29 @@ impl Funnel {
                 self.counts.count(Stage::Idempotency, Mark::Replay);
                 self.replay(&stored)
             }
-            Ok(None) => self.counts.stop(stage, refusal),
+            // A holder whose answer never reached Redis (it failed then, or the instance
+            // that answered him died before storing it) may still have won: PostgreSQL
+            // has his order if he did.
+            Ok(None) => {
+                match preorders::order_of_request(
+                    &self.db,
+                    asked.sale,
+                    asked.user_id,
+                    asked.request_id,
+                )
+                .await
+                {
+                    Ok(Some(order)) => {
+                        self.counts.count(Stage::Idempotency, Mark::Replay);
+                        ordered(order)
+                    }
+                    Ok(None) => self.counts.stop(stage, refusal),
+                    Err(error) => {
+                        quiet!(warn, "buy.replay_lookup", error = %error, "a holder's order could not be looked up");
+                        self.counts.stop(stage, Outcome::Degraded)
+                    }
+                }
+            }
             Err(error) => degraded("stored answer", error),
         }
     }

@@ -15,7 +15,8 @@
 //! that never lands (Redis failing then, the server killed) leaves the marker to expire, as
 //! an answer Redis refused to store always did: a replay after that runs as a new request,
 //! and is answered with the order its request id already has while stock remains (the
-//! pre-order writer's duplicate check).
+//! pre-order writer's duplicate check), or, refused from memory as a holder, from
+//! PostgreSQL (the funnel's `unless_replay`).
 
 use contract::SaleItem;
 use std::collections::HashMap;

@@ -660,6 +660,27 @@ pub(crate) async fn seat_holders<'e>(
     .await
 }
 
+/// The order a buyer's request id made for an item, unless it was voided: what a winner's
+/// replay is answered with when his stored answer never reached Redis.
+pub(crate) async fn order_of_request<'e>(
+    executor: impl sqlx::PgExecutor<'e>,
+    sale: SaleItem,
+    user_id: i64,
+    request_id: &str,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT id FROM orders
+         WHERE user_id = $1 AND request_id = $2 AND activity_id = $3 AND item_id = $4
+           AND status <> 'FAILED'",
+    )
+    .bind(user_id)
+    .bind(request_id)
+    .bind(sale.activity.0)
+    .bind(sale.item.0)
+    .fetch_optional(executor)
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
