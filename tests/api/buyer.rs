@@ -15,7 +15,9 @@ use contract::Role;
 use futures::{stream, StreamExt};
 use reqwest::StatusCode;
 use seckill::{
-    buy::challenge::MIN_THINKING_TIME, identity::buyer_token, infra::config::DeductionMode,
+    buy::challenge::MIN_THINKING_TIME,
+    identity::buyer_token,
+    infra::config::{DeductionMode, Settings},
 };
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -849,18 +851,19 @@ impl TestApp {
     }
 }
 
+/// A sale whose sold-out flag still stands when the winner comes back.
+fn flag_stands(settings: &mut Settings) {
+    storm_settings(settings);
+    settings.buy.sold_out_flag_ms = 600_000;
+}
+
 /// Found when tried as a buyer would: the winner of the last unit who retried with the same
 /// `X-Request-ID` after a timeout was told `SOLD_OUT` (the local sold-out flag answered before
 /// the idempotency lookup), and after the end `ACTIVITY_ENDED`, with the entry closed
 /// `ACTIVITY_CLOSED`. He won and was told he lost.
 #[tokio::test]
 async fn the_winner_of_the_last_unit_gets_his_order_on_replay_whatever_the_phase() {
-    let app = spawn_app_with(|settings| {
-        storm_settings(settings);
-        // The flag must still stand when the winner comes back.
-        settings.buy.sold_out_flag_ms = 600_000;
-    })
-    .await;
+    let app = spawn_app_with(flag_stands).await;
     let ops = app.caller(Role::Ops, None).await;
     let sale = open_sale(&app, 1, 1).await;
     let won = app.buy_bytes(1, "won", &sale).await;
@@ -914,27 +917,12 @@ async fn the_winner_of_the_last_unit_gets_his_order_on_replay_whatever_the_phase
 /// was not there. PostgreSQL has his order, and he gets it, byte for byte.
 #[tokio::test]
 async fn a_winner_whose_answer_never_reached_redis_gets_his_order_on_replay() {
-    let app = spawn_app_with(|settings| {
-        storm_settings(settings);
-        // The flag must still stand when the winner comes back.
-        settings.buy.sold_out_flag_ms = 600_000;
-    })
-    .await;
+    let app = spawn_app_with(flag_stands).await;
     let sale = open_sale(&app, 1, 1).await;
     let won = app.buy_bytes(1, "won", &sale).await;
     assert_eq!(won.0, 200, "{won:?}");
-    app.answer_kept(&sale, 1, "won").await;
     // The stored answer and the marker gone, as when neither reached Redis or both expired.
-    let key = app.state.redis.request_key(
-        contract::SaleItem::new(sale.activity_id, sale.item_id),
-        1,
-        "won",
-    );
-    let _: i64 = redis::cmd("DEL")
-        .arg(&key)
-        .query_async(&mut app.state.redis.connection())
-        .await
-        .expect("del");
+    app.forget_answer(&sale, 1, "won").await;
     let (status, lost) = app.buy(2, "lost", &buy_body(&sale, 1)).await;
     assert_eq!((status, lost["code"].as_str()), (409, Some("SOLD_OUT")));
     assert_eq!(app.buy_bytes(1, "won", &sale).await, won, "sold-out flag");
@@ -1024,19 +1012,8 @@ async fn a_request_id_claimed_again_after_its_claim_expired_gets_the_first_order
     let app = spawn_app_with(storm_settings).await;
     let sale = open_sale(&app, 100, 2).await;
     let first = app.bought(5, "again", &buy_body(&sale, 1)).await;
-    app.answer_kept(&sale, 5, "again").await;
     // The claim and answer gone, as when the claim expired before the pre-order committed.
-    let key = app.state.redis.request_key(
-        contract::SaleItem::new(sale.activity_id, sale.item_id),
-        5,
-        "again",
-    );
-    let mut connection = app.state.redis.connection();
-    let _: i64 = redis::cmd("DEL")
-        .arg(&key)
-        .query_async(&mut connection)
-        .await
-        .expect("del");
+    app.forget_answer(&sale, 5, "again").await;
     // In the same batches as other buyers, none of whom may suffer for it.
     let requests = std::iter::once((5, "again".to_owned()))
         .chain((100..140).map(|user| (user, format!("other-{user}"))))

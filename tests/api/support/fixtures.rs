@@ -286,11 +286,7 @@ impl TestApp {
     /// own.
     pub(crate) async fn answer_kept(&self, sale: &Sale, user_id: i64, request_id: &str) {
         use secrecy::ExposeSecret;
-        let key = self.state.redis.request_key(
-            contract::SaleItem::new(sale.activity_id, sale.item_id),
-            user_id,
-            request_id,
-        );
+        let key = self.request_key(sale, user_id, request_id);
         let connection = redis::Client::open(self.state.settings.redis_url.expose_secret())
             .expect("redis url")
             .get_multiplexed_async_connection()
@@ -308,6 +304,25 @@ impl TestApp {
             }
         })
         .await;
+    }
+
+    /// Deletes the stored answer of a successful request once it is kept, as when it never
+    /// reached Redis, or expired with its request id's claim.
+    pub(crate) async fn forget_answer(&self, sale: &Sale, user_id: i64, request_id: &str) {
+        self.answer_kept(sale, user_id, request_id).await;
+        let _: i64 = redis::cmd("DEL")
+            .arg(self.request_key(sale, user_id, request_id))
+            .query_async(&mut self.state.redis.connection())
+            .await
+            .expect("del");
+    }
+
+    fn request_key(&self, sale: &Sale, user_id: i64, request_id: &str) -> String {
+        self.state.redis.request_key(
+            contract::SaleItem::new(sale.activity_id, sale.item_id),
+            user_id,
+            request_id,
+        )
     }
 
     /// The sale's stock left in Redis (the sale must be pre-warmed).
