@@ -49,13 +49,15 @@
 --   { 3, ""}      admitted by the windows and counted (no `c`)
 --   { 4, ""}      claimed, nothing deducted (`c` without `d`)
 --   { 0, "<n>"}   deducted and claimed; n units left
---   {-1, ""}      sold out (nothing left) or, for seats, a chosen seat is taken
---   {-2, ""}      already purchased (the buyer holds the limit)
---   {-3, ""}      limit exceeded (this quantity would take the buyer over the limit)
+--   {-1, "<h>"}   sold out (nothing left) or, for seats, a chosen seat is taken
+--   {-2, "<h>"}   already purchased (the buyer holds the limit)
+--   {-3, "<h>"}   limit exceeded (this quantity would take the buyer over the limit)
 --   {-4, ""}      not pre-warmed (no stock key)
 --   {-5, ""}      not enough left for this quantity (some units remain)
 --   {-6, ""}      a chosen seat does not exist
 --   {-8, ""}      fenced: a reconciliation run holds the item for a moment
+-- where h is the units the buyer holds of the item: a holder refused without a stored
+-- answer may be replaying the request that won them, whose answer never reached Redis.
 local steps = ARGV[1]
 local stored = redis.call('GET', KEYS[1])
 if stored then
@@ -98,10 +100,10 @@ local quantity = seated and (#ARGV - 11) or tonumber(ARGV[9])
 local limit = tonumber(ARGV[10])
 local held = tonumber(redis.call('HGET', KEYS[6], buyer) or '0')
 if held >= limit then
-  return {-2, ''}
+  return {-2, tostring(held)}
 end
 if held + quantity > limit then
-  return {-3, ''}
+  return {-3, tostring(held)}
 end
 local marker
 if seated then
@@ -111,7 +113,7 @@ if seated then
       return {-6, ''}
     end
     if holder ~= '' then
-      return {-1, ''}
+      return {-1, tostring(held)}
     end
   end
   local seats = {}
@@ -122,7 +124,7 @@ if seated then
   marker = string.format(' %s', table.concat(seats, ' '))
 else
   if stock <= 0 then
-    return {-1, ''}
+    return {-1, tostring(held)}
   end
   if stock < quantity then
     return {-5, ''}

@@ -931,6 +931,41 @@ async fn a_winner_whose_answer_never_reached_redis_gets_his_order_on_replay() {
     assert_eq!((status, other["code"].as_str()), (409, Some("SOLD_OUT")));
 }
 
+/// Found in the code: a winner's replay with no stored answer that reaches the buy script
+/// (no sold-out flag on this instance: it never saw the item sell out, or its flag lapsed)
+/// was answered by the script's refusal: `SOLD_OUT` once the stock was gone, or
+/// `ALREADY_PURCHASED` once he held his limit, for the very request that won.
+#[tokio::test]
+async fn a_winner_whose_answer_never_reached_redis_gets_his_order_from_the_script_path() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        // No instance-local flag: every request reaches Redis.
+        settings.buy.sold_out_flag_ms = 0;
+    })
+    .await;
+    // Stock 2, limit 2, the other unit bought next: his replay finds nothing left
+    // (SOLD_OUT before).
+    let sold_out = open_sale(&app, 2, 2).await;
+    // Stock 2, limit 1: his replay finds him at his limit (ALREADY_PURCHASED before).
+    let at_limit = open_sale(&app, 2, 1).await;
+    // A buyer's request ids are his across items: one winner per sale.
+    for (winner, sale, refusal) in [
+        (1, sold_out, "SOLD_OUT"),
+        (3, at_limit, "ALREADY_PURCHASED"),
+    ] {
+        let won = app.buy_bytes(winner, "won", &sale).await;
+        assert_eq!(won.0, 200, "{won:?}");
+        app.forget_answer(&sale, winner, "won").await;
+        if refusal == "SOLD_OUT" {
+            assert_eq!(app.buy(2, "last", &buy_body(&sale, 1)).await.0, 200);
+        }
+        assert_eq!(app.buy_bytes(winner, "won", &sale).await, won, "{refusal}");
+        // The same holder with another request id did not win with it.
+        let (status, other) = app.buy(winner, "another", &buy_body(&sale, 1)).await;
+        assert_eq!((status, other["code"].as_str()), (409, Some(refusal)));
+    }
+}
+
 /// Found when tried as a buyer would: the request id was claimed and an answer stored before
 /// any rate limit, so one token with 3,000 unique ids (2,995 answered 429) left 3,001 keys for
 /// 300 s; and `GET /api/challenge` stored a key per call (300 calls of one buyer, 300 keys).

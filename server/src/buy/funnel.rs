@@ -758,30 +758,36 @@ impl Funnel {
                 self.counts.count(Stage::Idempotency, Mark::Replay);
                 self.replay(&stored)
             }
-            // A holder whose answer never reached Redis (it failed then, or the instance
-            // that answered him died before storing it) may still have won: PostgreSQL
-            // has his order if he did.
             Ok(None) => {
-                match preorders::order_of_request(
-                    &self.db,
-                    asked.sale,
-                    asked.user_id,
-                    asked.request_id,
-                )
-                .await
-                {
-                    Ok(Some(order)) => {
-                        self.counts.count(Stage::Idempotency, Mark::Replay);
-                        ordered(order)
-                    }
-                    Ok(None) => self.counts.stop(stage, refusal),
-                    Err(error) => {
-                        quiet!(warn, "buy.replay_lookup", error = %error, "a holder's order could not be looked up");
-                        self.counts.stop(stage, Outcome::Degraded)
-                    }
-                }
+                self.unless_ordered(asked, stage, || self.counts.stop(stage, refusal))
+                    .await
             }
             Err(error) => degraded("stored answer", error),
+        }
+    }
+
+    /// A holder refused with no answer stored under his request id may still have won with
+    /// it (the answer never reached Redis: it failed then, or the instance that answered him
+    /// died before storing it). PostgreSQL has his order if he did: then that order, as his
+    /// first answer said it; else the refusal.
+    async fn unless_ordered(
+        &self,
+        asked: &Asked<'_>,
+        stage: Stage,
+        refusal: impl FnOnce() -> Answer,
+    ) -> Answer {
+        match preorders::order_of_request(&self.db, asked.sale, asked.user_id, asked.request_id)
+            .await
+        {
+            Ok(Some(order)) => {
+                self.counts.count(Stage::Idempotency, Mark::Replay);
+                ordered(order)
+            }
+            Ok(None) => refusal(),
+            Err(error) => {
+                quiet!(warn, "buy.replay_lookup", error = %error, "a holder's order could not be looked up");
+                self.counts.stop(stage, Outcome::Degraded)
+            }
         }
     }
 
@@ -923,6 +929,18 @@ impl Funnel {
                 Ok(())
             }
             ScriptAnswer::Refused(refusal) => Err(self.refuse_deduction(order, refusal)),
+            ScriptAnswer::RefusedHolder(refusal) => {
+                let asked = Asked {
+                    sale: order.sale_item(),
+                    user_id: order.user_id,
+                    request_id: &order.request_id,
+                };
+                Err(self
+                    .unless_ordered(&asked, Stage::Deduction, || {
+                        self.refuse_deduction(order, refusal)
+                    })
+                    .await)
+            }
             _ => Ok(()),
         }
     }

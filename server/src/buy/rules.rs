@@ -182,6 +182,10 @@ pub(crate) enum ScriptAnswer {
         stock_left: i64,
     },
     Refused(Refusal),
+    /// Refused a buyer who holds units of the item already. With no answer stored under
+    /// this request id, he may be replaying the request that won them (its answer never
+    /// reached Redis): only PostgreSQL can tell.
+    RefusedHolder(Refusal),
 }
 
 /// A code the buy script does not document: the script and this server are out of step,
@@ -206,9 +210,9 @@ impl ScriptAnswer {
                     .map(|stock_left| ScriptAnswer::Deducted { stock_left })
                     .ok_or(UnknownAnswer(code))
             }
-            -1 => Refusal::SoldOut,
-            -2 => Refusal::AlreadyPurchased,
-            -3 => Refusal::LimitExceeded,
+            -1 => return Self::refused_buyer(code, Refusal::SoldOut, &value),
+            -2 => return Self::refused_buyer(code, Refusal::AlreadyPurchased, &value),
+            -3 => return Self::refused_buyer(code, Refusal::LimitExceeded, &value),
             -4 => Refusal::NotPrewarmed,
             -5 => Refusal::NotEnough,
             -6 => Refusal::UnknownSeat,
@@ -216,6 +220,15 @@ impl ScriptAnswer {
             unknown => return Err(UnknownAnswer(unknown)),
         };
         Ok(ScriptAnswer::Refused(refusal))
+    }
+
+    /// A refusal that carries the units the buyer holds of the item.
+    fn refused_buyer(code: i64, refusal: Refusal, held: &[u8]) -> Result<Self, UnknownAnswer> {
+        match std::str::from_utf8(held).map(str::parse::<i64>) {
+            Ok(Ok(0)) => Ok(ScriptAnswer::Refused(refusal)),
+            Ok(Ok(held)) if held > 0 => Ok(ScriptAnswer::RefusedHolder(refusal)),
+            _ => Err(UnknownAnswer(code)),
+        }
     }
 }
 
@@ -290,15 +303,28 @@ mod tests {
         assert_eq!(read(3, ""), Ok(ScriptAnswer::Admitted));
         assert_eq!(read(4, ""), Ok(ScriptAnswer::Claimed));
         for (code, refusal) in [
-            (-1, Refusal::SoldOut),
-            (-2, Refusal::AlreadyPurchased),
-            (-3, Refusal::LimitExceeded),
             (-4, Refusal::NotPrewarmed),
             (-5, Refusal::NotEnough),
             (-6, Refusal::UnknownSeat),
             (-8, Refusal::Fenced),
         ] {
             assert_eq!(read(code, ""), Ok(ScriptAnswer::Refused(refusal)), "{code}");
+        }
+        for (code, refusal) in [
+            (-1, Refusal::SoldOut),
+            (-2, Refusal::AlreadyPurchased),
+            (-3, Refusal::LimitExceeded),
+        ] {
+            assert_eq!(
+                read(code, "0"),
+                Ok(ScriptAnswer::Refused(refusal)),
+                "{code}"
+            );
+            assert_eq!(
+                read(code, "2"),
+                Ok(ScriptAnswer::RefusedHolder(refusal)),
+                "{code}: the buyer holds 2 units"
+            );
         }
     }
 
@@ -315,6 +341,13 @@ mod tests {
             Err(UnknownAnswer(0)),
             "a deduction cannot leave less than nothing"
         );
+        for held in ["", "-1", "x"] {
+            assert_eq!(
+                ScriptAnswer::read((-1, held.as_bytes().to_vec())),
+                Err(UnknownAnswer(-1)),
+                "a refusal says what the buyer holds: {held:?}"
+            );
+        }
     }
 
     #[test]
