@@ -1,15 +1,18 @@
-//! The create-order consumer's transaction: for a batch of create-order events,
-//! in ONE transaction, skip those `processed_events` already holds, complete the rest
+//! The create-order consumer's transaction: for the orders of a batch of create-order
+//! messages, in ONE transaction, skip those no longer `PRE_CREATED` (completed, paid,
+//! cancelled or voided already: a redelivery or a duplicate publish), complete the rest
 //! (`PRE_CREATED → UNPAID`, price snapshot, pay deadline), move `sold` within
 //! `total_stock`, fail what the stock no longer covers (its stock goes back through
-//! `stock::release` and the restore journal), and record the events as processed.
+//! `stock::release` and the restore journal), and record their events as processed. An
+//! event is the outbox row of a pre-order batch, several orders; the order's own status is
+//! what decides whether it is skipped.
 //!
 //! Item rows are the hot rows of a sale (the pre-order writer moves `allocated` on them).
-//! The common case, where the stock covers every order, is one call of
-//! `complete_created_orders` (migrations) in its own transaction: one round trip, the item
-//! rows updated last and committed with it. The rare case (stock no longer covers every
-//! order; the call refuses and writes nothing) is a transaction that locks them in key
-//! order, after the order rows, and decides order by order.
+//! The common case, where the stock covers every order, is one call of `complete_orders`
+//! (migrations) in its own transaction: one round trip, the item rows updated after the
+//! orders and committed with them. The rare case (stock no longer covers every order; the
+//! call refuses and writes nothing) is a transaction that locks them in key order, after
+//! the order rows, and decides order by order.
 
 use sqlx::{PgPool, Postgres, Transaction};
 use std::collections::{BTreeMap, HashSet};
@@ -39,7 +42,7 @@ pub(crate) struct BatchOutcome {
     pub(crate) completed: Vec<Completed>,
     /// Orders the stock no longer covered: now `FAILED`; Redis is owed their units.
     pub(crate) failed: Vec<GiveBack>,
-    /// Events processed before (a redelivery or a duplicate publish): nothing changed.
+    /// Orders no longer `PRE_CREATED` (a redelivery or a duplicate publish): nothing changed.
     pub(crate) skipped: Vec<Uuid>,
 }
 
@@ -59,15 +62,15 @@ struct Candidate {
     quantity: i32,
 }
 
-/// Completes the orders of `event_ids` (distinct) as consumer `consumer`, in one transaction.
+/// Completes `order_ids` (distinct) as consumer `consumer`, in one transaction.
 pub(crate) async fn complete(
     pool: &MeteredPool,
     consumer: &str,
-    event_ids: &[Uuid],
+    order_ids: &[Uuid],
 ) -> Result<BatchOutcome, sqlx::Error> {
-    match complete_covered(pool, consumer, event_ids).await {
+    match complete_covered(pool, consumer, order_ids).await {
         Err(error) if is_not_covered(&error) => {
-            complete_order_by_order(pool, consumer, event_ids).await
+            complete_order_by_order(pool, consumer, order_ids).await
         }
         outcome => outcome,
     }
@@ -77,13 +80,13 @@ pub(crate) async fn complete(
 async fn complete_covered(
     pool: &MeteredPool,
     consumer: &str,
-    event_ids: &[Uuid],
+    order_ids: &[Uuid],
 ) -> Result<BatchOutcome, sqlx::Error> {
     let rows: Vec<(Uuid, bool, Option<i32>, Option<f64>)> = sqlx::query_as(
-        "SELECT event_id, completed, pay_timeout_s, lag_s FROM complete_created_orders($1, $2)",
+        "SELECT order_id, completed, pay_timeout_s, lag_s FROM complete_orders($1, $2)",
     )
     .bind(consumer)
-    .bind(event_ids)
+    .bind(order_ids)
     .fetch_all(&mut *pool.acquire().await?)
     .await?;
     let mut outcome = BatchOutcome::default();
@@ -100,7 +103,7 @@ async fn complete_covered(
     Ok(outcome)
 }
 
-/// `complete_created_orders` refused: the stock no longer covers every order of the batch.
+/// `complete_orders` refused: the stock no longer covers every order of the batch.
 fn is_not_covered(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(database) if database.code().as_deref() == Some("SK001"))
 }
@@ -109,27 +112,32 @@ fn is_not_covered(error: &sqlx::Error) -> bool {
 async fn complete_order_by_order(
     pool: &MeteredPool,
     consumer: &str,
-    event_ids: &[Uuid],
+    order_ids: &[Uuid],
 ) -> Result<BatchOutcome, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let fresh: Vec<Uuid> = sqlx::query_scalar(
+    let (completed, failed) = complete_within_stock(&mut tx, order_ids).await?;
+    let decided: HashSet<Uuid> = completed
+        .iter()
+        .map(|order| order.order_id)
+        .chain(failed.iter().map(|order| order.order_id))
+        .collect();
+    let decided_ids: Vec<Uuid> = decided.iter().copied().collect();
+    sqlx::query(
         "INSERT INTO processed_events (consumer, event_id)
-         SELECT $1, event_id FROM UNNEST($2::UUID[]) AS e (event_id)
-         ON CONFLICT DO NOTHING RETURNING event_id",
+         SELECT DISTINCT $1, COALESCE(outbox_event_id, id) FROM orders WHERE id = ANY($2)
+         ORDER BY 2 ON CONFLICT DO NOTHING",
     )
     .bind(consumer)
-    .bind(event_ids)
-    .fetch_all(&mut *tx)
+    .bind(&decided_ids)
+    .execute(&mut *tx)
     .await?;
-    let fresh_set: HashSet<Uuid> = fresh.iter().copied().collect();
-    let (completed, failed) = complete_within_stock(&mut tx, &fresh).await?;
     tx.commit().await?;
     Ok(BatchOutcome {
         completed,
         failed,
-        skipped: event_ids
+        skipped: order_ids
             .iter()
-            .filter(|id| !fresh_set.contains(id))
+            .filter(|id| !decided.contains(id))
             .copied()
             .collect(),
     })
@@ -160,14 +168,14 @@ async fn complete_pre_created(
 /// by order (oldest first) under the item rows' locks; what does not fit fails.
 async fn complete_within_stock(
     tx: &mut Transaction<'_, Postgres>,
-    fresh: &[Uuid],
+    order_ids: &[Uuid],
 ) -> Result<(Vec<Completed>, Vec<GiveBack>), sqlx::Error> {
     let candidates: Vec<Candidate> = sqlx::query_as(
         "SELECT id, activity_id, item_id, quantity FROM orders
          WHERE id = ANY($1) AND status = 'PRE_CREATED'
          ORDER BY created_at, id FOR UPDATE",
     )
-    .bind(fresh)
+    .bind(order_ids)
     .fetch_all(&mut **tx)
     .await?;
     let (accepted, refused) = take_stock(tx, &candidates).await?;

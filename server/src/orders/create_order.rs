@@ -10,8 +10,8 @@
 //!   poison message never loops forever;
 //! * a database outage does not burn deliveries: the batch waits and retries while the
 //!   messages stay unacked;
-//! * if the pay timeouts cannot be published, the batch goes back to the queue; its events
-//!   are processed already, so the redelivery only schedules their timeouts again.
+//! * if the pay timeouts cannot be published, the batch goes back to the queue; its orders
+//!   are completed already, so the redelivery only schedules their timeouts again.
 
 use crate::infra::quiet_log::quiet;
 use lapin::message::Delivery;
@@ -109,7 +109,7 @@ impl PipelinedHandler for CreateOrders {
 /// pay timeouts; the verdict acks what is done and returns the rest.
 async fn work(state: &AppState, events: &[Option<Event>]) -> Verdict {
     let mut returned: Vec<usize> = indexes(events, |event| event.is_none());
-    // Sorted: concurrent batches claim their processed_events rows in one order.
+    // Sorted and distinct: one key order for every batch, and each order once.
     let mut ids: Vec<Uuid> = events
         .iter()
         .flatten()
@@ -137,7 +137,7 @@ async fn work(state: &AppState, events: &[Option<Event>]) -> Verdict {
     for completed in &outcome.completed {
         metrics.consumer_lag_seconds.observe(completed.lag_s);
     }
-    // Repeated within the batch, or processed before: the idempotency at work.
+    // Repeated within the batch, or completed before: the idempotency at work.
     let duplicates = carried - ids.len() + outcome.skipped.len();
     for (label, count) in [
         ("unpaid", outcome.completed.len()),
@@ -162,9 +162,9 @@ fn indexes(events: &[Option<Event>], wanted: impl Fn(Option<&Event>) -> bool) ->
         .collect()
 }
 
-/// Publishes the pay timeouts of the completed orders, and again those of redelivered
-/// events that were processed before and are still unpaid (the first delivery may have
-/// died between its commit and its schedule). Whether all were confirmed.
+/// Publishes the pay timeouts of the completed orders, and again those of orders of
+/// redelivered messages that were completed before and are still unpaid (the first delivery
+/// may have died between its commit and its schedule). Whether all were confirmed.
 async fn schedule_timeouts(
     state: &AppState,
     outcome: &BatchOutcome,

@@ -181,8 +181,10 @@ async fn delete_rows(db: &sqlx::PgPool, shadow: i64) -> Result<(), sqlx::Error> 
         "DELETE FROM order_events WHERE order_id = ANY($1)",
         "DELETE FROM payment_trades WHERE order_id = ANY($1)",
         "DELETE FROM stock_restore_journal WHERE order_id = ANY($1)",
-        "DELETE FROM processed_events WHERE event_id = ANY($1)",
-        // A batch's outbox row holds one activity's orders only: the shadow's rows go whole.
+        // A batch's outbox row holds one activity's orders only: the shadow's rows go whole,
+        // and so do their events' records (kept by order before they were kept by row).
+        "DELETE FROM processed_events WHERE event_id = ANY($1) OR event_id IN
+             (SELECT outbox_event_id FROM orders WHERE id = ANY($1))",
         "DELETE FROM outbox WHERE event_id IN
              (SELECT COALESCE(outbox_event_id, id) FROM orders WHERE id = ANY($1))",
     ] {

@@ -292,6 +292,15 @@ impl TestApp {
             .expect("count")
     }
 
+    /// Create-order events of this test's orders: one per outbox row (a pre-order batch's),
+    /// or one per order written without one.
+    pub(crate) async fn create_order_events(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(DISTINCT COALESCE(outbox_event_id, id)) FROM orders")
+            .fetch_one(&self.db)
+            .await
+            .expect("events")
+    }
+
     /// The rows of every table of this test's database, by table. Left out:
     /// `baseline_reports`, which every instance writes on its own schedule, whatever the
     /// requests.

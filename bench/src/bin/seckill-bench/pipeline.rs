@@ -534,6 +534,7 @@ impl Drain {
 
     /// Every order completed once, the stock moved once, every event recorded once.
     async fn check(&self) -> anyhow::Result<()> {
+        // An event is an outbox row; this drain writes one per order.
         let (unpaid, sold, processed, completions): (i64, i64, i64, i64) = sqlx::query_as(
             "SELECT (SELECT count(*) FROM orders WHERE status = 'UNPAID'),
                     (SELECT COALESCE(SUM(sold), 0)::BIGINT FROM activity_items),
