@@ -127,13 +127,30 @@ impl IntoResponse for ApiError {
 /// retry; anything else the database says is a bug of ours.
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
-        match error {
-            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed => {
-                ApiError::Unavailable(error.into())
-            }
-            error => ApiError::Internal(error.into()),
+        if out_of_reach(&error) {
+            ApiError::Unavailable(error.into())
+        } else {
+            ApiError::Internal(error.into())
         }
     }
+}
+
+/// The same, for an error several requests share (one read answering them all).
+impl From<std::sync::Arc<sqlx::Error>> for ApiError {
+    fn from(error: std::sync::Arc<sqlx::Error>) -> Self {
+        if out_of_reach(&error) {
+            ApiError::Unavailable(error.into())
+        } else {
+            ApiError::Internal(error.into())
+        }
+    }
+}
+
+fn out_of_reach(error: &sqlx::Error) -> bool {
+    matches!(
+        error,
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed
+    )
 }
 
 impl From<redis::RedisError> for ApiError {

@@ -147,7 +147,13 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
     let funnel = Arc::new(Funnel::new(FunnelParts {
         settings: buy.clone(),
         switches: switches.clone(),
-        catalogue: Catalogue::new(db.clone(), redis.clone(), buy, hotkeys.clone()),
+        catalogue: Catalogue::new(
+            db.clone(),
+            redis.clone(),
+            buy,
+            hotkeys.clone(),
+            metrics.catalogue_reads.clone(),
+        ),
         hotkeys: hotkeys.clone(),
         tokens: BuyerTokens::new(&settings.jwt_secret),
         preorders,

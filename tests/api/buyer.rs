@@ -32,6 +32,46 @@ async fn a_storm_on_the_database_path_sells_exactly_the_stock() {
     storm_of_2000_buyers(DeductionMode::Db).await;
 }
 
+/// Found when buyers came as a sale's crowd does (an open loop at a quarter of `/healthz`'s
+/// rate): every request that missed the activity's copy sent its own read to PostgreSQL,
+/// so each time the copy expired a flood of reads took the pool the pre-orders need, and the
+/// server served fewer buys than in a closed loop. Buyers who miss it at once share one read.
+#[tokio::test]
+async fn buyers_who_miss_the_activity_copy_at_once_share_one_read_of_it() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        // No copy expires during the test: every read counted is a miss of this storm's.
+        settings.buy.activity_cache_ms = 600_000;
+    })
+    .await;
+    // The pre-warm drops the copy, so the storm's first buyer misses it.
+    let sale = open_sale(&app, 100, 1).await;
+    let reads_before = app.metric("seckill_catalogue_reads_total").await;
+    // The table locked, the first read waits in PostgreSQL until every buyer has come.
+    let mut lock = app.db.begin().await.expect("begin");
+    sqlx::query("LOCK TABLE activities IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .expect("lock the activities");
+    let buyers: i64 = 20;
+    let requests = (1..=buyers)
+        .map(|user| (user, format!("miss-{user}")))
+        .collect();
+    let (results, ()) = tokio::join!(storm(&app, &sale, requests, 20), async {
+        wait::until("every buyer waits for the activity", PATIENCE, || async {
+            app.metric("seckill_admission_in_flight").await == buyers as f64
+        })
+        .await;
+        lock.commit().await.expect("release the lock");
+    });
+    assert_eq!(count_codes(&results).get("OK"), Some(&20), "{results:?}");
+    assert_eq!(
+        app.metric("seckill_catalogue_reads_total").await - reads_before,
+        1.0,
+        "one read for the 20 buyers who missed the copy together"
+    );
+}
+
 async fn storm_of_2000_buyers(mode: DeductionMode) {
     let app = spawn_app_with(|settings| {
         storm_settings(settings);

@@ -5,6 +5,9 @@
 //! A cache miss is let through to PostgreSQL only if the Bloom filter in Redis says the
 //! id may exist, so a flood of made-up ids never reaches the database.
 //!
+//! Lookups that miss the same activity at once share one read of it: when a copy expires
+//! under a flood, each request would otherwise send its own.
+//!
 //! An activity with an item under a `cache` hot key is served from memory past its
 //! lifetime, refreshed in the background (one refresh at a time per activity), and so is
 //! its items' stock for `/status`: a hot item's readers cost no I/O at all. While
@@ -13,10 +16,11 @@
 
 use chrono::{DateTime, Utc};
 use contract::ActivityKind;
+use futures::future::{BoxFuture, FutureExt, Shared};
 use sqlx::PgPool;
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, Mutex, RwLock},
+    sync::{Arc, Mutex, PoisonError, RwLock},
     time::{Duration, Instant},
 };
 
@@ -79,13 +83,17 @@ pub(crate) enum LookupError {
     Missing,
     #[error(transparent)]
     Redis(#[from] redis::RedisError),
+    /// Shared by every lookup that waited for the same load.
     #[error(transparent)]
-    Database(#[from] sqlx::Error),
+    Database(#[from] Arc<sqlx::Error>),
 }
 
 type Expiries<K> = RwLock<HashMap<K, Instant>>;
 
 type Activities = Arc<RwLock<HashMap<i64, Arc<CachedActivity>>>>;
+/// A read of one activity from PostgreSQL, awaited by every lookup that missed it meanwhile.
+type Load = Shared<BoxFuture<'static, Result<Option<Arc<CachedActivity>>, Arc<sqlx::Error>>>>;
+type Loads = Arc<Mutex<HashMap<i64, Load>>>;
 /// Per activity, its items' Redis stock in item order, and when it was read.
 type StockMemos = Arc<RwLock<HashMap<i64, (Arc<Vec<Option<i64>>>, Instant)>>>;
 
@@ -94,8 +102,15 @@ pub struct Catalogue {
     redis: RedisStore,
     bloom: BloomShape,
     activities: Activities,
-    /// Hot activities whose copy or stock is being refreshed in the background.
-    refreshing: Arc<Mutex<HashSet<(i64, Refresh)>>>,
+    /// Reads in flight, by activity. When a copy expires under a flood, every request that
+    /// misses it joins the one read instead of sending its own: each would otherwise hold a
+    /// connection of the pool the pre-order batches need, and the slower the database, the
+    /// more requests miss while it answers.
+    loads: Loads,
+    /// Counts the reads sent.
+    reads: prometheus::IntCounter,
+    /// Hot activities whose stock is being refreshed in the background.
+    refreshing: Arc<Mutex<HashSet<i64>>>,
     stock: StockMemos,
     hotkeys: Arc<HotKeys>,
     missing: Expiries<i64>,
@@ -119,15 +134,8 @@ fn flag<K: std::hash::Hash + Eq>(map: &Expiries<K>, key: K, ttl: Duration) {
     }
 }
 
-/// What a background refresh renews.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Refresh {
-    Activity,
-    Stock,
-}
-
-/// Forgets that a refresh runs, however it ends.
-struct Refreshing(Arc<Mutex<HashSet<(i64, Refresh)>>>, (i64, Refresh));
+/// Forgets that a stock refresh runs, however it ends.
+struct Refreshing(Arc<Mutex<HashSet<i64>>>, i64);
 
 impl Drop for Refreshing {
     fn drop(&mut self) {
@@ -170,9 +178,11 @@ impl Catalogue {
         redis: RedisStore,
         settings: &BuySettings,
         hotkeys: Arc<HotKeys>,
+        reads: prometheus::IntCounter,
     ) -> Self {
         Self {
             db,
+            reads,
             redis,
             refreshing: Arc::default(),
             stock: Arc::default(),
@@ -182,6 +192,7 @@ impl Catalogue {
                 settings.bloom_false_positive_rate,
             ),
             activities: Arc::default(),
+            loads: Arc::default(),
             missing: RwLock::default(),
             sold_out: RwLock::default(),
             activity_ttl: Duration::from_millis(settings.activity_cache_ms),
@@ -238,9 +249,10 @@ impl Catalogue {
         // than refusing the sale, whose stock is in Redis and whose pre-orders wait for the
         // database anyway (an activity is not edited during its sale). With such a copy the
         // database gets a moment, not the pool's whole acquire timeout, to answer.
+        let load = self.load_once(id);
         let loaded = match self.copy(id, STALE_WHILE_DATABASE_AWAY) {
-            None => load(&self.db, id).await?,
-            Some(stale) => match tokio::time::timeout(STALE_PATIENCE, load(&self.db, id)).await {
+            None => load.await?,
+            Some(stale) => match tokio::time::timeout(STALE_PATIENCE, load).await {
                 Ok(Ok(loaded)) => loaded,
                 Ok(Err(error)) => {
                     quiet!(warn, "buy.catalogue_stale", activity = id, error = %error, "PostgreSQL unreachable; serving the activity from memory");
@@ -257,15 +269,43 @@ impl Catalogue {
                 }
             },
         };
-        let Some(loaded) = loaded else {
+        let Some(activity) = loaded else {
             flag(&self.missing, id, self.null_ttl);
             return Err(LookupError::Missing);
         };
-        let activity = Arc::new(loaded);
-        if let Ok(mut activities) = self.activities.write() {
-            activities.insert(id, activity.clone());
-        }
         Ok(activity)
+    }
+
+    /// The read of activity `id` in flight, or a new one. The read keeps its copy (or
+    /// drops it, the activity gone) and then leaves the table, so a lookup after it finds
+    /// either the copy or a read of its own.
+    fn load_once(&self, id: i64) -> Load {
+        let mut loads = self.loads.lock().unwrap_or_else(PoisonError::into_inner);
+        loads
+            .entry(id)
+            .or_insert_with(|| {
+                self.reads.inc();
+                let (db, activities, loads) =
+                    (self.db.clone(), self.activities.clone(), self.loads.clone());
+                async move {
+                    let loaded = load(&db, id).await.map(|loaded| loaded.map(Arc::new));
+                    if let (Ok(loaded), Ok(mut activities)) = (&loaded, activities.write()) {
+                        match loaded {
+                            Some(activity) => activities.insert(id, activity.clone()),
+                            // Deleted: no copy to serve, even while the database is away.
+                            None => activities.remove(&id),
+                        };
+                    }
+                    loads
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&id);
+                    loaded.map_err(Arc::new)
+                }
+                .boxed()
+                .shared()
+            })
+            .clone()
     }
 
     /// The copy of an activity past its lifetime, if one of its items is a `cache` hot key.
@@ -285,37 +325,21 @@ impl Catalogue {
             .any(|item| self.hotkeys.caches_item(item.item_id))
     }
 
-    /// Starts a refresh of `what` for activity `id` unless one runs; the guard it returns
+    /// Starts a refresh of activity `id`'s stock unless one runs; the guard it returns
     /// travels into the task.
-    fn start_refresh(&self, id: i64, what: Refresh) -> Option<Refreshing> {
+    fn start_refresh(&self, id: i64) -> Option<Refreshing> {
         let mut running = self.refreshing.lock().ok()?;
         running
-            .insert((id, what))
-            .then(|| Refreshing(self.refreshing.clone(), (id, what)))
+            .insert(id)
+            .then(|| Refreshing(self.refreshing.clone(), id))
     }
 
+    /// A read of the activity unless one runs (its lookups keep being served the copy).
     fn refresh_in_background(&self, id: i64) {
-        let Some(guard) = self.start_refresh(id, Refresh::Activity) else {
-            return;
-        };
-        let (db, activities) = (self.db.clone(), self.activities.clone());
+        let load = self.load_once(id);
         tokio::spawn(async move {
-            let _guard = guard;
-            match load(&db, id).await {
-                Ok(Some(loaded)) => {
-                    if let Ok(mut activities) = activities.write() {
-                        activities.insert(id, Arc::new(loaded));
-                    }
-                }
-                // Deleted meanwhile: the next lookup finds out the usual way.
-                Ok(None) => {
-                    if let Ok(mut activities) = activities.write() {
-                        activities.remove(&id);
-                    }
-                }
-                Err(error) => {
-                    tracing::debug!(activity = id, error = %error, "a hot activity's refresh failed; the copy stays")
-                }
+            if let Err(error) = load.await {
+                tracing::debug!(activity = id, error = %error, "a hot activity's refresh failed; the copy stays");
             }
         });
     }
@@ -334,7 +358,7 @@ impl Catalogue {
             .and_then(|memos| memos.get(&activity_id).cloned());
         if let Some((stock, read_at)) = memo {
             if read_at.elapsed() > STOCK_MEMO {
-                if let Some(guard) = self.start_refresh(activity_id, Refresh::Stock) {
+                if let Some(guard) = self.start_refresh(activity_id) {
                     let (redis, memos) = (self.redis.clone(), self.stock.clone());
                     tokio::spawn(async move {
                         let _guard = guard;

@@ -81,6 +81,9 @@ pub struct Inner {
     pub(crate) buy_path: BuyPathMetrics,
     /// Every command this instance sent to Redis (each of a pipeline's), whoever sent it.
     pub(crate) redis_commands: IntCounter,
+    /// Activity reads the buy path's catalogue sent to PostgreSQL (a copy missing or
+    /// expired); lookups that miss the same activity at once share one read.
+    pub(crate) catalogue_reads: IntCounter,
 }
 
 impl std::ops::Deref for Metrics {
@@ -215,6 +218,10 @@ impl Metrics {
             redis_commands: add.counter(
                 "seckill_redis_commands_total",
                 "Commands this instance sent to Redis, each of a pipeline's counted",
+            ),
+            catalogue_reads: add.counter(
+                "seckill_catalogue_reads_total",
+                "Activity reads the buy path sent to PostgreSQL; concurrent misses share one",
             ),
             // Last: the fields above borrow it through `add`.
             registry,
