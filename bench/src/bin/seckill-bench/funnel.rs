@@ -2,7 +2,8 @@
 //!
 //! 1. sold-out storm on one hot item        vs the same server's `/healthz`  (target >= 0.9)
 //! 2. success path (huge stock)             vs the same server's `/healthz`  (target >= 0.25),
-//!    and vs `redis-benchmark` EVALSHA of `lua/buy.lua` (target >= 0.5)
+//!    and vs `redis-benchmark` EVALSHA of `lua/buy.lua` (target >= 0.5); row 2o, open
+//!    loop: buyers due at row 2's target rate, the share of them served
 //! 3. group commit (`preorder_batch_max` 256) vs one transaction per request (target >= 3x)
 //! 4. DB deduction path (`SECKILL_DEDUCTION=db`) vs pgbench hot-row UPDATE   (target >= 5x)
 //!
@@ -117,13 +118,31 @@ const STORM_MAX_S: u64 = 60;
 const FIRST_BUYER: i64 = 1_000_000;
 /// Buyers of a success-path warm-up.
 const WARM_BUYERS: i64 = 1000;
+/// The open loop's most requests in flight: a server that falls behind sees this many
+/// waiting (its admission control lets 4,096 in), and the load tool sheds the rest.
+pub const OPEN_MAX_IN_FLIGHT: u64 = 2048;
+
+/// How a success-path measurement paces its buyers.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// `--concurrency` requests in flight, each sent once the last is answered.
+    Closed,
+    /// `per_s` buyers due a second, whatever the server's pace.
+    Open { per_s: u64 },
+}
+
+/// The open loop's rate: row 2's target share of `/healthz`'s throughput.
+fn open_rate(healthz_rps: f64) -> u64 {
+    (healthz_rps * summary::SUCCESS_TARGET).round().max(1.0) as u64
+}
 
 /// The measurements, in the order of the result block.
-pub const NAMES: [&str; 8] = [
+pub const NAMES: [&str; 9] = [
     "1a-healthz",
     "1b-storm",
     "2a-success",
     "2b-redis-evalsha",
+    "2c-success-open",
     "3a-batch1",
     "3b-batch256",
     "4a-db-deduction",
@@ -234,6 +253,14 @@ impl<'a> Funnel<'a> {
         self.measurements.last()
     }
 
+    /// The throughput of the measurement `name`, if it was taken and read.
+    fn rps_of(&self, name: &str) -> Option<f64> {
+        self.measurements
+            .iter()
+            .find(|m| m.name() == name)
+            .and_then(Measurement::rps)
+    }
+
     fn fail(&mut self, what: String) {
         self.run.progress(format!("FAILED: {what}"));
         self.failures.push(what);
@@ -292,6 +319,14 @@ impl<'a> Funnel<'a> {
         self.success("2a-success", &success, 0, Probes::BOTH, false)
             .await?;
         self.redis_baseline().await?;
+        // Row 2 as a sale's crowd comes: buyers due at row 2's target rate whatever the
+        // server's pace, where the closed loop above waits for each answer. What share of
+        // them is served says how far the server is from that rate.
+        if let Some(per_s) = self.rps_of("1a-healthz").map(open_rate) {
+            let pace = Pace::Open { per_s };
+            self.buys("2c-success-open", &success, 1, Probes::BOTH, false, pace)
+                .await?;
+        }
         self.stop_server().await?;
 
         // Benchmark 3: the same load, one transaction per request, then group commit.
@@ -604,6 +639,21 @@ impl<'a> Funnel<'a> {
         probes: Probes,
         settle: bool,
     ) -> anyhow::Result<()> {
+        self.buys(name, item, round, probes, settle, Pace::Closed)
+            .await
+    }
+
+    /// [`Self::success`] at the given pace: closed, or buyers due `per_s` a second, one
+    /// request each, for `max_s` seconds.
+    async fn buys(
+        &mut self,
+        name: &str,
+        item: &Item,
+        round: u32,
+        probes: Probes,
+        settle: bool,
+        pace: Pace,
+    ) -> anyhow::Result<()> {
         let warm_from = item.warm_from + i64::from(round) * WARM_BUYERS;
         let mut warm = self.load_command(item.id, self.args.max_s);
         warm.args([
@@ -625,7 +675,11 @@ impl<'a> Funnel<'a> {
         if !warmed.is_ok_and(|out| out.status.success()) {
             self.fail(format!("warm-up on item {} failed", item.id));
         }
-        let n = self.args.buy_requests.to_string();
+        let n = match pace {
+            Pace::Closed => self.args.buy_requests,
+            Pace::Open { per_s } => per_s.saturating_mul(self.args.max_s),
+        }
+        .to_string();
         let first = (FIRST_BUYER
             + i64::from(round) * i64::try_from(self.args.buy_requests).unwrap_or(i64::MAX))
         .to_string();
@@ -645,8 +699,15 @@ impl<'a> Funnel<'a> {
         if settle {
             args.extend(["--settle-s".into(), "1".into()]);
         }
-        self.load(name, item.id, self.args.max_s, probes, &args)
-            .await
+        let mut command = match pace {
+            Pace::Closed => self.load_command(item.id, self.args.max_s),
+            Pace::Open { per_s } => {
+                args.extend(["--rate".into(), per_s.to_string()]);
+                self.load_command_in_flight(item.id, self.args.max_s, OPEN_MAX_IN_FLIGHT)
+            }
+        };
+        command.args(args);
+        self.measure(name, Kind::Load, probes, command).await
     }
 
     /// The Redis baseline: `redis-benchmark` calling the deduction script on one stock key.
@@ -754,12 +815,17 @@ impl<'a> Funnel<'a> {
 
     /// `seckill-load` against the bench's server and activity, reporting JSON.
     fn load_command(&self, item: i64, max_s: u64) -> Command {
+        self.load_command_in_flight(item, max_s, self.args.concurrency)
+    }
+
+    /// [`Self::load_command`] with `in_flight` requests in flight at most.
+    fn load_command_in_flight(&self, item: i64, max_s: u64, in_flight: u64) -> Command {
         let mut command = process::seckill(&self.load, &[], &self.env);
         command
             .args(["--base-url", &self.base_url])
             .args(["--activity", &self.activity.to_string()])
             .args(["--item", &item.to_string()])
-            .args(["--concurrency", &self.args.concurrency.to_string()])
+            .args(["--concurrency", &in_flight.to_string()])
             .args(["--duration-s", &max_s.to_string(), "--json"]);
         command
     }

@@ -6,6 +6,8 @@ use seckill::infra::config::Settings;
 use serde::Serialize;
 use std::time::Duration;
 
+use super::runner::{Pace, Schedule};
+
 /// Requests sent when neither `--requests` nor `--duration-s` is given.
 const DEFAULT_REQUESTS: u64 = 20_000;
 
@@ -42,9 +44,16 @@ pub struct Args {
     /// Stop sending after this many seconds (requests in flight still finish).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub duration_s: Option<u64>,
-    /// Requests in flight at once (also the size of the connection pool).
+    /// Requests in flight at once (also the size of the connection pool); with `--rate`,
+    /// the most in flight at once.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: u64,
+    /// Open loop: this many requests fall due a second whatever the server's pace, as a
+    /// sale's crowd arrives, and each one's latency counts from when it fell due. One due
+    /// while `--concurrency` are in flight is shed (counted, not sent). Without it, each of
+    /// `--concurrency` workers sends its next request once the last is answered.
+    #[arg(long, value_name = "PER_S", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub rate: Option<u64>,
     /// Units per buy request.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub quantity: u32,
@@ -127,6 +136,18 @@ impl Args {
 
     pub fn duration(&self) -> Option<Duration> {
         self.duration_s.map(Duration::from_secs)
+    }
+
+    pub fn pace(&self) -> Pace {
+        match self.rate {
+            Some(per_s) => Pace::Open {
+                schedule: Schedule::new(per_s),
+                max_in_flight: self.concurrency,
+            },
+            None => Pace::Closed {
+                concurrency: self.concurrency,
+            },
+        }
     }
 
     pub fn timeout(&self) -> Duration {

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
-use super::{args::Endpoint, plan::Slot};
+use super::{args::Endpoint, plan::Buyer};
 
 /// What one request came to.
 pub struct Sample {
@@ -45,11 +45,12 @@ impl TransportError {
     }
 }
 
+/// The body of a buy request.
 #[derive(Serialize)]
-struct BuyBody {
-    activity_id: i64,
-    item_id: i64,
-    quantity: u32,
+pub struct BuyBody {
+    pub activity_id: i64,
+    pub item_id: i64,
+    pub quantity: u32,
 }
 
 #[derive(Deserialize)]
@@ -124,22 +125,18 @@ impl Target {
         }
     }
 
-    /// Sends one request with a fresh `X-Request-ID` and times it to the end of the body.
-    pub async fn send(&self, activity_id: i64, quantity: u32, slot: Slot<'_>) -> Sample {
+    /// Sends `buyer`'s request for `order` with a fresh `X-Request-ID`; its latency runs
+    /// from `since` (when it was due) to the end of the body.
+    pub async fn send(&self, order: BuyBody, buyer: &Buyer, since: Instant) -> Sample {
         let request = match self.endpoint {
-            Endpoint::Buy => self.client.post(&self.url).json(&BuyBody {
-                activity_id,
-                item_id: slot.item_id,
-                quantity,
-            }),
+            Endpoint::Buy => self.client.post(&self.url).json(&order),
             Endpoint::Healthz | Endpoint::SalePage => self.client.get(&self.url),
         }
-        .header("Authorization", &slot.buyer.authorization)
+        .header("Authorization", &buyer.authorization)
         .header("X-Request-ID", Uuid::new_v4().to_string());
-        let started = Instant::now();
         let result = exchange(self.endpoint, request).await;
         Sample {
-            latency: started.elapsed(),
+            latency: since.elapsed(),
             result,
         }
     }

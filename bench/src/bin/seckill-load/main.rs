@@ -4,7 +4,7 @@
 //! the stock invariants against PostgreSQL and Redis. See `seckill-load --help`.
 //!
 //! Its modules: the command line, the plan of who buys what, the HTTP side, the bounded load
-//! loop, the tally of what came back, the invariant check, and the report.
+//! load loops (closed or open), the tally of what came back, the invariant check, and the report.
 
 mod args;
 mod check;
@@ -43,7 +43,7 @@ async fn main() -> anyhow::Result<ExitCode> {
     let setup = setup(&args, base_url, items, &plan);
     eprintln!("seckill-load: {} tokens minted, sending", setup.users);
     let target = http::Target::new(client, base_url, args.endpoint, args.activity_id);
-    let (tally, wall) = runner::run(target, plan, args.concurrency, args.duration()).await?;
+    let (tally, wall) = runner::run(target, plan, args.pace(), args.duration()).await?;
     let (summary, order_ids) = tally.summarize(wall);
     let checks = if args.check {
         let checks = check::run(
@@ -94,6 +94,7 @@ fn setup(args: &Args, base_url: &str, items: Vec<i64>, plan: &Plan) -> Setup {
         items,
         users: plan.users(),
         concurrency: args.concurrency,
+        rate: args.rate,
         quantity: args.quantity,
         request_limit: plan.limit(),
         duration_s: args.duration_s,

@@ -21,9 +21,10 @@ pub struct Plan {
     limit: u64,
 }
 
-/// What request `k` of the run is.
-pub struct Slot<'a> {
-    pub buyer: &'a Buyer,
+/// What request `k` of the run is: its buyer (see [`Plan::buyer`]) and item.
+#[derive(Clone, Copy, Debug)]
+pub struct Slot {
+    buyer: usize,
     pub item_id: i64,
 }
 
@@ -74,15 +75,20 @@ impl Plan {
     }
 
     /// Request `k`, or `None` once the run has sent all it may.
-    pub fn slot(&self, k: u64) -> Option<Slot<'_>> {
+    pub fn slot(&self, k: u64) -> Option<Slot> {
         if k >= self.limit {
             return None;
         }
-        let buyer_index = usize::try_from(k % self.buyers.len() as u64).ok()?;
+        let buyer = usize::try_from(k % self.buyers.len() as u64).ok()?;
         Some(Slot {
-            buyer: &self.buyers[buyer_index],
-            item_id: self.items[buyer_index % self.items.len()],
+            buyer,
+            item_id: self.items[buyer % self.items.len()],
         })
+    }
+
+    /// The buyer who sends `slot`.
+    pub fn buyer(&self, slot: Slot) -> &Buyer {
+        &self.buyers[slot.buyer]
     }
 }
 
@@ -116,7 +122,7 @@ mod tests {
         let plan = plan(3, 2, 100);
         let slots: Vec<(i64, i64)> = (0..)
             .map_while(|k| plan.slot(k))
-            .map(|slot| (user_of(slot.buyer), slot.item_id))
+            .map(|slot| (user_of(plan.buyer(slot)), slot.item_id))
             .collect();
         let turns = [(100, 10), (101, 20), (102, 10)];
         assert_eq!(slots, [turns, turns].concat());

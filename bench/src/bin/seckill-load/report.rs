@@ -18,6 +18,8 @@ pub struct Setup {
     pub items: Vec<i64>,
     pub users: usize,
     pub concurrency: u64,
+    /// Requests due a second (open loop); `None`: closed loop.
+    pub rate: Option<u64>,
     pub quantity: u32,
     pub request_limit: u64,
     pub duration_s: Option<u64>,
@@ -38,14 +40,20 @@ impl Setup {
             .duration_s
             .map(|s| format!(" for at most {s} s"))
             .unwrap_or_default();
+        let pace = match self.rate {
+            Some(per_s) => format!(
+                "{per_s} due a second, at most {} in flight",
+                self.concurrency
+            ),
+            None => format!("{} concurrent", self.concurrency),
+        };
         format!(
-            "{} {}: activity {}, items {:?}, {} users, {} concurrent, up to {} requests{duration}",
+            "{} {}: activity {}, items {:?}, {} users, {pace}, up to {} requests{duration}",
             self.endpoint.label(),
             self.base_url,
             self.activity_id,
             self.items,
             self.users,
-            self.concurrency,
             self.request_limit,
         )
     }
@@ -120,5 +128,8 @@ impl Report {
             "orders       {} OK, {} distinct order ids",
             s.ok, s.distinct_order_ids
         );
+        if self.setup.rate.is_some() {
+            println!("shed         {} due while the most were in flight", s.shed);
+        }
     }
 }

@@ -17,6 +17,7 @@ pub struct Tally {
     outcomes: BTreeMap<(u16, String), u64>,
     transport_errors: BTreeMap<TransportError, u64>,
     order_ids: Vec<Uuid>,
+    shed: u64,
 }
 
 /// The run in numbers.
@@ -34,6 +35,8 @@ pub struct Summary {
     /// Successful buys (`OK`), and how many distinct order ids they carried.
     pub ok: u64,
     pub distinct_order_ids: usize,
+    /// Open loop: requests that fell due while the most allowed were in flight, not sent.
+    pub shed: u64,
 }
 
 #[derive(Serialize)]
@@ -64,7 +67,13 @@ impl Tally {
         }
     }
 
+    /// A request that fell due and was not sent.
+    pub fn shed(&mut self) {
+        self.shed += 1;
+    }
+
     pub fn merge(&mut self, other: Tally) {
+        self.shed += other.shed;
         self.latencies_us.extend(other.latencies_us);
         for (key, count) in other.outcomes {
             *self.outcomes.entry(key).or_default() += count;
@@ -105,6 +114,7 @@ impl Tally {
             transport_errors: self.transport_errors,
             ok,
             distinct_order_ids: order_ids.len(),
+            shed: self.shed,
         };
         (summary, order_ids)
     }
@@ -166,9 +176,11 @@ mod tests {
             result: Err(TransportError::Timeout),
         });
         second.record(answered(3, 200, "OK", Some(id)));
+        second.shed();
         first.merge(second);
         let (summary, ids) = first.summarize(Duration::from_secs(1));
         assert_eq!((summary.requests, summary.answered), (5, 4));
+        assert_eq!(summary.shed, 1, "a shed request is counted, not sent");
         assert_eq!(summary.throughput_rps, 5.0);
         assert_eq!((summary.ok, summary.distinct_order_ids), (2, 1));
         assert_eq!(ids.len(), 1);

@@ -94,12 +94,27 @@ pub struct Measurement {
     mq_confirmed: BTreeMap<String, f64>,
     /// Successful buys, by the server's count.
     successes: f64,
+    /// Successful buys, by the load tool's count.
+    ok: Option<f64>,
+    /// Open loop: requests due a second, and those shed (due while the most were in flight).
+    due_per_s: Option<f64>,
+    shed: Option<f64>,
 }
 
 impl Measurement {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Requests per second the tool reported.
     pub fn rps(&self) -> Option<f64> {
         self.rps
+    }
+
+    /// Successful buys per second, over the whole run (the open loop's drain included).
+    fn ok_per_s(&self) -> Option<f64> {
+        let wall = self.wall.filter(|&wall| wall > 0.0)?;
+        Some(self.ok? / wall)
     }
 
     /// The server's CPU time per request, in microseconds.
@@ -157,6 +172,9 @@ impl Measurement {
         self.wall = number(&s["wall_s"]);
         self.p50 = number(&s["latency_ms"]["p50"]);
         self.p99 = number(&s["latency_ms"]["p99"]);
+        self.ok = number(&s["ok"]);
+        self.due_per_s = number(&report["setup"]["rate"]);
+        self.shed = self.due_per_s.and(number(&s["shed"]));
         anyhow::ensure!(self.rps.is_some(), "no throughput in the report");
         self.outcomes = s["outcomes"]
             .as_array()
@@ -410,42 +428,65 @@ fn num(x: Option<f64>, decimals: usize) -> String {
     x.map_or_else(|| "n/a".into(), |x| grouped(x, decimals))
 }
 
-/// The benchmarks: number, title, seckill side, baseline side, target ratio.
-const BENCHMARKS: [(&str, &str, &str, &str, f64); 5] = [
+/// Row 2's target: the success path's share of `/healthz` (and the open loop's rate).
+pub const SUCCESS_TARGET: f64 = 0.25;
+
+/// One side of a benchmark's ratio, read from a measurement.
+#[derive(Clone, Copy)]
+enum Side {
+    /// Its throughput.
+    Rps(&'static str),
+    /// Its successful buys per second.
+    Ok(&'static str),
+    /// The requests due a second of an open loop.
+    Due(&'static str),
+}
+
+/// A benchmark: number, title, seckill side, baseline side, target ratio (none: a reading).
+type Benchmark = (&'static str, &'static str, Side, Side, Option<f64>);
+
+const BENCHMARKS: [Benchmark; 6] = [
     (
         "1",
         "sold-out storm vs /healthz",
-        "1b-storm",
-        "1a-healthz",
-        0.9,
+        Side::Rps("1b-storm"),
+        Side::Rps("1a-healthz"),
+        Some(0.9),
     ),
     (
         "2",
         "success path vs /healthz (same tool, same HTTP stack)",
-        "2a-success",
-        "1a-healthz",
-        0.25,
+        Side::Rps("2a-success"),
+        Side::Rps("1a-healthz"),
+        Some(SUCCESS_TARGET),
     ),
     (
         "2r",
         "success path vs Redis EVALSHA buy.lua",
-        "2a-success",
-        "2b-redis-evalsha",
-        0.5,
+        Side::Rps("2a-success"),
+        Side::Rps("2b-redis-evalsha"),
+        Some(0.5),
+    ),
+    (
+        "2o",
+        "success path, open loop: buys served vs buyers due at row 2's target rate (a reading: x 0.25 is row 2 without the closed loop)",
+        Side::Ok("2c-success-open"),
+        Side::Due("2c-success-open"),
+        None,
     ),
     (
         "3",
         "group commit (batch 256) vs one txn per request (batch 1)",
-        "3b-batch256",
-        "3a-batch1",
-        3.0,
+        Side::Rps("3b-batch256"),
+        Side::Rps("3a-batch1"),
+        Some(3.0),
     ),
     (
         "4",
         "DB deduction path vs pgbench hot-row UPDATE",
-        "4a-db-deduction",
-        "4b-pgbench-hot",
-        5.0,
+        Side::Rps("4a-db-deduction"),
+        Side::Rps("4b-pgbench-hot"),
+        Some(5.0),
     ),
 ];
 
@@ -459,25 +500,29 @@ pub fn render(
     cores: usize,
 ) -> String {
     let find = |name: &str| measurements.iter().find(|m| m.name == name);
-    let rps = |name: &str| find(name).and_then(|m| m.rps);
+    let read = |side: Side| match side {
+        Side::Rps(name) => find(name).and_then(|m| m.rps),
+        Side::Ok(name) => find(name).and_then(Measurement::ok_per_s),
+        Side::Due(name) => find(name).and_then(|m| m.due_per_s),
+    };
     let mut l: Vec<String> = vec![header.to_owned(), String::new()];
     l.push("| # | benchmark | seckill side | baseline side | ratio | target | met |".into());
     l.push("|---|---|---|---|---|---|---|".into());
     for (number, title, ours, base, target) in BENCHMARKS {
-        let (a, b) = (rps(ours), rps(base));
+        let (a, b) = (read(ours), read(base));
         let ratio = a
             .zip(b)
             .filter(|(a, b)| *a > 0.0 && *b > 0.0)
             .map(|(a, b)| a / b);
-        let met = match ratio {
-            None => "n/a",
-            Some(r) if r >= target => "yes",
-            Some(_) => "**no**",
+        let met = match (ratio, target) {
+            (None, _) | (_, None) => "n/a",
+            (Some(r), Some(target)) if r >= target => "yes",
+            (Some(_), Some(_)) => "**no**",
         };
-        let target = if target < 1.0 {
-            format!(">= {target}")
-        } else {
-            format!(">= {target}x")
+        let target = match target {
+            None => "none".to_owned(),
+            Some(target) if target < 1.0 => format!(">= {target}"),
+            Some(target) => format!(">= {target}x"),
         };
         l.push(format!(
             "| {number} | {title} | {} /s | {} /s | {} | {target} | {met} |",
@@ -570,6 +615,17 @@ fn counters(m: &Measurement, bench_db: &str) -> Vec<String> {
             per(c.postgres),
             per(c.rabbitmq),
             per(c.tool)
+        ));
+    }
+    if let (Some(due), Some(shed)) = (m.due_per_s, m.shed) {
+        l.push(format!(
+            "  * open loop: {} buyers due a second, at most {} in flight; {} sent, {} shed (due \
+             while the most were in flight); {} successful buys a second over the run, its drain included",
+            num(Some(due), 0),
+            super::OPEN_MAX_IN_FLIGHT,
+            num(m.requests, 0),
+            num(Some(shed), 0),
+            num(m.ok_per_s(), 0)
         ));
     }
     if !m.funnel.is_empty() {
@@ -722,6 +778,37 @@ mod tests {
         m.read_metrics(before, after);
         assert_eq!(m.funnel.get("preorder:OK"), Some(&100));
         assert_eq!(m.batches, Some((4, 25.0)));
+    }
+
+    #[test]
+    fn the_open_loop_row_is_buys_served_over_buyers_due() {
+        let load = |rate: &str| {
+            format!(
+                r#"{{"setup": {{"rate": {rate}}}, "summary": {{"throughput_rps": 900.0, "requests": 9000,
+                   "wall_s": 10.0, "ok": 8000, "shed": 1000, "latency_ms": {{"p50": 1.0, "p99": 2.0}}}}}}"#
+            )
+        };
+        let mut open = Measurement {
+            name: "2c-success-open".into(),
+            ..Measurement::default()
+        };
+        open.read_load(&load("1000")).expect("an open-loop report");
+        assert_eq!((open.due_per_s, open.shed), (Some(1000.0), Some(1000.0)));
+        let mut closed = Measurement::default();
+        closed
+            .read_load(&load("null"))
+            .expect("a closed-loop report");
+        assert_eq!((closed.due_per_s, closed.shed), (None, None));
+        let block = render("header", &[open], &[], "db", 2);
+        let row = block
+            .lines()
+            .find(|line| line.starts_with("| 2o |"))
+            .expect("row 2o");
+        assert!(
+            row.contains("| 800 /s | 1,000 /s | 0.80 | none | n/a |"),
+            "{row}"
+        );
+        assert!(block.contains("9,000 sent, 1,000 shed"), "{block}");
     }
 
     #[test]
