@@ -316,7 +316,7 @@ impl<'a> Funnel<'a> {
             .await?;
 
         // Benchmark 2: the success path, then the bare Lua deduction in Redis.
-        self.success("2a-success", &success, 0, Probes::BOTH, false)
+        self.success("2a-success", &success, 0, Probes::BOTH, false, Pace::Closed)
             .await?;
         self.redis_baseline().await?;
         // Row 2 as a sale's crowd comes: buyers due at row 2's target rate whatever the
@@ -324,18 +324,18 @@ impl<'a> Funnel<'a> {
         // them is served says how far the server is from that rate.
         if let Some(per_s) = self.rps_of("1a-healthz").map(open_rate) {
             let pace = Pace::Open { per_s };
-            self.buys("2c-success-open", &success, 1, Probes::BOTH, false, pace)
+            self.success("2c-success-open", &success, 1, Probes::BOTH, false, pace)
                 .await?;
         }
         self.stop_server().await?;
 
         // Benchmark 3: the same load, one transaction per request, then group commit.
         self.start_server("batch1", &batch1_config, &[]).await?;
-        self.success("3a-batch1", &gc1, 0, Probes::PGWAIT, true)
+        self.success("3a-batch1", &gc1, 0, Probes::PGWAIT, true, Pace::Closed)
             .await?;
         self.stop_server().await?;
         self.start_server("batch256", &default_config, &[]).await?;
-        self.success("3b-batch256", &gc256, 0, Probes::PGWAIT, true)
+        self.success("3b-batch256", &gc256, 0, Probes::PGWAIT, true, Pace::Closed)
             .await?;
         self.stop_server().await?;
 
@@ -344,7 +344,7 @@ impl<'a> Funnel<'a> {
         // Redis stock alone.)
         self.start_server("db", &default_config, &[("SECKILL_DEDUCTION", "db")])
             .await?;
-        self.success("4a-db-deduction", &db, 0, Probes::BOTH, true)
+        self.success("4a-db-deduction", &db, 0, Probes::BOTH, true, Pace::Closed)
             .await?;
         let mut pgbench = Command::new("pgbench");
         pgbench
@@ -630,22 +630,9 @@ impl<'a> Funnel<'a> {
     /// A success-path measurement after a short unmeasured warm-up, so pools and caches are
     /// warm; `settle` gives the check a second for Redis and the orders to agree. `round`
     /// counts the earlier measurements on the same item: each round has buyers of its own
-    /// (warm-up and measured alike), who have bought nothing yet.
+    /// (warm-up and measured alike), who have bought nothing yet. `pace`: closed, or buyers
+    /// due `per_s` a second, one request each, for `max_s` seconds.
     async fn success(
-        &mut self,
-        name: &str,
-        item: &Item,
-        round: u32,
-        probes: Probes,
-        settle: bool,
-    ) -> anyhow::Result<()> {
-        self.buys(name, item, round, probes, settle, Pace::Closed)
-            .await
-    }
-
-    /// [`Self::success`] at the given pace: closed, or buyers due `per_s` a second, one
-    /// request each, for `max_s` seconds.
-    async fn buys(
         &mut self,
         name: &str,
         item: &Item,

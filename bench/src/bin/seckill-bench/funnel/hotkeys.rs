@@ -33,7 +33,7 @@ use std::{
 use tokio::time::MissedTickBehavior;
 use uuid::Uuid;
 
-use super::{dashboard::load, Funnel, FunnelArgs, Item, Namespace, Probes};
+use super::{dashboard::load, Funnel, FunnelArgs, Item, Namespace, Pace, Probes};
 use crate::{control::percentile, process, run::grouped, Common};
 
 #[derive(Args)]
@@ -558,6 +558,7 @@ async fn overhead(
                     round,
                     Probes::NONE,
                     false,
+                    Pace::Closed,
                 )
                 .await?;
             round += 1;
