@@ -278,7 +278,9 @@ impl Catalogue {
 
     /// The read of activity `id` in flight, or a new one. The read keeps its copy (or
     /// drops it, the activity gone) and then leaves the table, so a lookup after it finds
-    /// either the copy or a read of its own.
+    /// either the copy or a read of its own. It runs on a task of its own: a lookup may stop
+    /// waiting (its patience spent, its client gone) and the read still ends, its connection
+    /// back in the pool.
     fn load_once(&self, id: i64) -> Load {
         let mut loads = self.loads.lock().unwrap_or_else(PoisonError::into_inner);
         loads
@@ -287,7 +289,7 @@ impl Catalogue {
                 self.reads.inc();
                 let (db, activities, loads) =
                     (self.db.clone(), self.activities.clone(), self.loads.clone());
-                async move {
+                let read = async move {
                     let loaded = load(&db, id).await.map(|loaded| loaded.map(Arc::new));
                     if let (Ok(loaded), Ok(mut activities)) = (&loaded, activities.write()) {
                         match loaded {
@@ -303,7 +305,9 @@ impl Catalogue {
                     loaded.map_err(Arc::new)
                 }
                 .boxed()
-                .shared()
+                .shared();
+                tokio::spawn(read.clone());
+                read
             })
             .clone()
     }
