@@ -2,8 +2,9 @@
 //! each activity in memory, a null cache for ids that do not exist, and the local
 //! sold-out flags (funnel stages 4–6 in docs/buyer-api.md).
 //!
-//! A cache miss is let through to PostgreSQL only if the Bloom filter in Redis says the
-//! id may exist, so a flood of made-up ids never reaches the database.
+//! A miss of an id without a copy is let through to PostgreSQL only if the Bloom filter in
+//! Redis says the id may exist, so a flood of made-up ids never reaches the database; an
+//! expired copy is read again without asking it (the id is known).
 //!
 //! Lookups that miss the same activity at once share one read of it: when a copy expires
 //! under a flood, each request would otherwise send its own.
@@ -212,7 +213,8 @@ impl Catalogue {
     }
 
     /// The activity a buy names, guarded on a miss by the Bloom filter on the item key, so
-    /// made-up item ids of a real activity are stopped as cheaply as made-up activities.
+    /// made-up item ids of a real activity are stopped as cheaply as made-up activities
+    /// (with a copy in memory, by the copy's item list).
     pub(crate) async fn activity_for_item(
         &self,
         id: i64,
@@ -238,10 +240,15 @@ impl Catalogue {
         if still_flagged(&self.missing, &id) {
             return Err(LookupError::Missing);
         }
-        if !self
-            .redis
-            .bloom_test(&self.bloom.positions(&bloom_key()))
-            .await?
+        // A copy, however old, says the id is not a made-up one: the Bloom filter, which
+        // keeps those from the database, has nothing to add (and the one read its misses
+        // share bounds what a made-up item id of a real activity costs meanwhile).
+        let stale = self.copy(id, STALE_WHILE_DATABASE_AWAY);
+        if stale.is_none()
+            && !self
+                .redis
+                .bloom_test(&self.bloom.positions(&bloom_key()))
+                .await?
         {
             return Err(LookupError::Missing);
         }
@@ -250,7 +257,7 @@ impl Catalogue {
         // database anyway (an activity is not edited during its sale). With such a copy the
         // database gets a moment, not the pool's whole acquire timeout, to answer.
         let load = self.load_once(id);
-        let loaded = match self.copy(id, STALE_WHILE_DATABASE_AWAY) {
+        let loaded = match stale {
             None => load.await?,
             Some(stale) => match tokio::time::timeout(STALE_PATIENCE, load).await {
                 Ok(Ok(loaded)) => loaded,
