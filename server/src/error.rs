@@ -127,22 +127,14 @@ impl IntoResponse for ApiError {
 /// retry; anything else the database says is a bug of ours.
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
-        if out_of_reach(&error) {
-            ApiError::Unavailable(error.into())
-        } else {
-            ApiError::Internal(error.into())
-        }
+        database_error(out_of_reach(&error), error.into())
     }
 }
 
 /// The same, for an error several requests share (one read answering them all).
 impl From<std::sync::Arc<sqlx::Error>> for ApiError {
     fn from(error: std::sync::Arc<sqlx::Error>) -> Self {
-        if out_of_reach(&error) {
-            ApiError::Unavailable(error.into())
-        } else {
-            ApiError::Internal(error.into())
-        }
+        database_error(out_of_reach(&error), error.into())
     }
 }
 
@@ -151,6 +143,14 @@ fn out_of_reach(error: &sqlx::Error) -> bool {
         error,
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed
     )
+}
+
+fn database_error(out_of_reach: bool, error: anyhow::Error) -> ApiError {
+    if out_of_reach {
+        ApiError::Unavailable(error)
+    } else {
+        ApiError::Internal(error)
+    }
 }
 
 impl From<redis::RedisError> for ApiError {

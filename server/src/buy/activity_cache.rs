@@ -298,6 +298,10 @@ impl Catalogue {
                     (self.db.clone(), self.activities.clone(), self.loads.clone());
                 let read = async move {
                     let loaded = load(&db, id).await.map(|loaded| loaded.map(Arc::new));
+                    if let Err(error) = &loaded {
+                        // Its waiters say what they did instead (a copy kept, a 503).
+                        tracing::debug!(activity = id, error = %error, "an activity read failed");
+                    }
                     if let (Ok(loaded), Ok(mut activities)) = (&loaded, activities.write()) {
                         match loaded {
                             Some(activity) => activities.insert(id, activity.clone()),
@@ -346,13 +350,10 @@ impl Catalogue {
     }
 
     /// A read of the activity unless one runs (its lookups keep being served the copy).
+    /// Every lookup of a hot activity past its lifetime comes here: joining a running read
+    /// costs a lock and a clone, and nothing waits for it.
     fn refresh_in_background(&self, id: i64) {
-        let load = self.load_once(id);
-        tokio::spawn(async move {
-            if let Err(error) = load.await {
-                tracing::debug!(activity = id, error = %error, "a hot activity's refresh failed; the copy stays");
-            }
-        });
+        drop(self.load_once(id));
     }
 
     /// The items' Redis stock of a hot activity for `/status`: from memory, refreshed in
