@@ -425,15 +425,17 @@ async fn retry_out_of_reach(
     }
 }
 
-/// One statement decides the batch. Redis decided a batch of units already: in the common
-/// case the database agrees, and a plain insert of every member writes it. Should the
-/// database refuse it (a CHECK: Redis off the truth; an order id taken by a void), and for
-/// database deductions and seats, `allocate_preorders` decides member by member.
+/// One statement decides the batch. In the common case every member fits: Redis deducted
+/// its units already, or on the database path the item has them left, and no buyer goes
+/// past the limit. A plain insert of every member then writes the batch, locking the item
+/// row only for its last two writes and the commit, where `allocate_preorders` locks it
+/// before deciding member by member: on the database path, where every batch of the item
+/// queues on that lock, the lock is held for a fraction of the statement. Should the
+/// database refuse the insert (a CHECK: Redis off the truth, or the stock or a buyer's limit
+/// reached on the database path; an order id taken by a void), and for seats,
+/// `allocate_preorders` decides member by member, first come first served.
 async fn decide(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>, sqlx::Error> {
-    let redis_units = orders.iter().all(|order| {
-        matches!(order.reservation, Reservation::Redis { .. }) && order.seats.is_empty()
-    });
-    if !redis_units {
+    if orders.iter().any(|order| !order.seats.is_empty()) {
         return allocate(pool, orders).await;
     }
     match insert(pool, orders).await {
@@ -509,7 +511,7 @@ where
     arguments.add(value).map_err(sqlx::Error::Encode)
 }
 
-/// Every member written as Redis decided it, with its group's outbox row, the item's
+/// Every member written as it came, with its group's outbox row, the item's
 /// `allocated` and the buyers' holdings, in one statement (its own transaction). A member
 /// whose request id has an order already is skipped and reported. The writes run in the
 /// order listed (the main query reads only `written`; the rest run after it, in order), so
