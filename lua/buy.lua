@@ -59,16 +59,19 @@
 -- where h is the units the buyer holds of the item: a holder refused without a stored
 -- answer may be replaying the request that won them, whose answer never reached Redis.
 local steps = ARGV[1]
-local stored = redis.call('GET', KEYS[1])
+-- Every string a call may stop at, read at once: the stored answer, the three windows, the
+-- stock and the fence. Each call a script makes into Redis costs about as much as a small
+-- command; one read instead of four is a sixth of a buy's calls. (A missing key reads false.)
+local seen = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8])
+local stored = seen[1]
 if stored then
   return {1, stored}
 end
 
 if string.find(steps, 'w', 1, true) then
   local window = tonumber(ARGV[4])
-  local hits = redis.call('MGET', KEYS[2], KEYS[3], KEYS[4])
   for i = 1, 3 do
-    if (tonumber(hits[i]) or 0) >= tonumber(ARGV[i + 4]) then
+    if (tonumber(seen[i + 1]) or 0) >= tonumber(ARGV[i + 4]) then
       return {2, tostring(i)}
     end
   end
@@ -86,10 +89,10 @@ if not string.find(steps, 'd', 1, true) then
   return {4, ''}
 end
 
-if redis.call('EXISTS', KEYS[8]) == 1 then
+if seen[6] then
   return {-8, ''}
 end
-local stock = redis.call('GET', KEYS[5])
+local stock = seen[5]
 if not stock then
   return {-4, ''}
 end
