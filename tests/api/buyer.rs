@@ -1113,6 +1113,39 @@ async fn a_full_instance_refuses_before_reading_the_body() {
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
 }
 
+/// While a reconciliation run fences an item, a buy of it is refused with a retry and takes
+/// nothing: the stock stays whole and the request id free, so the same request buys once the
+/// fence is down.
+#[tokio::test]
+async fn a_buy_while_reconciliation_fences_the_item_takes_nothing_and_can_be_retried() {
+    let app = spawn_app_with(storm_settings).await;
+    let sale = open_sale(&app, 5, 1).await;
+    let fence = app
+        .state
+        .redis
+        .fence_key(contract::SaleItem::new(sale.activity_id, sale.item_id));
+    let mut connection = app.state.redis.connection();
+    let _: () = redis::cmd("SET")
+        .arg(&fence)
+        .arg("run")
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut connection)
+        .await
+        .expect("fence");
+    let (status, refused) = app.buy(1, "fenced", &buy_body(&sale, 1)).await;
+    assert_eq!((status, refused["code"].as_str()), (503, Some("DEGRADED")));
+    assert_eq!(app.redis_stock(&sale).await, 5);
+    let _: i64 = redis::cmd("DEL")
+        .arg(&fence)
+        .query_async(&mut connection)
+        .await
+        .expect("lower the fence");
+    let (status, bought) = app.buy(1, "fenced", &buy_body(&sale, 1)).await;
+    assert_eq!(status, 200, "{bought}");
+    assert_eq!(app.redis_stock(&sale).await, 4);
+}
+
 /// Found in the code: a request id reused after its in-flight claim expired (PostgreSQL slow)
 /// deducted again and hit the `(user_id, request_id)` unique constraint, which rolled back the
 /// batch of every buyer in it, and the buyer got 503.
