@@ -771,8 +771,8 @@ async fn the_leader_killed_during_the_pay_timeout_scan_is_replaced_and_each_orde
             &app,
             &sale,
             "SELECT count(*) FROM orders o WHERE activity_id = $1 AND status = 'CANCELLED'
-               AND (SELECT count(*) FROM order_events e WHERE e.order_id = o.id) = 2
-               AND EXISTS (SELECT 1 FROM order_events e WHERE e.order_id = o.id
+               AND (SELECT count(*) FROM order_history e WHERE e.order_id = o.id) = 2
+               AND EXISTS (SELECT 1 FROM order_history e WHERE e.order_id = o.id
                            AND (e.from_status, e.to_status) = ('UNPAID', 'CANCELLED'))
                AND EXISTS (SELECT 1 FROM stock_restore_journal j WHERE j.order_id = o.id)",
         )
@@ -796,7 +796,7 @@ async fn the_leader_killed_during_the_pay_timeout_scan_is_replaced_and_each_orde
             &app,
             &sale,
             "SELECT count(*) FROM orders o WHERE activity_id = $1 AND status = 'PAID'
-               AND (SELECT count(*) FROM order_events e WHERE e.order_id = o.id) = 2",
+               AND (SELECT count(*) FROM order_history e WHERE e.order_id = o.id) = 2",
         )
         .await,
         PAID as i64,

@@ -159,7 +159,7 @@ impl TestApp {
     /// The order's status changes, in order.
     async fn transitions(&self, order_id: Uuid) -> Vec<(String, String)> {
         sqlx::query_as(
-            "SELECT from_status, to_status FROM order_events WHERE order_id = $1 ORDER BY id",
+            "SELECT from_status, to_status FROM order_history WHERE order_id = $1 ORDER BY step",
         )
         .bind(order_id)
         .fetch_all(&self.db)

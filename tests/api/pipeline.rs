@@ -69,7 +69,7 @@ impl TestApp {
     /// `PRE_CREATED → UNPAID` transitions recorded for the sale's orders.
     async fn completions(&self, sale: &Sale) -> i64 {
         sqlx::query_scalar(
-            "SELECT count(*) FROM order_events e JOIN orders o ON o.id = e.order_id
+            "SELECT count(*) FROM order_history e JOIN orders o ON o.id = e.order_id
              WHERE o.activity_id = $1 AND e.from_status = 'PRE_CREATED' AND e.to_status = 'UNPAID'",
         )
         .bind(sale.activity_id)

@@ -114,7 +114,7 @@ pub(crate) struct OrderRecord {
     pub(crate) order: OrderSummary,
     pub(crate) request_id: String,
     pub(crate) seats: Vec<String>,
-    /// Status changes from `order_events`, oldest first (the creation is not among them).
+    /// Status changes from `order_history`, oldest first (the creation is not among them).
     pub(crate) changes: Vec<OrderTransition>,
     pub(crate) trades: Vec<PaymentTradeView>,
     pub(crate) restore: Option<StockRestoreView>,
@@ -157,7 +157,7 @@ pub(crate) async fn get(
         return Ok(None);
     };
     let changes: Vec<(String, String, DateTime<Utc>)> = sqlx::query_as(
-        "SELECT from_status, to_status, at FROM order_events WHERE order_id = $1 ORDER BY id",
+        "SELECT from_status, to_status, at FROM order_history WHERE order_id = $1 ORDER BY step",
     )
     .bind(id)
     .fetch_all(&mut *tx)

@@ -152,7 +152,8 @@ async fn complete_pre_created(
     debug_assert!(OrderStatus::PreCreated.may_become(OrderStatus::Unpaid));
     sqlx::query_as(
         "UPDATE orders o SET status = 'UNPAID', amount_cents = ai.price_cents * o.quantity,
-                pay_deadline = now() + make_interval(secs => a.pay_timeout_s), updated_at = now()
+                pay_deadline = now() + make_interval(secs => a.pay_timeout_s), updated_at = now(),
+                completed_at = now()
          FROM activity_items ai, activities a
          WHERE o.id = ANY($1) AND o.status = 'PRE_CREATED'
            AND ai.activity_id = o.activity_id AND ai.item_id = o.item_id AND a.id = o.activity_id

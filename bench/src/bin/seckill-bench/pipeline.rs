@@ -539,7 +539,7 @@ impl Drain {
             "SELECT (SELECT count(*) FROM orders WHERE status = 'UNPAID'),
                     (SELECT COALESCE(SUM(sold), 0)::BIGINT FROM activity_items),
                     (SELECT count(*) FROM processed_events WHERE consumer = $1),
-                    (SELECT count(*) FROM order_events WHERE to_status = 'UNPAID')",
+                    (SELECT count(*) FROM order_history WHERE to_status = 'UNPAID')",
         )
         .bind(CONSUMER)
         .fetch_one(&self.db)
