@@ -862,10 +862,20 @@ impl<'a> Funnel<'a> {
             &commandstats,
         );
         let _ = std::fs::write(self.run.file(&format!("{name}.metrics{phase}")), &metrics);
+        let wal_bytes = async {
+            let mut db = PgConnection::connect(&self.db_url).await?;
+            sqlx::query_scalar::<_, i64>("SELECT (pg_current_wal_insert_lsn() - '0/0')::BIGINT")
+                .fetch_one(&mut db)
+                .await
+        }
+        .await
+        .ok()
+        .and_then(|bytes| u64::try_from(bytes).ok());
         Snapshot {
             ticks,
             commandstats,
             metrics,
+            wal_bytes,
         }
     }
 

@@ -35,6 +35,8 @@ pub struct Snapshot {
     pub commandstats: String,
     /// The server's `/metrics` (empty without a server).
     pub metrics: String,
+    /// PostgreSQL's WAL insert position, in bytes (the whole cluster's WAL).
+    pub wal_bytes: Option<u64>,
 }
 
 /// What the probes saw around one measurement.
@@ -84,6 +86,8 @@ pub struct Measurement {
     batches: Option<(u64, f64)>,
     perf_areas: Vec<(String, f64)>,
     pgwait: Vec<(String, usize)>,
+    /// WAL PostgreSQL wrote during the measurement, every database's (`None`: not read).
+    wal_bytes: Option<u64>,
     /// Hot-key samples the server dropped (its counting task behind).
     hotkey_samples_dropped: f64,
     /// The server's own path counters per successful buy, by call (`redis_round_trip`,
@@ -160,6 +164,11 @@ impl Measurement {
         m.read_metrics(&probed.before.metrics, &probed.after.metrics);
         m.perf_areas = perf_areas(&probed.profile);
         m.pgwait = counted(&probed.waits);
+        m.wal_bytes = probed
+            .after
+            .wal_bytes
+            .zip(probed.before.wal_bytes)
+            .map(|(after, before)| after.saturating_sub(before));
         m
     }
 
@@ -649,6 +658,13 @@ fn counters(m: &Measurement, bench_db: &str) -> Vec<String> {
         l.push(format!(
             "  * the server's path counters per successful buy: {}",
             calls.join(", ")
+        ));
+    }
+    if let (Some(n), Some(wal)) = (m.requests.filter(|n| *n > 0.0), m.wal_bytes) {
+        // The whole cluster's: other databases' writes during the run count too.
+        l.push(format!(
+            "  * PostgreSQL WAL written, whole cluster: {:.0} bytes per request",
+            wal as f64 / n
         ));
     }
     if let (Some((batches, _)), Some(statements)) =
