@@ -325,6 +325,82 @@ async fn an_order_shows_its_history_trades_and_stock_restore() {
     assert_eq!(steps(&fresh), [pair(None, "PRE_CREATED")]);
 }
 
+/// The consumer's completion is kept in the order row, the previous release's as a row of
+/// `order_events` (a rolling deploy runs both): either way the history shows it once, in its
+/// place, and the next change after it.
+#[tokio::test]
+async fn a_completion_by_either_release_shows_once_in_the_history() {
+    let app = spawn_app().await;
+    let acme = shop(&app, "acme", "Two releases").await;
+    let ops = app.caller(Role::Ops, None).await;
+    let now = order(&app, &acme, 11, 2, &[]).await;
+    let before = order(&app, &acme, 12, 2, &[]).await;
+    // This release's statement, then the one the previous release calls (an order without a
+    // batch row is its own event).
+    for (call, id) in [
+        (
+            "SELECT count(*) FROM complete_orders('console-test', ARRAY[$1])",
+            now,
+        ),
+        (
+            "SELECT count(*) FROM complete_created_orders('console-test', ARRAY[$1])",
+            before,
+        ),
+    ] {
+        sqlx::query(call)
+            .bind(id)
+            .execute(&app.db)
+            .await
+            .expect("complete");
+    }
+    for id in [now, before] {
+        let paid =
+            sqlx::query("UPDATE orders SET status = 'PAID' WHERE id = $1 AND status = 'UNPAID'")
+                .bind(id)
+                .execute(&app.db)
+                .await
+                .expect("pay");
+        assert_eq!(paid.rows_affected(), 1, "{id} completed");
+    }
+    let history_rows = |id: Uuid| {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM order_events WHERE order_id = $1")
+            .bind(id)
+            .fetch_one(&app.db)
+    };
+    assert_eq!(
+        history_rows(now).await.expect("rows"),
+        1,
+        "only UNPAID → PAID"
+    );
+    assert_eq!(history_rows(before).await.expect("rows"), 2, "both changes");
+
+    for id in [now, before] {
+        let response = app
+            .get(&format!("/admin/api/orders/{id}"), Some(&ops))
+            .await;
+        assert_eq!(response.status(), 200);
+        let detail: OrderDetail = response.json().await.expect("order detail");
+        let steps: Vec<(Option<&str>, &str)> = detail
+            .history
+            .iter()
+            .map(|step| (step.from.map(|s| s.as_str()), step.to.as_str()))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                (None, "PRE_CREATED"),
+                (Some("PRE_CREATED"), "UNPAID"),
+                (Some("UNPAID"), "PAID")
+            ],
+            "{id}"
+        );
+        assert!(
+            detail.history.windows(2).all(|w| w[0].at <= w[1].at),
+            "{id}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_order_bought_through_the_buyer_api_is_listed_from_its_creation() {
     let app = spawn_app().await;
