@@ -640,6 +640,29 @@ async fn activity_info_and_status_come_from_the_server_clock() {
     assert_eq!(app.get("/api/activities/424242", None).await.status(), 404);
 }
 
+/// Found when tried as a buyer would, with the deduction on `db`: once the last unit was
+/// sold, the status kept saying `sold_out: false` (it read Redis's stock, which only a Redis
+/// deduction moves), so the sale page kept offering a buy that could only be refused.
+#[tokio::test]
+async fn the_status_says_sold_out_once_the_database_path_sold_the_last_unit() {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.buy.deduction = DeductionMode::Db;
+    })
+    .await;
+    let sale = open_sale(&app, 1, 1).await;
+    let path = format!("/api/activities/{}/status", sale.activity_id);
+    let sold_out =
+        || async { json(app.get(&path, None).await).await.1["items"][0]["sold_out"].clone() };
+    assert_eq!(sold_out().await, false);
+    let (status, answer) = app.buy(1, "last-one", &buy_body(&sale, 1)).await;
+    assert_eq!(status, 200, "{answer}");
+    wait::until("the status says sold out", PATIENCE, || async {
+        sold_out().await == true
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn prewarm_is_for_ops_idempotent_and_refused_during_the_sale() {
     let app = spawn_app_with(storm_settings).await;
@@ -1000,6 +1023,37 @@ async fn a_winner_whose_answer_never_reached_redis_gets_his_order_on_replay() {
     let (status, lost) = app.buy(2, "lost", &buy_body(&sale, 1)).await;
     assert_eq!((status, lost["code"].as_str()), (409, Some("SOLD_OUT")));
     assert_eq!(app.buy_bytes(1, "won", &sale).await, won, "sold-out flag");
+    // A holder with another request id did not win with it.
+    let (status, other) = app.buy(1, "another", &buy_body(&sale, 1)).await;
+    assert_eq!((status, other["code"].as_str()), (409, Some("SOLD_OUT")));
+}
+
+/// Found when tried as a buyer would, with the deduction on `db`: the winner of the last
+/// unit who retried once the sold-out flag stood was told `SOLD_OUT`. The holder set came
+/// from Redis's buyer records, which only a Redis deduction writes, so on the database path
+/// nobody was a holder and the flag answered everyone.
+#[tokio::test]
+async fn the_winner_of_the_last_unit_on_the_database_path_gets_his_order_on_replay() {
+    let app = spawn_app_with(|settings| {
+        flag_stands(settings);
+        settings.buy.deduction = DeductionMode::Db;
+    })
+    .await;
+    let sale = open_sale(&app, 1, 1).await;
+    let won = app.buy_bytes(1, "won", &sale).await;
+    assert_eq!(won.0, 200, "{won:?}");
+    let (status, lost) = app.buy(2, "lost", &buy_body(&sale, 1)).await;
+    assert_eq!((status, lost["code"].as_str()), (409, Some("SOLD_OUT")));
+    let flagged = app.buy(3, "flagged", &buy_body(&sale, 1)).await;
+    assert_eq!(flagged.1["code"], "SOLD_OUT");
+    assert_eq!(app.buy_bytes(1, "won", &sale).await, won, "sold-out flag");
+    // His answer gone from Redis too: PostgreSQL's order answers him.
+    app.forget_answer(&sale, 1, "won").await;
+    assert_eq!(
+        app.buy_bytes(1, "won", &sale).await,
+        won,
+        "no stored answer"
+    );
     // A holder with another request id did not win with it.
     let (status, other) = app.buy(1, "another", &buy_body(&sale, 1)).await;
     assert_eq!((status, other["code"].as_str()), (409, Some("SOLD_OUT")));

@@ -63,6 +63,9 @@ pub(crate) struct CachedItem {
     pub(crate) price_cents: i64,
     pub(crate) per_user_limit: i64,
     pub(crate) total_stock: i64,
+    /// Units PostgreSQL had not allocated to pre-orders when the copy was read. With the
+    /// deduction on `db` this is the stock; Redis's stock key is not moved then.
+    pub(crate) units_left: i64,
 }
 
 impl CachedActivity {
@@ -167,6 +170,7 @@ async fn load(db: &PgPool, id: i64) -> Result<Option<CachedActivity>, sqlx::Erro
                 price_cents: line.price_cents,
                 per_user_limit: line.per_user_limit.into(),
                 total_stock: line.total_stock.into(),
+                units_left: i64::from(line.total_stock) - i64::from(line.allocated),
             })
             .collect(),
         loaded_at: Instant::now(),

@@ -448,6 +448,7 @@ impl Funnel {
             kept: KeptAnswers::start(redis.clone(), SUCCESS_TTL_S, PathTotals::of(&metrics)),
             holders: HolderSets::new(
                 redis.clone(),
+                db.clone(),
                 Duration::from_millis(settings.sold_out_flag_ms),
             ),
             settings,

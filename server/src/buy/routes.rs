@@ -178,7 +178,9 @@ async fn status(
         .zip(stock.iter().copied())
         .map(|(item, stock)| ItemStatus {
             item_id: item.item_id,
-            sold_out: stock.is_some_and(|left| left <= 0),
+            // Either layer's word: Redis's stock moves first on the Redis path; on the
+            // database path only PostgreSQL's does (as of the activity copy, a second old).
+            sold_out: stock.is_some_and(|left| left <= 0) || item.units_left <= 0,
         })
         .collect();
     let switches = state.switches.current();

@@ -309,6 +309,8 @@ pub(crate) struct StoredLine {
     pub(crate) name: String,
     pub(crate) description: String,
     pub(crate) total_stock: i32,
+    /// Units the pre-orders hold (PostgreSQL's deduction, whichever layer deducted first).
+    pub(crate) allocated: i32,
     pub(crate) sold: i32,
     pub(crate) per_user_limit: i32,
     pub(crate) price_cents: i64,
@@ -343,7 +345,8 @@ pub(crate) async fn get_activity(
     let Some(head) = head else { return Ok(None) };
     path::db_statement_alone();
     let lines: Vec<StoredLine> = sqlx::query_as(
-        "SELECT ai.item_id, i.name, i.description, ai.total_stock, ai.sold, ai.per_user_limit, ai.price_cents
+        "SELECT ai.item_id, i.name, i.description, ai.total_stock, ai.allocated, ai.sold, ai.per_user_limit,
+                ai.price_cents
          FROM activity_items ai JOIN items i ON i.id = ai.item_id
          WHERE ai.activity_id = $1 ORDER BY ai.item_id",
     )

@@ -235,6 +235,7 @@ mod tests {
                 name: "Phone <Pro>".into(),
                 description: "Fast & small".into(),
                 total_stock: 100,
+                allocated: 0,
                 sold: 0,
                 per_user_limit: 1,
                 price_cents: 49_900,
