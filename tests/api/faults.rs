@@ -446,6 +446,57 @@ async fn postgresql_killed_mid_storm_with_deduction_on_db_loses_nothing() {
     no_buyer_failed(&storm);
 }
 
+/// The holder set of an item refused from memory keeps the holders it read last while
+/// PostgreSQL is away. With the deduction on `db`, only PostgreSQL's holdings name the
+/// winner; a set read from Redis alone would refuse him with the refusal everyone gets.
+#[tokio::test]
+async fn a_database_path_winner_gets_his_answer_on_replay_while_postgresql_is_away() {
+    let mut postgres = PostgresInstance::start().await;
+    let url = postgres.create_database("seckill").await;
+    let app = spawn_app_with(|settings| {
+        sale_settings(settings);
+        settings.database_url = url.into();
+        settings.buy.deduction = DeductionMode::Db;
+        // No sold-out flag, and a holder set read again at every local refusal.
+        settings.buy.sold_out_flag_ms = 0;
+    })
+    .await;
+    let sale = open_sale(&app, 1, 1).await;
+    let won = app.buy(1, "won", &buy_body(&sale, 1)).await;
+    assert_eq!(won.0, 200, "{}", won.1);
+    // The sale ends: the phase refuses from memory, and sends holders to their answers.
+    sqlx::query("UPDATE activities SET ends_at = now() - interval '1 second' WHERE id = $1")
+        .bind(sale.activity_id)
+        .execute(&app.db)
+        .await
+        .expect("end the sale");
+    let mut probe = 0;
+    wait::until("buys refused as the sale ended", PATIENCE, || {
+        probe += 1;
+        let request_id = format!("probe-{probe}");
+        let app = &app;
+        let sale = &sale;
+        async move { app.buy(2, &request_id, &buy_body(sale, 1)).await.1["code"] == "ACTIVITY_ENDED" }
+    })
+    .await;
+    assert_eq!(
+        app.buy(1, "won", &buy_body(&sale, 1)).await,
+        won,
+        "PostgreSQL up"
+    );
+    postgres.kill().await;
+    assert_eq!(
+        app.buy(1, "won", &buy_body(&sale, 1)).await,
+        won,
+        "PostgreSQL away"
+    );
+    let (status, refused) = app.buy(2, "late", &buy_body(&sale, 1)).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (403, Some("ACTIVITY_ENDED"))
+    );
+}
+
 #[tokio::test]
 async fn redis_killed_mid_storm_is_re_derived_and_oversells_nothing() {
     let mut redis = RedisInstance::start().await;
