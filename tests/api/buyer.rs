@@ -645,11 +645,7 @@ async fn activity_info_and_status_come_from_the_server_clock() {
 /// deduction moves), so the sale page kept offering a buy that could only be refused.
 #[tokio::test]
 async fn the_status_says_sold_out_once_the_database_path_sold_the_last_unit() {
-    let app = spawn_app_with(|settings| {
-        storm_settings(settings);
-        settings.buy.deduction = DeductionMode::Db;
-    })
-    .await;
+    let app = on_the_database_path(storm_settings).await;
     let sale = open_sale(&app, 1, 1).await;
     let path = format!("/api/activities/{}/status", sale.activity_id);
     let sold_out =
@@ -948,6 +944,29 @@ impl TestApp {
     }
 }
 
+/// A sale of one unit won by buyer 1 (his answer returned) and lost by buyer 2; then, with
+/// the sold-out flag answering buyer 3, buyer 1's replay gets his answer byte for byte.
+async fn last_unit_won_then_flagged(app: &TestApp) -> (Sale, (u16, String)) {
+    let sale = open_sale(app, 1, 1).await;
+    let won = app.buy_bytes(1, "won", &sale).await;
+    assert_eq!(won.0, 200, "{won:?}");
+    let (status, lost) = app.buy(2, "lost", &buy_body(&sale, 1)).await;
+    assert_eq!((status, lost["code"].as_str()), (409, Some("SOLD_OUT")));
+    let flagged = app.buy(3, "flagged", &buy_body(&sale, 1)).await;
+    assert_eq!(flagged.1["code"], "SOLD_OUT");
+    assert_eq!(app.buy_bytes(1, "won", &sale).await, won, "sold-out flag");
+    (sale, won)
+}
+
+/// An app with `settings` that deducts in PostgreSQL.
+async fn on_the_database_path(settings: fn(&mut Settings)) -> TestApp {
+    spawn_app_with(|s| {
+        settings(s);
+        s.buy.deduction = DeductionMode::Db;
+    })
+    .await
+}
+
 /// A sale whose sold-out flag still stands when the winner comes back.
 fn flag_stands(settings: &mut Settings) {
     storm_settings(settings);
@@ -962,15 +981,7 @@ fn flag_stands(settings: &mut Settings) {
 async fn the_winner_of_the_last_unit_gets_his_order_on_replay_whatever_the_phase() {
     let app = spawn_app_with(flag_stands).await;
     let ops = app.caller(Role::Ops, None).await;
-    let sale = open_sale(&app, 1, 1).await;
-    let won = app.buy_bytes(1, "won", &sale).await;
-    assert_eq!(won.0, 200, "{won:?}");
-    let (status, lost) = app.buy(2, "lost", &buy_body(&sale, 1)).await;
-    assert_eq!((status, lost["code"].as_str()), (409, Some("SOLD_OUT")));
-    // The sold-out flag answers now; the winner still gets his answer.
-    let flagged = app.buy(3, "flagged", &buy_body(&sale, 1)).await;
-    assert_eq!(flagged.1["code"], "SOLD_OUT");
-    assert_eq!(app.buy_bytes(1, "won", &sale).await, won, "sold-out flag");
+    let (sale, won) = last_unit_won_then_flagged(&app).await;
 
     let entry = format!("/admin/api/switches/switches/entry/{}", sale.activity_id);
     let flip = |value: &'static str| {
@@ -1034,19 +1045,8 @@ async fn a_winner_whose_answer_never_reached_redis_gets_his_order_on_replay() {
 /// nobody was a holder and the flag answered everyone.
 #[tokio::test]
 async fn the_winner_of_the_last_unit_on_the_database_path_gets_his_order_on_replay() {
-    let app = spawn_app_with(|settings| {
-        flag_stands(settings);
-        settings.buy.deduction = DeductionMode::Db;
-    })
-    .await;
-    let sale = open_sale(&app, 1, 1).await;
-    let won = app.buy_bytes(1, "won", &sale).await;
-    assert_eq!(won.0, 200, "{won:?}");
-    let (status, lost) = app.buy(2, "lost", &buy_body(&sale, 1)).await;
-    assert_eq!((status, lost["code"].as_str()), (409, Some("SOLD_OUT")));
-    let flagged = app.buy(3, "flagged", &buy_body(&sale, 1)).await;
-    assert_eq!(flagged.1["code"], "SOLD_OUT");
-    assert_eq!(app.buy_bytes(1, "won", &sale).await, won, "sold-out flag");
+    let app = on_the_database_path(flag_stands).await;
+    let (sale, won) = last_unit_won_then_flagged(&app).await;
     // His answer gone from Redis too: PostgreSQL's order answers him.
     app.forget_answer(&sale, 1, "won").await;
     assert_eq!(
