@@ -454,7 +454,7 @@ enum Side {
 /// A benchmark: number, title, seckill side, baseline side, target ratio (none: a reading).
 type Benchmark = (&'static str, &'static str, Side, Side, Option<f64>);
 
-const BENCHMARKS: [Benchmark; 6] = [
+const BENCHMARKS: [Benchmark; 7] = [
     (
         "1",
         "sold-out storm vs /healthz",
@@ -496,6 +496,13 @@ const BENCHMARKS: [Benchmark; 6] = [
         Side::Rps("4a-db-deduction"),
         Side::Rps("4b-pgbench-hot"),
         Some(5.0),
+    ),
+    (
+        "4s",
+        "sold-out storm with the deduction on db vs /healthz (a reading: row 1 on the DB path)",
+        Side::Rps("4c-db-storm"),
+        Side::Rps("1a-healthz"),
+        None,
     ),
 ];
 
