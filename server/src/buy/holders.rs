@@ -83,7 +83,15 @@ impl HolderSets {
         if let Some(set) = slot.fresh(self.fresh_for) {
             return Ok(set.contains(&buyer));
         }
-        let _loading = slot.loading.lock().await;
+        let _loading = match slot.loading.try_lock() {
+            Ok(loading) => loading,
+            // Another request is reading the set again: the set before answers meanwhile,
+            // so that a storm refused from memory never queues behind that read.
+            Err(_) => match slot.last() {
+                Some(set) => return Ok(set.contains(&buyer)),
+                None => slot.loading.lock().await,
+            },
+        };
         if let Some(set) = slot.fresh(self.fresh_for) {
             return Ok(set.contains(&buyer));
         }
