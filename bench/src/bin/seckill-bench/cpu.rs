@@ -3,7 +3,8 @@
 //! background processes, the backends of the benchmark's database and backends that exited
 //! (through the postmaster's child times); live backends of other databases (other people's
 //! tests) are left to "other". The load tool's time comes from this process's own
-//! children's times, since it is a child that was waited for.
+//! children's times, since it is a child that was waited for. The server's memory comes
+//! from the same place.
 
 use serde::Serialize;
 use std::{collections::HashMap, fs, ops::Sub};
@@ -138,6 +139,31 @@ pub fn ticks_per_second() -> f64 {
         .unwrap_or(100.0)
 }
 
+/// A process's resident memory now and at its peak so far (`VmRSS`, `VmHWM` of
+/// `/proc/{pid}/status`), in bytes.
+#[derive(Clone, Copy, Serialize)]
+pub struct Memory {
+    pub resident: u64,
+    pub peak: u64,
+}
+
+pub fn memory(pid: u32) -> Option<Memory> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |field: &str| -> Option<u64> {
+        let line = status.lines().find(|line| line.starts_with(field))?;
+        line[field.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .ok()
+    };
+    Some(Memory {
+        resident: kib("VmRSS:")? * 1024,
+        peak: kib("VmHWM:")? * 1024,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +173,12 @@ mod tests {
         let me = stat("self").expect("own stat");
         assert!(!me.comm.is_empty());
         assert!(me.ppid > 0);
+    }
+
+    #[test]
+    fn this_process_reads_its_own_memory() {
+        let me = memory(std::process::id()).expect("own status");
+        assert!(me.resident > 0);
+        assert!(me.peak >= me.resident);
     }
 }

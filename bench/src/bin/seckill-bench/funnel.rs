@@ -886,6 +886,10 @@ impl<'a> Funnel<'a> {
             commandstats,
             metrics,
             wal_bytes,
+            server_memory: self
+                .server
+                .as_ref()
+                .and_then(|server| cpu::memory(server.pid())),
         }
     }
 

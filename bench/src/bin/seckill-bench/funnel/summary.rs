@@ -7,7 +7,10 @@ use serde_json::Value;
 use std::{collections::BTreeMap, sync::LazyLock, time::Duration};
 
 use super::NAMES;
-use crate::{cpu::Ticks, run::grouped};
+use crate::{
+    cpu::{self, Ticks},
+    run::grouped,
+};
 
 /// Which tool took a measurement, and so how its output reads.
 #[derive(Clone, Copy, Serialize)]
@@ -37,6 +40,8 @@ pub struct Snapshot {
     pub metrics: String,
     /// PostgreSQL's WAL insert position, in bytes (the whole cluster's WAL).
     pub wal_bytes: Option<u64>,
+    /// The server's memory (`None` without a server).
+    pub server_memory: Option<cpu::Memory>,
 }
 
 /// What the probes saw around one measurement.
@@ -88,6 +93,8 @@ pub struct Measurement {
     pgwait: Vec<(String, usize)>,
     /// WAL PostgreSQL wrote during the measurement, every database's (`None`: not read).
     wal_bytes: Option<u64>,
+    /// The server's memory once the measurement ended.
+    server_memory: Option<cpu::Memory>,
     /// Hot-key samples the server dropped (its counting task behind).
     hotkey_samples_dropped: f64,
     /// The server's own path counters per successful buy, by call (`redis_round_trip`,
@@ -169,6 +176,7 @@ impl Measurement {
             .wal_bytes
             .zip(probed.before.wal_bytes)
             .map(|(after, before)| after.saturating_sub(before));
+        m.server_memory = probed.after.server_memory;
         m
     }
 
@@ -672,6 +680,14 @@ fn counters(m: &Measurement, bench_db: &str) -> Vec<String> {
         l.push(format!(
             "  * PostgreSQL WAL written, whole cluster: {:.0} bytes per request",
             wal as f64 / n
+        ));
+    }
+    if let Some(memory) = m.server_memory {
+        // The peak is the process's since it started, earlier measurements on it included.
+        l.push(format!(
+            "  * server memory after: {:.0} MB resident, {:.0} MB at its peak",
+            memory.resident as f64 / 1e6,
+            memory.peak as f64 / 1e6
         ));
     }
     if let (Some((batches, _)), Some(statements)) =
