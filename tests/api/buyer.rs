@@ -19,7 +19,9 @@ use seckill::{
     identity::buyer_token,
     infra::config::{DeductionMode, Settings},
 };
+use secrecy::ExposeSecret;
 use serde_json::{json, Value};
+use sqlx::{Connection, PgConnection};
 use std::collections::HashMap;
 
 #[tokio::test]
@@ -42,13 +44,21 @@ async fn buyers_who_miss_the_activity_copy_at_once_share_one_read_of_it() {
         storm_settings(settings);
         // No copy expires during the test: every read counted is a miss of this storm's.
         settings.buy.activity_cache_ms = 600_000;
+        // The lock below also stops every background job that reads the activities, each
+        // holding one of the pool's connections meanwhile: the catalogue's read must still
+        // find one, however long the buyers take to arrive.
+        settings.db_max_connections = 32;
     })
     .await;
     // The pre-warm drops the copy, so the storm's first buyer misses it.
     let sale = open_sale(&app, 100, 1).await;
     let reads_before = app.metric("seckill_catalogue_reads_total").await;
-    // The table locked, the first read waits in PostgreSQL until every buyer has come.
-    let mut lock = app.db.begin().await.expect("begin");
+    // The table locked, the first read waits in PostgreSQL until every buyer has come. The
+    // lock is held on a connection of its own, none of the server's.
+    let mut locker = PgConnection::connect(app.state.settings.database_url.expose_secret())
+        .await
+        .expect("connect");
+    let mut lock = locker.begin().await.expect("begin");
     sqlx::query("LOCK TABLE activities IN ACCESS EXCLUSIVE MODE")
         .execute(&mut *lock)
         .await
