@@ -89,6 +89,10 @@ pub struct FunnelArgs {
     /// default, 256, unless asked for another).
     #[arg(long, env = "BENCH_BATCH_MAX", default_value_t = 256)]
     batch_max: usize,
+    /// Whole runs, one after the other: with more than one, the result block opens with
+    /// every ratio of every run, their spread and in how many runs each target was met.
+    #[arg(long, env = "BENCH_RUNS", default_value_t = std::num::NonZeroUsize::MIN)]
+    runs: std::num::NonZeroUsize,
 }
 
 /// The key spaces a benchmark of this family runs its server in, and the prefix of its
@@ -155,12 +159,44 @@ pub const NAMES: [&str; 10] = [
 ];
 
 pub async fn run(common: &Common, args: &FunnelArgs) -> anyhow::Result<()> {
-    let mut bench = Funnel::prepare(common, args, &FUNNEL).await?;
-    let result = bench.benchmarks().await;
-    let cleaned = bench.clean_up().await;
-    result?;
-    cleaned?;
-    bench.report(common)
+    let mut runs = Vec::with_capacity(args.runs.get());
+    for _ in 0..args.runs.get() {
+        let mut bench = Funnel::prepare(common, args, &FUNNEL).await?;
+        let result = bench.benchmarks().await;
+        let cleaned = bench.clean_up().await;
+        result?;
+        cleaned?;
+        let block = bench.report()?;
+        runs.push((bench, block));
+    }
+    let Some((last, last_block)) = runs.last() else {
+        return Ok(());
+    };
+    let block = if runs.len() == 1 {
+        last_block.clone()
+    } else {
+        let measurements: Vec<&[Measurement]> = runs
+            .iter()
+            .map(|(bench, _)| bench.measurements.as_slice())
+            .collect();
+        let mut lines = summary::render_spread(&measurements);
+        lines.push(String::new());
+        // Each run's header line: when it ran, its load and where its raw output is.
+        lines.extend(runs.iter().enumerate().map(|(i, (_, block))| {
+            format!(
+                "* run {}: {}",
+                i + 1,
+                block.lines().next().unwrap_or_default()
+            )
+        }));
+        lines.extend([String::new(), last_block.clone()]);
+        lines.join("\n")
+    };
+    last.run.say(&block);
+    if common.update_doc {
+        doc::replace_block(&common.root.join("BENCHMARKS.md"), "bench.sh", &block)?;
+    }
+    runs.iter().try_for_each(|(bench, _)| bench.no_failures())
 }
 
 /// Where to measure the success path: the item, and the first buyer of its warm-up.
@@ -960,7 +996,8 @@ impl<'a> Funnel<'a> {
 
     /// The result block: printed, kept as summary.md and summary.json, and written into
     /// BENCHMARKS.md (unless told not to). Fails when anything failed on the way.
-    fn report(&self, common: &Common) -> anyhow::Result<()> {
+    /// The run's result block, kept in its folder as `summary.md` (with `summary.json`).
+    fn report(&self) -> anyhow::Result<String> {
         let finished = self.run.finish();
         let mut meta = std::fs::OpenOptions::new()
             .append(true)
@@ -983,11 +1020,7 @@ impl<'a> Funnel<'a> {
                 "failures": self.failures,
             }))?,
         )?;
-        self.run.say(&text);
-        if common.update_doc {
-            doc::replace_block(&common.root.join("BENCHMARKS.md"), "bench.sh", &text)?;
-        }
-        self.no_failures()
+        Ok(text)
     }
 
     fn no_failures(&self) -> anyhow::Result<()> {

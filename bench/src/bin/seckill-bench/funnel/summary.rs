@@ -134,6 +134,17 @@ impl Measurement {
         Some(self.cpu.server * 1e6 / requests)
     }
 
+    /// CPU time per request of every process (server, Redis, PostgreSQL, RabbitMQ, load
+    /// tool), in microseconds: for the load tool's measurements only, where a request is a
+    /// buy or a `/healthz`.
+    fn cpu_us_per_request(&self) -> Option<f64> {
+        let requests = self
+            .requests
+            .filter(|n| *n > 0.0 && self.tool == Kind::Load.tool())?;
+        let c = &self.cpu;
+        Some(1e6 * (c.server + c.redis + c.postgres + c.rabbitmq + c.tool) / requests)
+    }
+
     /// Hot-key samples the server dropped during the measurement.
     pub fn hotkey_samples_dropped(&self) -> f64 {
         self.hotkey_samples_dropped
@@ -514,6 +525,154 @@ const BENCHMARKS: [Benchmark; 7] = [
     ),
 ];
 
+/// Row 2's budget of CPU per successful buy, every process counted, in microseconds.
+const CPU_PER_BUY_TARGET_US: f64 = 250.0;
+
+/// One benchmark of one run: its two sides and their ratio (`None` where a side is missing).
+struct Sides {
+    ours: Option<f64>,
+    base: Option<f64>,
+    ratio: Option<f64>,
+}
+
+/// Every benchmark of a run, in the order of [`BENCHMARKS`].
+fn sides(measurements: &[Measurement]) -> Vec<Sides> {
+    let find = |name: &str| measurements.iter().find(|m| m.name == name);
+    let read = |side: Side| match side {
+        Side::Rps(name) => find(name).and_then(|m| m.rps),
+        Side::Ok(name) => find(name).and_then(Measurement::ok_per_s),
+        Side::Due(name) => find(name).and_then(|m| m.due_per_s),
+    };
+    BENCHMARKS
+        .iter()
+        .map(|&(_, _, ours, base, _)| {
+            let (ours, base) = (read(ours), read(base));
+            let ratio = ours
+                .zip(base)
+                .filter(|(a, b)| *a > 0.0 && *b > 0.0)
+                .map(|(a, b)| a / b);
+            Sides { ours, base, ratio }
+        })
+        .collect()
+}
+
+/// A target as the tables write it.
+fn target_text(target: Option<f64>) -> String {
+    match target {
+        None => "none".to_owned(),
+        Some(target) if target < 1.0 => format!(">= {target}"),
+        Some(target) => format!(">= {target}x"),
+    }
+}
+
+/// The head of a block of several runs: each benchmark's ratio in every run, their spread,
+/// and in how many runs the target was met; then the CPU per successful buy of row 2's
+/// closed loop against its budget.
+pub fn render_spread(runs: &[&[Measurement]]) -> Vec<String> {
+    let n = runs.len();
+    let numbers: Vec<String> = (1..=n).map(|i| format!("run {i}")).collect();
+    let mut l = vec![
+        format!(
+            "{n} runs, one after the other, each with its own server, stores and baselines; every \
+             ratio comes from one run. The last run's whole block follows."
+        ),
+        String::new(),
+        format!(
+            "| # | benchmark | {} | spread | target | met |",
+            numbers.join(" | ")
+        ),
+        format!("|---|---|{}---|---|---|", "---|".repeat(n)),
+    ];
+    let per_run: Vec<Vec<Sides>> = runs.iter().map(|m| sides(m)).collect();
+    for (i, &(number, title, _, _, target)) in BENCHMARKS.iter().enumerate() {
+        let ratios: Vec<Option<f64>> = per_run.iter().map(|run| run[i].ratio).collect();
+        l.push(spread_row(
+            number,
+            title,
+            &ratios,
+            2,
+            target.map(Bound::AtLeast),
+        ));
+    }
+    let cpu: Vec<Option<f64>> = runs
+        .iter()
+        .map(|m| {
+            m.iter()
+                .find(|m| m.name == "2a-success")
+                .and_then(Measurement::cpu_us_per_request)
+        })
+        .collect();
+    l.push(spread_row(
+        "2 CPU",
+        "CPU per successful buy in 2a, every process (µs)",
+        &cpu,
+        0,
+        Some(Bound::AtMost(CPU_PER_BUY_TARGET_US)),
+    ));
+    l
+}
+
+/// Which side of a target a figure must fall on.
+#[derive(Clone, Copy)]
+enum Bound {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+impl Bound {
+    fn met(self, x: f64) -> bool {
+        match self {
+            Self::AtLeast(target) => x >= target,
+            Self::AtMost(target) => x <= target,
+        }
+    }
+
+    fn text(self) -> String {
+        match self {
+            Self::AtLeast(target) => target_text(Some(target)),
+            Self::AtMost(target) => format!("<= {target}"),
+        }
+    }
+}
+
+/// One row of the spread table: the figure of every run, low–high, and "k of n" met.
+fn spread_row(
+    number: &str,
+    title: &str,
+    figures: &[Option<f64>],
+    decimals: usize,
+    bound: Option<Bound>,
+) -> String {
+    let read: Vec<f64> = figures.iter().flatten().copied().collect();
+    let spread = match (
+        read.iter().copied().reduce(f64::min),
+        read.iter().copied().reduce(f64::max),
+    ) {
+        (Some(low), Some(high)) => {
+            format!("{}–{}", num(Some(low), decimals), num(Some(high), decimals))
+        }
+        _ => "n/a".to_owned(),
+    };
+    let (target, met) = match bound {
+        None => ("none".to_owned(), "n/a".to_owned()),
+        Some(bound) => {
+            let met = read.iter().filter(|&&x| bound.met(x)).count();
+            let verdict = format!("{met} of {}", figures.len());
+            let verdict = if met == figures.len() {
+                verdict
+            } else {
+                format!("**{verdict}**")
+            };
+            (bound.text(), verdict)
+        }
+    };
+    let cells: Vec<String> = figures.iter().map(|x| num(*x, decimals)).collect();
+    format!(
+        "| {number} | {title} | {} | {spread} | {target} | {met} |",
+        cells.join(" | ")
+    )
+}
+
 /// The result block: the header line, the ratios, every measurement, and per measurement
 /// its outcomes, checks and counters.
 pub fn render(
@@ -524,35 +683,21 @@ pub fn render(
     cores: usize,
 ) -> String {
     let find = |name: &str| measurements.iter().find(|m| m.name == name);
-    let read = |side: Side| match side {
-        Side::Rps(name) => find(name).and_then(|m| m.rps),
-        Side::Ok(name) => find(name).and_then(Measurement::ok_per_s),
-        Side::Due(name) => find(name).and_then(|m| m.due_per_s),
-    };
     let mut l: Vec<String> = vec![header.to_owned(), String::new()];
     l.push("| # | benchmark | seckill side | baseline side | ratio | target | met |".into());
     l.push("|---|---|---|---|---|---|---|".into());
-    for (number, title, ours, base, target) in BENCHMARKS {
-        let (a, b) = (read(ours), read(base));
-        let ratio = a
-            .zip(b)
-            .filter(|(a, b)| *a > 0.0 && *b > 0.0)
-            .map(|(a, b)| a / b);
-        let met = match (ratio, target) {
+    for ((number, title, _, _, target), sides) in BENCHMARKS.iter().zip(sides(measurements)) {
+        let met = match (sides.ratio, target) {
             (None, _) | (_, None) => "n/a",
-            (Some(r), Some(target)) if r >= target => "yes",
+            (Some(r), Some(target)) if r >= *target => "yes",
             (Some(_), Some(_)) => "**no**",
         };
-        let target = match target {
-            None => "none".to_owned(),
-            Some(target) if target < 1.0 => format!(">= {target}"),
-            Some(target) => format!(">= {target}x"),
-        };
         l.push(format!(
-            "| {number} | {title} | {} /s | {} /s | {} | {target} | {met} |",
-            num(a, 0),
-            num(b, 0),
-            num(ratio, 2)
+            "| {number} | {title} | {} /s | {} /s | {} | {} | {met} |",
+            num(sides.ours, 0),
+            num(sides.base, 0),
+            num(sides.ratio, 2),
+            target_text(*target)
         ));
     }
     l.push(String::new());
@@ -624,16 +769,12 @@ fn counters(m: &Measurement, bench_db: &str) -> Vec<String> {
     }
     l.push(line);
     l.extend(m.checks.iter().map(|c| format!("  * `{c}`")));
-    if let Some(n) = m
-        .requests
-        .filter(|n| *n > 0.0 && m.tool == Kind::Load.tool())
-    {
+    if let (Some(every), Some(n)) = (m.cpu_us_per_request(), m.requests) {
         let c = &m.cpu;
         let per = |seconds: f64| 1e6 * seconds / n;
         l.push(format!(
-            "  * CPU per request, every process: {:.0} µs (server {:.0}, redis {:.0}, postgres {:.0}, \
+            "  * CPU per request, every process: {every:.0} µs (server {:.0}, redis {:.0}, postgres {:.0}, \
              rabbitmq {:.0}, load tool {:.0})",
-            per(c.server + c.redis + c.postgres + c.rabbitmq + c.tool),
             per(c.server),
             per(c.redis),
             per(c.postgres),
@@ -858,5 +999,60 @@ mod tests {
         let areas = perf_areas(report);
         assert_eq!(areas[0], ("HTTP (hyper, axum, tower)".to_owned(), 40.0));
         assert!(areas.contains(&("funnel and other server code".to_owned(), 5.0)));
+    }
+
+    /// A run whose row 1 and row 2 measurements read `storm`, `healthz` and `success`
+    /// requests a second, and whose successful buys cost `cpu_s` seconds of the load
+    /// tool's CPU for 1,000 requests.
+    fn run(storm: f64, healthz: f64, success: f64, cpu_s: f64) -> Vec<Measurement> {
+        let measured = |name: &str, rps: f64| Measurement {
+            name: name.to_owned(),
+            tool: Kind::Load.tool(),
+            rps: Some(rps),
+            requests: Some(1000.0),
+            ..Measurement::default()
+        };
+        let mut success = measured("2a-success", success);
+        success.cpu.tool = cpu_s;
+        vec![
+            measured("1a-healthz", healthz),
+            measured("1b-storm", storm),
+            success,
+        ]
+    }
+
+    #[test]
+    fn the_spread_gives_every_run_its_range_and_the_runs_that_met_the_target() {
+        let runs = [
+            run(950.0, 1000.0, 300.0, 0.2),
+            run(800.0, 1000.0, 260.0, 0.3),
+            run(1020.0, 1000.0, 250.0, 0.24),
+        ];
+        let runs: Vec<&[Measurement]> = runs.iter().map(Vec::as_slice).collect();
+        let table = render_spread(&runs);
+        let row = |number: &str| {
+            table
+                .iter()
+                .find(|line| line.starts_with(&format!("| {number} |")))
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert!(
+            row("1").ends_with("| 0.95 | 0.80 | 1.02 | 0.80–1.02 | >= 0.9 | **2 of 3** |"),
+            "{table:?}"
+        );
+        assert!(
+            row("2").ends_with("| 0.30 | 0.26 | 0.25 | 0.25–0.30 | >= 0.25 | 3 of 3 |"),
+            "{table:?}"
+        );
+        // Row 3 was not measured: no figure, no spread, and not met.
+        assert!(
+            row("3").ends_with("| n/a | n/a | n/a | n/a | >= 3x | **0 of 3** |"),
+            "{table:?}"
+        );
+        assert!(
+            row("2 CPU").ends_with("| 200 | 300 | 240 | 200–300 | <= 250 | **2 of 3** |"),
+            "{table:?}"
+        );
     }
 }
