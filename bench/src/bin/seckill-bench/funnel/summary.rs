@@ -1030,29 +1030,27 @@ mod tests {
         ];
         let runs: Vec<&[Measurement]> = runs.iter().map(Vec::as_slice).collect();
         let table = render_spread(&runs);
-        let row = |number: &str| {
-            table
+        let expected = [
+            (
+                "1",
+                "| 0.95 | 0.80 | 1.02 | 0.80–1.02 | >= 0.9 | **2 of 3** |",
+            ),
+            ("2", "| 0.30 | 0.26 | 0.25 | 0.25–0.30 | >= 0.25 | 3 of 3 |"),
+            // Row 3 was not measured: no figure, no spread, and not met.
+            ("3", "| n/a | n/a | n/a | n/a | >= 3x | **0 of 3** |"),
+            (
+                "2 CPU",
+                "| 200 | 300 | 240 | 200–300 | <= 250 | **2 of 3** |",
+            ),
+        ];
+        for (number, ending) in expected {
+            let row = table
                 .iter()
-                .find(|line| line.starts_with(&format!("| {number} |")))
-                .cloned()
-                .unwrap_or_default()
-        };
-        assert!(
-            row("1").ends_with("| 0.95 | 0.80 | 1.02 | 0.80–1.02 | >= 0.9 | **2 of 3** |"),
-            "{table:?}"
-        );
-        assert!(
-            row("2").ends_with("| 0.30 | 0.26 | 0.25 | 0.25–0.30 | >= 0.25 | 3 of 3 |"),
-            "{table:?}"
-        );
-        // Row 3 was not measured: no figure, no spread, and not met.
-        assert!(
-            row("3").ends_with("| n/a | n/a | n/a | n/a | >= 3x | **0 of 3** |"),
-            "{table:?}"
-        );
-        assert!(
-            row("2 CPU").ends_with("| 200 | 300 | 240 | 200–300 | <= 250 | **2 of 3** |"),
-            "{table:?}"
-        );
+                .find(|line| line.starts_with(&format!("| {number} |")));
+            assert!(
+                row.is_some_and(|row| row.ends_with(ending)),
+                "{number}: {table:?}"
+            );
+        }
     }
 }
