@@ -192,10 +192,7 @@ pub async fn run(common: &Common, args: &FunnelArgs) -> anyhow::Result<()> {
         lines.extend([String::new(), last_block.clone()]);
         lines.join("\n")
     };
-    last.run.say(&block);
-    if common.update_doc {
-        doc::replace_block(&common.root.join("BENCHMARKS.md"), "bench.sh", &block)?;
-    }
+    last.show(common, "bench.sh", &block)?;
     runs.iter().try_for_each(|(bench, _)| bench.no_failures())
 }
 
@@ -994,8 +991,6 @@ impl<'a> Funnel<'a> {
         Ok(())
     }
 
-    /// The result block: printed, kept as summary.md and summary.json, and written into
-    /// BENCHMARKS.md (unless told not to). Fails when anything failed on the way.
     /// The run's result block, kept in its folder as `summary.md` (with `summary.json`).
     fn report(&self) -> anyhow::Result<String> {
         let finished = self.run.finish();
@@ -1064,11 +1059,18 @@ impl<'a> Funnel<'a> {
         }
         let text = lines.join("\n");
         std::fs::write(self.run.file("summary.md"), format!("{text}\n"))?;
-        self.run.say(&text);
-        if common.update_doc {
-            doc::replace_block(&common.root.join("BENCHMARKS.md"), marker, &text)?;
-        }
+        self.show(common, marker, &text)?;
         self.no_failures()
+    }
+
+    /// Prints a result block and writes it between `marker`'s markers in BENCHMARKS.md
+    /// (unless told not to).
+    fn show(&self, common: &Common, marker: &str, text: &str) -> anyhow::Result<()> {
+        self.run.say(text);
+        if common.update_doc {
+            doc::replace_block(&common.root.join("BENCHMARKS.md"), marker, text)?;
+        }
+        Ok(())
     }
 }
 
