@@ -604,6 +604,9 @@ async fn the_leader_scanner_cancels_orders_whose_timeout_was_lost_and_retries_gi
     let app = spawn_app_with(|settings| {
         pay_settings(100)(settings);
         settings.pipeline.timeout_scan_interval_ms = 200;
+        // The leader's automatic reconciliation settles overdue orders too, every 2 s: off,
+        // so that the cancellation this test counts is the scanner's whichever runs first.
+        settings.reconcile.interval_ms = 0;
         settings.etcd_prefix = prefix.clone();
     })
     .await;

@@ -95,12 +95,25 @@ impl RedisCluster {
             wait::until(
                 &format!("cluster state ok on {url}"),
                 Duration::from_secs(30),
+                // What the node said, so that a cluster that never forms says why.
                 || async {
-                    cluster.node_info(&url).await.is_ok_and(|info| {
-                        info.contains("cluster_state:ok")
-                            && info.contains("cluster_slots_ok:16384")
-                            && info.contains(&format!("cluster_known_nodes:{nodes}"))
-                    })
+                    let info = cluster.node_info(&url).await.map_err(|e| e.to_string())?;
+                    if info.contains("cluster_state:ok")
+                        && info.contains("cluster_slots_ok:16384")
+                        && info.contains(&format!("cluster_known_nodes:{nodes}"))
+                    {
+                        Ok(())
+                    } else {
+                        Err(info
+                            .lines()
+                            .filter(|line| {
+                                ["cluster_state", "cluster_slots_ok", "cluster_known_nodes"]
+                                    .iter()
+                                    .any(|field| line.starts_with(field))
+                            })
+                            .collect::<Vec<_>>()
+                            .join(" "))
+                    }
                 },
             )
             .await;
