@@ -14,6 +14,11 @@
 -- the item (KEYS[8] exists) nothing is deducted, so the run sees every deduction it must
 -- account for.
 --
+-- Every deduction moves the holders' version (KEYS[10]): an instance that refuses the item from
+-- memory keeps its buyer records, and reads them whole again only when the version moved. The
+-- version starts from Redis's clock, not from 1, so that one lost with Redis's data never
+-- comes back to a value an instance saw before the loss.
+--
 -- The item's keys expire with its stock key (the activity's end and a grace, set by the
 -- pre-warm): the buyer records and markers this script may create take the stock key's
 -- expiry here, in the same call, so a buy pays no round trip of its own for it.
@@ -32,6 +37,7 @@
 -- KEYS[7]  {a<activity>.i<item>}:pending   hash: order id -> "<deducted at ms> <buyer> <units>[ <seat>...]"
 -- KEYS[8]  {a<activity>.i<item>}:fence     present while a reconciliation run holds the item
 -- KEYS[9]  {a<activity>.i<item>}:seats     hash: seat code -> '' (free) or holder's buyer id
+-- KEYS[10] {a<activity>.i<item>}:holders_version   moves with every deduction
 -- ARGV[1]  the steps to run: any of `w`, `c`, `d` (the lookup always runs first)
 -- ARGV[2]  the in-flight marker stored under KEYS[1] with the deduction
 -- ARGV[3]  how long the marker lives, in milliseconds
@@ -145,6 +151,12 @@ local expires_at = redis.call('PEXPIRETIME', KEYS[5])
 if expires_at > 0 then
   redis.call('PEXPIREAT', KEYS[6], expires_at, 'NX')
   redis.call('PEXPIREAT', KEYS[7], expires_at, 'NX')
+end
+if redis.call('INCR', KEYS[10]) == 1 then
+  redis.call('SET', KEYS[10], string.format('%d', ms * 1000))
+  if expires_at > 0 then
+    redis.call('PEXPIREAT', KEYS[10], expires_at)
+  end
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', tonumber(ARGV[3]))
 return {0, tostring(stock - quantity)}

@@ -1069,6 +1069,143 @@ async fn the_winner_of_the_last_unit_on_the_database_path_gets_his_order_on_repl
     assert_eq!((status, other["code"].as_str()), (409, Some("SOLD_OUT")));
 }
 
+/// Found in the code: an instance refusing an item from memory read the item's holder set
+/// whole again once per `sold_out_flag_ms`, from Redis and from PostgreSQL, however long the
+/// refusals lasted and though nobody could gain units meanwhile. For an item that ends with
+/// hundreds of thousands of holders, that is an `HGETALL` blocking the shared Redis and a read
+/// of every holding, each second on every instance. Each half is now read whole only when
+/// its store's version of the item's holders moved; and a winner who won after the set was
+/// read still gets his answer on replay.
+#[tokio::test]
+async fn a_holder_set_is_read_whole_again_only_when_the_item_gained_holders() {
+    for deduction in [DeductionMode::Redis, DeductionMode::Db] {
+        holder_set_read_again_only_on_a_new_holder(deduction).await;
+    }
+}
+
+async fn holder_set_read_again_only_on_a_new_holder(deduction: DeductionMode) {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.buy.deduction = deduction;
+        // No sold-out flag, and a holder set refreshed at every local refusal.
+        settings.buy.sold_out_flag_ms = 0;
+        // Every request comes from one address to one item: not a hot key to throttle here.
+        settings.buy.hotkey_detection = false;
+    })
+    .await;
+    let refreshes = |store: &'static str, outcome: &'static str| {
+        let app = &app;
+        async move {
+            app.metric(&format!(
+                "seckill_holder_set_refreshes_total{{outcome=\"{outcome}\",store=\"{store}\"}}"
+            ))
+            .await
+        }
+    };
+    let sale = open_sale(&app, 2, 1).await;
+    let won = app.buy_bytes(1, "won", &sale).await;
+    assert_eq!(won.0, 200, "{won:?}");
+    let set_end = |ends_at: &'static str| {
+        let app = &app;
+        async move {
+            sqlx::query(&format!(
+                "UPDATE activities SET ends_at = {ends_at} WHERE id = $1"
+            ))
+            .bind(sale.activity_id)
+            .execute(&app.db)
+            .await
+            .expect("move the end");
+        }
+    };
+    set_end("now() - interval '1 second'").await;
+    until_ended(&app, &sale, "first").await;
+
+    // The refusals go on; nobody can gain units: the versions are read, the holders are not.
+    let whole = [
+        refreshes("redis", "read_whole").await,
+        refreshes("postgres", "read_whole").await,
+    ];
+    let unchanged = [
+        refreshes("redis", "unchanged").await,
+        refreshes("postgres", "unchanged").await,
+    ];
+    for n in 0..20 {
+        let (status, answer) = app
+            .buy(2, &format!("refused-{n}"), &buy_body(&sale, 1))
+            .await;
+        assert_eq!(
+            (status, answer["code"].as_str()),
+            (403, Some("ACTIVITY_ENDED")),
+            "{deduction:?}"
+        );
+    }
+    assert_eq!(
+        [
+            refreshes("redis", "read_whole").await,
+            refreshes("postgres", "read_whole").await,
+        ],
+        whole,
+        "{deduction:?}: no holder gained, nothing read whole"
+    );
+    for (store, before) in ["redis", "postgres"].into_iter().zip(unchanged) {
+        assert!(
+            refreshes(store, "unchanged").await >= before + 20.0,
+            "{deduction:?}: {store} checked at every refusal"
+        );
+    }
+    assert_eq!(app.buy_bytes(1, "won", &sale).await, won, "{deduction:?}");
+
+    // The sale reopens and buyer 9 takes the other unit, then it ends again.
+    set_end("now() + interval '1 hour'").await;
+    let late = std::sync::Mutex::new((0, String::new()));
+    wait::until("the sale reopened", PATIENCE, || {
+        let (app, late) = (&app, &late);
+        async move {
+            let answer = app.buy_bytes(9, "late", &sale).await;
+            let won = if answer.0 == 200 {
+                Ok(())
+            } else {
+                Err(answer.clone())
+            };
+            *late.lock().expect("not poisoned") = answer;
+            won
+        }
+    })
+    .await;
+    let late = late.into_inner().expect("not poisoned");
+    set_end("now() - interval '1 second'").await;
+    until_ended(&app, &sale, "again").await;
+    // His replay is not refused: the version moved, and the set was read whole again.
+    assert_eq!(app.buy_bytes(9, "late", &sale).await, late, "{deduction:?}");
+    let (store, whole_before) = match deduction {
+        DeductionMode::Redis => ("redis", whole[0]),
+        DeductionMode::Db => ("postgres", whole[1]),
+    };
+    assert!(
+        refreshes(store, "read_whole").await > whole_before,
+        "{deduction:?}: {store} read whole after the new holder"
+    );
+}
+
+/// Waits until buyer 1's new request ids are refused as `sale` ended. He holds his limit,
+/// so while the sale is still open to this instance they take nothing.
+async fn until_ended(app: &TestApp, sale: &Sale, end: &str) {
+    let mut probe = 0;
+    wait::until(
+        &format!("buys refused as the sale ended ({end})"),
+        PATIENCE,
+        || {
+            probe += 1;
+            let request_id = format!("probe-{end}-{probe}");
+            async move {
+                let (_, answer) = app.buy(1, &request_id, &buy_body(sale, 1)).await;
+                answer["code"] == "ACTIVITY_ENDED"
+            }
+        },
+    )
+    .await;
+}
+
 /// Found in the code: a winner's replay with no stored answer that reaches the buy script
 /// (no sold-out flag on this instance: it never saw the item sell out, or its flag lapsed)
 /// was answered by the script's refusal: `SOLD_OUT` once the stock was gone, or

@@ -450,6 +450,7 @@ impl Funnel {
                 redis.clone(),
                 db.clone(),
                 Duration::from_millis(settings.sold_out_flag_ms),
+                metrics.holder_set_refreshes.clone(),
             ),
             settings,
             switches,

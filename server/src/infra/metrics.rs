@@ -84,6 +84,10 @@ pub struct Inner {
     /// Activity reads the buy path's catalogue sent to PostgreSQL (a copy missing or
     /// expired); lookups that miss the same activity at once share one read.
     pub(crate) catalogue_reads: IntCounter,
+    /// Refreshes of the holder sets of items refused from memory, by `store` (`redis`,
+    /// `postgres`) and `outcome`: `unchanged` (its version had not moved), `read_whole`,
+    /// `kept_last` (PostgreSQL did not answer; the holders read before stand in).
+    pub(crate) holder_set_refreshes: IntCounterVec,
 }
 
 impl std::ops::Deref for Metrics {
@@ -222,6 +226,11 @@ impl Metrics {
             catalogue_reads: add.counter(
                 "seckill_catalogue_reads_total",
                 "Activity reads the buy path sent to PostgreSQL; concurrent misses share one",
+            ),
+            holder_set_refreshes: add.counters(
+                "seckill_holder_set_refreshes_total",
+                "Holder set refreshes of items refused from memory, by store and outcome",
+                &["store", "outcome"],
             ),
             // Last: the fields above borrow it through `add`.
             registry,

@@ -228,6 +228,12 @@ impl RedisStore {
         self.item_key(sale, "pending")
     }
 
+    /// A number every Redis deduction of the item moves (`lua/buy.lua`): an instance that
+    /// refuses the item from memory reads its buyer records whole only when it moved.
+    pub fn holders_version_key(&self, sale: SaleItem) -> String {
+        self.item_key(sale, "holders_version")
+    }
+
     /// Present while a reconciliation run holds the item: no deduction runs then.
     pub fn fence_key(&self, sale: SaleItem) -> String {
         self.item_key(sale, "fence")

@@ -776,7 +776,7 @@ impl<'a> Funnel<'a> {
                 "100000000",
                 "--csv",
             ])
-            .args(["EVALSHA", &sha, "9"])
+            .args(["EVALSHA", &sha, "10"])
             .args([
                 key("idem:__rand_int__"),
                 key("rl:user:__rand_int__"),
@@ -787,6 +787,7 @@ impl<'a> Funnel<'a> {
                 pending.clone(),
                 key("fence"),
                 key("seats"),
+                key("holders_version"),
             ])
             .args([
                 "wcd",
@@ -813,6 +814,7 @@ impl<'a> Funnel<'a> {
             .arg(&stock)
             .arg(&bought)
             .arg(&pending)
+            .arg(key("holders_version"))
             .query_async::<()>(&mut redis)
             .await?;
         Ok(())
