@@ -1,7 +1,7 @@
 //! Building and running the application: connect the stores, assemble the router, bind.
 //! Tests call [`Application::build`] with port 0 and talk to the port it reports.
 
-use axum::{extract::DefaultBodyLimit, middleware, routing::get, Router};
+use axum::{extract::DefaultBodyLimit, middleware, routing::get, serve::ListenerExt, Router};
 use leptos::config::LeptosOptions;
 use std::{net::SocketAddr, sync::Arc};
 use tower_http::{
@@ -30,6 +30,7 @@ use crate::{
     infra::{
         amqp::AmqpLink,
         config::Settings,
+        connections::{CappedListener, ConnectionGauges},
         db::{self, MeteredPool},
         etcd::EtcdLink,
         metrics::Metrics,
@@ -102,8 +103,20 @@ impl Application {
 
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         tracing::info!(address = %self.listener.local_addr()?, "serving");
-        axum::serve(
+        let metrics = &self.state.metrics;
+        let listener = CappedListener::new(
             self.listener,
+            self.state.settings.max_connections,
+            ConnectionGauges {
+                open: metrics.http_connections_open.clone(),
+                waited: metrics.http_connections_waited.clone(),
+            },
+        )
+        // axum hands a listener's peer address to `ConnectInfo` for its own listeners and
+        // for this wrapper of any other; the tap itself does nothing.
+        .tap_io(|_| {});
+        axum::serve(
+            listener,
             self.router
                 .into_make_service_with_connect_info::<SocketAddr>(),
         )

@@ -1,12 +1,14 @@
 //! Closed to strangers: secrets anyone could know refused off loopback, logins that neither
 //! fill Redis nor lock the real user out, password resets that sign the user out, the
 //! cross-site check in front of cookie-authenticated changes, per-activity Redis keys that
-//! expire after the sale, the `allocated` recount of an upgraded database, and what an
-//! unauthenticated request can make the stores keep.
+//! expire after the sale, the `allocated` recount of an upgraded database, what an
+//! unauthenticated request can make the stores keep, and how many connections a crowd can
+//! hold open.
 
 use crate::support::{
     app::{isolated_settings, json, spawn_app, spawn_app_with, with_session, TestApp},
     fixtures::{buy_body, open_sale, prewarm, shop, upcoming_activity, Listing},
+    wait::PATIENCE,
 };
 use contract::Role;
 use leptos::server_fn::ServerFn;
@@ -574,4 +576,77 @@ async fn requests_without_credentials_make_the_stores_keep_nothing() {
     for (table, before) in tables.iter().zip(rows_before) {
         assert_eq!(app.count(table).await, before, "{table}");
     }
+}
+
+/// One HTTP/1.1 exchange on a raw connection that stays open: `GET path`, then the response
+/// read whole (its head and `Content-Length` bytes of body), within [`PATIENCE`].
+async fn exchange(stream: &mut tokio::net::TcpStream, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let request = format!("GET {path} HTTP/1.1\r\nHost: seckill\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let read_whole = async {
+        let mut response = Vec::new();
+        let mut chunk = [0_u8; 4096];
+        loop {
+            let read = stream.read(&mut chunk).await.expect("read");
+            assert!(read > 0, "closed before the response ended");
+            response.extend_from_slice(&chunk[..read]);
+            let text = String::from_utf8_lossy(&response);
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length: usize = head
+                    .lines()
+                    .find_map(|line| {
+                        line.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|n| n.trim().parse().expect("a length"))
+                    })
+                    .expect("Content-Length");
+                if body.len() >= length {
+                    return text.into_owned();
+                }
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, read_whole)
+        .await
+        .unwrap_or_else(|_| panic!("no answer to {path} within {PATIENCE:?}"))
+}
+
+/// Found in the code: nothing capped the connections an instance kept open. Each costs it
+/// about 70 KB whether or not a request is on it (the open-loop benchmark's 2,048 held
+/// 150 MB), so a flood of them grew the process until the machine would kill it, mid-sale.
+/// Past `max_connections` the listener now stops accepting: the next client waits in the
+/// kernel's queue, and is served once a connection closes.
+#[tokio::test]
+async fn a_client_past_the_connection_cap_is_served_once_a_connection_closes() {
+    use tokio::{io::AsyncWriteExt, net::TcpStream};
+    let app = spawn_app_with(|settings| settings.max_connections = 2).await;
+    let address = app.address.trim_start_matches("http://").to_owned();
+    let mut first = TcpStream::connect(&address).await.expect("connect");
+    let mut second = TcpStream::connect(&address).await.expect("connect");
+    for held in [&mut first, &mut second] {
+        assert!(exchange(held, "/healthz").await.starts_with("HTTP/1.1 200"));
+    }
+    // The kernel completes the third handshake and keeps its request; the instance, at its
+    // cap, has not accepted it.
+    let mut third = TcpStream::connect(&address).await.expect("connect");
+    first.shutdown().await.expect("close the first");
+    drop(first);
+    assert!(exchange(&mut third, "/healthz")
+        .await
+        .starts_with("HTTP/1.1 200"));
+    // Asked on the third connection: the first is gone, the second and third are open, and
+    // the third was accepted only after the listener waited at the cap.
+    let metrics = exchange(&mut third, "/metrics").await;
+    let sample = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("{name} missing"))
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(sample("seckill_http_connections_open"), "2");
+    assert_eq!(sample("seckill_http_connections_waited_total"), "1");
+    drop(second);
 }

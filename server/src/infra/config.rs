@@ -20,6 +20,10 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 pub struct Settings {
     /// Where the HTTP server listens (`SECKILL_BIND`).
     pub bind: SocketAddr,
+    /// Most HTTP connections open at once (`SECKILL_MAX_CONNECTIONS`, 4096): past it the
+    /// listener stops accepting until one closes. An open connection costs about 70 KB
+    /// whether or not a request is on it; this bounds what a flood of them costs.
+    pub max_connections: usize,
     /// PostgreSQL (`DATABASE_URL`).
     pub database_url: SecretString,
     /// Most connections one instance opens to PostgreSQL (`SECKILL_DB_MAX_CONNECTIONS`).
@@ -443,6 +447,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            max_connections: 4096,
             database_url: "postgres://postgres@127.0.0.1:5432/seckill".into(),
             db_max_connections: 32,
             redis_url: "redis://127.0.0.1:6379/0".into(),
@@ -562,6 +567,7 @@ enum Spelling {
 #[rustfmt::skip]
 const VARIABLES: &[(&str, &str, Spelling)] = &[
     ("SECKILL_BIND",               "bind",                      Spelling::Trimmed),
+    ("SECKILL_MAX_CONNECTIONS",    "max_connections",           Spelling::Trimmed),
     ("DATABASE_URL",               "database_url",              Spelling::Verbatim),
     ("SECKILL_DB_MAX_CONNECTIONS", "db_max_connections",        Spelling::Trimmed),
     ("REDIS_URL",                  "redis_url",                 Spelling::Verbatim),
@@ -846,6 +852,7 @@ mod tests {
     fn every_variable_reaches_its_field() {
         let settings = with_env(&[
             ("SECKILL_BIND", " 0.0.0.0:8080 "),
+            ("SECKILL_MAX_CONNECTIONS", "100"),
             ("DATABASE_URL", "postgres://pg/sale"),
             ("SECKILL_DB_MAX_CONNECTIONS", " 7"),
             ("REDIS_URL", "redis://r/3"),
@@ -873,6 +880,7 @@ mod tests {
         ])
         .expect("valid env");
         assert_eq!(settings.bind, SocketAddr::from(([0, 0, 0, 0], 8080)));
+        assert_eq!(settings.max_connections, 100);
         assert_eq!(settings.database_url.expose_secret(), "postgres://pg/sale");
         assert_eq!(settings.db_max_connections, 7);
         assert_eq!(settings.redis_url.expose_secret(), "redis://r/3");

@@ -15,6 +15,10 @@ pub struct Inner {
     registry: Registry,
     /// HTTP requests by matched route, method and status.
     pub(crate) http_requests: IntCounterVec,
+    /// HTTP connections open now, and those accepted only after the listener waited at its
+    /// cap (`max_connections`) for one to close.
+    pub(crate) http_connections_open: IntGauge,
+    pub(crate) http_connections_waited: IntCounter,
     /// HTTP latency by matched route; buckets from 50 µs, since the buy path lives below a millisecond.
     pub(crate) http_duration: HistogramVec,
     /// Console logins by outcome: accepted, rejected, rate_limited.
@@ -106,6 +110,14 @@ impl Metrics {
                 "seckill_http_requests_total",
                 "HTTP requests by route, method and status",
                 &["route", "method", "status"],
+            ),
+            http_connections_open: add.int_gauge(
+                "seckill_http_connections_open",
+                "HTTP connections open now",
+            ),
+            http_connections_waited: add.counter(
+                "seckill_http_connections_waited_total",
+                "HTTP connections accepted only after the listener waited at max_connections",
             ),
             http_duration: add.histograms(
                 "seckill_http_request_duration_seconds",

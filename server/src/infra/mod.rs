@@ -1,4 +1,5 @@
-//! Generic plumbing every capability shares: configuration, telemetry, the clock rules read, the store clients
+//! Generic plumbing every capability shares: configuration, telemetry, the clock rules read, the HTTP listener's
+//! cap on open connections, the store clients
 //! (PostgreSQL pool and migrations, Redis connection and key layout, RabbitMQ and etcd links),
 //! metrics and their HTTP routes, health probes, percentiles of samples, the paging window of admin listings, the
 //! route table routers are built from, the rate limit on warning lines and the token bucket of local rate limits.
@@ -7,6 +8,7 @@
 pub(crate) mod amqp;
 pub(crate) mod clock;
 pub mod config;
+pub(crate) mod connections;
 pub(crate) mod db;
 pub(crate) mod etcd;
 pub(crate) mod health;
