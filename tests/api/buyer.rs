@@ -1427,6 +1427,7 @@ async fn a_storm_through_the_buy_script_on_a_redis_cluster_sells_exactly_the_sto
                     "pending".to_owned(),
                     "fence".to_owned(),
                     "seats".to_owned(),
+                    "holders_version".to_owned(),
                 ] {
                     call.key(key(item, &rest));
                 }
