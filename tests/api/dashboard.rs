@@ -162,8 +162,10 @@ async fn frames_come_once_a_second_after_the_recent_ones_and_add_up_to_the_metri
         second.next().await,
         second.next().await,
     ];
+    // Live frames, one a second, would take two seconds for three; a loaded machine may
+    // take a while to open the stream, so the bound stays well under that, not under one.
     assert!(
-        opened.elapsed() < Duration::from_millis(900),
+        opened.elapsed() < Duration::from_millis(1800),
         "the recent frames come at once, not one a second"
     );
     assert!(
