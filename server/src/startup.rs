@@ -3,7 +3,7 @@
 
 use axum::{extract::DefaultBodyLimit, middleware, routing::get, serve::ListenerExt, Router};
 use leptos::config::LeptosOptions;
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 use tower_http::{
     limit::RequestBodyLimitLayer,
     trace::{DefaultOnFailure, TraceLayer},
@@ -107,9 +107,12 @@ impl Application {
         let listener = CappedListener::new(
             self.listener,
             self.state.settings.max_connections,
+            Some(Duration::from_secs(self.state.settings.connection_idle_s))
+                .filter(|idle| !idle.is_zero()),
             ConnectionGauges {
                 open: metrics.http_connections_open.clone(),
                 waited: metrics.http_connections_waited.clone(),
+                idle_closed: metrics.http_connections_idle_closed.clone(),
             },
         )
         // axum hands a listener's peer address to `ConnectInfo` for its own listeners and
@@ -152,7 +155,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         MeteredPool::new(db.clone(), &metrics, "preorder_batch"),
         pipeline.publisher.clone(),
         buy.preorder_batch_max,
-        std::time::Duration::from_micros(buy.preorder_batch_wait_us),
+        Duration::from_micros(buy.preorder_batch_wait_us),
         metrics.preorder_batch_size.clone(),
         metrics.dependency_calls.clone(),
     );

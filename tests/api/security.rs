@@ -7,8 +7,8 @@
 
 use crate::support::{
     app::{isolated_settings, json, spawn_app, spawn_app_with, with_session, TestApp},
-    fixtures::{buy_body, open_sale, prewarm, shop, upcoming_activity, Listing},
-    wait::PATIENCE,
+    fixtures::{buy_body, open_sale, prewarm, shop, token, upcoming_activity, Listing, Sale},
+    wait::{self, PATIENCE},
 };
 use contract::Role;
 use leptos::server_fn::ServerFn;
@@ -579,11 +579,18 @@ async fn requests_without_credentials_make_the_stores_keep_nothing() {
 }
 
 /// One HTTP/1.1 exchange on a raw connection that stays open: `GET path`, then the response
-/// read whole (its head and `Content-Length` bytes of body), within [`PATIENCE`].
+/// read whole (see [`response`]).
 async fn exchange(stream: &mut tokio::net::TcpStream, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let request = format!("GET {path} HTTP/1.1\r\nHost: seckill\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("write");
+    response(stream).await
+}
+
+/// The next response on a raw connection, read whole (its head and `Content-Length` bytes
+/// of body), within [`PATIENCE`].
+async fn response(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
     let read_whole = async {
         let mut response = Vec::new();
         let mut chunk = [0_u8; 4096];
@@ -609,7 +616,7 @@ async fn exchange(stream: &mut tokio::net::TcpStream, path: &str) -> String {
     };
     tokio::time::timeout(PATIENCE, read_whole)
         .await
-        .unwrap_or_else(|_| panic!("no answer to {path} within {PATIENCE:?}"))
+        .unwrap_or_else(|_| panic!("no answer within {PATIENCE:?}"))
 }
 
 /// Found in the code: nothing capped the connections an instance kept open. Each costs it
@@ -649,4 +656,88 @@ async fn a_client_past_the_connection_cap_is_served_once_a_connection_closes() {
     assert_eq!(sample("seckill_http_connections_open"), "2");
     assert_eq!(sample("seckill_http_connections_waited_total"), "1");
     drop(second);
+}
+
+/// Found in the code: a connection that sent nothing after its answer kept its slot for
+/// good, so idle connections (a client's keep-alive pool, or someone opening sockets and
+/// sending nothing) could fill `max_connections` and keep every new client waiting. One
+/// that waits `connection_idle_s` for a request is now closed. A request being served is not
+/// waiting for one, however long it takes.
+#[tokio::test]
+async fn an_idle_connection_is_closed_and_a_slow_request_is_not() {
+    use sqlx::{Connection, Executor, PgConnection};
+    use tokio::{
+        io::{AsyncReadExt, AsyncWriteExt},
+        net::TcpStream,
+    };
+    let app = spawn_app_with(|settings| {
+        settings.max_connections = 1;
+        settings.connection_idle_s = 1;
+    })
+    .await;
+    let address = app.address.trim_start_matches("http://").to_owned();
+    let mut idle = TcpStream::connect(&address).await.expect("connect");
+    assert!(exchange(&mut idle, "/healthz")
+        .await
+        .starts_with("HTTP/1.1 200"));
+    // It sends nothing more: the instance ends it, and the next client takes its slot.
+    let mut rest = [0_u8; 64];
+    let read = tokio::time::timeout(PATIENCE, idle.read(&mut rest))
+        .await
+        .expect("closed by the instance");
+    assert!(matches!(read, Ok(0)), "{read:?}");
+
+    // A buy whose catalogue read waits on a lock of the activities table, for longer than
+    // the idle time, is answered once the lock goes.
+    let mut locker = PgConnection::connect(app.state.settings.database_url.expose_secret())
+        .await
+        .expect("connect");
+    locker.execute("BEGIN").await.expect("begin");
+    locker
+        .execute("LOCK TABLE activities IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+    let mut slow = TcpStream::connect(&address).await.expect("connect");
+    let body = buy_body(
+        &Sale {
+            activity_id: 404,
+            item_id: 1,
+        },
+        1,
+    )
+    .to_string();
+    let request = format!(
+        "POST /api/seckill/buy HTTP/1.1\r\nHost: seckill\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nX-Request-ID: slow\r\nAuthorization: Bearer {}\r\n\r\n{body}",
+        body.len(),
+        token(&app, 1)
+    );
+    slow.write_all(request.as_bytes()).await.expect("write");
+    let sent = std::time::Instant::now();
+    wait::until("the buy waits for the lock", PATIENCE, || async {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&app.db)
+        .await
+        .expect("pg_stat_activity");
+        waiting > 0
+    })
+    .await;
+    wait::until("twice the idle time since the buy", PATIENCE, || {
+        std::future::ready(sent.elapsed() > std::time::Duration::from_secs(2))
+    })
+    .await;
+    locker.execute("COMMIT").await.expect("unlock");
+    let answer = response(&mut slow).await;
+    assert!(answer.contains("ITEM_NOT_FOUND"), "{answer}");
+    // Asked on the same connection: one connection was closed as idle, not this one.
+    let metrics = exchange(&mut slow, "/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line == "seckill_http_connections_idle_closed_total 1"),
+        "{metrics}"
+    );
 }

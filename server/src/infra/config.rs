@@ -24,6 +24,11 @@ pub struct Settings {
     /// listener stops accepting until one closes. An open connection costs about 70 KB
     /// whether or not a request is on it; this bounds what a flood of them costs.
     pub max_connections: usize,
+    /// How long a connection may wait for its next request (or its first), in seconds
+    /// (`SECKILL_CONNECTION_IDLE_S`, 60; 0: for ever), before it is closed: idle connections
+    /// would otherwise hold the slots of `max_connections` for good. A request being served
+    /// is never idle, however long it takes.
+    pub connection_idle_s: u64,
     /// PostgreSQL (`DATABASE_URL`).
     pub database_url: SecretString,
     /// Most connections one instance opens to PostgreSQL (`SECKILL_DB_MAX_CONNECTIONS`).
@@ -448,6 +453,7 @@ impl Default for Settings {
         Self {
             bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
             max_connections: 4096,
+            connection_idle_s: 60,
             database_url: "postgres://postgres@127.0.0.1:5432/seckill".into(),
             db_max_connections: 32,
             redis_url: "redis://127.0.0.1:6379/0".into(),
@@ -568,6 +574,7 @@ enum Spelling {
 const VARIABLES: &[(&str, &str, Spelling)] = &[
     ("SECKILL_BIND",               "bind",                      Spelling::Trimmed),
     ("SECKILL_MAX_CONNECTIONS",    "max_connections",           Spelling::Trimmed),
+    ("SECKILL_CONNECTION_IDLE_S",  "connection_idle_s",         Spelling::Trimmed),
     ("DATABASE_URL",               "database_url",              Spelling::Verbatim),
     ("SECKILL_DB_MAX_CONNECTIONS", "db_max_connections",        Spelling::Trimmed),
     ("REDIS_URL",                  "redis_url",                 Spelling::Verbatim),
@@ -853,6 +860,7 @@ mod tests {
         let settings = with_env(&[
             ("SECKILL_BIND", " 0.0.0.0:8080 "),
             ("SECKILL_MAX_CONNECTIONS", "100"),
+            ("SECKILL_CONNECTION_IDLE_S", "5"),
             ("DATABASE_URL", "postgres://pg/sale"),
             ("SECKILL_DB_MAX_CONNECTIONS", " 7"),
             ("REDIS_URL", "redis://r/3"),
@@ -881,6 +889,7 @@ mod tests {
         .expect("valid env");
         assert_eq!(settings.bind, SocketAddr::from(([0, 0, 0, 0], 8080)));
         assert_eq!(settings.max_connections, 100);
+        assert_eq!(settings.connection_idle_s, 5);
         assert_eq!(settings.database_url.expose_secret(), "postgres://pg/sale");
         assert_eq!(settings.db_max_connections, 7);
         assert_eq!(settings.redis_url.expose_secret(), "redis://r/3");

@@ -1,47 +1,61 @@
 //! The HTTP listener's cap on open connections: past `max_connections` the instance stops
-//! accepting until one closes, and the next clients wait in the kernel's accept queue.
+//! accepting until one closes, and the next clients wait in the kernel's accept queue. And
+//! the close of a connection that waits too long for its next request.
 //!
 //! Every open connection costs memory (hyper's buffers, the task) whether or not a request
 //! is on it, and a flood of connections (a sale's crowd, or someone opening sockets and
 //! sending nothing) would otherwise grow the process until the machine kills it, in the
 //! middle of the sale. The buy path's own admission control counts requests, not
-//! connections, so it cannot stop that.
+//! connections, so it cannot stop that. A connection that sends nothing after its last
+//! answer would hold its slot for good; it is closed after `connection_idle_s`.
 
 use axum::serve::Listener;
 use prometheus::{IntCounter, IntGauge};
 use std::{
+    future::Future,
     io,
     net::SocketAddr,
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
+    time::Duration,
 };
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     net::{TcpListener, TcpStream},
     sync::{OwnedSemaphorePermit, Semaphore},
+    time::{Instant, Sleep},
 };
 
-/// What the cap reports: connections open now, and connections the listener accepted only
-/// after waiting at the cap for one to close.
+/// What the listener reports: connections open now, those it accepted only after waiting
+/// at the cap for one to close, and those it closed as idle.
 #[derive(Clone)]
 pub(crate) struct ConnectionGauges {
     pub(crate) open: IntGauge,
     pub(crate) waited: IntCounter,
+    pub(crate) idle_closed: IntCounter,
 }
 
-/// A TCP listener that keeps at most `max` connections open.
+/// A TCP listener that keeps at most `max` connections open, each closed once it has waited
+/// `idle` for a request (`None`: never).
 pub(crate) struct CappedListener {
     inner: TcpListener,
     slots: Arc<Semaphore>,
+    idle: Option<Duration>,
     gauges: ConnectionGauges,
 }
 
 impl CappedListener {
-    pub(crate) fn new(inner: TcpListener, max: usize, gauges: ConnectionGauges) -> Self {
+    pub(crate) fn new(
+        inner: TcpListener,
+        max: usize,
+        idle: Option<Duration>,
+        gauges: ConnectionGauges,
+    ) -> Self {
         Self {
             inner,
             slots: Arc::new(Semaphore::new(max.max(1))),
+            idle,
             gauges,
         }
     }
@@ -73,6 +87,14 @@ impl Listener for CappedListener {
         let io = Capped {
             stream,
             _slot: slot,
+            idle: self.idle.map(|after| Idle {
+                after,
+                // A new connection waits for its first request.
+                waiting_since: Some(Instant::now()),
+                timer: None,
+                over: false,
+                closed: self.gauges.idle_closed.clone(),
+            }),
             open: self.gauges.open.clone(),
         };
         (io, address)
@@ -87,7 +109,74 @@ impl Listener for CappedListener {
 pub(crate) struct Capped {
     stream: TcpStream,
     _slot: OwnedSemaphorePermit,
+    idle: Option<Idle>,
     open: IntGauge,
+}
+
+/// How long a connection has waited for a request. It waits from its last write (an
+/// answer, or its accept) until it reads again. A request being served has been read and
+/// not yet answered, however long that takes, so it is never idle; a stream of answers (the
+/// dashboard's frames) writes, and stays fresh while it does.
+struct Idle {
+    after: Duration,
+    waiting_since: Option<Instant>,
+    /// Wakes the connection's task no later than the end of the current wait. It is moved
+    /// only when it fires: resetting a timer on every answer would cost the storm a lock
+    /// of the timer wheel per request.
+    timer: Option<Pin<Box<Sleep>>>,
+    /// Once over, the connection reads as ended however often it is read.
+    over: bool,
+    closed: IntCounter,
+}
+
+impl Idle {
+    fn read(&mut self) {
+        self.waiting_since = None;
+    }
+
+    /// A write that sent something starts a wait for a request. The timer is armed here,
+    /// with the writer's context: hyper asked to read before it answered, and is not woken
+    /// to read again until something arrives, so the read side alone would never look.
+    fn wrote(&mut self, cx: &mut Context<'_>) {
+        let now = Instant::now();
+        self.waiting_since = Some(now);
+        self.arm(now + self.after, cx);
+    }
+
+    /// Whether the wait for a request has lasted `after`; else the timer wakes `cx` by the
+    /// time it will have.
+    fn over(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(since) = self.waiting_since else {
+            return false;
+        };
+        let deadline = since + self.after;
+        if !self.over && Instant::now() >= deadline {
+            self.over = true;
+            self.closed.inc();
+        }
+        if self.over {
+            return true;
+        }
+        self.arm(deadline, cx);
+        false
+    }
+
+    /// A timer that has not fired wakes the task at its own, earlier deadline (it was
+    /// polled by the same task); one that fired, or none, is set to `deadline`.
+    fn arm(&mut self, deadline: Instant, cx: &mut Context<'_>) {
+        let timer = match &mut self.timer {
+            Some(timer) if !timer.is_elapsed() => return,
+            Some(timer) => {
+                timer.as_mut().reset(deadline);
+                timer
+            }
+            None => self
+                .timer
+                .insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        // Pending: the deadline is ahead, and the timer now holds the task's waker.
+        let _ = timer.as_mut().poll(cx);
+    }
 }
 
 impl Drop for Capped {
@@ -102,7 +191,38 @@ impl AsyncRead for Capped {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match Pin::new(&mut this.stream).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    if let Some(idle) = &mut this.idle {
+                        idle.read();
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            // Nothing read past the idle time: the end of the stream, which hyper answers by
+            // closing the connection.
+            Poll::Pending if this.idle.as_mut().is_some_and(|idle| idle.over(cx)) => {
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
+}
+
+impl Capped {
+    /// A write's result, noted: a write that sent something starts a wait for a request.
+    fn wrote(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        if let (Poll::Ready(Ok(1..)), Some(idle)) = (&written, &mut self.idle) {
+            idle.wrote(cx);
+        }
+        written
     }
 }
 
@@ -112,7 +232,8 @@ impl AsyncWrite for Capped {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let written = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.wrote(cx, written)
     }
 
     fn poll_write_vectored(
@@ -120,7 +241,8 @@ impl AsyncWrite for Capped {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let written = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.wrote(cx, written)
     }
 
     // hyper writes a response's head and body in one vectored write when the stream can.

@@ -15,10 +15,12 @@ pub struct Inner {
     registry: Registry,
     /// HTTP requests by matched route, method and status.
     pub(crate) http_requests: IntCounterVec,
-    /// HTTP connections open now, and those accepted only after the listener waited at its
-    /// cap (`max_connections`) for one to close.
+    /// HTTP connections open now, those accepted only after the listener waited at its
+    /// cap (`max_connections`) for one to close, and those closed after waiting
+    /// `connection_idle_s` for a request.
     pub(crate) http_connections_open: IntGauge,
     pub(crate) http_connections_waited: IntCounter,
+    pub(crate) http_connections_idle_closed: IntCounter,
     /// HTTP latency by matched route; buckets from 50 µs, since the buy path lives below a millisecond.
     pub(crate) http_duration: HistogramVec,
     /// Console logins by outcome: accepted, rejected, rate_limited.
@@ -118,6 +120,10 @@ impl Metrics {
             http_connections_waited: add.counter(
                 "seckill_http_connections_waited_total",
                 "HTTP connections accepted only after the listener waited at max_connections",
+            ),
+            http_connections_idle_closed: add.counter(
+                "seckill_http_connections_idle_closed_total",
+                "HTTP connections closed after waiting connection_idle_s for a request",
             ),
             http_duration: add.histograms(
                 "seckill_http_request_duration_seconds",
