@@ -290,17 +290,8 @@ async fn a_consumer_that_dies_holding_messages_leaves_them_to_the_next_one() {
         .await
         .expect("lock the item row");
     let doomed = create_order::spawn(&app.state);
-    wait::until("the consumer blocked mid-batch", PATIENCE, || async {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(&app.db)
-        .await
-        .expect("pg_stat_activity");
-        waiting > 0
-    })
-    .await;
+    app.until_waiting_on_a_lock("the consumer blocked mid-batch")
+        .await;
     doomed.abort();
     assert!(doomed.await.expect_err("aborted").is_cancelled());
     blocker.rollback().await.expect("release the row");

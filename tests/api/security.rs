@@ -714,17 +714,8 @@ async fn an_idle_connection_is_closed_and_a_slow_request_is_not() {
     );
     slow.write_all(request.as_bytes()).await.expect("write");
     let sent = std::time::Instant::now();
-    wait::until("the buy waits for the lock", PATIENCE, || async {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(&app.db)
-        .await
-        .expect("pg_stat_activity");
-        waiting > 0
-    })
-    .await;
+    app.until_waiting_on_a_lock("the buy waits for the lock")
+        .await;
     wait::until("twice the idle time since the buy", PATIENCE, || {
         std::future::ready(sent.elapsed() > std::time::Duration::from_secs(2))
     })

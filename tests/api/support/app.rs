@@ -292,6 +292,21 @@ impl TestApp {
             .expect("count")
     }
 
+    /// Waits until a backend of this test's database waits for a lock: `what` names who.
+    pub(crate) async fn until_waiting_on_a_lock(&self, what: &str) {
+        super::wait::until(what, super::wait::PATIENCE, || async {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_one(&self.db)
+            .await
+            .expect("pg_stat_activity");
+            waiting > 0
+        })
+        .await;
+    }
+
     /// Create-order events of this test's orders: one per outbox row (a pre-order batch's),
     /// or one per order written without one.
     pub(crate) async fn create_order_events(&self) -> i64 {
