@@ -209,6 +209,48 @@ async fn retrying_buyers(mode: DeductionMode) {
     }
 }
 
+/// Every writer that moves an item's stock and its buyers' holdings locks the item row
+/// first, so that two of them never wait for each other. A batch that waits for the item
+/// row must therefore hold no holding yet: here a transaction holds the row, as a batch
+/// decided member by member does, while the next buy of a buyer who holds a unit waits for
+/// it; the transaction then takes that buyer's holding, at once. A batch that wrote the
+/// holdings before the item row held it: the two waited for each other until PostgreSQL
+/// rolled one back, and a buyer of the batch could be told 503.
+#[tokio::test]
+async fn a_batch_waiting_for_the_item_row_holds_no_holding_of_its_buyers() {
+    let app = spawn_app_with(storm_settings).await;
+    let sale = open_sale(&app, 10, 2).await;
+    app.bought(5, "first", &buy_body(&sale, 1)).await;
+    let mut allocation = app.db.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM activity_items WHERE activity_id = $1 AND item_id = $2 FOR UPDATE")
+        .bind(sale.activity_id)
+        .bind(sale.item_id)
+        .execute(&mut *allocation)
+        .await
+        .expect("lock the item row");
+    let body = buy_body(&sale, 1);
+    let second = app.buy(5, "second", &body);
+    let holding = async {
+        app.until_waiting_on_a_lock("the second buy's batch waits for the item row")
+            .await;
+        let taken = sqlx::query(
+            "SELECT 1 FROM buyer_holdings
+             WHERE activity_id = $1 AND item_id = $2 AND user_id = 5
+             FOR NO KEY UPDATE NOWAIT",
+        )
+        .bind(sale.activity_id)
+        .bind(sale.item_id)
+        .execute(&mut *allocation)
+        .await;
+        allocation.commit().await.expect("commit");
+        taken
+    };
+    let ((status, answer), taken) = tokio::join!(second, holding);
+    taken.expect("the buyer's holding is free while his batch waits for the item row");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(app.allocated(&sale).await, 2);
+}
+
 #[tokio::test]
 async fn twenty_concurrent_replays_make_one_order_with_identical_answers() {
     let app = spawn_app_with(storm_settings).await;

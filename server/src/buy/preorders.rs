@@ -513,10 +513,14 @@ where
 
 /// Every member written as it came, with its group's outbox row, the item's
 /// `allocated` and the buyers' holdings, in one statement (its own transaction). A member
-/// whose request id has an order already is skipped and reported. The writes run in the
-/// order listed (the main query reads only `written`; the rest run after it, in order), so
-/// the hot item row is locked after the outbox rows and before the buyer rows, as in every
-/// transaction that moves both (`orders::release`); its CHECK and the holdings' refuse an
+/// whose request id has an order already is skipped and reported. The item row is locked
+/// before the buyer rows, as in every transaction that moves both (`allocate_preorders`,
+/// `orders::release`), so that none of them waits for this one while holding the row it
+/// waits for: PostgreSQL promises no order among the writes of a statement (it runs the
+/// ones the main query does not read after it, the last listed first), so the holdings
+/// join the rows `stock` returns, and no holding is written before its item row is locked.
+/// The outbox rows are listed last, so that they are written before the item row is
+/// locked and not while it is. The CHECKs of the item row and of the holdings refuse an
 /// oversell. Each outbox row's payload is the create-order message of its written members,
 /// in the batch's order.
 async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>, sqlx::Error> {
@@ -540,6 +544,22 @@ async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>,
              FROM m ORDER BY member
              ON CONFLICT (user_id, request_id) DO NOTHING
              RETURNING id
+         ), stock AS (
+             UPDATE activity_items ai SET allocated = ai.allocated + b.units
+             FROM (SELECT m.activity_id, m.item_id, SUM(m.quantity)::INTEGER AS units
+                   FROM m JOIN written USING (id)
+                   GROUP BY m.activity_id, m.item_id ORDER BY m.activity_id, m.item_id) b
+             WHERE ai.activity_id = b.activity_id AND ai.item_id = b.item_id
+             RETURNING ai.activity_id, ai.item_id
+         ), holdings AS (
+             INSERT INTO buyer_holdings (activity_id, item_id, user_id, units, per_user_limit)
+             SELECT m.activity_id, m.item_id, m.user_id, SUM(m.quantity)::INTEGER, MAX(m.per_user_limit)
+             FROM m JOIN written USING (id) JOIN stock USING (activity_id, item_id)
+             GROUP BY m.activity_id, m.item_id, m.user_id
+             ORDER BY m.activity_id, m.item_id, m.user_id
+             ON CONFLICT (activity_id, item_id, user_id)
+             DO UPDATE SET units = buyer_holdings.units + EXCLUDED.units,
+                           per_user_limit = EXCLUDED.per_user_limit
          ), outbox_rows AS (
              INSERT INTO outbox (event_id, topic, status, payload)
              SELECT m.outbox_event_id, $10, m.outbox_state, jsonb_build_object('orders',
@@ -549,21 +569,6 @@ async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>,
              FROM m JOIN written USING (id)
              GROUP BY m.outbox_event_id, m.outbox_state
              ORDER BY min(m.member)
-         ), stock AS (
-             UPDATE activity_items ai SET allocated = ai.allocated + b.units
-             FROM (SELECT m.activity_id, m.item_id, SUM(m.quantity)::INTEGER AS units
-                   FROM m JOIN written USING (id)
-                   GROUP BY m.activity_id, m.item_id ORDER BY m.activity_id, m.item_id) b
-             WHERE ai.activity_id = b.activity_id AND ai.item_id = b.item_id
-         ), holdings AS (
-             INSERT INTO buyer_holdings (activity_id, item_id, user_id, units, per_user_limit)
-             SELECT m.activity_id, m.item_id, m.user_id, SUM(m.quantity)::INTEGER, MAX(m.per_user_limit)
-             FROM m JOIN written USING (id)
-             GROUP BY m.activity_id, m.item_id, m.user_id
-             ORDER BY m.activity_id, m.item_id, m.user_id
-             ON CONFLICT (activity_id, item_id, user_id)
-             DO UPDATE SET units = buyer_holdings.units + EXCLUDED.units,
-                           per_user_limit = EXCLUDED.per_user_limit
          )
          SELECT m.id, written.id IS NOT NULL, earlier.id
          FROM m LEFT JOIN written USING (id)
