@@ -8,6 +8,7 @@ use crate::support::{
         buy_body, count_codes, open_activity, open_sale, order_id, storm, storm_settings, token,
         upcoming_activity, Listing, Sale, TestClock,
     },
+    raw_http::response,
     redis_cluster::RedisCluster,
     wait::{self, PATIENCE},
 };
@@ -1354,6 +1355,45 @@ async fn a_full_instance_refuses_before_reading_the_body() {
         .expect("read");
     let answer = String::from_utf8_lossy(&answer[..read]);
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+}
+
+/// Found when tried as an attacker would: an admitted buy whose body came a byte now and
+/// then held its place in flight for as long as its sender liked, so a few such requests
+/// (here one, `max_in_flight` being 1) refused every other buyer with 503 `OVERLOADED`. A
+/// body that did not come with the head is now waited for `body_patience_ms`, then refused
+/// 400, and the place is free again.
+#[tokio::test]
+async fn a_buy_whose_body_never_ends_is_refused_and_gives_its_place_back() {
+    use tokio::io::AsyncWriteExt;
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.buy.max_in_flight = 1;
+        settings.buy.body_patience_ms = 300;
+    })
+    .await;
+    let sale = open_sale(&app, 10, 1).await;
+    let address = app.address.trim_start_matches("http://");
+    let mut slow = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let body = buy_body(&sale, 1).to_string();
+    let head = format!(
+        "POST /api/seckill/buy HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nX-Request-ID: slow-body\r\nAuthorization: Bearer {}\r\n\r\n",
+        body.len(),
+        token(&app, 1)
+    );
+    // The head and the body's first byte; the rest never comes.
+    slow.write_all(format!("{head}{}", &body[..1]).as_bytes())
+        .await
+        .expect("write");
+    let answer = response(&mut slow).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("BAD_REQUEST"), "{answer}");
+    // The only place in flight is free: the next buyer buys.
+    app.bought(2, "after-the-slow-one", &buy_body(&sale, 1))
+        .await;
+    assert_eq!(app.count("orders").await, 1);
 }
 
 /// While a reconciliation run fences an item, a buy of it is refused with a retry and takes

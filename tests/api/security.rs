@@ -8,6 +8,7 @@
 use crate::support::{
     app::{isolated_settings, json, spawn_app, spawn_app_with, with_session, TestApp},
     fixtures::{buy_body, open_sale, prewarm, shop, token, upcoming_activity, Listing, Sale},
+    raw_http::{exchange, response},
     wait::{self, PATIENCE},
 };
 use contract::Role;
@@ -578,47 +579,6 @@ async fn requests_without_credentials_make_the_stores_keep_nothing() {
     }
 }
 
-/// One HTTP/1.1 exchange on a raw connection that stays open: `GET path`, then the response
-/// read whole (see [`response`]).
-async fn exchange(stream: &mut tokio::net::TcpStream, path: &str) -> String {
-    use tokio::io::AsyncWriteExt;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: seckill\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("write");
-    response(stream).await
-}
-
-/// The next response on a raw connection, read whole (its head and `Content-Length` bytes
-/// of body), within [`PATIENCE`].
-async fn response(stream: &mut tokio::net::TcpStream) -> String {
-    use tokio::io::AsyncReadExt;
-    let read_whole = async {
-        let mut response = Vec::new();
-        let mut chunk = [0_u8; 4096];
-        loop {
-            let read = stream.read(&mut chunk).await.expect("read");
-            assert!(read > 0, "closed before the response ended");
-            response.extend_from_slice(&chunk[..read]);
-            let text = String::from_utf8_lossy(&response);
-            if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                let length: usize = head
-                    .lines()
-                    .find_map(|line| {
-                        line.to_ascii_lowercase()
-                            .strip_prefix("content-length:")
-                            .map(|n| n.trim().parse().expect("a length"))
-                    })
-                    .expect("Content-Length");
-                if body.len() >= length {
-                    return text.into_owned();
-                }
-            }
-        }
-    };
-    tokio::time::timeout(PATIENCE, read_whole)
-        .await
-        .unwrap_or_else(|_| panic!("no answer within {PATIENCE:?}"))
-}
-
 /// Found in the code: nothing capped the connections an instance kept open. Each costs it
 /// about 70 KB whether or not a request is on it (the open-loop benchmark's 2,048 held
 /// 150 MB), so a flood of them grew the process until the machine would kill it, mid-sale.
@@ -725,6 +685,61 @@ async fn an_idle_connection_is_closed_and_a_slow_request_is_not() {
     assert!(answer.contains("ITEM_NOT_FOUND"), "{answer}");
     // Asked on the same connection: one connection was closed as idle, not this one.
     let metrics = exchange(&mut slow, "/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line == "seckill_http_connections_idle_closed_total 1"),
+        "{metrics}"
+    );
+}
+
+/// Found when tried as an attacker would (slowloris): a connection that sent its request's
+/// head a line at a time, each before the idle time was up, was never idle, and held its
+/// slot for as long as it kept sending. The wait for a request now ends only when its head
+/// has arrived whole, so such a connection is closed after `connection_idle_s`, however
+/// busy its sender keeps it.
+#[tokio::test]
+async fn a_request_head_sent_a_line_at_a_time_is_closed_as_idle() {
+    use tokio::{
+        io::{AsyncReadExt, AsyncWriteExt},
+        net::TcpStream,
+    };
+    let app = spawn_app_with(|settings| {
+        settings.max_connections = 1;
+        settings.connection_idle_s = 1;
+    })
+    .await;
+    let address = app.address.trim_start_matches("http://").to_owned();
+    let (mut reader, mut writer) = TcpStream::connect(&address)
+        .await
+        .expect("connect")
+        .into_split();
+    // A header line every 200 ms, never the blank line that would end the head.
+    let trickle = tokio::spawn(async move {
+        let mut line = b"GET /healthz HTTP/1.1\r\nHost: seckill\r\n".to_vec();
+        for n in 0.. {
+            if writer.write_all(&line).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            line = format!("X-Slow-{n}: 1\r\n").into_bytes();
+        }
+    });
+    let mut rest = [0_u8; 256];
+    let read = tokio::time::timeout(PATIENCE, reader.read(&mut rest))
+        .await
+        .expect("closed by the instance while the head still came in");
+    trickle.abort();
+    // An end of stream, a reset (the instance closed with the last line unread), or a
+    // refusal of the unfinished head.
+    let said = String::from_utf8_lossy(&rest);
+    assert!(
+        matches!(&read, Ok(0) | Err(_)) || said.starts_with("HTTP/1.1 4"),
+        "{read:?}: {said}"
+    );
+    // The slot is free again (the cap is one), and the close was counted as idle.
+    let mut next = TcpStream::connect(&address).await.expect("connect");
+    let metrics = exchange(&mut next, "/metrics").await;
     assert!(
         metrics
             .lines()

@@ -37,6 +37,7 @@ use std::{
     net::IpAddr,
     sync::atomic::{AtomicU64, Ordering},
     sync::{Arc, LazyLock},
+    task::Poll,
     time::Duration,
 };
 use tokio::sync::Semaphore;
@@ -576,18 +577,35 @@ impl Funnel {
         Ok(admitted)
     }
 
-    /// Step 2 begins: the body, read only now that the request holds a place in flight, and
-    /// no more of it than `max_body_bytes`.
+    /// Step 2 begins: the body, read only now that the request holds a place in flight, no
+    /// more of it than `max_body_bytes`, and no longer than `body_patience_ms` when it did
+    /// not come with the head (it nearly always does: the timer is set only when it did not).
     async fn read_body(&self, body: Body) -> Passed<Bytes> {
-        axum::body::to_bytes(body, self.settings.max_body_bytes)
-            .await
-            .map_err(|_| {
-                self.counts.stop_with(
-                    Stage::Validate,
-                    Outcome::BadRequest,
-                    "the request body is too large or was cut off",
-                )
-            })
+        let read = axum::body::to_bytes(body, self.settings.max_body_bytes);
+        let mut read = std::pin::pin!(read);
+        let read = match futures::poll!(read.as_mut()) {
+            Poll::Ready(read) => read,
+            Poll::Pending => {
+                let patience = Duration::from_millis(self.settings.body_patience_ms);
+                match tokio::time::timeout(patience, read).await {
+                    Ok(read) => read,
+                    Err(_) => {
+                        return Err(self.counts.stop_with(
+                            Stage::Validate,
+                            Outcome::BadRequest,
+                            "the request body did not arrive in time",
+                        ))
+                    }
+                }
+            }
+        };
+        read.map_err(|_| {
+            self.counts.stop_with(
+                Stage::Validate,
+                Outcome::BadRequest,
+                "the request body is too large or was cut off",
+            )
+        })
     }
 
     /// Step 2: the request id, the body's shape.

@@ -26,8 +26,9 @@ pub struct Settings {
     pub max_connections: usize,
     /// How long a connection may wait for its next request (or its first), in seconds
     /// (`SECKILL_CONNECTION_IDLE_S`, 60; 0: for ever), before it is closed: idle connections
-    /// would otherwise hold the slots of `max_connections` for good. A request being served
-    /// is never idle, however long it takes.
+    /// would otherwise hold the slots of `max_connections` for good. It waits until the
+    /// request's head has arrived whole, so a head sent slowly counts as idle. A request
+    /// being served is never idle, however long it takes.
     pub connection_idle_s: u64,
     /// PostgreSQL (`DATABASE_URL`).
     pub database_url: SecretString,
@@ -327,6 +328,11 @@ pub struct BuySettings {
     pub async_mode: AsyncMode,
     /// Largest buy body accepted, in bytes.
     pub(crate) max_body_bytes: usize,
+    /// How long an admitted buy waits for the rest of its body, in milliseconds, once it is
+    /// not there with the head; then it is refused 400 and its place in flight freed. A body
+    /// sent a byte at a time would otherwise hold one of `max_in_flight`'s places for as
+    /// long as its sender likes, and a few thousand of them would refuse the sale.
+    pub body_patience_ms: u64,
     /// Activity items the Bloom filter is sized for, and its false-positive rate.
     pub(crate) bloom_capacity: u64,
     pub(crate) bloom_false_positive_rate: f64,
@@ -361,6 +367,7 @@ impl Default for BuySettings {
             deduction: DeductionMode::Redis,
             async_mode: AsyncMode::Mq,
             max_body_bytes: 4096,
+            body_patience_ms: 2_000,
             bloom_capacity: 1_000_000,
             bloom_false_positive_rate: 0.001,
             activity_cache_ms: 1_000,

@@ -7,16 +7,19 @@
 //! sending nothing) would otherwise grow the process until the machine kills it, in the
 //! middle of the sale. The buy path's own admission control counts requests, not
 //! connections, so it cannot stop that. A connection that sends nothing after its last
-//! answer would hold its slot for good; it is closed after `connection_idle_s`.
+//! answer would hold its slot for good; it is closed after `connection_idle_s`. So is one
+//! that sends its next request's head a byte at a time (slowloris): the wait ends only when
+//! a head has arrived whole, not at its first byte.
 
 use axum::serve::Listener;
+use memchr::memmem;
 use prometheus::{IntCounter, IntGauge};
 use std::{
     future::Future,
     io,
     net::SocketAddr,
     pin::Pin,
-    sync::Arc,
+    sync::{Arc, LazyLock},
     task::{Context, Poll},
     time::Duration,
 };
@@ -93,6 +96,7 @@ impl Listener for CappedListener {
                 waiting_since: Some(Instant::now()),
                 timer: None,
                 over: false,
+                carried: Carried::default(),
                 closed: self.gauges.idle_closed.clone(),
             }),
             open: self.gauges.open.clone(),
@@ -114,9 +118,10 @@ pub(crate) struct Capped {
 }
 
 /// How long a connection has waited for a request. It waits from its last write (an
-/// answer, or its accept) until it reads again. A request being served has been read and
-/// not yet answered, however long that takes, so it is never idle; a stream of answers (the
-/// dashboard's frames) writes, and stays fresh while it does.
+/// answer, or its accept) until it has read a request's head whole (up to the blank line
+/// that ends it), so a head sent slowly is no less idle than none. A request being served
+/// has been read and not yet answered, however long that takes, so it is never idle; a
+/// stream of answers (the dashboard's frames) writes, and stays fresh while it does.
 struct Idle {
     after: Duration,
     waiting_since: Option<Instant>,
@@ -127,11 +132,15 @@ struct Idle {
     /// Once over, the connection reads as ended however often it is read.
     over: bool,
     closed: IntCounter,
+    carried: Carried,
 }
 
 impl Idle {
-    fn read(&mut self) {
-        self.waiting_since = None;
+    fn read(&mut self, bytes: &[u8]) {
+        if self.waiting_since.is_some() && self.carried.ends_a_head(bytes) {
+            self.waiting_since = None;
+        }
+        self.carried.keep(bytes);
     }
 
     /// A write that sent something starts a wait for a request. The timer is armed here,
@@ -179,6 +188,57 @@ impl Idle {
     }
 }
 
+/// The blank line that ends a request's head: after a line's end, an empty line ended by
+/// CRLF, or by a bare LF, which the parser accepts too.
+const HEAD_ENDS: [&[u8]; 2] = [b"\n\r\n", b"\n\n"];
+
+/// The last bytes read, up to two: a head's end may come split over two reads.
+#[derive(Default)]
+struct Carried {
+    bytes: [u8; 2],
+    len: usize,
+}
+
+impl Carried {
+    /// Whether `read`, after the bytes carried, holds the end of a head.
+    fn ends_a_head(&self, read: &[u8]) -> bool {
+        static FINDERS: LazyLock<[memmem::Finder<'static>; 2]> =
+            LazyLock::new(|| HEAD_ENDS.map(memmem::Finder::new));
+        let holds_an_end = |bytes: &[u8]| FINDERS.iter().any(|end| end.find(bytes).is_some());
+        holds_an_end(read) || holds_an_end(self.joint(&read[..read.len().min(2)]).as_slice())
+    }
+
+    fn keep(&mut self, read: &[u8]) {
+        let joint = self.joint(&read[read.len().saturating_sub(2)..]);
+        let kept = &joint.as_slice()[joint.len.saturating_sub(2)..];
+        self.bytes[..kept.len()].copy_from_slice(kept);
+        self.len = kept.len();
+    }
+
+    /// The bytes carried, then `after` (two bytes at most).
+    fn joint(&self, after: &[u8]) -> Joint {
+        let mut joint = Joint {
+            bytes: [0; 4],
+            len: self.len + after.len(),
+        };
+        joint.bytes[..self.len].copy_from_slice(&self.bytes[..self.len]);
+        joint.bytes[self.len..joint.len].copy_from_slice(after);
+        joint
+    }
+}
+
+/// Up to four bytes on the stack.
+struct Joint {
+    bytes: [u8; 4],
+    len: usize,
+}
+
+impl Joint {
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 impl Drop for Capped {
     fn drop(&mut self) {
         self.open.dec();
@@ -195,10 +255,8 @@ impl AsyncRead for Capped {
         let this = &mut *self;
         match Pin::new(&mut this.stream).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before {
-                    if let Some(idle) = &mut this.idle {
-                        idle.read();
-                    }
+                if let (Some(idle), read @ [_, ..]) = (&mut this.idle, &buf.filled()[before..]) {
+                    idle.read(read);
                 }
                 Poll::Ready(Ok(()))
             }
@@ -256,5 +314,42 @@ impl AsyncWrite for Capped {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the head ends within `reads`, read one after the other, and at which read.
+    fn ends_at(reads: &[&[u8]]) -> Option<usize> {
+        let mut carried = Carried::default();
+        reads.iter().position(|read| {
+            let ends = carried.ends_a_head(read);
+            carried.keep(read);
+            ends
+        })
+    }
+
+    #[test]
+    fn a_head_ends_at_its_blank_line_even_split_over_reads() {
+        let head = b"GET /healthz HTTP/1.1\r\nHost: seckill\r\n\r\n";
+        assert_eq!(ends_at(&[head]), Some(0));
+        // Split at every byte of the blank line, and a byte at a time.
+        for at in head.len() - 5..head.len() {
+            assert_eq!(
+                ends_at(&[&head[..at], &head[at..]]),
+                Some(1),
+                "split at {at}"
+            );
+        }
+        let bytes: Vec<&[u8]> = head.chunks(1).collect();
+        assert_eq!(ends_at(&bytes), Some(head.len() - 1));
+        // Bare line feeds end it too.
+        assert_eq!(ends_at(&[b"GET / HTTP/1.1\nHost: a\n", b"\n"]), Some(1));
+        // Two lines, no blank one: not yet.
+        assert_eq!(ends_at(&[b"GET / HTTP/1.1\r\n", b"Host: a\r\n"]), None);
+        assert_eq!(ends_at(&[b"\r\n\r", b"x", b"\n"]), None);
+        assert_eq!(ends_at(&[b"a\r\nb", b"\r", b"\n"]), None);
     }
 }

@@ -17,7 +17,7 @@ pub struct Inner {
     pub(crate) http_requests: IntCounterVec,
     /// HTTP connections open now, those accepted only after the listener waited at its
     /// cap (`max_connections`) for one to close, and those closed after waiting
-    /// `connection_idle_s` for a request.
+    /// `connection_idle_s` for a request's head to arrive whole.
     pub(crate) http_connections_open: IntGauge,
     pub(crate) http_connections_waited: IntCounter,
     pub(crate) http_connections_idle_closed: IntCounter,
@@ -123,7 +123,7 @@ impl Metrics {
             ),
             http_connections_idle_closed: add.counter(
                 "seckill_http_connections_idle_closed_total",
-                "HTTP connections closed after waiting connection_idle_s for a request",
+                "HTTP connections closed after waiting connection_idle_s for a request head to arrive whole",
             ),
             http_duration: add.histograms(
                 "seckill_http_request_duration_seconds",

@@ -6,7 +6,7 @@
 //! `redis_cluster` for a private Redis Cluster, with replicas that can take over), the real
 //! binary as a process of its own (`serve_process`, for its log or a SIGKILL), a private
 //! Prometheus (`prometheus`) for the tests of `deploy/`, and a queue's messages read as
-//! RabbitMQ holds them (`amqp`).
+//! RabbitMQ holds them (`amqp`), and HTTP spoken on a raw connection (`raw_http`).
 
 pub(crate) mod amqp;
 pub(crate) mod app;
@@ -16,6 +16,7 @@ pub(crate) mod postgres_server;
 pub(crate) mod prometheus;
 pub(crate) mod proxy;
 pub(crate) mod rabbitmq_server;
+pub(crate) mod raw_http;
 pub(crate) mod redis_cluster;
 pub(crate) mod redis_server;
 pub(crate) mod serve_process;
