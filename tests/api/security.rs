@@ -618,6 +618,28 @@ async fn a_client_past_the_connection_cap_is_served_once_a_connection_closes() {
     drop(second);
 }
 
+/// An instance that keeps one connection open at most, and closes it after a second
+/// without a request; and its address.
+async fn one_connection_idle_for_a_second() -> (TestApp, String) {
+    let app = spawn_app_with(|settings| {
+        settings.max_connections = 1;
+        settings.connection_idle_s = 1;
+    })
+    .await;
+    let address = app.address.trim_start_matches("http://").to_owned();
+    (app, address)
+}
+
+/// `/metrics` as an instance answered it counts exactly one connection closed as idle.
+fn assert_one_idle_close(metrics: &str) {
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line == "seckill_http_connections_idle_closed_total 1"),
+        "{metrics}"
+    );
+}
+
 /// Found in the code: a connection that sent nothing after its answer kept its slot for
 /// good, so idle connections (a client's keep-alive pool, or someone opening sockets and
 /// sending nothing) could fill `max_connections` and keep every new client waiting. One
@@ -630,12 +652,7 @@ async fn an_idle_connection_is_closed_and_a_slow_request_is_not() {
         io::{AsyncReadExt, AsyncWriteExt},
         net::TcpStream,
     };
-    let app = spawn_app_with(|settings| {
-        settings.max_connections = 1;
-        settings.connection_idle_s = 1;
-    })
-    .await;
-    let address = app.address.trim_start_matches("http://").to_owned();
+    let (app, address) = one_connection_idle_for_a_second().await;
     let mut idle = TcpStream::connect(&address).await.expect("connect");
     assert!(exchange(&mut idle, "/healthz")
         .await
@@ -684,13 +701,7 @@ async fn an_idle_connection_is_closed_and_a_slow_request_is_not() {
     let answer = response(&mut slow).await;
     assert!(answer.contains("ITEM_NOT_FOUND"), "{answer}");
     // Asked on the same connection: one connection was closed as idle, not this one.
-    let metrics = exchange(&mut slow, "/metrics").await;
-    assert!(
-        metrics
-            .lines()
-            .any(|line| line == "seckill_http_connections_idle_closed_total 1"),
-        "{metrics}"
-    );
+    assert_one_idle_close(&exchange(&mut slow, "/metrics").await);
 }
 
 /// Found when tried as an attacker would (slowloris): a connection that sent its request's
@@ -704,12 +715,7 @@ async fn a_request_head_sent_a_line_at_a_time_is_closed_as_idle() {
         io::{AsyncReadExt, AsyncWriteExt},
         net::TcpStream,
     };
-    let app = spawn_app_with(|settings| {
-        settings.max_connections = 1;
-        settings.connection_idle_s = 1;
-    })
-    .await;
-    let address = app.address.trim_start_matches("http://").to_owned();
+    let (app, address) = one_connection_idle_for_a_second().await;
     let (mut reader, mut writer) = TcpStream::connect(&address)
         .await
         .expect("connect")
@@ -739,11 +745,5 @@ async fn a_request_head_sent_a_line_at_a_time_is_closed_as_idle() {
     );
     // The slot is free again (the cap is one), and the close was counted as idle.
     let mut next = TcpStream::connect(&address).await.expect("connect");
-    let metrics = exchange(&mut next, "/metrics").await;
-    assert!(
-        metrics
-            .lines()
-            .any(|line| line == "seckill_http_connections_idle_closed_total 1"),
-        "{metrics}"
-    );
+    assert_one_idle_close(&exchange(&mut next, "/metrics").await);
 }
