@@ -715,7 +715,7 @@ async fn a_request_head_sent_a_line_at_a_time_is_closed_as_idle() {
         io::{AsyncReadExt, AsyncWriteExt},
         net::TcpStream,
     };
-    let (app, address) = one_connection_idle_for_a_second().await;
+    let (_app, address) = one_connection_idle_for_a_second().await;
     let (mut reader, mut writer) = TcpStream::connect(&address)
         .await
         .expect("connect")
