@@ -232,8 +232,14 @@ async fn a_batch_waiting_for_the_item_row_holds_no_holding_of_its_buyers() {
     let body = buy_body(&sale, 1);
     let second = app.buy(5, "second", &body);
     let holding = async {
-        app.until_waiting_on_a_lock("the second buy's batch waits for the item row")
-            .await;
+        // The create-order consumer may wait for the row too, completing the first order.
+        app.until_a_statement_waits_on_a_lock(
+            "the second buy's batch waits for the item row",
+            // The batch's statement, by its opening: PostgreSQL shows a statement's first
+            // kilobyte only.
+            "WITH m AS (%",
+        )
+        .await;
         let taken = sqlx::query(
             "SELECT 1 FROM buyer_holdings
              WHERE activity_id = $1 AND item_id = $2 AND user_id = 5

@@ -294,11 +294,19 @@ impl TestApp {
 
     /// Waits until a backend of this test's database waits for a lock: `what` names who.
     pub(crate) async fn until_waiting_on_a_lock(&self, what: &str) {
+        self.until_a_statement_waits_on_a_lock(what, "%").await;
+    }
+
+    /// Waits until a statement of this test's database whose text is `LIKE` `statement`
+    /// waits for a lock, when other backends (the workers) may wait on the same lock.
+    pub(crate) async fn until_a_statement_waits_on_a_lock(&self, what: &str, statement: &str) {
         super::wait::until(what, super::wait::PATIENCE, || async {
             let waiting: i64 = sqlx::query_scalar(
                 "SELECT count(*) FROM pg_stat_activity
-                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'
+                   AND query LIKE $1",
             )
+            .bind(statement)
             .fetch_one(&self.db)
             .await
             .expect("pg_stat_activity");
