@@ -581,31 +581,22 @@ impl Funnel {
     /// more of it than `max_body_bytes`, and no longer than `body_patience_ms` when it did
     /// not come with the head (it nearly always does: the timer is set only when it did not).
     async fn read_body(&self, body: Body) -> Passed<Bytes> {
+        let refuse = |why| {
+            self.counts
+                .stop_with(Stage::Validate, Outcome::BadRequest, why)
+        };
         let read = axum::body::to_bytes(body, self.settings.max_body_bytes);
         let mut read = std::pin::pin!(read);
         let read = match futures::poll!(read.as_mut()) {
             Poll::Ready(read) => read,
             Poll::Pending => {
                 let patience = Duration::from_millis(self.settings.body_patience_ms);
-                match tokio::time::timeout(patience, read).await {
-                    Ok(read) => read,
-                    Err(_) => {
-                        return Err(self.counts.stop_with(
-                            Stage::Validate,
-                            Outcome::BadRequest,
-                            "the request body did not arrive in time",
-                        ))
-                    }
-                }
+                tokio::time::timeout(patience, read)
+                    .await
+                    .map_err(|_| refuse("the request body did not arrive in time"))?
             }
         };
-        read.map_err(|_| {
-            self.counts.stop_with(
-                Stage::Validate,
-                Outcome::BadRequest,
-                "the request body is too large or was cut off",
-            )
-        })
+        read.map_err(|_| refuse("the request body is too large or was cut off"))
     }
 
     /// Step 2: the request id, the body's shape.
