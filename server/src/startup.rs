@@ -251,6 +251,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .nest("/admin/api", admin::routes::router())
         .merge(crate::sale_page::routes::router())
         .merge(admin::console::router(state.clone()))
+        .layer(middleware::from_fn_with_state(state.clone(), infra::slow_bodies::patience))
         .layer(middleware::from_fn_with_state(state.clone(), admin::csrf::guard))
         .layer(middleware::from_fn_with_state(state.clone(), infra::http_metrics::track))
         .layer(DefaultBodyLimit::max(MAX_JSON_BYTES))

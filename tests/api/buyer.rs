@@ -1374,7 +1374,7 @@ async fn a_buy_whose_body_never_ends_is_refused_and_gives_its_place_back() {
     let app = spawn_app_with(|settings| {
         storm_settings(settings);
         settings.buy.max_in_flight = 1;
-        settings.buy.body_patience_ms = 300;
+        settings.body_patience_ms = 300;
     })
     .await;
     let sale = open_sale(&app, 10, 1).await;

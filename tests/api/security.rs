@@ -747,3 +747,46 @@ async fn a_request_head_sent_a_line_at_a_time_is_closed_as_idle() {
     let mut next = TcpStream::connect(&address).await.expect("connect");
     assert_one_idle_close(&exchange(&mut next, "/metrics").await);
 }
+
+/// Found when tried as an attacker would: a request whose head had arrived was being served,
+/// and a request being served is never idle, so a body sent a byte now and then held its
+/// connection's slot of `max_connections` for as long as its sender liked. The payment
+/// callback reads its body before it knows who is calling, so nobody had to sign in for
+/// it, and a few thousand such senders would have shut every buyer out. A body that did
+/// not come with its head now has `body_patience_ms` to arrive whole; then it is refused
+/// 400 and the connection, with its slot, is given up.
+#[tokio::test]
+async fn a_body_sent_a_byte_at_a_time_is_refused_and_gives_its_connection_back() {
+    use tokio::{io::AsyncWriteExt, net::TcpStream};
+    let app = spawn_app_with(|settings| {
+        settings.max_connections = 1;
+        settings.body_patience_ms = 300;
+    })
+    .await;
+    let address = app.address.trim_start_matches("http://").to_owned();
+    let (mut reader, mut writer) = TcpStream::connect(&address)
+        .await
+        .expect("connect")
+        .into_split();
+    let head = format!(
+        "POST /api/pay/notify HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: 4000\r\n\r\n"
+    );
+    writer.write_all(head.as_bytes()).await.expect("write");
+    // A byte every 100 ms: each arrives well within any wait between two of them.
+    let trickle = tokio::spawn(async move {
+        while writer.write_all(b" ").await.is_ok() {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    });
+    let answer = response(&mut reader).await;
+    trickle.abort();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("BAD_REQUEST"), "{answer}");
+    assert!(answer.contains("did not arrive in time"), "{answer}");
+    // The slot is free again (the cap is one): the next client is served.
+    let mut next = TcpStream::connect(&address).await.expect("connect");
+    assert!(exchange(&mut next, "/healthz")
+        .await
+        .starts_with("HTTP/1.1 200"));
+}

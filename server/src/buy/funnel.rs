@@ -37,7 +37,6 @@ use std::{
     net::IpAddr,
     sync::atomic::{AtomicU64, Ordering},
     sync::{Arc, LazyLock},
-    task::Poll,
     time::Duration,
 };
 use tokio::sync::Semaphore;
@@ -70,6 +69,7 @@ use crate::{
         metrics::Metrics,
         quiet_log::quiet,
         redis::RedisStore,
+        slow_bodies,
         token_bucket::TokenBucket,
     },
     reconcile::settle::{self, Deduction},
@@ -578,25 +578,21 @@ impl Funnel {
     }
 
     /// Step 2 begins: the body, read only now that the request holds a place in flight, no
-    /// more of it than `max_body_bytes`, and no longer than `body_patience_ms` when it did
-    /// not come with the head (it nearly always does: the timer is set only when it did not).
+    /// more of it than `max_body_bytes`; the router's patience with slow bodies
+    /// (`infra::slow_bodies`) ends one that does not arrive in time, and its place is freed
+    /// with the answer.
     async fn read_body(&self, body: Body) -> Passed<Bytes> {
-        let refuse = |why| {
-            self.counts
-                .stop_with(Stage::Validate, Outcome::BadRequest, why)
-        };
-        let read = axum::body::to_bytes(body, self.settings.max_body_bytes);
-        let mut read = std::pin::pin!(read);
-        let read = match futures::poll!(read.as_mut()) {
-            Poll::Ready(read) => read,
-            Poll::Pending => {
-                let patience = Duration::from_millis(self.settings.body_patience_ms);
-                tokio::time::timeout(patience, read)
-                    .await
-                    .map_err(|_| refuse("the request body did not arrive in time"))?
-            }
-        };
-        read.map_err(|_| refuse("the request body is too large or was cut off"))
+        axum::body::to_bytes(body, self.settings.max_body_bytes)
+            .await
+            .map_err(|error| {
+                let why = if slow_bodies::too_slow(&error) {
+                    "the request body did not arrive in time"
+                } else {
+                    "the request body is too large or was cut off"
+                };
+                self.counts
+                    .stop_with(Stage::Validate, Outcome::BadRequest, why)
+            })
     }
 
     /// Step 2: the request id, the body's shape.

@@ -30,6 +30,13 @@ pub struct Settings {
     /// request's head has arrived whole, so a head sent slowly counts as idle. A request
     /// being served is never idle, however long it takes.
     pub connection_idle_s: u64,
+    /// How long a request waits for the rest of its body, in milliseconds
+    /// (`SECKILL_BODY_PATIENCE_MS`, 2,000), once it did not come with the head; then the
+    /// request is refused 400 `BAD_REQUEST`. A request being served is never idle, so a body
+    /// sent a byte at a time would otherwise hold its connection's slot of
+    /// `max_connections` (and, on the buy route, one of `[buy] max_in_flight`'s places) for
+    /// as long as its sender likes; a few thousand of them would shut the sale out.
+    pub body_patience_ms: u64,
     /// PostgreSQL (`DATABASE_URL`).
     pub database_url: SecretString,
     /// Most connections one instance opens to PostgreSQL (`SECKILL_DB_MAX_CONNECTIONS`).
@@ -328,11 +335,6 @@ pub struct BuySettings {
     pub async_mode: AsyncMode,
     /// Largest buy body accepted, in bytes.
     pub(crate) max_body_bytes: usize,
-    /// How long an admitted buy waits for the rest of its body, in milliseconds, once it is
-    /// not there with the head; then it is refused 400 and its place in flight freed. A body
-    /// sent a byte at a time would otherwise hold one of `max_in_flight`'s places for as
-    /// long as its sender likes, and a few thousand of them would refuse the sale.
-    pub body_patience_ms: u64,
     /// Activity items the Bloom filter is sized for, and its false-positive rate.
     pub(crate) bloom_capacity: u64,
     pub(crate) bloom_false_positive_rate: f64,
@@ -367,7 +369,6 @@ impl Default for BuySettings {
             deduction: DeductionMode::Redis,
             async_mode: AsyncMode::Mq,
             max_body_bytes: 4096,
-            body_patience_ms: 2_000,
             bloom_capacity: 1_000_000,
             bloom_false_positive_rate: 0.001,
             activity_cache_ms: 1_000,
@@ -461,6 +462,7 @@ impl Default for Settings {
             bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
             max_connections: 4096,
             connection_idle_s: 60,
+            body_patience_ms: 2_000,
             database_url: "postgres://postgres@127.0.0.1:5432/seckill".into(),
             db_max_connections: 32,
             redis_url: "redis://127.0.0.1:6379/0".into(),
@@ -582,6 +584,7 @@ const VARIABLES: &[(&str, &str, Spelling)] = &[
     ("SECKILL_BIND",               "bind",                      Spelling::Trimmed),
     ("SECKILL_MAX_CONNECTIONS",    "max_connections",           Spelling::Trimmed),
     ("SECKILL_CONNECTION_IDLE_S",  "connection_idle_s",         Spelling::Trimmed),
+    ("SECKILL_BODY_PATIENCE_MS",   "body_patience_ms",          Spelling::Trimmed),
     ("DATABASE_URL",               "database_url",              Spelling::Verbatim),
     ("SECKILL_DB_MAX_CONNECTIONS", "db_max_connections",        Spelling::Trimmed),
     ("REDIS_URL",                  "redis_url",                 Spelling::Verbatim),
@@ -881,6 +884,7 @@ mod tests {
             ("SECKILL_SITE_ROOT", "/srv/site"),
             ("SECKILL_SESSION_TTL_S", "60"),
             ("SECKILL_SECURE_COOKIES", "true"),
+            ("SECKILL_BODY_PATIENCE_MS", "750"),
             ("SECKILL_LOGIN_ATTEMPTS", "3"),
             ("SECKILL_LOGIN_WINDOW_S", "30"),
             ("SECKILL_LOGIN_ADDRESS_ATTEMPTS", "40"),
@@ -897,6 +901,7 @@ mod tests {
         assert_eq!(settings.bind, SocketAddr::from(([0, 0, 0, 0], 8080)));
         assert_eq!(settings.max_connections, 100);
         assert_eq!(settings.connection_idle_s, 5);
+        assert_eq!(settings.body_patience_ms, 750);
         assert_eq!(settings.database_url.expose_secret(), "postgres://pg/sale");
         assert_eq!(settings.db_max_connections, 7);
         assert_eq!(settings.redis_url.expose_secret(), "redis://r/3");

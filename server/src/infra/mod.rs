@@ -1,5 +1,5 @@
 //! Generic plumbing every capability shares: configuration, telemetry, the clock rules read, the HTTP listener's
-//! cap on open connections, the store clients
+//! cap on open connections, the patience with slow request bodies, the store clients
 //! (PostgreSQL pool and migrations, Redis connection and key layout, RabbitMQ and etcd links),
 //! metrics and their HTTP routes, health probes, percentiles of samples, the paging window of admin listings, the
 //! route table routers are built from, the rate limit on warning lines and the token bucket of local rate limits.
@@ -20,5 +20,6 @@ pub mod percentiles;
 pub(crate) mod quiet_log;
 pub mod redis;
 pub(crate) mod route_table;
+pub(crate) mod slow_bodies;
 pub mod telemetry;
 pub(crate) mod token_bucket;

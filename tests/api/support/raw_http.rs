@@ -15,7 +15,7 @@ pub(crate) async fn exchange(stream: &mut tokio::net::TcpStream, path: &str) -> 
 
 /// The next response on a raw connection, read whole (its head and `Content-Length` bytes
 /// of body), within [`PATIENCE`].
-pub(crate) async fn response(stream: &mut tokio::net::TcpStream) -> String {
+pub(crate) async fn response(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> String {
     use tokio::io::AsyncReadExt;
     let read_whole = async {
         let mut response = Vec::new();
