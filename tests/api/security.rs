@@ -751,10 +751,12 @@ async fn a_request_head_sent_a_line_at_a_time_is_closed_as_idle() {
 /// Found when tried as an attacker would: a request whose head had arrived was being served,
 /// and a request being served is never idle, so a body sent a byte now and then held its
 /// connection's slot of `max_connections` for as long as its sender liked. The payment
-/// callback reads its body before it knows who is calling, so nobody had to sign in for
-/// it, and a few thousand such senders would have shut every buyer out. A body that did
-/// not come with its head now has `body_patience_ms` to arrive whole; then it is refused
-/// 400 and the connection, with its slot, is given up.
+/// callback and the console's login read their bodies before they know who is calling, so
+/// nobody had to sign in for it, and a few thousand such senders would have shut every
+/// buyer out. A body that did not come with its head now has `body_patience_ms` to arrive
+/// whole; then it is refused 400 (the login answered 413 for any body it could not read,
+/// the console's other server functions 500) and the connection, with its slot, is given
+/// up.
 #[tokio::test]
 async fn a_body_sent_a_byte_at_a_time_is_refused_and_gives_its_connection_back() {
     use tokio::{io::AsyncWriteExt, net::TcpStream};
@@ -764,26 +766,49 @@ async fn a_body_sent_a_byte_at_a_time_is_refused_and_gives_its_connection_back()
     })
     .await;
     let address = app.address.trim_start_matches("http://").to_owned();
-    let (mut reader, mut writer) = TcpStream::connect(&address)
-        .await
-        .expect("connect")
-        .into_split();
-    let head = format!(
-        "POST /api/pay/notify HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
-         Content-Length: 4000\r\n\r\n"
-    );
-    writer.write_all(head.as_bytes()).await.expect("write");
-    // A byte every 100 ms: each arrives well within any wait between two of them.
-    let trickle = tokio::spawn(async move {
-        while writer.write_all(b" ").await.is_ok() {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let form = "application/x-www-form-urlencoded";
+    // The code, where the route answers JSON; a console server function answers in the
+    // encoding the console's client decodes, and it answered 500 when it could not read its
+    // body.
+    for (path, content_type, code) in [
+        ("/api/pay/notify", "application/json", Some("BAD_REQUEST")),
+        (
+            <app::api::Login as ServerFn>::PATH,
+            form,
+            Some("BAD_REQUEST"),
+        ),
+        (<app::api::SaveItem as ServerFn>::PATH, form, None),
+    ] {
+        let (mut reader, mut writer) = TcpStream::connect(&address)
+            .await
+            .expect("connect")
+            .into_split();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nOrigin: {}\r\n\
+             Content-Type: {content_type}\r\nContent-Length: 60\r\n\r\n",
+            app.address
+        );
+        writer.write_all(head.as_bytes()).await.expect("write");
+        // A byte every 100 ms: each arrives well within any wait between two of them.
+        let trickle = tokio::spawn(async move {
+            while writer.write_all(b"x").await.is_ok() {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        });
+        let answer = response(&mut reader).await;
+        trickle.abort();
+        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
+        if let Some(code) = code {
+            assert!(
+                answer.contains(&format!("\"code\":\"{code}\"")),
+                "{path}: {answer}"
+            );
         }
-    });
-    let answer = response(&mut reader).await;
-    trickle.abort();
-    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
-    assert!(answer.contains("BAD_REQUEST"), "{answer}");
-    assert!(answer.contains("did not arrive in time"), "{answer}");
+        assert!(
+            answer.contains("did not arrive in time"),
+            "{path}: {answer}"
+        );
+    }
     // The slot is free again (the cap is one): the next client is served.
     let mut next = TcpStream::connect(&address).await.expect("connect");
     assert!(exchange(&mut next, "/healthz")

@@ -6,6 +6,7 @@ use app::backend::{ConsoleBackend, ConsoleError, NewSession, SharedBackend};
 use axum::{
     body::Body,
     extract::{FromRequest, Request},
+    http::StatusCode,
     middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::post,
@@ -30,9 +31,9 @@ use leptos::server_fn::ServerFn;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
 use std::{net::IpAddr, sync::Arc};
 
-use crate::infra::quiet_log::quiet;
+use crate::infra::{quiet_log::quiet, slow_bodies};
 use crate::{
-    admin::authorize,
+    admin::{authorize, csrf},
     catalog::service as catalog,
     control::board::{self, Board, Flip},
     error::ApiError,
@@ -406,6 +407,30 @@ pub(crate) fn router(state: AppState) -> Router<AppState> {
         .leptos_routes_with_context(&state, routes, provide, move || app::shell(leptos.clone()))
         .fallback_service(site)
         .layer(middleware::from_fn(login_gate))
+        .layer(middleware::from_fn(unreadable_body_as_400))
+}
+
+/// How Leptos spells a server function's refusal of a body it could not read.
+const UNREADABLE_BODY: &[u8] = b"Deserialization|";
+
+/// A server function's refusal of a body it could not read (malformed, or cut off by the
+/// patience with slow bodies) is the caller's error, which Leptos answers 500: it is answered
+/// 400 here, with the same body, which the console's client decodes as before.
+async fn unreadable_body_as_400(request: Request, next: Next) -> Response {
+    let server_function = request.uri().path().starts_with(csrf::SERVER_FUNCTIONS);
+    let response = next.run(request).await;
+    if !server_function || response.status() != StatusCode::INTERNAL_SERVER_ERROR {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // A server function's error is a line of text.
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    if bytes.starts_with(UNREADABLE_BODY) {
+        parts.status = StatusCode::BAD_REQUEST;
+    }
+    Response::from_parts(parts, Body::from(bytes))
 }
 
 /// The login server function behind a gate of its own, because anyone may call it: the body
@@ -418,10 +443,15 @@ async fn login_gate(request: Request, next: Next) -> Response {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    // Any failure to read is answered as too large: past the limit is the only one a
+    // A body that did not arrive in time is the client's fault of another kind; any other
+    // failure to read is answered as too large: past the limit is the only one left that a
     // client still waiting for the answer can cause.
-    let Ok(bytes) = axum::body::to_bytes(body, rules::MAX_LOGIN_BODY_BYTES).await else {
-        return ApiError::PayloadTooLarge.into_response();
+    let bytes = match axum::body::to_bytes(body, rules::MAX_LOGIN_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(error) if slow_bodies::too_slow(&error) => {
+            return ApiError::BadRequest(error.to_string()).into_response();
+        }
+        Err(_) => return ApiError::PayloadTooLarge.into_response(),
     };
     let as_form = Request::from_parts(parts.clone(), Body::from(bytes.clone()));
     if let Ok(Form(login)) = Form::<app::api::Login>::from_request(as_form, &()).await {

@@ -16,7 +16,7 @@ use axum::{
 use crate::{error::ApiError, state::AppState};
 
 /// Where the console's server functions are served (the `prefix` of `app::api`'s functions).
-const SERVER_FUNCTIONS: &str = "/console/fn/";
+pub(crate) const SERVER_FUNCTIONS: &str = "/console/fn/";
 
 /// Whether the request is one a forged cross-site page could make with the user's
 /// credentials: not a safe method, no `Authorization` header, and either the session
