@@ -16,7 +16,7 @@ use axum::{
     middleware::Next,
     response::Response,
 };
-use http_body::{Frame, SizeHint};
+use http_body::{Body as _, Frame, SizeHint};
 use std::{
     future::Future,
     pin::Pin,
@@ -27,9 +27,12 @@ use tokio::time::Sleep;
 
 use crate::state::AppState;
 
+/// What a refusal of such a body says.
+pub(crate) const TOO_SLOW: &str = "the request body did not arrive in time";
+
 /// Why a body ended before its sender finished it.
 #[derive(Debug, thiserror::Error)]
-#[error("the request body did not arrive in time")]
+#[error("{}", TOO_SLOW)]
 pub(crate) struct TooSlow;
 
 /// Whether `error`, or one of its causes, is a body that did not arrive in time.
@@ -44,12 +47,16 @@ pub(crate) fn too_slow(error: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// Gives the request's body `body_patience_ms` once it is found waiting for its sender.
+/// Gives the request's body `body_patience_ms` once it is found waiting for its sender. A
+/// request without a body (a health check, a page) is passed on as it is.
 pub(crate) async fn patience(
     State(state): State<AppState>,
     request: Request,
     next: Next,
 ) -> Response {
+    if request.body().is_end_stream() {
+        return next.run(request).await;
+    }
     let patience = Duration::from_millis(state.settings.body_patience_ms);
     next.run(request.map(|body| Body::new(Patient::new(body, patience))))
         .await
