@@ -586,7 +586,7 @@ impl Funnel {
             .await
             .map_err(|error| {
                 let why = if slow_bodies::too_slow(&error) {
-                    "the request body did not arrive in time"
+                    slow_bodies::TOO_SLOW
                 } else {
                     "the request body is too large or was cut off"
                 };
