@@ -508,9 +508,12 @@ async fn a_killed_leader_is_replaced_within_the_lease_ttl_and_never_two_lead() {
     let takeover = killed.elapsed();
     println!("leader killed; another took over after {takeover:?} (lease TTL 2 s)");
     let ttl = Duration::from_secs(apps[0].state.settings.control.lease_ttl_s as u64);
-    // etcd sweeps expired leases about every half second.
+    // Beyond the TTL: etcd's sweep of expired leases (about every half second), the
+    // revoke's raft write with its fsync, and the winner's three calls (campaign answer,
+    // leader check, watch). Under the whole suite on two cores these once took more than
+    // the one second this allowed before; a takeover waiting for a second TTL still fails.
     assert!(
-        takeover <= ttl + Duration::from_millis(1_000),
+        takeover <= ttl + Duration::from_millis(1_900),
         "{takeover:?}"
     );
 
