@@ -81,9 +81,12 @@ if string.find(steps, 'w', 1, true) then
       return {2, tostring(i)}
     end
   end
+  -- A window the read above found missing starts here, with its expiry, in one call.
   for i = 1, 3 do
-    if redis.call('INCR', KEYS[i + 1]) == 1 then
-      redis.call('EXPIRE', KEYS[i + 1], window)
+    if seen[i + 1] then
+      redis.call('INCR', KEYS[i + 1])
+    else
+      redis.call('SET', KEYS[i + 1], 1, 'EX', window)
     end
   end
 end
@@ -140,23 +143,31 @@ else
   end
   marker = ''
 end
+-- Whether both hashes this deduction writes exist already, and so have their expiry (every
+-- writer that creates one gives it the stock key's): only a call that creates one has to
+-- hand the expiry on.
+local created = redis.call('EXISTS', KEYS[6], KEYS[7]) < 2
 redis.call('DECRBY', KEYS[5], quantity)
 redis.call('HINCRBY', KEYS[6], buyer, quantity)
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('HSET', KEYS[7], ARGV[11], string.format('%d %s %d', ms, buyer, quantity) .. marker)
--- NX: only a key this call created is still without one. -1: a stock key loaded without an
--- expiry has none to hand on.
-local expires_at = redis.call('PEXPIRETIME', KEYS[5])
-if expires_at > 0 then
-  redis.call('PEXPIREAT', KEYS[6], expires_at, 'NX')
-  redis.call('PEXPIREAT', KEYS[7], expires_at, 'NX')
+-- The stock key's expiry, read only by a call that creates a key: NX, only a key this call
+-- created is still without one; -1, a stock key loaded without an expiry has none to hand on.
+local expires_at
+local function hand_on_expiry(key)
+  expires_at = expires_at or redis.call('PEXPIRETIME', KEYS[5])
+  if expires_at > 0 then
+    redis.call('PEXPIREAT', key, expires_at, 'NX')
+  end
+end
+if created then
+  hand_on_expiry(KEYS[6])
+  hand_on_expiry(KEYS[7])
 end
 if redis.call('INCR', KEYS[10]) == 1 then
   redis.call('SET', KEYS[10], string.format('%d', ms * 1000))
-  if expires_at > 0 then
-    redis.call('PEXPIREAT', KEYS[10], expires_at)
-  end
+  hand_on_expiry(KEYS[10])
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', tonumber(ARGV[3]))
 return {0, tostring(stock - quantity)}
