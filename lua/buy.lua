@@ -65,6 +65,8 @@
 -- where h is the units the buyer holds of the item: a holder refused without a stored
 -- answer may be replaying the request that won them, whose answer never reached Redis.
 local steps = ARGV[1]
+-- Lua keeps every number as a double, and prints each one it hands to a command again: the
+-- numbers a command takes are handed on as the strings they came in wherever they can be.
 -- Every string a call may stop at, read at once: the stored answer, the three windows, the
 -- stock and the fence. Each call a script makes into Redis costs about as much as a small
 -- command; one read instead of four is a sixth of a buy's calls. (A missing key reads false.)
@@ -75,7 +77,6 @@ if stored then
 end
 
 if string.find(steps, 'w', 1, true) then
-  local window = tonumber(ARGV[4])
   for i = 1, 3 do
     if (tonumber(seen[i + 1]) or 0) >= tonumber(ARGV[i + 4]) then
       return {2, tostring(i)}
@@ -86,7 +87,7 @@ if string.find(steps, 'w', 1, true) then
     if seen[i + 1] then
       redis.call('INCR', KEYS[i + 1])
     else
-      redis.call('SET', KEYS[i + 1], 1, 'EX', window)
+      redis.call('SET', KEYS[i + 1], '1', 'EX', ARGV[4])
     end
   end
 end
@@ -94,7 +95,7 @@ if not string.find(steps, 'c', 1, true) then
   return {3, ''}
 end
 if not string.find(steps, 'd', 1, true) then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', tonumber(ARGV[3]))
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return {4, ''}
 end
 
@@ -109,8 +110,10 @@ stock = tonumber(stock)
 local buyer = ARGV[8]
 local seated = #ARGV >= 12
 local quantity = seated and (#ARGV - 11) or tonumber(ARGV[9])
+local units = seated and tostring(quantity) or ARGV[9]
 local limit = tonumber(ARGV[10])
-local held = tonumber(redis.call('HGET', KEYS[6], buyer) or '0')
+local held = redis.call('HGET', KEYS[6], buyer)
+held = held and tonumber(held) or 0
 if held >= limit then
   return {-2, tostring(held)}
 end
@@ -147,11 +150,11 @@ end
 -- writer that creates one gives it the stock key's): only a call that creates one has to
 -- hand the expiry on.
 local created = redis.call('EXISTS', KEYS[6], KEYS[7]) < 2
-redis.call('DECRBY', KEYS[5], quantity)
-redis.call('HINCRBY', KEYS[6], buyer, quantity)
+redis.call('DECRBY', KEYS[5], units)
+redis.call('HINCRBY', KEYS[6], buyer, units)
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-redis.call('HSET', KEYS[7], ARGV[11], string.format('%d %s %d', ms, buyer, quantity) .. marker)
+redis.call('HSET', KEYS[7], ARGV[11], string.format('%d %s %s', ms, buyer, units) .. marker)
 -- The stock key's expiry, read only by a call that creates a key: NX, only a key this call
 -- created is still without one; -1, a stock key loaded without an expiry has none to hand on.
 local expires_at
@@ -169,5 +172,5 @@ if redis.call('INCR', KEYS[10]) == 1 then
   redis.call('SET', KEYS[10], string.format('%d', ms * 1000))
   hand_on_expiry(KEYS[10])
 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', tonumber(ARGV[3]))
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return {0, tostring(stock - quantity)}
