@@ -152,9 +152,11 @@ end
 local created = redis.call('EXISTS', KEYS[6], KEYS[7]) < 2
 redis.call('DECRBY', KEYS[5], units)
 redis.call('HINCRBY', KEYS[6], buyer, units)
+-- Redis's clock in milliseconds, as digits: the seconds, then the first three of the
+-- microseconds padded to six.
 local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-redis.call('HSET', KEYS[7], ARGV[11], string.format('%d %s %s', ms, buyer, units) .. marker)
+local ms = now[1] .. string.sub('00000' .. now[2], -6, -4)
+redis.call('HSET', KEYS[7], ARGV[11], ms .. ' ' .. buyer .. ' ' .. units .. marker)
 -- The stock key's expiry, read only by a call that creates a key: NX, only a key this call
 -- created is still without one; -1, a stock key loaded without an expiry has none to hand on.
 local expires_at
@@ -169,7 +171,7 @@ if created then
   hand_on_expiry(KEYS[7])
 end
 if redis.call('INCR', KEYS[10]) == 1 then
-  redis.call('SET', KEYS[10], string.format('%d', ms * 1000))
+  redis.call('SET', KEYS[10], ms .. '000')
   hand_on_expiry(KEYS[10])
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
