@@ -258,6 +258,85 @@ async fn a_batch_waiting_for_the_item_row_holds_no_holding_of_its_buyers() {
     assert_eq!(app.allocated(&sale).await, 2);
 }
 
+/// PostgreSQL breaks a deadlock by rolling one of its transactions back. When that is a
+/// pre-order batch, nothing of it was written and none of its members caused it: the batch
+/// is written again, and its buyers get their orders. A batch of one member used to answer
+/// its buyer 503 then.
+///
+/// The deadlock: a transaction holds the buyer's holding and waits for the batch's order
+/// (the same request id), while the batch, let through the item row, waits for that
+/// holding. PostgreSQL looks for a deadlock in a transaction that has waited a second, so
+/// the other transaction, which waits first, is given longer: the batch is the one aborted.
+#[tokio::test]
+async fn a_batch_aborted_to_break_a_deadlock_is_written_again() {
+    let app = spawn_app_with(storm_settings).await;
+    let sale = open_sale(&app, 10, 2).await;
+    let mut item_row = app.db.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM activity_items WHERE activity_id = $1 AND item_id = $2 FOR UPDATE")
+        .bind(sale.activity_id)
+        .bind(sale.item_id)
+        .execute(&mut *item_row)
+        .await
+        .expect("lock the item row");
+    let body = buy_body(&sale, 1);
+    let buy = app.buy(5, "deadlocked", &body);
+    let deadlock = async {
+        app.until_a_statement_waits_on_a_lock(
+            "the batch, its order written, waits for the item row",
+            "WITH m AS (%",
+        )
+        .await;
+        let mut other = app.db.begin().await.expect("begin");
+        sqlx::query("SET LOCAL deadlock_timeout = '60s'")
+            .execute(&mut *other)
+            .await
+            .expect("deadlock_timeout");
+        sqlx::query(
+            "INSERT INTO buyer_holdings (activity_id, item_id, user_id, units, per_user_limit)
+             VALUES ($1, $2, 5, 1, 2)",
+        )
+        .bind(sale.activity_id)
+        .bind(sale.item_id)
+        .execute(&mut *other)
+        .await
+        .expect("the buyer's holding");
+        let order = sqlx::query(
+            "INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents,
+                                 status, request_id)
+             VALUES (gen_random_uuid(), $1, $2, 5, 1, 100, 'PRE_CREATED', 'deadlocked')",
+        )
+        .bind(sale.activity_id)
+        .bind(sale.item_id)
+        .execute(&mut *other);
+        let let_the_batch_on = async {
+            app.until_a_statement_waits_on_a_lock(
+                "the other transaction waits for the batch's order",
+                "INSERT INTO orders (id, activity_id%",
+            )
+            .await;
+            item_row.rollback().await.expect("rollback");
+        };
+        let (order, ()) = tokio::join!(order, let_the_batch_on);
+        order.expect("the other transaction goes on once the batch is aborted");
+        // The batch, written again, waits for this transaction's order: it never commits.
+        app.until_a_statement_waits_on_a_lock("the batch again", "WITH m AS (%")
+            .await;
+        other.rollback().await.expect("rollback");
+    };
+    let ((status, answer), ()) = tokio::join!(buy, deadlock);
+    assert_eq!(status, 200, "{answer}");
+    let written: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM orders WHERE user_id = 5 AND request_id = 'deadlocked'
+         AND id::TEXT = $1",
+    )
+    .bind(answer["order_id"].as_str().expect("order id"))
+    .fetch_one(&app.db)
+    .await
+    .expect("orders");
+    assert_eq!(written, 1);
+    assert_eq!(app.allocated(&sale).await, 1);
+}
+
 #[tokio::test]
 async fn twenty_concurrent_replays_make_one_order_with_identical_answers() {
     let app = spawn_app_with(storm_settings).await;

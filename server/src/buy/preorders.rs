@@ -309,7 +309,8 @@ impl PreorderWriter {
     }
 }
 
-/// Writes the batch in one statement and answers each member. Should PostgreSQL fail the
+/// Writes the batch in one statement and answers each member. A statement PostgreSQL
+/// aborted to break a deadlock is tried again whole, once. Should PostgreSQL fail the
 /// statement over one member (an error of the server, not a decision: a trigger, a
 /// constraint no decision foresaw), each member is written alone, so that member fails
 /// only its own buyer. A statement that failed otherwise (a lost connection) is tried again
@@ -323,6 +324,16 @@ async fn write_batch(
 ) -> bool {
     let (orders, replies): (Vec<PreOrder>, Vec<Reply>) = batch.into_iter().unzip();
     let decided = match decide(pool, &orders).await {
+        // PostgreSQL rolled the statement back to break a deadlock or a serialization
+        // conflict: nothing of it is written and no member caused it, so it goes again
+        // whole, once. A batch aborted twice is written as any other failed batch.
+        Err(error) if is_aborted_to_break_a_conflict(&error) => {
+            quiet!(warn, "buy.preorder_batch", error = %error, size = orders.len(), "PostgreSQL aborted a pre-order batch to break a conflict; writing it again whole");
+            decide(pool, &orders).await
+        }
+        decided => decided,
+    };
+    let decided = match decided {
         Err(sqlx::Error::Database(error)) if orders.len() > 1 => {
             quiet!(warn, "buy.preorder_batch", error = %error, size = orders.len(), "PostgreSQL failed a pre-order batch; writing its members one by one");
             let mut verdicts = Vec::with_capacity(orders.len());
@@ -449,6 +460,13 @@ async fn decide(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>,
 fn is_refusal(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(database)
         if matches!(database.code().as_deref(), Some("23514" | "23505")))
+}
+
+/// PostgreSQL aborted the transaction to break a deadlock (40P01) or a serialization
+/// conflict (40001): a decision about the moment, not about the statement.
+fn is_aborted_to_break_a_conflict(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(database)
+        if matches!(database.code().as_deref(), Some("40P01" | "40001")))
 }
 
 /// The batch's columns, one array per column, as `$1`–`$9` of both statements; a statement
