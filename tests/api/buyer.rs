@@ -222,13 +222,7 @@ async fn a_batch_waiting_for_the_item_row_holds_no_holding_of_its_buyers() {
     let app = spawn_app_with(storm_settings).await;
     let sale = open_sale(&app, 10, 2).await;
     app.bought(5, "first", &buy_body(&sale, 1)).await;
-    let mut allocation = app.db.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM activity_items WHERE activity_id = $1 AND item_id = $2 FOR UPDATE")
-        .bind(sale.activity_id)
-        .bind(sale.item_id)
-        .execute(&mut *allocation)
-        .await
-        .expect("lock the item row");
+    let mut allocation = app.hold_item_row(&sale).await;
     let body = buy_body(&sale, 1);
     let second = app.buy(5, "second", &body);
     let holding = async {
@@ -271,13 +265,7 @@ async fn a_batch_waiting_for_the_item_row_holds_no_holding_of_its_buyers() {
 async fn a_batch_aborted_to_break_a_deadlock_is_written_again() {
     let app = spawn_app_with(storm_settings).await;
     let sale = open_sale(&app, 10, 2).await;
-    let mut item_row = app.db.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM activity_items WHERE activity_id = $1 AND item_id = $2 FOR UPDATE")
-        .bind(sale.activity_id)
-        .bind(sale.item_id)
-        .execute(&mut *item_row)
-        .await
-        .expect("lock the item row");
+    let item_row = app.hold_item_row(&sale).await;
     let body = buy_body(&sale, 1);
     let buy = app.buy(5, "deadlocked", &body);
     let deadlock = async {

@@ -340,6 +340,24 @@ impl TestApp {
     }
 
     /// Units of the sale that PostgreSQL counts as allocated to orders.
+    /// A transaction holding the sale's item row, as a batch decided member by member
+    /// holds it: every writer of the item's stock waits until it ends.
+    pub(crate) async fn hold_item_row(
+        &self,
+        sale: &Sale,
+    ) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut holder = self.db.begin().await.expect("begin");
+        sqlx::query(
+            "SELECT 1 FROM activity_items WHERE activity_id = $1 AND item_id = $2 FOR UPDATE",
+        )
+        .bind(sale.activity_id)
+        .bind(sale.item_id)
+        .execute(&mut *holder)
+        .await
+        .expect("lock the item row");
+        holder
+    }
+
     pub(crate) async fn allocated(&self, sale: &Sale) -> i64 {
         sqlx::query_scalar(
             "SELECT allocated::BIGINT FROM activity_items WHERE activity_id = $1 AND item_id = $2",
