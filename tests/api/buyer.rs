@@ -210,6 +210,10 @@ async fn retrying_buyers(mode: DeductionMode) {
     }
 }
 
+/// A pre-order batch's statement in `pg_stat_activity`, by its opening: PostgreSQL shows a
+/// statement's first kilobyte only.
+const BATCH_STATEMENT: &str = "WITH m AS (%";
+
 /// Every writer that moves an item's stock and its buyers' holdings locks the item row
 /// first, so that two of them never wait for each other. A batch that waits for the item
 /// row must therefore hold no holding yet: here a transaction holds the row, as a batch
@@ -229,9 +233,7 @@ async fn a_batch_waiting_for_the_item_row_holds_no_holding_of_its_buyers() {
         // The create-order consumer may wait for the row too, completing the first order.
         app.until_a_statement_waits_on_a_lock(
             "the second buy's batch waits for the item row",
-            // The batch's statement, by its opening: PostgreSQL shows a statement's first
-            // kilobyte only.
-            "WITH m AS (%",
+            BATCH_STATEMENT,
         )
         .await;
         let taken = sqlx::query(
@@ -271,7 +273,7 @@ async fn a_batch_aborted_to_break_a_deadlock_is_written_again() {
     let deadlock = async {
         app.until_a_statement_waits_on_a_lock(
             "the batch, its order written, waits for the item row",
-            "WITH m AS (%",
+            BATCH_STATEMENT,
         )
         .await;
         let mut other = app.db.begin().await.expect("begin");
@@ -307,7 +309,7 @@ async fn a_batch_aborted_to_break_a_deadlock_is_written_again() {
         let (order, ()) = tokio::join!(order, let_the_batch_on);
         order.expect("the other transaction goes on once the batch is aborted");
         // The batch, written again, waits for this transaction's order: it never commits.
-        app.until_a_statement_waits_on_a_lock("the batch again", "WITH m AS (%")
+        app.until_a_statement_waits_on_a_lock("the batch again", BATCH_STATEMENT)
             .await;
         other.rollback().await.expect("rollback");
     };
