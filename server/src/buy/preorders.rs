@@ -588,10 +588,13 @@ async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>,
              GROUP BY m.outbox_event_id, m.outbox_state
              ORDER BY min(m.member)
          )
-         SELECT m.id, written.id IS NOT NULL, earlier.id
+         SELECT m.id, written.id IS NOT NULL,
+                -- A subquery, not a join: PostgreSQL tests `written.id IS NULL` before it
+                -- looks the order up, where a join looked every member up.
+                (SELECT earlier.id FROM orders earlier
+                 WHERE written.id IS NULL
+                   AND earlier.user_id = m.user_id AND earlier.request_id = m.request_id)
          FROM m LEFT JOIN written USING (id)
-         LEFT JOIN orders earlier ON written.id IS NULL
-              AND earlier.user_id = m.user_id AND earlier.request_id = m.request_id
          ORDER BY m.member",
         arguments,
     )
