@@ -168,6 +168,15 @@ impl Monitor {
             .count()
     }
 
+    /// How many calls scripts made between two marks (the lines MONITOR marks `lua`).
+    fn script_calls_between(&self, from: &Mark, to: &Mark) -> usize {
+        let lines = self.lines.lock().expect("lines");
+        lines[from.line + 1..to.line]
+            .iter()
+            .filter(|line| line.contains(" lua] "))
+            .count()
+    }
+
     /// How many of the server's commands between two marks were `command`.
     fn count_between(&self, from: &Mark, to: &Mark, command: &str) -> usize {
         self.sent_between(from, to)
@@ -387,6 +396,16 @@ async fn a_sale_records_a_run_whose_path_is_what_redis_and_postgresql_saw_per_bu
     let redis_for_refusals = monitor.for_buys_between(&sold_out, &after);
     let kept_answers = monitor.count_between(&before, &sold_out, "setex");
     assert_eq!(kept_answers, STOCK as usize, "one answer kept per winner");
+    // Inside Redis, a successful buy of a new buyer is twelve calls of `buy.lua`: the read,
+    // three windows, the holding, the hashes' existence, the deduction, the buyer record,
+    // the clock, the marker, the holders' version and the claim. The first deduction of
+    // the item creates its hashes and version and hands them the stock key's expiry (five
+    // calls more, once).
+    let script_calls = monitor.script_calls_between(&before, &sold_out);
+    assert!(
+        (12 * STOCK as usize..=12 * STOCK as usize + 5).contains(&script_calls),
+        "{script_calls} calls inside Redis for {STOCK} successful buys"
+    );
 
     // Every order completed by the consumer (each published once), every outbox row sent.
     wait::until(
