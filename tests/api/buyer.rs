@@ -210,9 +210,12 @@ async fn retrying_buyers(mode: DeductionMode) {
     }
 }
 
-/// A pre-order batch's statement in `pg_stat_activity`, by its opening: PostgreSQL shows a
-/// statement's first kilobyte only.
-const BATCH_STATEMENT: &str = "WITH m AS (%";
+/// Waits until a pre-order batch's statement waits on a lock. The statement is known by its
+/// opening: PostgreSQL shows a statement's first kilobyte only.
+async fn until_a_batch_waits(app: &TestApp, what: &str) {
+    app.until_a_statement_waits_on_a_lock(what, "WITH m AS (%")
+        .await;
+}
 
 /// Every writer that moves an item's stock and its buyers' holdings locks the item row
 /// first, so that two of them never wait for each other. A batch that waits for the item
@@ -231,11 +234,7 @@ async fn a_batch_waiting_for_the_item_row_holds_no_holding_of_its_buyers() {
     let second = app.buy(5, "second", &body);
     let holding = async {
         // The create-order consumer may wait for the row too, completing the first order.
-        app.until_a_statement_waits_on_a_lock(
-            "the second buy's batch waits for the item row",
-            BATCH_STATEMENT,
-        )
-        .await;
+        until_a_batch_waits(&app, "the second buy's batch waits for the item row").await;
         let taken = sqlx::query(
             "SELECT 1 FROM buyer_holdings
              WHERE activity_id = $1 AND item_id = $2 AND user_id = 5
@@ -271,11 +270,7 @@ async fn a_batch_aborted_to_break_a_deadlock_is_written_again() {
     let body = buy_body(&sale, 1);
     let buy = app.buy(5, "deadlocked", &body);
     let deadlock = async {
-        app.until_a_statement_waits_on_a_lock(
-            "the batch, its order written, waits for the item row",
-            BATCH_STATEMENT,
-        )
-        .await;
+        until_a_batch_waits(&app, "the batch, its order written, waits for the item row").await;
         let mut other = app.db.begin().await.expect("begin");
         sqlx::query("SET LOCAL deadlock_timeout = '60s'")
             .execute(&mut *other)
@@ -309,8 +304,7 @@ async fn a_batch_aborted_to_break_a_deadlock_is_written_again() {
         let (order, ()) = tokio::join!(order, let_the_batch_on);
         order.expect("the other transaction goes on once the batch is aborted");
         // The batch, written again, waits for this transaction's order: it never commits.
-        app.until_a_statement_waits_on_a_lock("the batch again", BATCH_STATEMENT)
-            .await;
+        until_a_batch_waits(&app, "the batch again").await;
         other.rollback().await.expect("rollback");
     };
     let ((status, answer), ()) = tokio::join!(buy, deadlock);
