@@ -6,6 +6,7 @@
 //! children's times, since it is a child that was waited for. The server's memory comes
 //! from the same place.
 
+use seckill_bench::machine::MachineTicks;
 use serde::Serialize;
 use std::{collections::HashMap, fs, ops::Sub};
 
@@ -59,7 +60,7 @@ pub fn snapshot(server: Option<u32>, bench_db: &str) -> Ticks {
         }
     }
     let mut ticks = Ticks {
-        busy: machine_busy(),
+        busy: MachineTicks::now().busy,
         server: server.and_then(|pid| procs.get(&pid)).map_or(0, |s| s.own),
         waited_children: stat("self").map_or(0, |s| s.children),
         ..Ticks::default()
@@ -92,23 +93,6 @@ pub fn snapshot(server: Option<u32>, bench_db: &str) -> Ticks {
         }
     }
     ticks
-}
-
-/// Busy ticks of the whole machine (user, nice, system, irq, softirq, steal).
-fn machine_busy() -> u64 {
-    let text = fs::read_to_string("/proc/stat").unwrap_or_default();
-    let cpu: Vec<u64> = text
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    [0, 1, 2, 5, 6, 7]
-        .iter()
-        .map(|&i| cpu.get(i).copied().unwrap_or(0))
-        .sum()
 }
 
 impl Sub for Ticks {

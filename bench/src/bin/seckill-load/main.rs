@@ -16,6 +16,7 @@ mod tally;
 
 use anyhow::Context;
 use clap::Parser;
+use seckill_bench::machine::MachineTicks;
 use std::process::ExitCode;
 
 use args::Args;
@@ -43,8 +44,10 @@ async fn main() -> anyhow::Result<ExitCode> {
     let setup = setup(&args, base_url, items, &plan);
     eprintln!("seckill-load: {} tokens minted, sending", setup.users);
     let target = http::Target::new(client, base_url, args.endpoint, args.activity_id);
+    let before = MachineTicks::now();
     let (tally, wall) = runner::run(target, plan, args.pace(), args.duration()).await?;
-    let (summary, order_ids) = tally.summarize(wall);
+    let machine_busy = MachineTicks::now().busy_share_since(before);
+    let (summary, order_ids) = tally.summarize(wall, machine_busy);
     let checks = if args.check {
         let checks = check::run(
             settings,

@@ -37,6 +37,10 @@ pub struct Summary {
     pub distinct_order_ids: usize,
     /// Open loop: requests that fell due while the most allowed were in flight, not sent.
     pub shed: u64,
+    /// The share of the whole machine (every core, every process) that was busy while the
+    /// requests were sent (0 to 1), the check after them left out; `None` without
+    /// `/proc/stat`.
+    pub machine_busy: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -84,8 +88,13 @@ impl Tally {
         self.order_ids.extend(other.order_ids);
     }
 
-    /// The summary of a run that took `wall`, and the distinct order ids it received.
-    pub fn summarize(mut self, wall: Duration) -> (Summary, HashSet<Uuid>) {
+    /// The summary of a run that took `wall` with the machine `machine_busy`, and the
+    /// distinct order ids it received.
+    pub fn summarize(
+        mut self,
+        wall: Duration,
+        machine_busy: Option<f64>,
+    ) -> (Summary, HashSet<Uuid>) {
         self.latencies_us.sort_unstable();
         let answered = self.latencies_us.len() as u64;
         let requests = answered + self.transport_errors.values().sum::<u64>();
@@ -115,6 +124,7 @@ impl Tally {
             ok,
             distinct_order_ids: order_ids.len(),
             shed: self.shed,
+            machine_busy,
         };
         (summary, order_ids)
     }
@@ -178,7 +188,7 @@ mod tests {
         second.record(answered(3, 200, "OK", Some(id)));
         second.shed();
         first.merge(second);
-        let (summary, ids) = first.summarize(Duration::from_secs(1));
+        let (summary, ids) = first.summarize(Duration::from_secs(1), None);
         assert_eq!((summary.requests, summary.answered), (5, 4));
         assert_eq!(summary.shed, 1, "a shed request is counted, not sent");
         assert_eq!(summary.throughput_rps, 5.0);
