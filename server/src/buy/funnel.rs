@@ -1108,12 +1108,16 @@ impl Funnel {
     }
 }
 
-/// The answer to a buy that got its pre-order.
+/// The answer to a buy that got its pre-order: one per successful buy, so written out
+/// directly rather than built as a JSON value first (a hyphenated id needs no escaping).
 fn ordered(order: Uuid) -> Answer {
-    Answer::json(
-        200,
-        serde_json::json!({ "order_id": order, "status": "PRE_CREATED" }),
-    )
+    Answer {
+        status: 200,
+        retry_after_s: None,
+        body: Bytes::from(format!(
+            r#"{{"order_id":"{order}","status":"PRE_CREATED"}}"#
+        )),
+    }
 }
 
 /// The answer to a replay whose first request has not finished.
@@ -1177,6 +1181,16 @@ fn target(
 mod tests {
     use super::*;
     use crate::buy::stock_scripts::in_flight_marker;
+
+    #[test]
+    fn a_successful_buy_is_answered_with_its_order_as_json() {
+        let order = Uuid::now_v7();
+        let body: serde_json::Value = serde_json::from_slice(&ordered(order).body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({ "order_id": order, "status": "PRE_CREATED" })
+        );
+    }
 
     #[test]
     fn stored_answers_decode_to_the_same_bytes() {

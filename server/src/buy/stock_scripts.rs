@@ -106,8 +106,8 @@ impl RedisStore {
     /// client address's and the whole item's.
     pub(crate) fn window_keys(&self, sale: SaleItem, buyer: i64, client: &str) -> [String; 3] {
         [
-            self.item_key(sale, &format!("rl:user:{buyer}")),
-            self.item_key(sale, &format!("rl:ip:{client}")),
+            self.item_key(sale, format_args!("rl:user:{buyer}")),
+            self.item_key(sale, format_args!("rl:ip:{client}")),
             self.item_key(sale, "rl:item"),
         ]
     }

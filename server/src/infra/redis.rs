@@ -243,14 +243,14 @@ impl RedisStore {
     /// in-flight marker while the request runs); under the item's tag, since the buy script
     /// claims it together with the deduction.
     pub fn request_key(&self, sale: SaleItem, user_id: i64, request_id: &str) -> String {
-        self.item_key(sale, &format!("idem:{user_id}:{request_id}"))
+        self.item_key(sale, format_args!("idem:{user_id}:{request_id}"))
     }
 
     /// One of an item's keys: every key of one item shares its hash tag, so one script can
-    /// touch them all, on Redis Cluster too.
-    pub(crate) fn item_key(&self, sale: SaleItem, rest: &str) -> String {
+    /// touch them all, on Redis Cluster too. Formatted in one go: a buy names ten of them.
+    pub(crate) fn item_key(&self, sale: SaleItem, rest: impl std::fmt::Display) -> String {
         let (activity, item) = (sale.activity, sale.item);
-        self.key(&format!("{{a{activity}.i{item}}}:{rest}"))
+        format!("{}{{a{activity}.i{item}}}:{rest}", self.prefix)
     }
 
     /// The Bloom filter of every pre-warmed activity item.
