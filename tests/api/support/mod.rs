@@ -22,12 +22,37 @@ pub(crate) mod redis_server;
 pub(crate) mod serve_process;
 pub(crate) mod wait;
 
-/// A loopback port nobody listens on right now, for a private service instance.
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A loopback port nobody listens on right now, for a private service instance, taken below
+/// the kernel's ephemeral range. A port found with `bind(0)` is free only until the next
+/// `bind(0)` or outgoing connection of any test, which the kernel may give the same number: a
+/// service started on it a moment later then fails to bind (seen: a private etcd whose port a
+/// test's HTTP server had taken, the etcd client then speaking HTTP/2 to that server). Below
+/// the range the kernel hands out nothing by itself, and this process hands each port out
+/// once, walking from an offset of its own so that two test processes at once rarely meet.
 pub(crate) fn spare_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a spare loopback port")
+    static WALKED: AtomicU32 = AtomicU32::new(0);
+    let span = u32::from(ephemeral_ports_from() - LOWEST_SPARE_PORT);
+    let offset = std::process::id() % span;
+    (0..span)
+        .map(|_| WALKED.fetch_add(1, Ordering::Relaxed))
+        .map(|step| LOWEST_SPARE_PORT + u16::try_from((offset + step) % span).expect("in span"))
+        .find(|&port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
+        .expect("a spare loopback port below the ephemeral range")
+}
+
+/// Where `spare_port` starts: above the ports of well-known services.
+const LOWEST_SPARE_PORT: u16 = 10_000;
+
+/// The first port of the kernel's ephemeral range (`net.ipv4.ip_local_port_range`; Linux's
+/// default where it cannot be read).
+pub(crate) fn ephemeral_ports_from() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .filter(|&from: &u16| from > LOWEST_SPARE_PORT + 1_000)
+        .unwrap_or(32_768)
 }
 
 /// SIGKILL to `child`, started in a process group of its own, and to every process of its

@@ -3,7 +3,7 @@
 //! `redis-cli --cluster create`, without persistence; a master can be failed over to its
 //! replica. Killed (and their files removed) when dropped.
 
-use super::{spare_port, wait};
+use super::{ephemeral_ports_from, spare_port, wait};
 use std::{path::PathBuf, process::Stdio, time::Duration};
 use tokio::process::{Child, Command};
 
@@ -13,11 +13,14 @@ pub(crate) struct RedisCluster {
     dir: PathBuf,
 }
 
-/// A spare port whose cluster bus port (10,000 above it) is spare too.
+/// A spare port whose cluster bus port (10,000 above it) is spare too, and below the
+/// ephemeral range like the port itself.
 fn spare_node_port() -> u16 {
     loop {
         let port = spare_port();
-        if port <= 55_000 && std::net::TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+        if u32::from(port) + 10_000 < u32::from(ephemeral_ports_from())
+            && std::net::TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok()
+        {
             return port;
         }
     }
