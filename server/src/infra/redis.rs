@@ -191,14 +191,15 @@ impl RedisStore {
         self.connection.clone()
     }
 
-    /// The full key for `rest`, under this deployment's prefix.
-    pub(crate) fn key(&self, rest: &str) -> String {
+    /// The full key for `rest`, under this deployment's prefix; `rest` may be a
+    /// `format_args!`, written straight into the key.
+    pub(crate) fn key(&self, rest: impl std::fmt::Display) -> String {
         format!("{}{rest}", self.prefix)
     }
 
     /// Counter of failed-or-attempted logins for one subject (username or address).
     pub(crate) fn login_attempts_key(&self, subject: &str) -> String {
-        self.key(&format!("login:{{{subject}}}"))
+        self.key(format_args!("login:{{{subject}}}"))
     }
 
     /// Stock left in Redis for one item of one activity. The hash tag groups it with the
@@ -250,7 +251,7 @@ impl RedisStore {
     /// touch them all, on Redis Cluster too. Formatted in one go: a buy names ten of them.
     pub(crate) fn item_key(&self, sale: SaleItem, rest: impl std::fmt::Display) -> String {
         let (activity, item) = (sale.activity, sale.item);
-        format!("{}{{a{activity}.i{item}}}:{rest}", self.prefix)
+        self.key(format_args!("{{a{activity}.i{item}}}:{rest}"))
     }
 
     /// The Bloom filter of every pre-warmed activity item.
@@ -260,7 +261,7 @@ impl RedisStore {
 
     /// The buyer's open human challenge, handed out and not answered yet.
     pub(crate) fn challenge_key(&self, user_id: i64) -> String {
-        self.key(&format!("challenge:{{{user_id}}}"))
+        self.key(format_args!("challenge:{{{user_id}}}"))
     }
 
     /// Stores a request's final response for replay.
