@@ -4,7 +4,8 @@
 # Why: the README's two commands (scripts/run.sh, scripts/test.sh) must work on a fresh Debian 12
 # machine and be near no-ops on a prepared one. Steps:
 #   1. Debian packages (services, the Debian `rustc-web` 1.96 toolchain used for the wasm front end,
-#      lld, chromium, node/npm, protoc, prometheus with its promtool), installed only when missing.
+#      lld, chromium, node/npm, protoc, prometheus with its promtool, nginx: the balancer the tests put
+#      in front of several instances, run from their own folders), installed only when missing.
 #   2. PostgreSQL, Redis, RabbitMQ, etcd: anything already listening on its port is used as it is;
 #      otherwise it is started bound to 127.0.0.1 with its data under .local/ (gitignored).
 #      The `seckill` database is created when missing.
@@ -47,7 +48,7 @@ install_packages() {
     postgresql redis-server rabbitmq-server etcd-server:etcd protobuf-compiler:protoc
     rustc-web cargo-web rust-web-src rust-web-llvm lld-22
     chromium:chromium chromium-driver:chromedriver fonts-liberation nodejs:node npm:npm pkg-config curl
-    prometheus:promtool python3-venv
+    prometheus:promtool python3-venv nginx
   )
   local missing=() entry pkg cmd
   for entry in "${wanted[@]}"; do

@@ -81,14 +81,10 @@ mod session {
 
 #[server(prefix = "/console/fn")]
 pub async fn login(username: String, password: String) -> Result<(), ServerFnError> {
-    use axum::extract::ConnectInfo;
     let backend = session::backend()?;
-    let client = leptos_axum::extract::<ConnectInfo<std::net::SocketAddr>>()
-        .await
-        .ok()
-        .map(|ConnectInfo(addr)| addr.ip());
+    let request = leptos_axum::extract::<http::request::Parts>().await?;
     let new = backend
-        .login(&username, &password, client)
+        .login(&username, &password, &request)
         .await
         .map_err(session::refuse)?;
     session::set_cookie(session::session_cookie(

@@ -65,12 +65,14 @@ pub struct NewSession {
 
 #[async_trait::async_trait]
 pub trait ConsoleBackend: Send + Sync + 'static {
-    /// Checks a password (rate-limited per username and client address).
+    /// Checks a password (rate-limited per username and client address; the address is the
+    /// one the server resolves from the request's peer and, behind trusted proxies, its
+    /// forwarding headers).
     async fn login(
         &self,
         username: &str,
         password: &str,
-        client: Option<std::net::IpAddr>,
+        request: &http::request::Parts,
     ) -> Result<NewSession, ConsoleError>;
     async fn logout(&self, session: &str) -> Result<(), ConsoleError>;
     /// The admin user a console session belongs to; `Unauthenticated` for none or an

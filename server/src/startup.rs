@@ -242,6 +242,7 @@ fn workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
 }
 
 pub(crate) fn router(state: AppState) -> Router {
+    let trusted = state.settings.trusted_proxies.clone();
     Router::new()
         .route("/healthz", get(infra::health::healthz))
         .route("/readyz", get(infra::health::readyz))
@@ -259,16 +260,24 @@ pub(crate) fn router(state: AppState) -> Router {
         // The span carries the client's X-Request-ID when it is a valid one, else an id made
         // up for the span alone: the request keeps its headers, because the buyer API must
         // see whether the client sent one.
-        .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
+        .layer(TraceLayer::new_for_http().make_span_with(move |request: &axum::http::Request<_>| {
             let request_id = request
                 .headers()
                 .get("x-request-id")
                 .and_then(|v| v.to_str().ok())
                 .filter(|id| buy::rules::valid_request_id(id))
                 .map_or_else(|| format!("gen-{}", uuid::Uuid::new_v4().simple()), str::to_owned);
+            // The client as every limit counts it, so a log line names the buyer's address
+            // rather than the balancer's.
+            let peer = request
+                .extensions()
+                .get::<axum::extract::ConnectInfo<SocketAddr>>()
+                .map(|info| info.0.ip());
+            let client = peer
+                .map(|peer| tracing::field::display(trusted.client(peer, request.headers())));
             // At info, so that the warnings written inside it name the request; a span
             // writes no line of its own.
-            tracing::info_span!("http", method = %request.method(), uri = %request.uri(), request_id)
+            tracing::info_span!("http", method = %request.method(), uri = %request.uri(), request_id, client)
         })
         // A 5xx is logged (rate-limited) where its cause is known; one line per failed
         // response here would let a storm fill the disk.

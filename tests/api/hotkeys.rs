@@ -6,7 +6,7 @@
 
 use crate::support::{
     app::{json, spawn_app_with, TestApp},
-    fixtures::{buy_body, open_sale, storm_settings, Caller},
+    fixtures::{buy_body, open_sale, storm_settings, Caller, Sale},
     wait::until,
 };
 use contract::Role;
@@ -648,4 +648,218 @@ async fn the_command_line_adds_lists_and_removes_a_hot_key_audited_under_the_os_
         listed(&view(&app, &sre).await, "user", "55").is_none()
     })
     .await;
+}
+
+/// Settings of a deployment behind a proxy on loopback: the test's own address is trusted,
+/// so `X-Forwarded-For` names each simulated client.
+fn behind_a_proxy(settings: &mut Settings) {
+    self::settings(settings);
+    settings.trusted_proxies = ["127.0.0.1".parse().expect("network")]
+        .into_iter()
+        .collect();
+}
+
+/// Sends `count` requests from `client` (by its forwarded address), `per_s` a second:
+/// anonymous reads of the activity and its status, and buys with a forged token.
+async fn anonymous_traffic(app: &TestApp, sale: &Sale, client: &str, count: u32, per_s: u32) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / per_s);
+    for n in 0..count {
+        tick.tick().await;
+        let request = match n % 3 {
+            0 => app.client.get(format!(
+                "{}/api/activities/{}",
+                app.address, sale.activity_id
+            )),
+            1 => app.client.get(format!(
+                "{}/api/activities/{}/status",
+                app.address, sale.activity_id
+            )),
+            _ => app
+                .client
+                .post(format!("{}/api/seckill/buy", app.address))
+                .bearer_auth("not.a.token")
+                .header("X-Request-ID", format!("forged-{n}"))
+                .json(&buy_body(sale, 1)),
+        };
+        request
+            .header("X-Forwarded-For", client)
+            .send()
+            .await
+            .expect("sent");
+    }
+}
+
+/// Buys of `user` from `client` (by its forwarded address), `per_s` a second, each with a
+/// fresh request id, until `stop` resolves.
+async fn buys_from(app: &TestApp, sale: &Sale, user: i64, client: &str, per_s: u32) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / per_s);
+    loop {
+        tick.tick().await;
+        let _ = forwarded_buy(app, sale, user, client).await;
+    }
+}
+
+async fn forwarded_buy(app: &TestApp, sale: &Sale, user: i64, client: &str) -> (u16, Value) {
+    json(
+        app.client
+            .post(format!("{}/api/seckill/buy", app.address))
+            .bearer_auth(crate::support::fixtures::token(app, user))
+            .header("X-Request-ID", uuid::Uuid::new_v4().simple().to_string())
+            .header("X-Forwarded-For", client)
+            .json(&buy_body(sale, 1))
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_reads_and_forged_tokens_heat_no_address_while_a_buyers_address_is_blocked() {
+    let app = spawn_app_with(behind_a_proxy).await;
+    let sale = open_sale(&app, 100_000, 1_000).await;
+    let ops = app.caller(Role::Ops, None).await;
+    rule(
+        &app,
+        &ops,
+        "ip",
+        json!({ "threshold_per_s": 20, "action": "block", "hold_s": 30 }),
+    )
+    .await;
+    let (stranger, buyer) = ("198.51.100.1", "198.51.100.2");
+    // The stranger sends anonymous traffic at twice the threshold while a real buyer from
+    // another address buys at twice it too: only the buyer's address may become hot.
+    let anonymous = anonymous_traffic(&app, &sale, stranger, 400, 40);
+    let buying = buys_from(&app, &sale, 31, buyer, 40);
+    let published = until(
+        "the buyer's address is published as hot",
+        Duration::from_secs(15),
+        || async { listed(&view(&app, &ops).await, "ip", buyer).is_some() },
+    );
+    tokio::select! {
+        () = async { tokio::join!(anonymous, published); } => {}
+        () = buying => unreachable!("buys go on until the key is published"),
+    }
+    let seen = view(&app, &ops).await;
+    assert!(listed(&seen, "ip", stranger).is_none(), "{seen}");
+    let top_ips: Vec<&Value> = seen["top"]["ip"].as_array().into_iter().flatten().collect();
+    assert!(
+        top_ips.iter().all(|top| top["key"] != stranger),
+        "anonymous requests are not counted for addresses: {seen}"
+    );
+    let (status, answer) = forwarded_buy(&app, &sale, 32, stranger).await;
+    assert_eq!(
+        status, 200,
+        "a real buyer from the stranger's address: {answer}"
+    );
+    let periods: i64 = sqlx::query_scalar("SELECT count(*) FROM hotkey_periods WHERE key = $1")
+        .bind(stranger)
+        .fetch_one(&app.db)
+        .await
+        .expect("periods");
+    assert_eq!(periods, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_buyers_are_counted_and_blocked_by_their_64() {
+    let app = spawn_app_with(|settings| {
+        behind_a_proxy(settings);
+        settings.buy.per_ip_per_window = 3;
+    })
+    .await;
+    let sale = open_sale(&app, 100, 1).await;
+    let mut answers = Vec::new();
+    for (user, client) in (41..).zip(["2001:db8:1:2::a", "2001:db8:1:2::b", "2001:db8:1:2:ffff::c"])
+    {
+        answers.push(forwarded_buy(&app, &sale, user, client).await.0);
+    }
+    assert_eq!(answers, [200, 200, 200]);
+    let (status, answer) = forwarded_buy(&app, &sale, 44, "2001:db8:1:2::d").await;
+    assert_eq!(status, 429, "a fourth buyer of the same /64: {answer}");
+    let (status, answer) = forwarded_buy(&app, &sale, 45, "2001:db8:1:3::a").await;
+    assert_eq!(
+        status, 200,
+        "a buyer of the next /64 has a window of his own: {answer}"
+    );
+    // A manual block of any address of a /64 blocks the /64, as the funnel counts it.
+    let ops = app.caller(Role::Ops, None).await;
+    let (status, body) = add(
+        &app,
+        &ops,
+        &json!({ "kind": "ip", "key": "2001:db8:1:3::77", "action": "block", "hold_s": 60, "reason": "scalper" }),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["key"], "2001:db8:1:3::");
+    let (status, answer) = forwarded_buy(&app, &sale, 46, "2001:db8:1:3::b").await;
+    assert_eq!(status, 429, "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lifted_block_stays_lifted_for_its_hold_though_the_buyer_stays_hot() {
+    let app = spawn_app_with(settings).await;
+    let sale = open_sale(&app, 100_000, 1_000).await;
+    let ops = app.caller(Role::Ops, None).await;
+    rule(
+        &app,
+        &ops,
+        "user",
+        json!({ "threshold_per_s": 20, "action": "block", "hold_s": 60 }),
+    )
+    .await;
+    let body = buy_body(&sale, 1);
+    let (lifted, other) = (6_161, 6_262);
+    let keep_buying = |user: i64| {
+        let (app, body) = (&app, &body);
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            for n in 0.. {
+                tick.tick().await;
+                let _ = app.buy(user, &format!("hot-{user}-{n}"), body).await;
+            }
+        }
+    };
+    let lifted_user = lifted.to_string();
+    let scenario = async {
+        until(
+            "the buyer is published as hot",
+            Duration::from_secs(15),
+            || async { listed(&view(&app, &ops).await, "user", &lifted_user).is_some() },
+        )
+        .await;
+        let (status, answer) = remove(
+            &app,
+            &ops,
+            &format!("/admin/api/hotkeys/user/{lifted}?reason=false%20positive"),
+        )
+        .await;
+        assert_eq!(status, 204, "{answer}");
+        // The lifted buyer keeps sending; another one heats up after the lift. Once the
+        // leader has published the other, it has decided on the lifted one too.
+        tokio::select! {
+            () = until("the other buyer is published", Duration::from_secs(15), || async {
+                listed(&view(&app, &ops).await, "user", &other.to_string()).is_some()
+            }) => {}
+            () = keep_buying(other) => unreachable!(),
+        }
+        let key = format!("{}/hotkeys/user/{lifted}", app.state.settings.etcd_prefix);
+        let stored = etcd(&app).await.get(key, None).await.expect("etcd get");
+        assert!(
+            stored.kvs().is_empty(),
+            "a lifted key is not published again"
+        );
+        assert!(listed(&view(&app, &ops).await, "user", &lifted_user).is_none());
+        // An operator may decide again.
+        let (status, body) = add(
+            &app,
+            &ops,
+            &json!({ "kind": "user", "key": lifted_user, "action": "block", "hold_s": 60, "reason": "after all" }),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    };
+    tokio::select! {
+        () = scenario => {}
+        () = keep_buying(lifted) => unreachable!(),
+    }
 }

@@ -6,6 +6,7 @@
 
 mod admin_api;
 mod baselines;
+mod behind_proxies;
 mod browser;
 mod buyer;
 mod console;

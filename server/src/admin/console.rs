@@ -29,9 +29,9 @@ use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use leptos::prelude::provide_context;
 use leptos::server_fn::ServerFn;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
-use std::{net::IpAddr, sync::Arc};
+use std::sync::Arc;
 
-use crate::infra::{quiet_log::quiet, slow_bodies};
+use crate::infra::{client_address, quiet_log::quiet, slow_bodies};
 use crate::{
     admin::{authorize, csrf},
     catalog::service as catalog,
@@ -93,9 +93,15 @@ impl ConsoleBackend for ConsoleService {
         &self,
         username: &str,
         password: &str,
-        client: Option<IpAddr>,
+        request: &http::request::Parts,
     ) -> Result<NewSession, ConsoleError> {
-        match self.state.auth.login(username, password, client).await {
+        let client = client_address::resolve(&self.state.settings.trusted_proxies, request);
+        match self
+            .state
+            .auth
+            .login(username, password, Some(client))
+            .await
+        {
             Ok(session) => Ok(NewSession {
                 token: session.token,
                 max_age_s: session.max_age_s,

@@ -15,6 +15,8 @@
 //! success is stored (an hour) and replayed byte for byte; a request refused after its
 //! claim frees its request id again.
 //!
+//! The client's address is the one `infra::client_address` resolves (behind trusted proxies,
+//! the forwarded client), counted by its /64 when it is IPv6, in the windows and hot keys.
 //! Hot keys (`hotkeys`): once the buyer token is checked, the request's item, buyer and
 //! address are handed to the hot-key counter without waiting, and a buyer or address under a
 //! `block` key is refused there; a `limit` key's bucket sits in front of the local bucket of
@@ -65,6 +67,7 @@ use crate::{
     hotkeys::HotKeys,
     identity::buyer_token::{Buyer, BuyerTokens},
     infra::{
+        client_address,
         config::{AsyncMode, BuySettings, DeductionMode},
         metrics::Metrics,
         quiet_log::quiet,
@@ -217,7 +220,8 @@ impl Target {
 /// What steps 7–12 need of a request; owned, for the task they run in.
 struct Claimed {
     switches: Arc<SwitchValues>,
-    /// The client's address, and as the rate windows key it.
+    /// The client's address as windows and hot keys count it (an IPv6 client by its /64),
+    /// and as the rate windows key it.
     ip: IpAddr,
     client: String,
     challenge_id: Option<String>,
@@ -516,16 +520,15 @@ impl Funnel {
         let on_the_way = self.preorders.on_the_way();
         let body = self.read_body(body).await?;
         let (request_id, purchase) = self.validate(ask, headers, &body)?;
-        let buyer = self.authenticate(headers);
-        self.hotkeys.sample(
-            purchase.item_id,
-            buyer.as_ref().ok().map(|buyer| buyer.id),
-            Some(client),
-        );
         let Buyer {
             id: user_id,
             rehearsal,
-        } = buyer?;
+        } = self.authenticate(headers)?;
+        // Counted only once the token is checked: a key no request may heat without a
+        // buyer's token behind it (anyone could otherwise block an address or an item).
+        let client = client_address::counted(client);
+        self.hotkeys
+            .sample(purchase.item_id, Some(user_id), Some(client));
         self.check_blocked(user_id, client)?;
         let (activity, target) = self.look_up(ask, &purchase, rehearsal).await?;
         let asked = Asked {

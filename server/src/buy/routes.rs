@@ -3,14 +3,13 @@
 
 use axum::{
     body::Body,
-    extract::{ConnectInfo, Path, Query, State},
+    extract::{Path, Query, State},
     http::{header, HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
     Json,
 };
 use contract::SaleItem;
 use serde::{Deserialize, Serialize};
-use std::net::SocketAddr;
 
 use crate::{
     buy::{
@@ -21,7 +20,7 @@ use crate::{
     },
     error::{ApiError, ApiResult},
     identity::buyer_token::Buyer,
-    infra::route_table::RouteTable,
+    infra::{client_address::ClientAddress, route_table::RouteTable},
     state::AppState,
 };
 
@@ -56,26 +55,20 @@ impl IntoResponse for Answer {
 // reads it.
 async fn buy(
     State(state): State<AppState>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    ClientAddress(client): ClientAddress,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
-    state
-        .funnel
-        .buy(Ask::Units, &headers, client.ip(), body)
-        .await
+    state.funnel.buy(Ask::Units, &headers, client, body).await
 }
 
 async fn seats(
     State(state): State<AppState>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    ClientAddress(client): ClientAddress,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
-    state
-        .funnel
-        .buy(Ask::Seats, &headers, client.ip(), body)
-        .await
+    state.funnel.buy(Ask::Seats, &headers, client, body).await
 }
 
 /// The activity as the caller may see it: a rehearsal's shadow copy is absent to everyone
@@ -106,12 +99,11 @@ struct PublicItem<'a> {
 /// Static facts of an activity; cacheable by a CDN for a few seconds.
 async fn activity(
     State(state): State<AppState>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Response> {
     let Path(id) = id?;
     let activity = cached_activity(&state, id, None).await?;
-    sample_read(&state, &activity, client);
+    sample_read(&state, &activity);
     let items: Vec<PublicItem> = activity
         .items
         .iter()
@@ -154,12 +146,11 @@ struct Status {
 /// The live state the activity page syncs its countdown with; never cached.
 async fn status(
     State(state): State<AppState>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Response> {
     let Path(id) = id?;
     let activity = cached_activity(&state, id, None).await?;
-    sample_read(&state, &activity, client);
+    sample_read(&state, &activity);
     let now = chrono::Utc::now();
     let keys: Vec<String> = activity
         .items
@@ -200,11 +191,14 @@ async fn status(
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
 
-/// Counts a read of the activity's items (and the reader's address once) for hot keys.
-fn sample_read(state: &AppState, activity: &CachedActivity, client: SocketAddr) {
-    let mut ip = Some(client.ip());
-    for item in &activity.items {
-        state.hotkeys.sample(Some(item.item_id), None, ip.take());
+/// Counts a read of the activity's items for hot keys until its sale is over: a read names
+/// no buyer, and its address is the client's to choose, so only the items count (an
+/// anonymous reader must not heat an address, nor an item whose sale has ended).
+fn sample_read(state: &AppState, activity: &CachedActivity) {
+    if chrono::Utc::now() < activity.ends_at {
+        for item in &activity.items {
+            state.hotkeys.sample(Some(item.item_id), None, None);
+        }
     }
 }
 

@@ -21,6 +21,7 @@ pub(crate) struct Layout {
 const NOTES: &str = "meta/writes/";
 const NODES: &str = "nodes/";
 const HOTKEYS: &str = "hotkeys/";
+const LIFTED_HOTKEYS: &str = "lifted-hotkeys/";
 
 impl Layout {
     pub(crate) fn new(prefix: &str) -> Self {
@@ -72,6 +73,13 @@ impl Layout {
     /// Where a hot key is published: `hotkeys/{kind}/{key}`.
     pub(crate) fn hotkey_key(&self, id: contract::HotKeyId) -> String {
         self.key(&format!("{HOTKEYS}{}", id.path()))
+    }
+
+    /// Where an operator's lift of a hot key is remembered, under a lease of the key's hold:
+    /// `lifted-hotkeys/{kind}/{key}`, outside `hotkeys/`, so no instance takes it for a key
+    /// in force, while the leader does not publish the key again as long as it is there.
+    pub(crate) fn lifted_hotkey_key(&self, id: contract::HotKeyId) -> String {
+        self.key(&format!("{LIFTED_HOTKEYS}{}", id.path()))
     }
 
     /// Every hot key.

@@ -6,7 +6,9 @@
 //!
 //! A new leader adopts the keys its predecessor published (their leases are in the table
 //! every instance watches) and renews them, so a takeover neither drops nor doubles a key.
-//! A manual key is never overwritten by a detected one.
+//! A manual key is never overwritten by a detected one. A renewal writes only over the key
+//! under the lease it holds, and a key an operator lifted is not published again while the
+//! lift lasts (the key's hold), even though the requests it was refusing keep it hot.
 
 use contract::{HotKeyId, HotKeyKind, HotKeyRule, HotKeySource};
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
@@ -193,12 +195,25 @@ impl Publisher {
             return Ok(Some("published"));
         }
         let value = self.value(rate, rule, since_ms);
-        let put = client.put(
-            self.layout.hotkey_key(id),
-            serde_json::to_vec(&value)?,
-            Some(PutOptions::new().with_lease(lease)),
-        );
-        etcd.timed(EtcdCall::Put, put).await?;
+        let key = self.layout.hotkey_key(id);
+        // Only over the key this leader holds: one an operator lifted (deleted) or replaced
+        // since is theirs, and a plain put would bring it back within a second.
+        let renew = Txn::new()
+            .when(vec![Compare::lease(key.clone(), CompareOp::Equal, lease)])
+            .and_then(vec![TxnOp::put(
+                key,
+                serde_json::to_vec(&value)?,
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
+        if !etcd
+            .timed(EtcdCall::Txn, client.txn(renew))
+            .await?
+            .succeeded()
+        {
+            self.held.remove(&id);
+            let _ = client.lease_revoke(lease).await;
+            return Ok(Some("lost"));
+        }
         if let Some(held) = self.held.get_mut(&id) {
             held.renewed = Instant::now();
             held.hold = hold;
@@ -207,8 +222,8 @@ impl Publisher {
         Ok(Some("renewed"))
     }
 
-    /// Writes a newly hot key under a fresh lease, unless a key is there already (a manual
-    /// one, written since the table was read).
+    /// Writes a newly hot key under a fresh lease, unless a key is there already or an
+    /// operator lifted it within its hold.
     async fn publish(
         &mut self,
         client: &mut Client,
@@ -225,8 +240,13 @@ impl Publisher {
         let since_ms = chrono::Utc::now().timestamp_millis();
         let value = self.value(rate, rule, since_ms);
         let key = self.layout.hotkey_key(id);
+        // Not over a key already there (a manual one, written since the table was read), nor
+        // while an operator's lift of it lasts.
         let txn = Txn::new()
-            .when(vec![Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .when(vec![
+                Compare::version(key.clone(), CompareOp::Equal, 0),
+                Compare::version(self.layout.lifted_hotkey_key(id), CompareOp::Equal, 0),
+            ])
             .and_then(vec![TxnOp::put(
                 key,
                 serde_json::to_vec(&value)?,

@@ -8,7 +8,7 @@ use contract::{
     check_action, check_hold, Actor, HotKey, HotKeyId, HotKeyKind, HotKeyPeriod, HotKeySource,
     HotKeysView, NewHotKey, Permission, Source,
 };
-use etcd_client::{DeleteOptions, GetOptions, PutOptions};
+use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 
 use crate::{
     admin::{
@@ -23,7 +23,7 @@ use crate::{
         table::{Entry, HotKeyTable, Published},
         window::WINDOW_MS,
     },
-    infra::etcd::EtcdCall,
+    infra::{client_address, etcd::EtcdCall},
     state::AppState,
 };
 
@@ -93,8 +93,13 @@ async fn begin_audit(
     Ok((tx, audit_id))
 }
 
+/// The key as the funnel counts it: an IPv6 address names its /64, the block every limit
+/// counts that client under, so a block of any address in it is a block of the client.
 fn key_of(kind: HotKeyKind, key: &str) -> ApiResult<HotKeyId> {
-    HotKeyId::parse(kind, key).map_err(|message| invalid("INVALID_HOTKEY", message))
+    match HotKeyId::parse(kind, key).map_err(|message| invalid("INVALID_HOTKEY", message))? {
+        HotKeyId::Ip(address) => Ok(HotKeyId::Ip(client_address::counted(address))),
+        id => Ok(id),
+    }
 }
 
 /// Adds (or replaces) a manual hot key, held for `hold_s` and never renewed.
@@ -133,20 +138,27 @@ pub async fn add(
         .await
         .map_err(etcd_unavailable)?
         .id();
-    let put = client.put(
-        layout.hotkey_key(id),
-        json.clone(),
-        Some(PutOptions::new().with_lease(lease).with_prev_key()),
-    );
+    // Adding a key ends an earlier lift of it: the operator has decided again.
+    let put = client.txn(Txn::new().and_then(vec![
+        TxnOp::put(
+            layout.hotkey_key(id),
+            json.clone(),
+            Some(PutOptions::new().with_lease(lease).with_prev_key()),
+        ),
+        TxnOp::delete(layout.lifted_hotkey_key(id), None),
+    ]));
     let written = board
         .etcd
-        .timed(EtcdCall::Put, put)
+        .timed(EtcdCall::Txn, put)
         .await
         .map_err(etcd_unavailable)?;
-    let old_value = written
-        .prev_key()
-        .and_then(|kv| kv.value_str().ok())
-        .map(str::to_owned);
+    let old_value = written.op_responses().into_iter().find_map(|op| match op {
+        TxnOpResponse::Put(put) => put
+            .prev_key()
+            .and_then(|kv| kv.value_str().ok())
+            .map(str::to_owned),
+        _ => None,
+    });
     let revision = written.header().map_or(0, |header| header.revision());
     audit::complete_flip(&mut tx, audit_id, old_value.as_deref(), revision).await?;
     tx.commit().await?;
@@ -167,8 +179,10 @@ pub async fn add(
     Ok(value.listed(id))
 }
 
-/// Removes a hot key in force, manual or detected (a detected one comes back if it is
-/// still hot); 404 when there is none.
+/// Removes a hot key in force, manual or detected; 404 when there is none. The lift lasts
+/// what was left of the key's hold: until then the leader does not publish the key again,
+/// however hot it stays (the requests it was refusing keep it hot), unless an operator adds
+/// it again.
 pub async fn remove(
     board: &Board<'_>,
     actor: &Actor,
@@ -187,20 +201,56 @@ pub async fn remove(
     // An empty new value records a removal, as for a switch deleted from etcd.
     let (mut tx, audit_id) = begin_audit(board, actor, source, id, "", reason).await?;
     let mut client = board.etcd.client().await.map_err(etcd_unavailable)?;
-    let delete = client.delete(
-        layout.hotkey_key(id),
-        Some(DeleteOptions::new().with_prev_key()),
-    );
-    let deleted = board
+    let key = layout.hotkey_key(id);
+    let read = board
         .etcd
-        .timed(EtcdCall::Txn, delete)
+        .timed(EtcdCall::Get, client.get(key.clone(), None))
         .await
         .map_err(etcd_unavailable)?;
-    let Some(old) = deleted.prev_kvs().first() else {
-        // Nothing was there: the transaction rolls back, nothing is audited.
-        return Err(ApiError::NotFound("hot key"));
-    };
+    // Nothing there: the transaction rolls back, nothing is audited.
+    let old = read.kvs().first().ok_or(ApiError::NotFound("hot key"))?;
     let old_value = old.value_str().ok().map(str::to_owned);
+    let lift_s = old_value
+        .as_deref()
+        .and_then(|value| serde_json::from_str::<Published>(value).ok())
+        .map_or(1, |published| {
+            let left_ms = published.expires_ms - chrono::Utc::now().timestamp_millis();
+            ((left_ms.max(0) + 999) / 1000).max(1)
+        });
+    let lift = board
+        .etcd
+        .timed(EtcdCall::Lease, client.lease_grant(lift_s, None))
+        .await
+        .map_err(etcd_unavailable)?
+        .id();
+    // Only the key that was read (renewals keep its lease): one replaced since is decided
+    // again.
+    let lifted = Txn::new()
+        .when(vec![Compare::lease(
+            key.clone(),
+            CompareOp::Equal,
+            old.lease(),
+        )])
+        .and_then(vec![
+            TxnOp::delete(key, None),
+            TxnOp::put(
+                layout.lifted_hotkey_key(id),
+                actor.username.clone(),
+                Some(PutOptions::new().with_lease(lift)),
+            ),
+        ]);
+    let deleted = board
+        .etcd
+        .timed(EtcdCall::Txn, client.txn(lifted))
+        .await
+        .map_err(etcd_unavailable)?;
+    if !deleted.succeeded() {
+        let _ = client.lease_revoke(lift).await;
+        return Err(ApiError::Conflict {
+            code: "HOTKEY_CHANGED",
+            message: "the hot key changed while it was being removed; look again".into(),
+        });
+    }
     let revision = deleted.header().map_or(0, |header| header.revision());
     audit::complete_flip(&mut tx, audit_id, old_value.as_deref(), revision).await?;
     tx.commit().await?;

@@ -7,6 +7,8 @@
 use sha2::{Digest, Sha256};
 use std::net::IpAddr;
 
+use crate::infra::client_address;
+
 /// Longest username a user can be created with, and so the longest a login looks up.
 pub const MAX_USERNAME_BYTES: usize = 64;
 /// Longest password accepted: argon2 reads all of it, so a huge one costs CPU for nothing.
@@ -64,19 +66,12 @@ pub(crate) fn attempt_subjects(username: &str, client: Option<IpAddr>) -> [Strin
     [format!("ip:{address}"), format!("ip:{address}|user:{user}")]
 }
 
-/// The address an attempt is counted under: IPv4 as it is, IPv6 by its /64 (an IPv4
-/// address mapped into IPv6 as the IPv4 address).
+/// The address an attempt is counted under: the one windows and hot keys count
+/// (`client_address::counted`: IPv6 by its /64), a network spelled with its length.
 fn throttled_address(ip: IpAddr) -> String {
-    match ip {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => {
-                let s = v6.segments();
-                let block = std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0);
-                format!("{block}/64")
-            }
-        },
+    match client_address::counted(ip) {
+        IpAddr::V6(block) => format!("{block}/64"),
+        v4 => v4.to_string(),
     }
 }
 

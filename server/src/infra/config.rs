@@ -14,6 +14,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{de::Error as _, Deserialize, Deserializer};
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
+use crate::infra::client_address::TrustedProxies;
+
 /// Everything a `seckill` process needs to know about its environment.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -66,6 +68,11 @@ pub struct Settings {
     /// Root of every etcd key this deployment reads or writes (`SECKILL_ETCD_PREFIX`).
     #[serde(deserialize_with = "without_trailing_slash")]
     pub etcd_prefix: String,
+    /// Proxies whose `X-Forwarded-For` / `Forwarded` headers name the client
+    /// (`SECKILL_TRUSTED_PROXIES`: addresses or CIDR networks, comma-separated; empty, the
+    /// default, trusts nobody and counts every client by its TCP peer). Name the load
+    /// balancers in front of the instances here, and nothing a client can reach directly.
+    pub trusted_proxies: TrustedProxies,
     /// Shared secret that verifies buyer JWTs (`SECKILL_JWT_SECRET`).
     pub jwt_secret: SecretString,
     /// Shared secret of the payment center's callback signature (`SECKILL_PAY_SECRET`).
@@ -474,6 +481,7 @@ impl Default for Settings {
             amqp_prefix: "seckill".into(),
             etcd_endpoints: vec!["http://127.0.0.1:2379".into()],
             etcd_prefix: "/seckill".into(),
+            trusted_proxies: TrustedProxies::default(),
             jwt_secret: DEVELOPMENT_SECRET.into(),
             pay_secret: DEVELOPMENT_SECRET.into(),
             site_root: PathBuf::from("target/site"),
@@ -594,6 +602,7 @@ const VARIABLES: &[(&str, &str, Spelling)] = &[
     ("SECKILL_AMQP_PREFIX",        "amqp_prefix",               Spelling::Verbatim),
     ("ETCD_ENDPOINTS",             "etcd_endpoints",            Spelling::List),
     ("SECKILL_ETCD_PREFIX",        "etcd_prefix",               Spelling::Verbatim),
+    ("SECKILL_TRUSTED_PROXIES",    "trusted_proxies",           Spelling::List),
     ("SECKILL_JWT_SECRET",         "jwt_secret",                Spelling::Verbatim),
     ("SECKILL_PAY_SECRET",         "pay_secret",                Spelling::Verbatim),
     ("LEPTOS_SITE_ROOT",           "site_root",                 Spelling::Verbatim),

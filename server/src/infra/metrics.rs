@@ -274,7 +274,7 @@ pub(crate) struct HotKeyMetrics {
     /// reports it received from every instance (`received`, `malformed`).
     pub(crate) reports: IntCounterVec,
     /// Hot keys the leader wrote to etcd by `kind` and `outcome` (`published`, `renewed`,
-    /// `failed`).
+    /// `lost`: no longer under its lease, lifted or replaced by an operator; `failed`).
     pub(crate) publishes: IntCounterVec,
     /// Requests a hot key acted on, by `kind` and `action` (`block`, `limit`: refused;
     /// `cache`: served from memory past the cache's lifetime).

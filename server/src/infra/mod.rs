@@ -1,4 +1,5 @@
-//! Generic plumbing every capability shares: configuration, telemetry, the clock rules read, the HTTP listener's
+//! Generic plumbing every capability shares: configuration, telemetry, who a request comes
+//! from (behind trusted proxies), the clock rules read, the HTTP listener's
 //! cap on open connections, the patience with slow request bodies, the store clients
 //! (PostgreSQL pool and migrations, Redis connection and key layout, RabbitMQ and etcd links),
 //! metrics and their HTTP routes, health probes, percentiles of samples, the paging window of admin listings, the
@@ -6,6 +7,7 @@
 //! Nothing here knows what a buy, an order or a switch is.
 
 pub(crate) mod amqp;
+pub mod client_address;
 pub(crate) mod clock;
 pub mod config;
 pub(crate) mod connections;

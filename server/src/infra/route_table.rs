@@ -71,6 +71,7 @@ handler_arguments!(A, B, C, D, E, F);
 impl DescribesRequest for State<AppState> {}
 impl DescribesRequest for HeaderMap {}
 impl DescribesRequest for ConnectInfo<SocketAddr> {}
+impl DescribesRequest for crate::infra::client_address::ClientAddress {}
 impl DescribesRequest for Request {}
 // Bodies read raw are parsed by the handler, which answers their errors itself.
 impl DescribesRequest for Body {}

@@ -6,10 +6,12 @@
 //! `redis_cluster` for a private Redis Cluster, with replicas that can take over), the real
 //! binary as a process of its own (`serve_process`, for its log or a SIGKILL), a private
 //! Prometheus (`prometheus`) for the tests of `deploy/`, and a queue's messages read as
-//! RabbitMQ holds them (`amqp`), and HTTP spoken on a raw connection (`raw_http`).
+//! RabbitMQ holds them (`amqp`), HTTP spoken on a raw connection (`raw_http`), and Debian's nginx in front of a
+//! deployment's instances (`balancer`), rendered from `deploy/nginx/seckill.conf`.
 
 pub(crate) mod amqp;
 pub(crate) mod app;
+pub(crate) mod balancer;
 pub(crate) mod etcd;
 pub(crate) mod fixtures;
 pub(crate) mod postgres_server;
