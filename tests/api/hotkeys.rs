@@ -835,11 +835,21 @@ async fn a_lifted_block_stays_lifted_for_its_hold_though_the_buyer_stays_hot() {
         .await;
         assert_eq!(status, 204, "{answer}");
         // The lifted buyer keeps sending; another one heats up after the lift. Once the
-        // leader has published the other, it has decided on the lifted one too.
+        // leader has published the other and renewed it three times (a renewal a second),
+        // it has had three rounds to renew or publish the lifted one too.
+        let renewed = "seckill_hotkey_publishes_total{kind=\"user\",outcome=\"renewed\"}";
         tokio::select! {
-            () = until("the other buyer is published", Duration::from_secs(15), || async {
-                listed(&view(&app, &ops).await, "user", &other.to_string()).is_some()
-            }) => {}
+            () = async {
+                until("the other buyer is published", Duration::from_secs(15), || async {
+                    listed(&view(&app, &ops).await, "user", &other.to_string()).is_some()
+                })
+                .await;
+                let before = app.metric(renewed).await;
+                until("three more renewals", Duration::from_secs(15), || async {
+                    app.metric(renewed).await >= before + 3.0
+                })
+                .await;
+            } => {}
             () = keep_buying(other) => unreachable!(),
         }
         let key = format!("{}/hotkeys/user/{lifted}", app.state.settings.etcd_prefix);
