@@ -1182,6 +1182,54 @@ async fn the_winner_of_the_last_unit_on_the_database_path_gets_his_order_on_repl
     assert_eq!((status, other["code"].as_str()), (409, Some("SOLD_OUT")));
 }
 
+/// Found when tried as a buyer would: once the item sold out, a holder's request with a fresh
+/// request id went to PostgreSQL for the order of that id before any rate window, so with
+/// `per_user_per_window` 5 thirty fresh ids from one holder got thirty 409s and no 429: one
+/// query each of the pool every other sale's pre-orders need. A holder's fresh id now goes
+/// through his windows (and counts in them) before PostgreSQL is asked; a replay of his
+/// stored answer is still answered byte for byte, however full his window.
+#[tokio::test]
+async fn a_holder_with_fresh_request_ids_meets_his_window_before_postgresql() {
+    let app = spawn_app_with(|settings| {
+        flag_stands(settings);
+        settings.buy.per_user_per_window = 5;
+        settings.buy.rate_window_s = 60;
+    })
+    .await;
+    // Buyer 1 holds the last unit; his winning request is the first of his window.
+    let (sale, won) = last_unit_won_then_flagged(&app).await;
+    let mut answered = HashMap::new();
+    for n in 0..30 {
+        let response = app
+            .client
+            .post(format!("{}/api/seckill/buy", app.address))
+            .bearer_auth(token(&app, 1))
+            .header("X-Request-ID", format!("fresh-{n}"))
+            .json(&buy_body(&sale, 1))
+            .send()
+            .await
+            .expect("sent");
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let (status, body) = json(response).await;
+        let code = body["code"].as_str().unwrap_or_default().to_owned();
+        *answered.entry((status, code, retry_after)).or_insert(0) += 1;
+    }
+    let expected = HashMap::from([
+        ((409, "SOLD_OUT".to_owned(), None), 4),
+        ((429, "RATE_LIMITED".to_owned(), Some("60".to_owned())), 26),
+    ]);
+    assert_eq!(answered, expected, "the window admits five in all");
+    assert_eq!(
+        app.buy_bytes(1, "won", &sale).await,
+        won,
+        "a replay is answered with his window full"
+    );
+}
+
 /// Found in the code: an instance refusing an item from memory read the item's holder set
 /// whole again once per `sold_out_flag_ms`, from Redis and from PostgreSQL, however long the
 /// refusals lasted and though nobody could gain units meanwhile. For an item that ends with
