@@ -5,8 +5,8 @@
 use crate::support::{
     app::{json, spawn_app_with, TestApp},
     fixtures::{
-        buy_body, count_codes, open_activity, open_sale, order_id, storm, storm_settings, token,
-        upcoming_activity, Listing, Sale, TestClock,
+        buy_body, count_codes, open_activity, open_sale, open_sale_of, order_id, storm,
+        storm_settings, token, upcoming_activity, Listing, Sale, TestClock,
     },
     raw_http::response,
     redis_cluster::RedisCluster,
@@ -23,7 +23,8 @@ use seckill::{
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use uuid::Uuid;
 
 #[tokio::test]
 async fn a_storm_of_2000_buyers_sells_exactly_the_stock() {
@@ -1181,6 +1182,54 @@ async fn the_winner_of_the_last_unit_on_the_database_path_gets_his_order_on_repl
     assert_eq!((status, other["code"].as_str()), (409, Some("SOLD_OUT")));
 }
 
+/// Found when tried as a buyer would: once the item sold out, a holder's request with a fresh
+/// request id went to PostgreSQL for the order of that id before any rate window, so with
+/// `per_user_per_window` 5 thirty fresh ids from one holder got thirty 409s and no 429: one
+/// query each of the pool every other sale's pre-orders need. A holder's fresh id now goes
+/// through his windows (and counts in them) before PostgreSQL is asked; a replay of his
+/// stored answer is still answered byte for byte, however full his window.
+#[tokio::test]
+async fn a_holder_with_fresh_request_ids_meets_his_window_before_postgresql() {
+    let app = spawn_app_with(|settings| {
+        flag_stands(settings);
+        settings.buy.per_user_per_window = 5;
+        settings.buy.rate_window_s = 60;
+    })
+    .await;
+    // Buyer 1 holds the last unit; his winning request is the first of his window.
+    let (sale, won) = last_unit_won_then_flagged(&app).await;
+    let mut answered = HashMap::new();
+    for n in 0..30 {
+        let response = app
+            .client
+            .post(format!("{}/api/seckill/buy", app.address))
+            .bearer_auth(token(&app, 1))
+            .header("X-Request-ID", format!("fresh-{n}"))
+            .json(&buy_body(&sale, 1))
+            .send()
+            .await
+            .expect("sent");
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let (status, body) = json(response).await;
+        let code = body["code"].as_str().unwrap_or_default().to_owned();
+        *answered.entry((status, code, retry_after)).or_insert(0) += 1;
+    }
+    let expected = HashMap::from([
+        ((409, "SOLD_OUT".to_owned(), None), 4),
+        ((429, "RATE_LIMITED".to_owned(), Some("60".to_owned())), 26),
+    ]);
+    assert_eq!(answered, expected, "the window admits five in all");
+    assert_eq!(
+        app.buy_bytes(1, "won", &sale).await,
+        won,
+        "a replay is answered with his window full"
+    );
+}
+
 /// Found in the code: an instance refusing an item from memory read the item's holder set
 /// whole again once per `sold_out_flag_ms`, from Redis and from PostgreSQL, however long the
 /// refusals lasted and though nobody could gain units meanwhile. For an item that ends with
@@ -1523,6 +1572,78 @@ async fn a_request_id_claimed_again_after_its_claim_expired_gets_the_first_order
     assert_eq!(app.allocated(&sale).await, 41);
     // The second deduction was given back.
     assert_eq!(app.redis_stock(&sale).await, 59);
+}
+
+/// Found when tried as a buyer would: a request id reused for an item of another activity
+/// was answered 200 with the first item's order, the second item's unit given back, and that
+/// answer kept for an hour. PostgreSQL's unique key was (buyer, request id), so the second
+/// item's pre-order was taken for a duplicate of the first. Idempotency is keyed on the buyer,
+/// the activity, the item and the request id: each item gets an order of its own, on either
+/// deduction path, and each replay its own item's order.
+#[tokio::test]
+async fn a_request_id_reused_for_another_item_buys_that_item() {
+    for deduction in [DeductionMode::Redis, DeductionMode::Db] {
+        request_id_reused_for_another_item(deduction).await;
+    }
+}
+
+async fn request_id_reused_for_another_item(deduction: DeductionMode) {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.buy.deduction = deduction;
+    })
+    .await;
+    let two_items = open_sale_of(&app, 2, 10, 1).await;
+    let another_activity = open_sale(&app, 10, 1).await;
+    let sales = [two_items[0], another_activity, two_items[1]];
+    let mut answers = Vec::new();
+    for sale in &sales {
+        let answer = app.buy_bytes(4, "r1", sale).await;
+        assert_eq!(answer.0, 200, "{deduction:?}: {answer:?}");
+        answers.push(answer);
+    }
+    let orders: Vec<Uuid> = answers
+        .iter()
+        .map(|(_, body)| order_id(&serde_json::from_str(body).expect("json")))
+        .collect();
+    let distinct: HashSet<&Uuid> = orders.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        3,
+        "{deduction:?}: one order per item: {answers:?}"
+    );
+    for (sale, answer) in sales.iter().zip(&answers) {
+        assert_eq!(app.allocated(sale).await, 1, "{deduction:?}: its unit sold");
+        if deduction == DeductionMode::Redis {
+            assert_eq!(
+                app.redis_stock(sale).await,
+                9,
+                "its unit kept, not given back"
+            );
+        }
+        assert_eq!(
+            &app.buy_bytes(4, "r1", sale).await,
+            answer,
+            "{deduction:?}: replay"
+        );
+    }
+    let mut written: Vec<(Uuid, i64, i64)> = sqlx::query_as(
+        "SELECT id, activity_id, item_id FROM orders WHERE user_id = 4 AND request_id = 'r1'",
+    )
+    .fetch_all(&app.db)
+    .await
+    .expect("orders");
+    let mut expected: Vec<(Uuid, i64, i64)> = orders
+        .iter()
+        .zip(&sales)
+        .map(|(order, sale)| (*order, sale.activity_id, sale.item_id))
+        .collect();
+    written.sort();
+    expected.sort();
+    assert_eq!(
+        written, expected,
+        "{deduction:?}: each item's order in PostgreSQL"
+    );
 }
 
 /// The buy script on a Redis Cluster of three masters: every key of one buy shares its

@@ -545,6 +545,177 @@ async fn a_trade_still_pending_at_the_deadline_is_closed_and_never_charged() {
     );
 }
 
+/// Found in the code: the pay route checked `UNPAID` and the deadline on the application's
+/// clock, then opened the trade with no guard, while the pay timeout closed the order's open
+/// trades and only then cancelled it. A trade opened between the two was paid later, and its
+/// order, cancelled with its unit back on sale, went to `REFUND_PENDING`: the buyer was charged
+/// for an order he had lost. Each round makes that interleaving certain rather than lucky:
+/// every pay is held just before it writes its trade (behind an uncommitted trade of the
+/// test's), every timeout behind the test's share lock on the order rows, until all of them
+/// wait on a lock; then the pays go on first, and the timeouts after. Opening a trade and
+/// cancelling now both decide under the order row, on the database's clock: the cancel closes
+/// the trade, or finds it paid and records the payment instead.
+#[tokio::test]
+async fn a_trade_opened_while_the_timeout_cancels_never_charges_a_cancelled_order() {
+    const ROUNDS: usize = 5;
+    const PER_ROUND: usize = 10;
+    let app = spawn_app_with(|settings| {
+        // The money arrives as soon as a trade opens; the callback follows at once.
+        pay_settings(0)(settings);
+        // Every pay and every timeout of a round waits on a connection of its own.
+        settings.db_max_connections = 2 * PER_ROUND as u32 + 8;
+        // Only the test times its orders out: the leader's scanner looks again in an hour.
+        settings.pipeline.timeout_scan_interval_ms = 3_600_000;
+    })
+    .await;
+    // The orders' own timeout messages come in an hour.
+    let sale = sale_with_timeout(&app, (ROUNDS * PER_ROUND) as i64, 3_600).await;
+    let orders = app
+        .unpaid_orders(&sale, 1..=(ROUNDS * PER_ROUND) as i64)
+        .await;
+    let buyers: Vec<(i64, Uuid)> = (1..).zip(orders.iter().copied()).collect();
+    for round in buyers.chunks(PER_ROUND) {
+        app.pay_while_timing_out(round).await;
+    }
+    wait::until(
+        "every trade settled and its callback taken",
+        PATIENCE,
+        || async {
+            app.count_where(
+                "SELECT count(*) FROM payment_trades WHERE order_id = ANY($1)
+                   AND (status = 'pending' OR (status = 'paid' AND notified_at IS NULL))",
+                &orders,
+            )
+            .await
+                == 0
+        },
+    )
+    .await;
+    let outcomes: Vec<(Uuid, String, Vec<String>)> = sqlx::query_as(
+        "SELECT o.id, o.status, array_agg(t.status ORDER BY t.created_at)
+         FROM orders o JOIN payment_trades t ON t.order_id = o.id
+         WHERE o.id = ANY($1) GROUP BY o.id, o.status",
+    )
+    .bind(&orders)
+    .fetch_all(&app.db)
+    .await
+    .expect("outcomes");
+    assert_eq!(outcomes.len(), orders.len(), "a trade for every order");
+    for (order, status, trades) in &outcomes {
+        let paid = trades.iter().any(|trade| trade == "paid");
+        let pending = trades.iter().any(|trade| trade == "pending");
+        let fine = match status.as_str() {
+            "PAID" => paid,
+            "CANCELLED" => !paid && !pending,
+            _ => false,
+        };
+        assert!(fine, "order {order} ended {status} with trades {trades:?}");
+    }
+}
+
+impl TestApp {
+    /// Pays and times out each order of `round` (buyer, order) at once, the pays first: see
+    /// `a_trade_opened_while_the_timeout_cancels_never_charges_a_cancelled_order`.
+    async fn pay_while_timing_out(&self, round: &[(i64, Uuid)]) {
+        let ids: Vec<Uuid> = round.iter().map(|(_, order)| *order).collect();
+        sqlx::query(
+            "UPDATE orders SET pay_deadline = now() + interval '2 seconds' WHERE id = ANY($1)",
+        )
+        .bind(&ids)
+        .execute(&self.db)
+        .await
+        .expect("deadlines");
+        // Open trades of the test's own, not committed: each pay waits on one to write its own.
+        let mut held_trades = self.db.begin().await.expect("begin");
+        sqlx::query(
+            "INSERT INTO payment_trades (trade_no, order_id, amount_cents, status)
+             SELECT 'HELD-' || id, id, amount_cents, 'pending' FROM orders WHERE id = ANY($1)",
+        )
+        .bind(&ids)
+        .execute(&mut *held_trades)
+        .await
+        .expect("held trades");
+        // The order rows under a share lock: each timeout waits on it to cancel.
+        let mut held_rows = self.db.begin().await.expect("begin");
+        sqlx::query("SELECT 1 FROM orders WHERE id = ANY($1) FOR SHARE")
+            .bind(&ids)
+            .execute(&mut *held_rows)
+            .await
+            .expect("share lock");
+        let pays =
+            futures::future::join_all(round.iter().map(|(buyer, order)| self.pay(*buyer, *order)));
+        let timeouts = async {
+            self.until_waiting_on_locks(round.len(), "every pay").await;
+            wait::until(
+                "the deadlines past by the database's clock",
+                PATIENCE,
+                || async {
+                    self.count_where(
+                        "SELECT count(*) FROM orders WHERE id = ANY($1) AND pay_deadline < now()",
+                        &ids,
+                    )
+                    .await
+                        == ids.len() as i64
+                },
+            )
+            .await;
+            futures::future::join_all(
+                ids.iter()
+                    .map(|order| settle_overdue(&self.state, *order, Trigger::Message)),
+            )
+            .await
+        };
+        let release = async {
+            self.until_waiting_on_locks(2 * round.len(), "every pay and every timeout")
+                .await;
+            held_trades.rollback().await.expect("rollback");
+            wait::until("every pay's trade written", PATIENCE, || async {
+                self.count_where(
+                    "SELECT count(*) FROM payment_trades WHERE order_id = ANY($1)",
+                    &ids,
+                )
+                .await
+                    == ids.len() as i64
+            })
+            .await;
+            held_rows.rollback().await.expect("rollback");
+        };
+        let (paid, settled, ()) = tokio::join!(pays, timeouts, release);
+        for ((status, body), (_, order)) in paid.into_iter().zip(round) {
+            assert_eq!(
+                status, 200,
+                "order {order}, paid before its deadline: {body}"
+            );
+        }
+        for (verdict, order) in settled.into_iter().zip(&ids) {
+            verdict.unwrap_or_else(|error| panic!("order {order} not settled: {error:#}"));
+        }
+        for (buyer, order) in round {
+            let (status, body) = self.pay(*buyer, *order).await;
+            assert_eq!(
+                (status, body["code"].as_str()),
+                (409, Some("ORDER_NOT_PAYABLE")),
+                "order {order}, settled: {body}"
+            );
+        }
+    }
+
+    /// Waits until at least `count` backends of this test's database wait for a lock.
+    async fn until_waiting_on_locks(&self, count: usize, who: &str) {
+        wait::until(&format!("{who} waiting on a lock"), PATIENCE, || async {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_one(&self.db)
+            .await
+            .expect("pg_stat_activity");
+            waiting >= count as i64
+        })
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn money_after_the_cancellation_flags_a_refund() {
     let app = spawn_app_with(pay_settings(100)).await;

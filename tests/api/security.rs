@@ -6,7 +6,10 @@
 //! hold open.
 
 use crate::support::{
-    app::{isolated_settings, json, spawn_app, spawn_app_with, with_session, TestApp},
+    app::{
+        isolated_settings, json, serve, sibling_settings, spawn_app, spawn_app_with, with_session,
+        TestApp,
+    },
     fixtures::{buy_body, open_sale, prewarm, shop, token, upcoming_activity, Listing, Sale},
     raw_http::{exchange, response},
     wait::{self, PATIENCE},
@@ -485,6 +488,28 @@ async fn the_allocated_recount_counts_the_orders_an_older_version_wrote() {
         assert_eq!(allocated().await, [(1, 6), (2, 4), (3, 0)], "idempotent");
     }
     db.close().await;
+}
+
+/// Found in the code: every instance migrates the database as it starts, one at a time,
+/// the others waiting inside `pg_advisory_lock` (sqlx's lock). A migration that builds an
+/// index concurrently waits for every transaction with an older snapshot, a waiting
+/// instance's included, while that instance waits for the lock the builder holds: PostgreSQL
+/// breaks the deadlock by failing one of them, and a failed concurrent build leaves an
+/// invalid index behind. Two instances of a new deployment starting at once on an empty
+/// database both start, and the index they built is valid.
+#[tokio::test]
+async fn instances_starting_at_once_migrate_the_database_together() {
+    let first = isolated_settings().await;
+    let second = sibling_settings(&first);
+    let (first, second) = tokio::join!(serve(first), serve(second));
+    let valid: bool = sqlx::query_scalar(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = 'orders_request_per_item'::regclass",
+    )
+    .fetch_one(&first.db)
+    .await
+    .expect("the index of request ids");
+    assert!(valid);
+    drop(second);
 }
 
 #[tokio::test]

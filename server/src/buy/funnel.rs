@@ -11,9 +11,10 @@
 //!
 //! Replays win over cheap refusals: the phase and the sold-out flag refuse from memory
 //! only a buyer who cannot have won (not in the item's holder set); a holder is sent to
-//! the stored answer of his request id. A refused request leaves nothing behind: only a
-//! success is stored (an hour) and replayed byte for byte; a request refused after its
-//! claim frees its request id again.
+//! the stored answer of his request id, and with none stored, through his rate windows
+//! before PostgreSQL is asked for the order of that id. A refused request leaves nothing
+//! behind: only a success is stored (an hour) and replayed byte for byte; a request refused
+//! after its claim frees its request id again.
 //!
 //! The client's address is the one `infra::client_address` resolves (behind trusted proxies,
 //! the forwarded client), counted by its /64 when it is IPv6, in the windows and hot keys.
@@ -536,9 +537,28 @@ impl Funnel {
             user_id,
             request_id,
         };
-        self.check_phase(switches, &activity, &target, purchase.quantity, &asked)
-            .await?;
-        self.check_sold_out_flag(&asked).await?;
+        // What steps 7–12 take, made only for a request that gets that far (or a holder's
+        // that a local refusal sends through his windows first).
+        let claim = || {
+            Arc::new(Claimed {
+                switches: snapshot.clone(),
+                ip: client,
+                client: client.to_string(),
+                challenge_id: purchase.challenge_id.clone(),
+                challenge_answer: purchase.answer,
+                order: target.pre_order(user_id, request_id, &purchase, switches),
+            })
+        };
+        self.check_phase(
+            switches,
+            &activity,
+            &target,
+            purchase.quantity,
+            &asked,
+            &claim,
+        )
+        .await?;
+        self.check_sold_out_flag(&asked, &claim).await?;
         let key = self.redis.request_key(asked.sale, user_id, request_id);
         let first = match self.running.enter(key) {
             Entry::First(first) => first,
@@ -550,14 +570,7 @@ impl Funnel {
                 return Err(answer.unwrap_or_else(in_progress));
             }
         };
-        let claimed = Arc::new(Claimed {
-            switches: snapshot.clone(),
-            ip: client,
-            client: client.to_string(),
-            challenge_id: purchase.challenge_id.clone(),
-            challenge_answer: purchase.answer,
-            order: target.pre_order(user_id, request_id, &purchase, switches),
-        });
+        let claimed = claim();
         let funnel = Arc::clone(self);
         let (reply, answered) = tokio::sync::oneshot::channel();
         tokio::spawn(path::carried(
@@ -705,6 +718,7 @@ impl Funnel {
         target: &Target,
         quantity: i64,
         asked: &Asked<'_>,
+        claim: &(dyn Fn() -> Arc<Claimed> + Sync),
     ) -> Passed<()> {
         let now = phase(
             activity.starts_at,
@@ -717,7 +731,11 @@ impl Funnel {
             Some(refusal) if now == Phase::Upcoming => {
                 return Err(self.counts.stop(Stage::Phase, refusal))
             }
-            Some(refusal) => return Err(self.unless_replay(Stage::Phase, refusal, asked).await),
+            Some(refusal) => {
+                return Err(self
+                    .unless_replay(Stage::Phase, refusal, asked, claim)
+                    .await)
+            }
         }
         if !valid_quantity(quantity, target.per_user_limit) {
             return Err(self.counts.stop_with(
@@ -732,11 +750,15 @@ impl Funnel {
 
     /// Step 6: an item this instance saw sell out is refused without asking Redis, unless
     /// the buyer holds some of it.
-    async fn check_sold_out_flag(&self, asked: &Asked<'_>) -> Passed<()> {
+    async fn check_sold_out_flag(
+        &self,
+        asked: &Asked<'_>,
+        claim: &(dyn Fn() -> Arc<Claimed> + Sync),
+    ) -> Passed<()> {
         let sale = asked.sale;
         if self.catalogue.is_sold_out(sale.activity.0, sale.item.0) {
             return Err(self
-                .unless_replay(Stage::SoldOutFlag, Outcome::SoldOut, asked)
+                .unless_replay(Stage::SoldOutFlag, Outcome::SoldOut, asked, claim)
                 .await);
         }
         self.counts.pass(Stage::SoldOutFlag);
@@ -746,11 +768,19 @@ impl Funnel {
     /// A local refusal at `stage`, unless the buyer holds units of the item and his request
     /// id has an answer stored (or answered here, on its way to Redis), or an order in
     /// PostgreSQL: then that answer, byte for byte.
-    async fn unless_replay(&self, stage: Stage, refusal: Outcome, asked: &Asked<'_>) -> Answer {
-        let degraded = |what: &str, error: redis::RedisError| {
-            quiet!(warn, "buy.replay_lookup", error = %error, what, "a holder's replay could not be looked up");
-            self.counts.stop(stage, Outcome::Degraded)
-        };
+    ///
+    /// The stored answer is looked up by the buy script's windows step (`claim` makes the
+    /// request as the script takes it): a replay is answered before any window, so it is
+    /// never refused; a fresh request id goes through the buyer's windows and counts in
+    /// them like any buy, and only one they admit costs a PostgreSQL query. A holder sending
+    /// fresh ids cannot spend more of the pool than his window allows.
+    async fn unless_replay(
+        &self,
+        stage: Stage,
+        refusal: Outcome,
+        asked: &Asked<'_>,
+        claim: &(dyn Fn() -> Arc<Claimed> + Sync),
+    ) -> Answer {
         let key = self
             .redis
             .request_key(asked.sale, asked.user_id, asked.request_id);
@@ -761,19 +791,17 @@ impl Funnel {
         match self.holders.holds(asked.sale, asked.user_id).await {
             Ok(false) => return self.counts.stop(stage, refusal),
             Ok(true) => {}
-            Err(error) => return degraded("holder set", error),
-        }
-        match self.redis.get_bytes(&key).await {
-            Ok(Some(stored)) => {
-                self.counts.count(Stage::Idempotency, Mark::Replay);
-                self.replay(&stored)
+            Err(error) => {
+                quiet!(warn, "buy.replay_lookup", error = %error, "a holder's replay could not be looked up");
+                return self.counts.stop(stage, Outcome::Degraded);
             }
-            Ok(None) => {
-                self.unless_ordered(asked, stage, || self.counts.stop(stage, refusal))
-                    .await
-            }
-            Err(error) => degraded("stored answer", error),
         }
+        let claimed = claim();
+        if let Err(answer) = self.script(&claimed, &claimed.call(), Steps::Windows).await {
+            return answer;
+        }
+        self.unless_ordered(asked, stage, || self.counts.stop(stage, refusal))
+            .await
     }
 
     /// A holder refused with no answer stored under his request id may still have won with

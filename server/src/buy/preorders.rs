@@ -112,9 +112,10 @@ pub(crate) enum Verdict {
     Written,
     /// The database allocation refused it: no stock left there, or the buyer's limit.
     Refused(Refusal),
-    /// The buyer used its request id for an order before (`Some`: that order, committed
-    /// earlier; `None`: an earlier member of the same batch). Its request was claimed
-    /// twice, so this member is not written; its deduction is owed back.
+    /// The buyer used its request id for an order of the same item before (`Some`: that
+    /// order, committed earlier; `None`: an earlier member of the same batch). Its request
+    /// was claimed twice, so this member is not written; its deduction is owed back.
+    /// The same id for another item or activity is another request, never a duplicate.
     Duplicate(Option<Uuid>),
     /// A void took its order id first: it will never commit, and whoever voided it gives
     /// its deduction back.
@@ -531,8 +532,8 @@ where
 
 /// Every member written as it came, with its group's outbox row, the item's
 /// `allocated` and the buyers' holdings, in one statement (its own transaction). A member
-/// whose request id has an order already is skipped and reported. The item row is locked
-/// before the buyer rows, as in every transaction that moves both (`allocate_preorders`,
+/// whose request id has an order of its item already is skipped and reported. The item row
+/// is locked before the buyer rows, as in every transaction that moves both (`allocate_preorders`,
 /// `orders::release`), so that none of them waits for this one while holding the row it
 /// waits for: PostgreSQL promises no order among the writes of a statement (it runs the
 /// ones the main query does not read after it, the last listed first), so the holdings
@@ -560,7 +561,7 @@ async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>,
              SELECT id, activity_id, item_id, user_id, quantity, amount_cents, 'PRE_CREATED',
                     request_id, outbox_event_id
              FROM m ORDER BY member
-             ON CONFLICT (user_id, request_id) DO NOTHING
+             ON CONFLICT (user_id, request_id, activity_id, item_id) DO NOTHING
              RETURNING id
          ), stock AS (
              UPDATE activity_items ai SET allocated = ai.allocated + b.units
@@ -593,7 +594,8 @@ async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>,
                 -- looks the order up, where a join looked every member up.
                 (SELECT earlier.id FROM orders earlier
                  WHERE written.id IS NULL
-                   AND earlier.user_id = m.user_id AND earlier.request_id = m.request_id)
+                   AND earlier.user_id = m.user_id AND earlier.request_id = m.request_id
+                   AND earlier.activity_id = m.activity_id AND earlier.item_id = m.item_id)
          FROM m LEFT JOIN written USING (id)
          ORDER BY m.member",
         arguments,

@@ -2,7 +2,12 @@
 
 use prometheus::{Histogram, IntGauge};
 use secrecy::ExposeSecret;
-use sqlx::{pool::PoolConnection, postgres::PgPoolOptions, PgPool, Postgres, Transaction};
+use sqlx::{
+    migrate::{MigrateError, Migrator},
+    pool::PoolConnection,
+    postgres::PgPoolOptions,
+    PgPool, Postgres, Transaction,
+};
 use std::{
     future::Future,
     time::{Duration, Instant},
@@ -11,7 +16,12 @@ use std::{
 use crate::infra::{config::Settings, metrics::Metrics};
 
 /// The schema of `migrations/`, compiled into the binary.
-pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+static MIGRATIONS: Migrator = sqlx::migrate!("../migrations");
+
+/// The advisory lock under which one instance at a time migrates the database ("seckillm").
+const MIGRATION_LOCK: i64 = 0x7365_636b_696c_6c6d;
+/// How often an instance asks again for the migration lock while another holds it.
+const MIGRATION_LOCK_POLL: Duration = Duration::from_millis(200);
 
 pub(crate) async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
     PgPoolOptions::new()
@@ -69,8 +79,37 @@ impl MeteredPool {
     }
 }
 
-pub(crate) async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(pool).await
+/// Applies the migrations this database lacks, one instance at a time. The lock is asked for
+/// again and again rather than waited on (sqlx's own lock waits inside `pg_advisory_lock`): a
+/// migration that builds an index concurrently waits for every transaction with an older
+/// snapshot, a statement waiting for that lock included, while that statement waits for the
+/// lock the builder holds. PostgreSQL breaks such a deadlock by failing one of them, and a
+/// failed concurrent build leaves an invalid index. Between two asks an instance holds no
+/// snapshot.
+pub(crate) async fn migrate(pool: &PgPool) -> Result<(), MigrateError> {
+    let mut connection = pool.acquire().await?;
+    while !sqlx::query_scalar::<_, bool>("SELECT pg_try_advisory_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .fetch_one(&mut *connection)
+        .await?
+    {
+        tokio::time::sleep(MIGRATION_LOCK_POLL).await;
+    }
+    let migrator = Migrator {
+        migrations: MIGRATIONS.migrations.clone(),
+        locking: false,
+        ..Migrator::DEFAULT
+    };
+    let migrated = migrator.run(&mut *connection).await;
+    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *connection)
+        .await;
+    if unlocked.is_err() {
+        // The lock lasts as long as its session: a connection that kept it is not reused.
+        connection.close_on_drop();
+    }
+    migrated
 }
 
 /// A text column that holds one of an enum's names, as the enum. Any other text is data this

@@ -288,10 +288,6 @@ impl RedisStore {
         pipe.query_async(&mut self.connection()).await
     }
 
-    pub(crate) async fn get_bytes(&self, key: &str) -> RedisResult<Option<Vec<u8>>> {
-        self.connection().get(key).await
-    }
-
     /// Reads and deletes a key in one step (GETDEL), for one-shot values.
     pub(crate) async fn take_bytes(&self, key: &str) -> RedisResult<Option<Vec<u8>>> {
         self.connection().get_del(key).await

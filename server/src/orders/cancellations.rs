@@ -7,9 +7,12 @@ use sqlx::PgPool;
 use std::time::Duration;
 use uuid::Uuid;
 
-use crate::orders::{
-    release::{self as stock, Released},
-    status::OrderStatus,
+use crate::{
+    orders::{
+        release::{self as stock, Released},
+        status::OrderStatus,
+    },
+    payment::store::{self as payments, Trade},
 };
 
 /// Units of a cancelled order that Redis is owed (its restore-journal row).
@@ -54,25 +57,52 @@ pub(crate) async fn timeout_view(
     .transpose()
 }
 
-/// Cancels an `UNPAID` order in one transaction: the status guard, the restore-journal row
-/// (the order id is its key), and the DB stock move of `stock::release`. `None` when the
-/// order was not `UNPAID` any more or its stock went back before: nothing changed then.
-pub(crate) async fn cancel_unpaid(
-    pool: &PgPool,
-    order_id: Uuid,
-) -> Result<Option<GiveBack>, sqlx::Error> {
+/// What the cancel of an overdue order did.
+#[derive(Clone, Debug)]
+pub(crate) enum Cancel {
+    /// Cancelled, its DB stock moved: Redis is owed its units.
+    Cancelled(GiveBack),
+    /// A trade opened before the deadline had been paid: not cancelled, the payment is to be
+    /// recorded.
+    Paid(Trade),
+    /// Not `UNPAID` any more, not past its deadline, or its stock went back before: nothing
+    /// changed.
+    Unchanged,
+}
+
+/// Cancels an `UNPAID` order past its deadline (by the database's clock) in one transaction:
+/// the order row locked, the order's pending trades closed (a paid one stops the cancel), the
+/// status moved, the restore-journal row (the order id is its key), and the DB stock move of
+/// `stock::release`.
+///
+/// The row lock is what makes a trade and the cancel exclusive: a trade is opened only under
+/// the same row, shared, for an order `UNPAID` before its deadline (`payment::store::
+/// open_trade`). Every trade opened before this lock is committed and closed (or found paid)
+/// here; every one asked for after it finds the order cancelled.
+pub(crate) async fn cancel_unpaid(pool: &PgPool, order_id: Uuid) -> Result<Cancel, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let cancelled: Option<Released> = sqlx::query_as(
+    let overdue: Option<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM orders WHERE id = $1 AND status = 'UNPAID' AND pay_deadline <= now()
+         FOR NO KEY UPDATE",
+    )
+    .bind(order_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if overdue.is_none() {
+        return Ok(Cancel::Unchanged);
+    }
+    if let Some(paid) = payments::close_unless_paid(&mut tx, order_id).await? {
+        // Rolled back: the payment is recorded under the row's lock of its own.
+        return Ok(Cancel::Paid(paid));
+    }
+    let order: Released = sqlx::query_as(
         "UPDATE orders SET status = 'CANCELLED', updated_at = now()
          WHERE id = $1 AND status = 'UNPAID'
          RETURNING id AS order_id, activity_id, item_id, user_id, quantity",
     )
     .bind(order_id)
-    .fetch_optional(&mut *tx)
+    .fetch_one(&mut *tx)
     .await?;
-    let Some(order) = cancelled else {
-        return Ok(None);
-    };
     debug_assert!(OrderStatus::Unpaid.may_become(OrderStatus::Cancelled));
     let journaled = sqlx::query(
         "INSERT INTO stock_restore_journal (order_id, activity_id, item_id, quantity)
@@ -88,7 +118,7 @@ pub(crate) async fn cancel_unpaid(
     if journaled == 0 {
         // Its stock went back already; moving it again would oversell.
         quiet!(warn, "orders.cancel_journaled", %order_id, "unpaid order already has a restore-journal row; not cancelled");
-        return Ok(None);
+        return Ok(Cancel::Unchanged);
     }
     // The create-order consumer counted an UNPAID order as sold.
     let seats = stock::release(&mut tx, &order, true).await?;
@@ -98,7 +128,7 @@ pub(crate) async fn cancel_unpaid(
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
-    Ok(Some(GiveBack {
+    Ok(Cancel::Cancelled(GiveBack {
         order_id: order.order_id,
         activity_id: order.activity_id,
         item_id: order.item_id,

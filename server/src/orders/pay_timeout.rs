@@ -6,11 +6,12 @@
 //! * the leader's scanner, for orders whose message was lost (overdue by more than a grace),
 //!   which also retries Redis give-backs that failed.
 //!
-//! The cancel is one PostgreSQL transaction (status guard, restore-journal row keyed by the
-//! order id, DB stock move); Redis is given back after the commit, by a script that
-//! remembers the order id, so neither a duplicated message nor a retried give-back can
-//! restore twice. A give-back that keeps failing is left with `redis_restored_at` NULL for
-//! the scanner to retry.
+//! The cancel is one PostgreSQL transaction (the order row locked, its trades closed under
+//! it, status guard, restore-journal row keyed by the order id, DB stock move), so that a
+//! trade opened under the same row and the cancel never both win. Redis is given back after
+//! the commit, by a script that remembers the order id, so neither a duplicated message nor
+//! a retried give-back can restore twice. A give-back that keeps failing is left with
+//! `redis_restored_at` NULL for the scanner to retry.
 
 use crate::buy::stock_scripts::Holding;
 use crate::infra::quiet_log::quiet;
@@ -25,7 +26,7 @@ use uuid::Uuid;
 
 use crate::{
     orders::{
-        cancellations::{self, GiveBack},
+        cancellations::{self, Cancel, GiveBack},
         mq::{
             batch::requeue,
             consume::{consume_forever, BatchHandler, ConsumerSpec, QuietWarnings},
@@ -106,45 +107,46 @@ pub async fn settle_overdue(
             ms_to_deadline.unsigned_abs(),
         )));
     }
-    // After this answer no money can arrive for the order: open trades are closed.
-    match state.payment.close_unless_paid(order_id).await? {
+    // After this answer no money can arrive for the order through a trade opened so far; one
+    // opened since, before the deadline, is closed (or found paid) under the order row.
+    let (trade_no, amount_cents) = match state.payment.close_unless_paid(order_id).await? {
         PaymentState::Paid {
             trade_no,
             amount_cents,
-        } => {
-            tracing::info!(%order_id, %trade_no, "paid at the center before its callback came");
-            let recorded = payment::record_payment(
-                &state.db,
-                &state.metrics,
-                order_id,
-                amount_cents,
-                "timeout_check",
-            )
-            .await?;
-            match recorded {
-                Recorded::Applied { effect, .. } => match Settled::of(effect) {
-                    Some(_) => Ok(Verdict::PaidAtCenter),
-                    None => Ok(Verdict::NothingToDo),
-                },
-                Recorded::AmountMismatch { order_amount_cents } => anyhow::bail!(
-                    "order {order_id} costs {order_amount_cents} cents but the center holds {amount_cents}; left for review"
-                ),
-                Recorded::NoOrder => Ok(Verdict::NothingToDo),
-            }
-        }
+        } => (trade_no, amount_cents),
         PaymentState::Unpaid => match cancellations::cancel_unpaid(&state.db, order_id).await? {
             // Paid or cancelled by someone else in the meantime.
-            None => Ok(Verdict::NothingToDo),
-            Some(give_back) => {
+            Cancel::Unchanged => return Ok(Verdict::NothingToDo),
+            Cancel::Cancelled(give_back) => {
                 state
                     .metrics
                     .order_cancellations
                     .with_label_values(&[trigger.label()])
                     .inc();
                 let given_back = give_back_to_redis(state, &give_back).await;
-                Ok(Verdict::Cancelled { given_back })
+                return Ok(Verdict::Cancelled { given_back });
             }
+            Cancel::Paid(trade) => (trade.trade_no, trade.amount_cents),
         },
+    };
+    tracing::info!(%order_id, %trade_no, "paid at the center before its callback came");
+    let recorded = payment::record_payment(
+        &state.db,
+        &state.metrics,
+        order_id,
+        amount_cents,
+        "timeout_check",
+    )
+    .await?;
+    match recorded {
+        Recorded::Applied { effect, .. } => match Settled::of(effect) {
+            Some(_) => Ok(Verdict::PaidAtCenter),
+            None => Ok(Verdict::NothingToDo),
+        },
+        Recorded::AmountMismatch { order_amount_cents } => anyhow::bail!(
+            "order {order_id} costs {order_amount_cents} cents but the center holds {amount_cents}; left for review"
+        ),
+        Recorded::NoOrder => Ok(Verdict::NothingToDo),
     }
 }
 

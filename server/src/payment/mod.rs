@@ -44,12 +44,44 @@ pub(crate) enum PaymentState {
 #[error("the payment center failed: {0}")]
 pub(crate) struct GatewayError(#[source] pub anyhow::Error);
 
+/// Why an order takes no new trade, decided under its row on the database's clock.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Unpayable {
+    /// Not `UNPAID`: the status it is in.
+    #[error("an order in state {0} cannot be paid")]
+    Status(String),
+    #[error("the order's pay deadline has passed")]
+    DeadlinePassed,
+}
+
+impl Unpayable {
+    /// The code the pay route answers it with (409).
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            Self::Status(_) => "ORDER_NOT_PAYABLE",
+            Self::DeadlinePassed => "PAY_DEADLINE_PASSED",
+        }
+    }
+}
+
+/// Why no trade was started.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    #[error(transparent)]
+    Unpayable(#[from] Unpayable),
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+}
+
 /// A payment center as the order system sees it.
 #[async_trait::async_trait]
 pub(crate) trait PaymentGateway: Send + Sync {
     /// Starts paying `order`; returns its trade number. An order with an open trade gets
-    /// that trade again, so a repeated pay never charges twice.
-    async fn start_trade(&self, order: Payable) -> Result<String, GatewayError>;
+    /// that trade again, so a repeated pay never charges twice. A trade is opened only for
+    /// an order `UNPAID` with its deadline ahead, decided under the order row on the
+    /// database's clock, never checked first and written after: the pay timeout cancels
+    /// under the same row, so a new trade and the cancel never both win.
+    async fn start_trade(&self, order: Payable) -> Result<String, StartError>;
 
     /// The order's payment state, final: unless it is paid, its open trades are closed
     /// first so no money can arrive for it afterwards (the "close trade" call real centers

@@ -18,10 +18,9 @@ use crate::buy::routes::buyer;
 use crate::{
     error::{ApiError, ApiResult},
     infra::route_table::RouteTable,
-    orders::status::OrderStatus,
     payment::{
         notice::{self, Accepted, Refused},
-        signature, Payable, Settled,
+        signature, Payable, Settled, StartError,
     },
     state::AppState,
 };
@@ -38,7 +37,10 @@ struct TradeStarted {
 }
 
 /// Starts paying the caller's order; paying again returns the same open trade. Anyone
-/// else's order answers 404, like one that does not exist.
+/// else's order answers 404, like one that does not exist. Whether the order can be paid
+/// (`UNPAID`, before its deadline) is decided where the trade is opened, under the order
+/// row: a check here first would be a check then an insert, open to the pay timeout
+/// cancelling in between.
 async fn pay(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -49,22 +51,6 @@ async fn pay(
     let order = crate::orders::buyer::owned_order(&state.db, id, user_id)
         .await?
         .ok_or(ApiError::NotFound("order"))?;
-    if OrderStatus::parse(&order.status) != Some(OrderStatus::Unpaid) {
-        return Err(ApiError::Conflict {
-            code: "ORDER_NOT_PAYABLE",
-            message: format!("an order in state {} cannot be paid", order.status),
-        });
-    }
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    if order
-        .pay_deadline_ms
-        .is_some_and(|deadline| deadline <= now_ms)
-    {
-        return Err(ApiError::Conflict {
-            code: "PAY_DEADLINE_PASSED",
-            message: "the order's pay deadline has passed".into(),
-        });
-    }
     let trade_no = state
         .payment
         .start_trade(Payable {
@@ -72,7 +58,13 @@ async fn pay(
             amount_cents: order.amount_cents,
         })
         .await
-        .map_err(|error| ApiError::Unavailable(error.into()))?;
+        .map_err(|error| match error {
+            StartError::Unpayable(unpayable) => ApiError::Conflict {
+                code: unpayable.code(),
+                message: unpayable.to_string(),
+            },
+            StartError::Gateway(error) => ApiError::Unavailable(error.into()),
+        })?;
     Ok(Json(TradeStarted { trade_no }))
 }
 

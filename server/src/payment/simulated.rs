@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use crate::payment::{
     signature, status::TradeStatus, GatewayError, PayNotice, Payable, PaymentGateway, PaymentState,
+    StartError,
 };
 use crate::{
     infra::{config::PaymentSettings, metrics::Metrics},
@@ -88,12 +89,12 @@ fn retry_wait(attempt: u32) -> Duration {
 
 #[async_trait::async_trait]
 impl PaymentGateway for SimulatedCenter {
-    async fn start_trade(&self, order: Payable) -> Result<String, GatewayError> {
+    async fn start_trade(&self, order: Payable) -> Result<String, StartError> {
         let candidate = format!("SIM{}", Uuid::new_v4().simple());
         let (trade, created) =
             payments::open_trade(&self.0.db, order.order_id, order.amount_cents, &candidate)
                 .await
-                .map_err(|e| GatewayError(e.into()))?;
+                .map_err(|e| GatewayError(e.into()))??;
         if created {
             tokio::spawn(self.0.clone().settle(trade.trade_no.clone()));
         }
@@ -101,9 +102,9 @@ impl PaymentGateway for SimulatedCenter {
     }
 
     async fn close_unless_paid(&self, order_id: Uuid) -> Result<PaymentState, GatewayError> {
-        let paid = payments::close_unless_paid(&self.0.db, order_id)
-            .await
-            .map_err(|e| GatewayError(e.into()))?;
+        let closed =
+            async { payments::close_unless_paid(&mut *self.0.db.acquire().await?, order_id).await };
+        let paid = closed.await.map_err(|e| GatewayError(e.into()))?;
         Ok(match paid {
             Some(trade) => PaymentState::Paid {
                 trade_no: trade.trade_no,

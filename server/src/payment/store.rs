@@ -3,15 +3,17 @@
 //!
 //! A payment moves the order under the order row's lock and a status guard, and the
 //! pay-timeout cancel guards on the same row, so when both race exactly one of them wins
-//! and the other sees its result.
+//! and the other sees its result. Opening a trade holds the same row, shared, until the
+//! trade is committed: the cancel, which closes the order's trades under the row, sees
+//! every trade opened before it, and none is opened after it.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::{
     orders::status::{payment_effect, OrderStatus, PaymentEffect},
-    payment::status::TradeStatus,
+    payment::{status::TradeStatus, Unpayable},
 };
 
 /// One trade of the payment center.
@@ -43,13 +45,34 @@ fn trade(row: TradeRow) -> Result<Trade, sqlx::Error> {
 
 /// The order's open trade (pending or paid); a new pending one numbered `trade_no` if it has
 /// none. The flag says whether this call created it (only then does anyone settle it).
+/// `Unpayable` unless the order is `UNPAID` with its deadline ahead.
+///
+/// One transaction under the order row's share lock, the order's state read on the
+/// database's clock: a cancel waits for the trade's commit and then closes it, and a trade
+/// asked for after a cancel finds the order cancelled. The share lock lets two pays of one
+/// order go on together: the unique open trade decides between them.
 pub(crate) async fn open_trade(
     pool: &PgPool,
     order_id: Uuid,
     amount_cents: i64,
     trade_no: &str,
-) -> Result<(Trade, bool), sqlx::Error> {
-    // Two rounds at most: an open trade found by the insert can close before the read.
+) -> Result<Result<(Trade, bool), Unpayable>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    // An order without a deadline is never cancelled by the timeout: payable.
+    let (status, ahead): (String, bool) = sqlx::query_as(
+        "SELECT status, COALESCE(pay_deadline > now(), true) FROM orders WHERE id = $1 FOR SHARE",
+    )
+    .bind(order_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    if OrderStatus::parse(&status) != Some(OrderStatus::Unpaid) {
+        return Ok(Err(Unpayable::Status(status)));
+    }
+    if !ahead {
+        return Ok(Err(Unpayable::DeadlinePassed));
+    }
+    // Two rounds at most: an open trade found by the insert can close (its center failed it)
+    // before the read.
     for _ in 0..2 {
         let created: Option<TradeRow> = sqlx::query_as(&format!(
             "INSERT INTO payment_trades (trade_no, order_id, amount_cents, status)
@@ -60,19 +83,23 @@ pub(crate) async fn open_trade(
         .bind(trade_no)
         .bind(order_id)
         .bind(amount_cents)
-        .fetch_optional(pool)
+        .fetch_optional(&mut *tx)
         .await?;
-        if let Some(row) = created {
-            return Ok((trade(row)?, true));
-        }
-        let open: Option<TradeRow> = sqlx::query_as(&format!(
-            "SELECT {TRADE_COLUMNS} FROM payment_trades WHERE order_id = $1 AND status <> 'failed'"
-        ))
-        .bind(order_id)
-        .fetch_optional(pool)
-        .await?;
-        if let Some(row) = open {
-            return Ok((trade(row)?, false));
+        let found = match created {
+            Some(row) => Some((trade(row)?, true)),
+            None => {
+                let open: Option<TradeRow> = sqlx::query_as(&format!(
+                    "SELECT {TRADE_COLUMNS} FROM payment_trades WHERE order_id = $1 AND status <> 'failed'"
+                ))
+                .bind(order_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                open.map(trade).transpose()?.map(|open| (open, false))
+            }
+        };
+        if let Some(found) = found {
+            tx.commit().await?;
+            return Ok(Ok(found));
         }
     }
     Err(sqlx::Error::Protocol(format!(
@@ -100,25 +127,26 @@ pub(crate) async fn settle_trade(
     row.map(trade).transpose()
 }
 
-/// Closes the order's pending trades (as `failed`), then reads its paid trade, if any.
+/// Closes the order's pending trades (as `failed`), then reads its paid trade, if any; on
+/// `connection`, so that the cancel can do it inside its transaction, under the order row.
 ///
 /// Two statements on purpose: the update waits for a settlement in flight on the same row,
 /// and only a statement started after it sees that settlement's `paid`.
 pub(crate) async fn close_unless_paid(
-    pool: &PgPool,
+    connection: &mut PgConnection,
     order_id: Uuid,
 ) -> Result<Option<Trade>, sqlx::Error> {
     sqlx::query(
         "UPDATE payment_trades SET status = 'failed' WHERE order_id = $1 AND status = 'pending'",
     )
     .bind(order_id)
-    .execute(pool)
+    .execute(&mut *connection)
     .await?;
     let row: Option<TradeRow> = sqlx::query_as(&format!(
         "SELECT {TRADE_COLUMNS} FROM payment_trades WHERE order_id = $1 AND status = 'paid'"
     ))
     .bind(order_id)
-    .fetch_optional(pool)
+    .fetch_optional(&mut *connection)
     .await?;
     row.map(trade).transpose()
 }

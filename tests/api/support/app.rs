@@ -96,6 +96,16 @@ fn snapshot_path() -> std::path::PathBuf {
         .join(format!("{}.json", Uuid::new_v4().simple()))
 }
 
+/// The settings of another instance of the deployment `settings` describe: same database,
+/// Redis, AMQP and etcd prefixes; its own port, node id and switch snapshot.
+pub(crate) fn sibling_settings(settings: &Settings) -> Settings {
+    let mut settings = Settings::clone(settings);
+    settings.bind = "127.0.0.1:0".parse().expect("address");
+    settings.control.node_id = None;
+    settings.control.snapshot_path = snapshot_path();
+    settings
+}
+
 /// An instance of the deployment `settings` describe (from [`isolated_settings`], adjusted),
 /// for a test that must start something else of the deployment first.
 pub(crate) async fn serve(settings: Settings) -> TestApp {
@@ -125,10 +135,7 @@ impl TestApp {
     /// Another instance of the same deployment: same database, Redis, AMQP and etcd
     /// prefixes; its own port, node id and switch snapshot.
     pub(crate) async fn spawn_sibling(&self, adjust: impl FnOnce(&mut Settings)) -> TestApp {
-        let mut settings = Settings::clone(&self.state.settings);
-        settings.bind = "127.0.0.1:0".parse().expect("address");
-        settings.control.node_id = None;
-        settings.control.snapshot_path = snapshot_path();
+        let mut settings = sibling_settings(&self.state.settings);
         adjust(&mut settings);
         serve(settings).await
     }

@@ -119,22 +119,46 @@ pub(crate) async fn upcoming_activity(
     merchant: &Caller,
     listing: &Listing<'_>,
 ) -> Sale {
+    upcoming_activity_of(app, merchant, listing, 1).await[0]
+}
+
+/// `count` items of a merchant, each listed alike, in one activity starting in an hour, not
+/// pre-warmed.
+async fn upcoming_activity_of(
+    app: &TestApp,
+    merchant: &Caller,
+    listing: &Listing<'_>,
+    count: usize,
+) -> Vec<Sale> {
     let kind = if listing.seats.is_empty() {
         "standard"
     } else {
         "seated"
     };
-    let (status, item) = json(
-        app.post_json(
-            "/admin/api/items",
-            Some(merchant),
-            &json!({ "name": format!("{} item", listing.title), "price_cents": listing.price_cents }),
+    let mut items = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (status, item) = json(
+            app.post_json(
+                "/admin/api/items",
+                Some(merchant),
+                &json!({ "name": format!("{} item", listing.title), "price_cents": listing.price_cents }),
+            )
+            .await,
         )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 201, "{item}");
+        .await;
+        assert_eq!(status, 201, "{item}");
+        items.push(item["id"].as_i64().expect("item id"));
+    }
     let starts = chrono::Utc::now() + chrono::Duration::hours(1);
+    let listed: Vec<Value> = items
+        .iter()
+        .map(|item_id| {
+            json!({
+                "item_id": item_id, "stock": listing.stock,
+                "per_user_limit": listing.per_user_limit, "price_cents": listing.price_cents,
+            })
+        })
+        .collect();
     let (status, activity) = json(
         app.post_json(
             "/admin/api/activities",
@@ -142,20 +166,21 @@ pub(crate) async fn upcoming_activity(
             &json!({
                 "title": listing.title, "kind": kind, "pay_timeout_s": 900, "seats": listing.seats,
                 "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
-                "items": [{
-                    "item_id": item["id"], "stock": listing.stock,
-                    "per_user_limit": listing.per_user_limit, "price_cents": listing.price_cents,
-                }]
+                "items": listed,
             }),
         )
         .await,
     )
     .await;
     assert_eq!(status, 201, "{activity}");
-    Sale {
-        activity_id: activity["id"].as_i64().expect("id"),
-        item_id: item["id"].as_i64().expect("item id"),
-    }
+    let activity_id = activity["id"].as_i64().expect("id");
+    items
+        .into_iter()
+        .map(|item_id| Sale {
+            activity_id,
+            item_id,
+        })
+        .collect()
 }
 
 /// Pre-warms the sale's activity as `ops`.
@@ -206,6 +231,22 @@ pub(crate) async fn open_activity(
     .await;
     prewarm_and_open(app, &ops, &sale).await;
     sale
+}
+
+/// An activity of `count` items, each with `stock` units and `per_user_limit`, pre-warmed by
+/// ops, then opened.
+pub(crate) async fn open_sale_of(
+    app: &TestApp,
+    count: usize,
+    stock: i64,
+    per_user_limit: i64,
+) -> Vec<Sale> {
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let listing = Listing::storm(stock, per_user_limit, &[]);
+    let sales = upcoming_activity_of(app, &merchant, &listing, count).await;
+    prewarm_and_open(app, &ops, &sales[0]).await;
+    sales
 }
 
 /// One merchant's activity with one item (500 units at 9.90, five per buyer), upcoming.
