@@ -17,6 +17,7 @@
 
 pub mod dashboard;
 pub mod hotkeys;
+pub mod proxies;
 pub mod sale_page;
 mod summary;
 
@@ -221,6 +222,8 @@ struct Funnel<'a> {
     perf: bool,
     ticks_per_s: f64,
     server: Option<Daemon>,
+    /// Loads carry an `X-Forwarded-For` per buyer, as behind a balancer (`proxies`).
+    forwarded_for: bool,
     activity: i64,
     measurements: Vec<Measurement>,
     failures: Vec<String>,
@@ -279,6 +282,7 @@ impl<'a> Funnel<'a> {
             perf,
             ticks_per_s: cpu::ticks_per_second(),
             server: None,
+            forwarded_for: false,
             activity: 0,
             measurements: Vec::new(),
             failures: Vec::new(),
@@ -859,6 +863,9 @@ impl<'a> Funnel<'a> {
             .args(["--item", &item.to_string()])
             .args(["--concurrency", &in_flight.to_string()])
             .args(["--duration-s", &max_s.to_string(), "--json"]);
+        if self.forwarded_for {
+            command.arg("--forwarded-for");
+        }
         command
     }
 

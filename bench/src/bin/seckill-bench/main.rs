@@ -14,6 +14,8 @@
 //! * `salepage`: GETs of a published sale page against `/healthz`, same load, same server;
 //! * `hotkeys`: how fast two instances both refuse a buyer hot only in their sum, and the
 //!   sold-out storm and success path with hot-key detection on against off;
+//! * `proxies`: the sold-out storm and success path with the client-address resolver in
+//!   (a trusted proxy's `X-Forwarded-For` per buyer) against out;
 //! * `all`: the first four, one after the other, so they never share the machine.
 //!
 //! Modules: the shared run bookkeeping (`run`), the BENCHMARKS.md block (`doc`), the
@@ -38,7 +40,7 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(
     name = "seckill-bench",
-    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, dashboard, salepage, hotkeys, or all"
+    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, dashboard, salepage, hotkeys, proxies, or all"
 )]
 struct Cli {
     #[command(flatten)]
@@ -80,6 +82,8 @@ enum Bench {
     Salepage(funnel::sale_page::SalePageArgs),
     /// Hot-key detection latency over two instances, and its cost on the buy path.
     Hotkeys(funnel::hotkeys::HotKeysArgs),
+    /// The buy path with client addresses resolved behind a trusted proxy against without.
+    Proxies(funnel::proxies::ProxiesArgs),
     /// funnel, then pipeline, then control, then reconcile.
     All {
         #[command(flatten)]
@@ -105,6 +109,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Dashboard(args) => funnel::dashboard::run(common, args).await,
         Bench::Salepage(args) => funnel::sale_page::run(common, args).await,
         Bench::Hotkeys(args) => funnel::hotkeys::run(common, args).await,
+        Bench::Proxies(args) => funnel::proxies::run(common, args).await,
         Bench::All {
             funnel,
             pipeline,

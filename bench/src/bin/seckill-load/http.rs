@@ -134,6 +134,10 @@ impl Target {
         }
         .header("Authorization", &buyer.authorization)
         .header("X-Request-ID", Uuid::new_v4().to_string());
+        let request = match &buyer.forwarded_for {
+            Some(address) => request.header("X-Forwarded-For", address),
+            None => request,
+        };
         let result = exchange(self.endpoint, request).await;
         Sample {
             latency: since.elapsed(),

@@ -10,6 +10,16 @@ use secrecy::SecretString;
 pub struct Buyer {
     /// The whole `Authorization` header value, `Bearer <JWT>`.
     pub authorization: String,
+    /// The `X-Forwarded-For` a balancer in front would add for this buyer: an address of
+    /// its own in 10.0.0.0/8 (see [`forwarded_address`]), when the run asks for one.
+    pub forwarded_for: Option<String>,
+}
+
+/// The address a buyer reaches the balancer from, made up from its user id: distinct for
+/// 16 million buyers.
+pub fn forwarded_address(user_id: i64) -> String {
+    let [.., a, b, c] = user_id.to_be_bytes();
+    format!("10.{a}.{b}.{c}")
 }
 
 /// The fixed shape of a run, shared by every worker.
@@ -37,6 +47,8 @@ pub struct Shape {
     pub users: u64,
     pub retries_per_user: u64,
     pub request_cap: u64,
+    /// Each buyer's requests carry his own `X-Forwarded-For`.
+    pub forwarded: bool,
 }
 
 impl Plan {
@@ -50,6 +62,7 @@ impl Plan {
                 let token = seckill::identity::buyer_token::mint(secret, user_id, ttl)?;
                 Ok(Buyer {
                     authorization: format!("Bearer {token}"),
+                    forwarded_for: shape.forwarded.then(|| forwarded_address(user_id)),
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -106,6 +119,7 @@ mod tests {
             users,
             retries_per_user,
             request_cap,
+            forwarded: false,
         };
         Plan::new(shape, &"s".into(), chrono::Duration::hours(1)).expect("plan")
     }
@@ -132,5 +146,12 @@ mod tests {
     fn the_request_cap_can_end_the_run_before_the_budget() {
         assert_eq!(plan(3, 2, 4).limit(), 4);
         assert_eq!(plan(3, 2, u64::MAX).limit(), 6);
+    }
+
+    #[test]
+    fn forwarded_addresses_are_distinct_per_buyer() {
+        assert_eq!(forwarded_address(1), "10.0.0.1");
+        assert_eq!(forwarded_address(70_000), "10.1.17.112");
+        assert_ne!(forwarded_address(256), forwarded_address(1));
     }
 }
