@@ -7,6 +7,7 @@ use futures::{stream, StreamExt};
 use seckill::{
     buy::stock_scripts::{BuyCall, Holding, Steps, Windows},
     infra::config::{AsyncMode, Settings},
+    reconcile::service::ActivityLock,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -495,6 +496,39 @@ async fn an_order_answered_under_record_is_never_failed_by_the_leader() {
             .all(|action| action == "flagged"),
         "the leader only flagged it"
     );
+}
+
+#[tokio::test]
+async fn a_repair_lock_whose_holder_is_cancelled_is_free_for_another_connection() {
+    let app = spawn_app_with(|_| {}).await;
+    let activity = 42;
+    // A holder that takes the lock and then waits for ever; dropped once it holds it, as a
+    // request whose client hung up, or a task aborted, drops its future.
+    let (held, holds) = tokio::sync::oneshot::channel();
+    let mut holder = Box::pin(async {
+        let lock = ActivityLock::wait(&app.db, activity, Duration::ZERO)
+            .await
+            .expect("database")
+            .expect("the lock is free");
+        held.send(()).expect("the test waits");
+        std::future::pending::<()>().await;
+        lock.release().await;
+    });
+    tokio::select! {
+        () = &mut holder => unreachable!("the holder never finishes"),
+        answer = holds => answer.expect("the holder took the lock"),
+    }
+    drop(holder);
+    // Another repair, on a connection of another pool, gets it within a bounded wait.
+    let other = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with((*app.db.connect_options()).clone())
+        .await
+        .expect("another pool");
+    let taken = ActivityLock::wait(&other, activity, Duration::from_secs(5))
+        .await
+        .expect("database");
+    assert!(taken.is_some(), "the cancelled holder's lock was released");
 }
 
 #[tokio::test]
