@@ -730,7 +730,7 @@ async fn etcd_without_quorum_mid_storm_refuses_flips_and_serves_every_buyer() {
     let sale = open_sale(&app, STOCK, 1).await;
     let ops = app.caller(Role::Ops, None).await;
     let harmless = serde_json::json!({ "value": "4096", "reason": "without quorum" });
-    let audited = app.count("switch_audit").await;
+    let audited = app.count("switch_audit WHERE state = 'applied'").await;
     let storm = survives(
         &app,
         &sale,
@@ -756,9 +756,14 @@ async fn etcd_without_quorum_mid_storm_refuses_flips_and_serves_every_buyer() {
     .await;
     no_buyer_failed(&storm);
     assert_eq!(
-        app.count("switch_audit").await,
+        app.count("switch_audit WHERE state = 'applied'").await,
         audited,
-        "the refused flip left no trace"
+        "the refused flip is in force nowhere"
+    );
+    assert_eq!(
+        app.count("switch_audit WHERE state = 'failed'").await,
+        1,
+        "the refused flip is audited as failed"
     );
     // Quorum back (once the members have elected a leader and the client reconnected):
     // flips land again.
