@@ -38,8 +38,9 @@ fn etcd_value(board: &SwitchBoard, path: &str) -> Option<String> {
         .clone()
 }
 
+/// Flips audited as in force (a refused one is audited `failed`).
 async fn flips_audited(app: &TestApp) -> i64 {
-    app.count("switch_audit").await
+    app.count("switch_audit WHERE state = 'applied'").await
 }
 
 #[tokio::test]
@@ -200,7 +201,12 @@ async fn an_unreachable_etcd_gets_a_banner_and_flips_are_refused() {
     assert_eq!(
         flips_audited(&app).await,
         0,
-        "a flip that did not land is not audited"
+        "a flip that did not land is not audited as in force"
+    );
+    assert_eq!(
+        app.count("switch_audit WHERE state = 'failed'").await,
+        1,
+        "the attempt is audited as failed"
     );
 }
 

@@ -10,6 +10,7 @@ use crate::support::{
     app::{json, spawn_app_with, TestApp},
     etcd::EtcdInstance,
     fixtures::{buy_body, open_sale, storm_settings, Caller},
+    proxy::{self, Proxy},
     wait,
 };
 use contract::Role;
@@ -790,4 +791,52 @@ async fn flips_are_audited_and_outside_writes_are_recorded_once_as_external() {
     assert_eq!(entries.len(), 5);
     let (status, _) = json(apps[1].get("/admin/api/audit?page=0", Some(&sre)).await).await;
     assert_eq!(status, 400);
+}
+
+#[tokio::test]
+async fn a_flip_is_audited_before_it_reaches_etcd() {
+    let endpoints = Settings::load().expect("settings").etcd_endpoints;
+    let proxy = Proxy::start(&proxy::target_of(&endpoints[0])).await;
+    let through = proxy.http_address();
+    let app = spawn_app_with(|settings| settings.etcd_endpoints = vec![through]).await;
+    let ops = app.caller(Role::Ops, None).await;
+    // Etcd takes the write but its answer never comes back: until the call gives up, the
+    // instance knows no more than one that died right after the write.
+    proxy.lose_replies_after(b"switches/entry");
+    let closed = json!({ "value": "closed", "reason": "audit first" });
+    let flip = app.flip(&ops, "switches/entry", &closed, None);
+    let direct = Client::connect(&endpoints, None).await.expect("etcd");
+    let entry = key(&app, "switches/entry");
+    let audited_while_unanswered = wait::until(
+        "the flip in force in etcd with its audit row committed, pending",
+        wait::PATIENCE,
+        || {
+            let (mut direct, entry, app) = (direct.clone(), &entry, &app);
+            async move {
+                let in_etcd = direct
+                    .get(entry.as_str(), None)
+                    .await
+                    .expect("etcd")
+                    .kvs()
+                    .iter()
+                    .any(|kv| kv.value() == b"closed");
+                let states: Vec<String> = sqlx::query_scalar(
+                    "SELECT state FROM switch_audit
+                     WHERE path = 'switches/entry' AND new_value = 'closed'",
+                )
+                .fetch_all(&app.db)
+                .await
+                .unwrap_or_default();
+                if in_etcd && states == ["pending"] {
+                    Ok(())
+                } else {
+                    Err((in_etcd, states))
+                }
+            }
+        },
+    );
+    tokio::select! {
+        () = audited_while_unanswered => {}
+        answer = flip => panic!("the flip ended before its audit row was seen: {answer:?}"),
+    }
 }

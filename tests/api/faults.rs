@@ -597,6 +597,76 @@ async fn rabbitmq_killed_mid_storm_delays_orders_and_loses_none() {
     );
 }
 
+/// Whether the leader has judged one of the sale's answered pre-orders past
+/// `fail_stuck_after_s`: flagged it for a person, or failed it.
+async fn judged_past_the_limit(app: &TestApp, sale: &Sale) -> bool {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM reconciliation_findings f
+                        JOIN reconciliation_runs r ON r.id = f.run_id
+                        WHERE r.activity_id = $1 AND f.class = 'PREORDER_STUCK' AND f.action = 'flagged')
+             OR EXISTS (SELECT 1 FROM orders WHERE activity_id = $1 AND status = 'FAILED'
+                                                AND request_id NOT LIKE 'void:%')",
+    )
+    .bind(sale.activity_id)
+    .fetch_one(&app.db)
+    .await
+    .expect("findings")
+}
+
+#[tokio::test]
+async fn rabbitmq_away_past_fail_stuck_after_s_fails_no_answered_order() {
+    let mut rabbit = RabbitInstance::start().await;
+    let url = rabbit.url();
+    let app = spawn_app_with(|settings| {
+        sale_settings(settings);
+        settings.amqp_url = url.into();
+        settings.pipeline.confirm_timeout_ms = 1_000;
+        settings.reconcile.stuck_after_s = 1;
+        settings.reconcile.fail_stuck_after_s = 2;
+    })
+    .await;
+    let sale = open_sale(&app, STOCK, 1).await;
+    let storm = survives(
+        &app,
+        &sale,
+        "RabbitMQ away past fail_stuck_after_s",
+        async {
+            let fault = Fault::strikes();
+            rabbit.kill().await;
+            // Away until the leader's pass has seen an answered pre-order wait past the limit.
+            wait::until(
+                "an answered pre-order judged past fail_stuck_after_s",
+                PATIENCE,
+                || judged_past_the_limit(&app, &sale),
+            )
+            .await;
+            rabbit.restart().await;
+            fault.ends()
+        },
+    )
+    .await;
+    no_buyer_failed(&storm);
+    // Every buyer told he won has his order, completed by the pipeline once RabbitMQ is back.
+    let granted: Vec<uuid::Uuid> = storm
+        .finals
+        .iter()
+        .filter(|(status, _)| *status == 200)
+        .map(|(_, answer)| order_id(answer))
+        .collect();
+    let by_status: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT status, count(*) FROM orders WHERE id = ANY($1) GROUP BY status ORDER BY status",
+    )
+    .bind(&granted)
+    .fetch_all(&app.db)
+    .await
+    .expect("statuses");
+    assert_eq!(
+        by_status,
+        vec![("UNPAID".to_owned(), granted.len() as i64)],
+        "every order answered 200 is UNPAID, none FAILED"
+    );
+}
+
 #[tokio::test]
 async fn redis_frozen_mid_storm_answers_degraded_then_sells_on() {
     let redis = RedisInstance::start().await;
@@ -660,7 +730,7 @@ async fn etcd_without_quorum_mid_storm_refuses_flips_and_serves_every_buyer() {
     let sale = open_sale(&app, STOCK, 1).await;
     let ops = app.caller(Role::Ops, None).await;
     let harmless = serde_json::json!({ "value": "4096", "reason": "without quorum" });
-    let audited = app.count("switch_audit").await;
+    let audited = app.count("switch_audit WHERE state = 'applied'").await;
     let storm = survives(
         &app,
         &sale,
@@ -686,9 +756,14 @@ async fn etcd_without_quorum_mid_storm_refuses_flips_and_serves_every_buyer() {
     .await;
     no_buyer_failed(&storm);
     assert_eq!(
-        app.count("switch_audit").await,
+        app.count("switch_audit WHERE state = 'applied'").await,
         audited,
-        "the refused flip left no trace"
+        "the refused flip is in force nowhere"
+    );
+    assert_eq!(
+        app.count("switch_audit WHERE state = 'failed'").await,
+        1,
+        "the refused flip is audited as failed"
     );
     // Quorum back (once the members have elected a leader and the client reconnected):
     // flips land again.

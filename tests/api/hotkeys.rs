@@ -269,7 +269,8 @@ async fn manual_hot_keys_are_audited_act_at_once_and_are_refused_to_roles_that_m
     let ops = app.caller(Role::Ops, None).await;
     let sre = app.caller(Role::Sre, None).await;
     let body = buy_body(&sale, 1);
-    let audited = || app.count("switch_audit WHERE path LIKE 'hotkeys/%'");
+    // Changes in force: a refused one is audited `failed`, if at all.
+    let audited = || app.count("switch_audit WHERE path LIKE 'hotkeys/%' AND state = 'applied'");
     let before = audited().await;
     // Refused: a role that may not, and bad input of every kind; nothing is written.
 

@@ -7,6 +7,7 @@ use futures::{stream, StreamExt};
 use seckill::{
     buy::stock_scripts::{BuyCall, Holding, Steps, Windows},
     infra::config::{AsyncMode, Settings},
+    reconcile::service::ActivityLock,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -14,7 +15,7 @@ use uuid::Uuid;
 
 use crate::support::{
     app::{json, spawn_app_with, TestApp},
-    fixtures::{buy_body, open_sale, order_id, storm_settings, Caller, Sale},
+    fixtures::{buy_body, open_sale, order_id, storm_settings, token, Caller, Sale},
     proxy::{target_of, through, Proxy},
     wait::{until, PATIENCE},
 };
@@ -293,7 +294,7 @@ async fn an_activity_that_opened_without_a_pre_warm_is_loaded_by_the_leader() {
 }
 
 #[tokio::test]
-async fn stuck_pre_orders_are_sent_again_or_failed_and_given_back() {
+async fn stuck_pre_orders_are_sent_again_and_flagged_never_failed() {
     let app = spawn_app_with(|settings| {
         storm_settings(settings);
         // The leader's pass stays out of the way: the operator's run does the repair.
@@ -306,7 +307,7 @@ async fn stuck_pre_orders_are_sent_again_or_failed_and_given_back() {
     let failed_outbox = app.bought(1, "failed-outbox", &buy_body(&sale, 1)).await;
     let too_old = app.bought(2, "too-old", &buy_body(&sale, 1)).await;
     // The relay gave up on one; the other's message went out and was lost (dead-lettered,
-    // say), and it has waited past any hope.
+    // say), two hours ago: long past `fail_stuck_after_s`.
     for (order, outbox) in [(failed_outbox, "failed"), (too_old, "sent")] {
         sqlx::query(
             "UPDATE outbox SET status = $2
@@ -331,7 +332,7 @@ async fn stuck_pre_orders_are_sent_again_or_failed_and_given_back() {
     assert_eq!(
         classes(&report),
         vec![
-            ("PREORDER_STUCK".to_owned(), "none".to_owned()),
+            ("PREORDER_STUCK".to_owned(), "flagged".to_owned()),
             ("PREORDER_STUCK".to_owned(), "none".to_owned())
         ],
         "{report}"
@@ -340,24 +341,194 @@ async fn stuck_pre_orders_are_sent_again_or_failed_and_given_back() {
     assert_eq!(
         classes(&repair),
         vec![
-            ("PREORDER_STUCK".to_owned(), "repaired".to_owned()),
+            ("PREORDER_STUCK".to_owned(), "flagged".to_owned()),
             ("PREORDER_STUCK".to_owned(), "repaired".to_owned())
         ],
         "{repair}"
     );
-    assert_eq!(app.stored_status(too_old).await, "FAILED");
-    until("the re-sent pre-order completes", PATIENCE, || async {
+    // Both were answered 200: both are sent again, neither failed, however old.
+    until("both re-sent pre-orders complete", PATIENCE, || async {
         app.stored_status(failed_outbox).await == "UNPAID"
+            && app.stored_status(too_old).await == "UNPAID"
     })
     .await;
-    until(
-        "the failed one's unit is back in Redis",
-        PATIENCE,
-        || async { app.redis_stock(&sale).await == 4 && app.allocated(&sale).await == 1 },
-    )
-    .await;
+    assert_eq!(app.redis_stock(&sale).await, 3);
+    assert_eq!(app.allocated(&sale).await, 2);
     let again = app.reconcile(&ops, &sale, false).await;
     assert!(classes(&again).is_empty(), "{again}");
+}
+
+/// The order's status as its buyer reads it (`GET /api/orders/{id}`).
+async fn buyer_reads(app: &TestApp, user_id: i64, order: Uuid) -> String {
+    let request = app
+        .client
+        .get(format!("{}/api/orders/{order}", app.address))
+        .bearer_auth(token(app, user_id));
+    let (status, body) = json(request.send().await.expect("sent")).await;
+    assert_eq!(status, 200, "{body}");
+    body["status"].as_str().expect("status").to_owned()
+}
+
+/// The actions of the leader's findings about one order, oldest first.
+async fn actions_on(app: &TestApp, order: Uuid) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT action FROM reconciliation_findings
+         WHERE class = 'PREORDER_STUCK' AND order_id = $1 ORDER BY id",
+    )
+    .bind(order)
+    .fetch_all(&app.db)
+    .await
+    .expect("findings")
+}
+
+/// Flips `switches/async` and waits until this instance applied it.
+async fn flip_async(app: &TestApp, ops: &Caller, mode: AsyncMode) {
+    let value = match mode {
+        AsyncMode::Mq => "mq",
+        AsyncMode::Record => "record",
+    };
+    let (status, body) = app
+        .flip(
+            ops,
+            "switches/async",
+            &json!({ "value": value, "reason": "the broker's health" }),
+            Some(2_000),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    until(
+        "the instance applies the async switch",
+        PATIENCE,
+        || async { app.state.switches.current().async_mode == mode },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_order_answered_under_record_is_never_failed_by_the_leader() {
+    let app = spawn_app_with(|settings| {
+        quick_reconcile(settings);
+        settings.pipeline.relay_grace_ms = 200;
+        settings.pipeline.relay_interval_ms = 100;
+        settings.reconcile.stuck_after_s = 1;
+        settings.reconcile.fail_stuck_after_s = 2;
+    })
+    .await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sale = open_sale(&app, 5, 1).await;
+    flip_async(&app, &ops, AsyncMode::Record).await;
+    let order = app.bought(1, "answered", &buy_body(&sale, 1)).await;
+    // The switch goes back before the replay: the recorded row is still the replay's.
+    flip_async(&app, &ops, AsyncMode::Mq).await;
+
+    // The leader's passes go on past `fail_stuck_after_s`: wait until one has judged the
+    // order that late (it flags it, or it moved it on).
+    until(
+        "the leader judges the order past fail_stuck_after_s",
+        PATIENCE,
+        || async {
+            actions_on(&app, order)
+                .await
+                .iter()
+                .any(|action| action == "flagged")
+                || app.stored_status(order).await != "PRE_CREATED"
+        },
+    )
+    .await;
+    assert_eq!(
+        buyer_reads(&app, 1, order).await,
+        "PRE_CREATED",
+        "answered 200: never failed by a timer"
+    );
+    assert_eq!(app.allocated(&sale).await, 1, "its unit is not sold again");
+    assert_eq!(app.redis_stock(&sale).await, 4);
+    let sre = app.caller(Role::Sre, None).await;
+    let (status, readiness) = json(
+        app.get(
+            &format!("/admin/api/readiness?activity_id={}", sale.activity_id),
+            Some(&sre),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{readiness}");
+    let stuck = readiness["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|check| check["name"] == "stuck_preorders")
+        .expect("the stuck pre-orders check")
+        .clone();
+    assert_eq!(stuck["ok"], false, "{stuck}");
+    assert!(
+        stuck["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("1 recorded"),
+        "{stuck}"
+    );
+    until("the stuck gauge counts it", PATIENCE, || async {
+        app.metric("seckill_preorders_stuck{outbox=\"recorded\"}")
+            .await
+            == 1.0
+    })
+    .await;
+
+    // The replay publishes it, whatever the switch says now: the buyer gets his order.
+    let (status, replayed) = json(
+        app.post_json(
+            "/admin/api/recordings/replay",
+            Some(&ops),
+            &json!({ "reason": "MQ is back" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{replayed}");
+    until("the answered order completes", PATIENCE, || async {
+        buyer_reads(&app, 1, order).await == "UNPAID"
+    })
+    .await;
+    assert!(
+        actions_on(&app, order)
+            .await
+            .iter()
+            .all(|action| action == "flagged"),
+        "the leader only flagged it"
+    );
+}
+
+#[tokio::test]
+async fn a_repair_lock_whose_holder_is_cancelled_is_free_for_another_connection() {
+    let app = spawn_app_with(|_| {}).await;
+    let activity = 42;
+    // A holder that takes the lock and then waits for ever; dropped once it holds it, as a
+    // request whose client hung up, or a task aborted, drops its future.
+    let (held, holds) = tokio::sync::oneshot::channel();
+    let mut holder = Box::pin(async {
+        let lock = ActivityLock::wait(&app.db, activity, Duration::ZERO)
+            .await
+            .expect("database")
+            .expect("the lock is free");
+        held.send(()).expect("the test waits");
+        std::future::pending::<()>().await;
+        lock.release().await;
+    });
+    tokio::select! {
+        () = &mut holder => unreachable!("the holder never finishes"),
+        answer = holds => answer.expect("the holder took the lock"),
+    }
+    drop(holder);
+    // Another repair, on a connection of another pool, gets it within a bounded wait.
+    let other = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with((*app.db.connect_options()).clone())
+        .await
+        .expect("another pool");
+    let taken = ActivityLock::wait(&other, activity, Duration::from_secs(5))
+        .await
+        .expect("database");
+    assert!(taken.is_some(), "the cancelled holder's lock was released");
 }
 
 #[tokio::test]

@@ -14,7 +14,8 @@ pub struct AuditEntry {
     pub at: DateTime<Utc>,
     pub actor: String,
     pub source: Source,
-    /// `set` for a flip; the operator action otherwise.
+    /// For a flip: `set` once etcd took it, `set_pending` while its outcome is unknown,
+    /// `set_failed` when etcd did not confirm it. The operator action otherwise.
     pub action: String,
     /// The switch path, or the action's target.
     pub target: String,

@@ -32,6 +32,8 @@ pub enum ReadinessCheckName {
     DeadLetters,
     /// No outbox row waiting longer than the relay's grace, none given up on.
     Outbox,
+    /// No answered pre-order waiting past `fail_stuck_after_s` since its event was last sent.
+    StuckPreorders,
     /// A leader elected for the singleton jobs.
     Leader,
     /// Clocks within 100 ms of the database's.
@@ -39,7 +41,7 @@ pub enum ReadinessCheckName {
 }
 
 impl ReadinessCheckName {
-    pub const ALL: [ReadinessCheckName; 13] = [
+    pub const ALL: [ReadinessCheckName; 14] = [
         Self::Stock,
         Self::BuyerRecords,
         Self::Bloom,
@@ -51,6 +53,7 @@ impl ReadinessCheckName {
         Self::Consumers,
         Self::DeadLetters,
         Self::Outbox,
+        Self::StuckPreorders,
         Self::Leader,
         Self::Clocks,
     ];
@@ -68,6 +71,7 @@ impl ReadinessCheckName {
             Self::Consumers => "consumers",
             Self::DeadLetters => "dead_letters",
             Self::Outbox => "outbox",
+            Self::StuckPreorders => "stuck_preorders",
             Self::Leader => "leader",
             Self::Clocks => "clocks",
         }

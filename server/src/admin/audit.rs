@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use contract::{AuditEntry, AuditKind, Source};
 
 use crate::infra::db::decode_name;
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::PgPool;
 
 /// A flip about to be written to etcd.
 pub(crate) struct PendingFlip<'a> {
@@ -16,39 +16,62 @@ pub(crate) struct PendingFlip<'a> {
     pub(crate) reason: &'a str,
 }
 
-/// Records a flip inside the caller's transaction, before etcd is written: if the
-/// transaction cannot even start, nothing is flipped unaudited. Returns the row's id.
-pub(crate) async fn begin_flip(
-    tx: &mut Transaction<'_, Postgres>,
-    flip: &PendingFlip<'_>,
-) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
-        "INSERT INTO switch_audit (actor, source, path, new_value, reason)
-         VALUES ($1, $2, $3, $4, $5) RETURNING id",
+/// A flip whose audit row is committed, `pending`, before etcd is written: a crash between
+/// the two leaves the row, so no flip is ever in force unaudited. [`OpenFlip::applied`] or
+/// [`OpenFlip::failed`] says how it ended.
+#[must_use = "a flip's audit row says how it ended: applied or failed"]
+pub(crate) struct OpenFlip {
+    pub(crate) id: i64,
+}
+
+/// Commits a flip's audit row, `pending`, before etcd is written: if the database is away,
+/// nothing is flipped.
+pub(crate) async fn open_flip(db: &PgPool, flip: &PendingFlip<'_>) -> sqlx::Result<OpenFlip> {
+    let id = sqlx::query_scalar(
+        "INSERT INTO switch_audit (actor, source, path, new_value, reason, state)
+         VALUES ($1, $2, $3, $4, $5, 'pending') RETURNING id",
     )
     .bind(flip.actor)
     .bind(flip.source.as_str())
     .bind(flip.path)
     .bind(flip.new_value)
     .bind(flip.reason)
-    .fetch_one(&mut **tx)
-    .await
+    .fetch_one(db)
+    .await?;
+    Ok(OpenFlip { id })
 }
 
-/// Completes the row once etcd answered: the value it replaced and the new revision.
-pub(crate) async fn complete_flip(
-    tx: &mut Transaction<'_, Postgres>,
-    id: i64,
-    old_value: Option<&str>,
-    etcd_revision: i64,
-) -> sqlx::Result<()> {
-    sqlx::query("UPDATE switch_audit SET old_value = $2, etcd_revision = $3 WHERE id = $1")
-        .bind(id)
+impl OpenFlip {
+    /// Etcd took the write: the value it replaced and the new revision.
+    pub(crate) async fn applied(
+        self,
+        db: &PgPool,
+        old_value: Option<&str>,
+        etcd_revision: i64,
+    ) -> sqlx::Result<()> {
+        sqlx::query(
+            "UPDATE switch_audit SET state = 'applied', old_value = $2, etcd_revision = $3
+             WHERE id = $1",
+        )
+        .bind(self.id)
         .bind(old_value)
         .bind(etcd_revision)
-        .execute(&mut **tx)
+        .execute(db)
         .await?;
-    Ok(())
+        Ok(())
+    }
+
+    /// Etcd refused the write, or could not be reached. If even this cannot be written,
+    /// the row stays `pending`, which says the same: its outcome was not learnt.
+    pub(crate) async fn failed(self, db: &PgPool) {
+        let marked = sqlx::query("UPDATE switch_audit SET state = 'failed' WHERE id = $1")
+            .bind(self.id)
+            .execute(db)
+            .await;
+        if let Err(error) = marked {
+            tracing::warn!(audit_id = self.id, error = %error, "a flip etcd did not take stays pending in the audit");
+        }
+    }
 }
 
 /// A change written straight into etcd. Every instance's watcher offers it; the unique
@@ -87,11 +110,11 @@ pub(crate) struct SwitchFlip {
     pub(crate) at: DateTime<Utc>,
 }
 
-/// The latest flip of each of `paths` that was ever flipped.
+/// The latest flip in force of each of `paths` that was ever flipped.
 pub(crate) async fn last_flips(db: &PgPool, paths: &[String]) -> sqlx::Result<Vec<SwitchFlip>> {
     sqlx::query_as(
         "SELECT DISTINCT ON (path) path, actor, old_value, new_value, reason, created_at AS at
-         FROM switch_audit WHERE path = ANY($1)
+         FROM switch_audit WHERE path = ANY($1) AND state = 'applied'
          ORDER BY path, created_at DESC, id DESC",
     )
     .bind(paths)
@@ -99,7 +122,7 @@ pub(crate) async fn last_flips(db: &PgPool, paths: &[String]) -> sqlx::Result<Ve
     .await
 }
 
-/// Every flip of `paths` made at or after `since`, oldest first.
+/// Every flip of `paths` etcd took at or after `since`, oldest first.
 pub(crate) async fn flips_since(
     db: &PgPool,
     paths: &[String],
@@ -107,7 +130,7 @@ pub(crate) async fn flips_since(
 ) -> sqlx::Result<Vec<SwitchFlip>> {
     sqlx::query_as(
         "SELECT path, actor, old_value, new_value, reason, created_at AS at
-         FROM switch_audit WHERE path = ANY($1) AND created_at >= $2
+         FROM switch_audit WHERE path = ANY($1) AND created_at >= $2 AND state = 'applied'
          ORDER BY created_at, id",
     )
     .bind(paths)
@@ -137,7 +160,8 @@ struct Row {
 pub(crate) async fn page(db: &PgPool, limit: i64, offset: i64) -> sqlx::Result<Vec<AuditEntry>> {
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT * FROM (
-             (SELECT 'switch' AS kind, id, created_at AS at, actor, source, 'set' AS action,
+             (SELECT 'switch' AS kind, id, created_at AS at, actor, source,
+                     CASE state WHEN 'applied' THEN 'set' ELSE 'set_' || state END AS action,
                      path AS target, old_value, new_value, reason, etcd_revision,
                      NULL::TEXT AS detail
                 FROM switch_audit ORDER BY created_at DESC, id DESC LIMIT $3)

@@ -128,9 +128,10 @@ impl<'a> Board<'a> {
         })
     }
 
-    /// Writes a checked flip with its note and audits it. The row first, in a transaction:
-    /// no flip lands in etcd unaudited because the database was away; the transaction
-    /// commits once etcd has answered. Returns the etcd client for the wait that may follow.
+    /// Writes a checked flip with its note and audits it. The row first, committed as
+    /// `pending`: no flip lands in etcd unaudited, whether the database was away before or
+    /// the instance died after; then `applied` once etcd has answered, or `failed`.
+    /// Returns the etcd client for the wait that may follow.
     async fn write_audited(
         &self,
         layout: &Layout,
@@ -139,9 +140,8 @@ impl<'a> Board<'a> {
         note: &WriteNote,
     ) -> ApiResult<(etcd_client::Client, Written)> {
         let note_json = serde_json::to_vec(note).map_err(anyhow::Error::from)?;
-        let mut tx = self.db.begin().await?;
-        let audit_id = audit::begin_flip(
-            &mut tx,
+        let flip = audit::open_flip(
+            self.db,
             &PendingFlip {
                 actor: &note.actor,
                 source,
@@ -151,18 +151,24 @@ impl<'a> Board<'a> {
             },
         )
         .await?;
-        let mut client = self.etcd.client().await.map_err(etcd_unavailable)?;
-        let (revision, old_value) =
-            put_with_note(self.etcd, &mut client, layout, checked, note_json).await?;
-        let audited = async {
-            audit::complete_flip(&mut tx, audit_id, old_value.as_deref(), revision).await?;
-            tx.commit().await
+        let audit_id = flip.id;
+        let written = async {
+            let mut client = self.etcd.client().await.map_err(etcd_unavailable)?;
+            let written = put_with_note(self.etcd, &mut client, layout, checked, note_json).await?;
+            Ok::<_, ApiError>((client, written))
         };
-        if let Err(error) = audited.await {
+        let (client, (revision, old_value)) = match written.await {
+            Ok(written) => written,
+            Err(error) => {
+                flip.failed(self.db).await;
+                return Err(error);
+            }
+        };
+        if let Err(error) = flip.applied(self.db, old_value.as_deref(), revision).await {
             let (path, value, reason) = (&checked.path, &checked.value, checked.reason);
             tracing::error!(
                 path, value, revision, actor = %note.actor, source = %note.source, reason,
-                error = %error, "a flip is in force in etcd but its audit row was lost"
+                error = %error, "a flip is in force in etcd but its audit row still says pending"
             );
             return Err(error.into());
         }

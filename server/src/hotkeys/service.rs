@@ -1,8 +1,8 @@
 //! The hot-key use cases the admin API, the console and the CLI share: the view of an
 //! instance (keys in force from its table, the cluster-wide top from its aggregator), the
 //! stored history, and manual keys, added and removed like a switch is flipped: checked,
-//! audited in `switch_audit` (path `hotkeys/{kind}/{key}`) in the transaction that commits
-//! only once etcd has answered.
+//! audited in `switch_audit` (path `hotkeys/{kind}/{key}`): the row committed `pending`
+//! before etcd is written, then `applied` or `failed`.
 
 use contract::{
     check_action, check_hold, Actor, HotKey, HotKeyId, HotKeyKind, HotKeyPeriod, HotKeySource,
@@ -12,7 +12,7 @@ use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpR
 
 use crate::{
     admin::{
-        audit::{self, PendingFlip},
+        audit::{self, OpenFlip, PendingFlip},
         authorize,
         reason::audited_reason,
     },
@@ -70,18 +70,18 @@ pub(crate) async fn history(
     Ok(store::recent(db, hours, HISTORY_ROWS).await?)
 }
 
-/// Opens the audit row of a manual change of `id` in a transaction that the caller commits
-/// once etcd has answered: no change lands in etcd unaudited because the database was away.
-async fn begin_audit(
+/// Commits the audit row of a manual change of `id`, `pending`, before etcd is written: no
+/// change lands in etcd unaudited, whether the database was away before or the instance
+/// died after.
+async fn open_audit(
     board: &Board<'_>,
     actor: &Actor,
     source: Source,
     id: HotKeyId,
     new_value: &str,
     reason: &str,
-) -> ApiResult<(sqlx::Transaction<'static, sqlx::Postgres>, i64)> {
+) -> ApiResult<OpenFlip> {
     let path = format!("hotkeys/{}", id.path());
-    let mut tx = board.db.begin().await?;
     let flip = PendingFlip {
         actor: &actor.username,
         source,
@@ -89,8 +89,27 @@ async fn begin_audit(
         new_value,
         reason,
     };
-    let audit_id = audit::begin_flip(&mut tx, &flip).await?;
-    Ok((tx, audit_id))
+    Ok(audit::open_flip(board.db, &flip).await?)
+}
+
+/// Ends the audit row of a change with what etcd said: `(value replaced, revision)`, or
+/// the error (the row says `failed`).
+async fn close_audit(
+    board: &Board<'_>,
+    flip: OpenFlip,
+    written: ApiResult<(Option<String>, i64)>,
+) -> ApiResult<()> {
+    match written {
+        Ok((old_value, revision)) => {
+            flip.applied(board.db, old_value.as_deref(), revision)
+                .await?;
+            Ok(())
+        }
+        Err(error) => {
+            flip.failed(board.db).await;
+            Err(error)
+        }
+    }
 }
 
 /// The key as the funnel counts it: an IPv6 address names its /64, the block every limit
@@ -129,39 +148,43 @@ pub async fn add(
     };
     let json = serde_json::to_string(&value).map_err(anyhow::Error::from)?;
     let layout = Layout::new(&board.settings.etcd_prefix);
-    let (mut tx, audit_id) = begin_audit(board, actor, source, id, &json, reason).await?;
-    let mut client = board.etcd.client().await.map_err(etcd_unavailable)?;
-    let ttl = i64::try_from(new.hold_s).unwrap_or(i64::MAX);
-    let lease = board
-        .etcd
-        .timed(EtcdCall::Lease, client.lease_grant(ttl, None))
-        .await
-        .map_err(etcd_unavailable)?
-        .id();
-    // Adding a key ends an earlier lift of it: the operator has decided again.
-    let put = client.txn(Txn::new().and_then(vec![
-        TxnOp::put(
-            layout.hotkey_key(id),
-            json.clone(),
-            Some(PutOptions::new().with_lease(lease).with_prev_key()),
-        ),
-        TxnOp::delete(layout.lifted_hotkey_key(id), None),
-    ]));
-    let written = board
-        .etcd
-        .timed(EtcdCall::Txn, put)
-        .await
-        .map_err(etcd_unavailable)?;
-    let old_value = written.op_responses().into_iter().find_map(|op| match op {
-        TxnOpResponse::Put(put) => put
-            .prev_key()
-            .and_then(|kv| kv.value_str().ok())
-            .map(str::to_owned),
-        _ => None,
-    });
-    let revision = written.header().map_or(0, |header| header.revision());
-    audit::complete_flip(&mut tx, audit_id, old_value.as_deref(), revision).await?;
-    tx.commit().await?;
+    let flip = open_audit(board, actor, source, id, &json, reason).await?;
+    let written = async {
+        let mut client = board.etcd.client().await.map_err(etcd_unavailable)?;
+        let ttl = i64::try_from(new.hold_s).unwrap_or(i64::MAX);
+        let lease = board
+            .etcd
+            .timed(EtcdCall::Lease, client.lease_grant(ttl, None))
+            .await
+            .map_err(etcd_unavailable)?
+            .id();
+        // Adding a key ends an earlier lift of it: the operator has decided again.
+        let put = client.txn(Txn::new().and_then(vec![
+            TxnOp::put(
+                layout.hotkey_key(id),
+                json.clone(),
+                Some(PutOptions::new().with_lease(lease).with_prev_key()),
+            ),
+            TxnOp::delete(layout.lifted_hotkey_key(id), None),
+        ]));
+        let written = board
+            .etcd
+            .timed(EtcdCall::Txn, put)
+            .await
+            .map_err(etcd_unavailable)?;
+        let old_value = written.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Put(put) => put
+                .prev_key()
+                .and_then(|kv| kv.value_str().ok())
+                .map(str::to_owned),
+            _ => None,
+        });
+        Ok((
+            old_value,
+            written.header().map_or(0, |header| header.revision()),
+        ))
+    };
+    close_audit(board, flip, written.await).await?;
     // A detected period of the same key ends where the operator's begins.
     store::close(board.db, id).await?;
     store::open(
@@ -199,61 +222,61 @@ pub async fn remove(
     let id = key_of(kind, key)?;
     let layout = Layout::new(&board.settings.etcd_prefix);
     // An empty new value records a removal, as for a switch deleted from etcd.
-    let (mut tx, audit_id) = begin_audit(board, actor, source, id, "", reason).await?;
-    let mut client = board.etcd.client().await.map_err(etcd_unavailable)?;
-    let key = layout.hotkey_key(id);
-    let read = board
-        .etcd
-        .timed(EtcdCall::Get, client.get(key.clone(), None))
-        .await
-        .map_err(etcd_unavailable)?;
-    // Nothing there: the transaction rolls back, nothing is audited.
-    let old = read.kvs().first().ok_or(ApiError::NotFound("hot key"))?;
-    let old_value = old.value_str().ok().map(str::to_owned);
-    let lift_s = old_value
-        .as_deref()
-        .and_then(|value| serde_json::from_str::<Published>(value).ok())
-        .map_or(1, |published| {
-            let left_ms = published.expires_ms - chrono::Utc::now().timestamp_millis();
-            ((left_ms.max(0) + 999) / 1000).max(1)
-        });
-    let lift = board
-        .etcd
-        .timed(EtcdCall::Lease, client.lease_grant(lift_s, None))
-        .await
-        .map_err(etcd_unavailable)?
-        .id();
-    // Only the key that was read (renewals keep its lease): one replaced since is decided
-    // again.
-    let lifted = Txn::new()
-        .when(vec![Compare::lease(
-            key.clone(),
-            CompareOp::Equal,
-            old.lease(),
-        )])
-        .and_then(vec![
-            TxnOp::delete(key, None),
-            TxnOp::put(
-                layout.lifted_hotkey_key(id),
-                actor.username.clone(),
-                Some(PutOptions::new().with_lease(lift)),
-            ),
-        ]);
-    let deleted = board
-        .etcd
-        .timed(EtcdCall::Txn, client.txn(lifted))
-        .await
-        .map_err(etcd_unavailable)?;
-    if !deleted.succeeded() {
-        let _ = client.lease_revoke(lift).await;
-        return Err(ApiError::Conflict {
-            code: "HOTKEY_CHANGED",
-            message: "the hot key changed while it was being removed; look again".into(),
-        });
-    }
-    let revision = deleted.header().map_or(0, |header| header.revision());
-    audit::complete_flip(&mut tx, audit_id, old_value.as_deref(), revision).await?;
-    tx.commit().await?;
+    let flip = open_audit(board, actor, source, id, "", reason).await?;
+    let written = async {
+        let mut client = board.etcd.client().await.map_err(etcd_unavailable)?;
+        let key = layout.hotkey_key(id);
+        let read = board
+            .etcd
+            .timed(EtcdCall::Get, client.get(key.clone(), None))
+            .await
+            .map_err(etcd_unavailable)?;
+        // Nothing there: nothing changed, the row says `failed`.
+        let old = read.kvs().first().ok_or(ApiError::NotFound("hot key"))?;
+        let old_value = old.value_str().ok().map(str::to_owned);
+        let lift_s = old_value
+            .as_deref()
+            .and_then(|value| serde_json::from_str::<Published>(value).ok())
+            .map_or(1, |published| {
+                let left_ms = published.expires_ms - chrono::Utc::now().timestamp_millis();
+                ((left_ms.max(0) + 999) / 1000).max(1)
+            });
+        let lift = board
+            .etcd
+            .timed(EtcdCall::Lease, client.lease_grant(lift_s, None))
+            .await
+            .map_err(etcd_unavailable)?
+            .id();
+        // Only the key that was read (renewals keep its lease): one replaced since is
+        // decided again.
+        let lifted = Txn::new()
+            .when(vec![Compare::lease(key.clone(), CompareOp::Equal, old.lease())])
+            .and_then(vec![
+                TxnOp::delete(key, None),
+                TxnOp::put(
+                    layout.lifted_hotkey_key(id),
+                    actor.username.clone(),
+                    Some(PutOptions::new().with_lease(lift)),
+                ),
+            ]);
+        let deleted = board
+            .etcd
+            .timed(EtcdCall::Txn, client.txn(lifted))
+            .await
+            .map_err(etcd_unavailable)?;
+        if !deleted.succeeded() {
+            let _ = client.lease_revoke(lift).await;
+            return Err(ApiError::Conflict {
+                code: "HOTKEY_CHANGED",
+                message: "the hot key changed while it was being removed; look again".into(),
+            });
+        }
+        Ok((
+            old_value,
+            deleted.header().map_or(0, |header| header.revision()),
+        ))
+    };
+    close_audit(board, flip, written.await).await?;
     store::close(board.db, id).await?;
     Ok(())
 }

@@ -199,10 +199,12 @@ pub struct ReconcileSettings {
     /// connection). A shorter grace voids batches still being written: nothing is sold
     /// twice, but their buyers are told to retry.
     pub marker_grace_ms: u64,
-    /// A pre-order still `PRE_CREATED` this long after it was written is stuck: its event
-    /// is sent again.
+    /// A pre-order still `PRE_CREATED` this long after its event was last sent (or, never
+    /// sent, after it was written) is stuck: its event is sent again.
     pub stuck_after_s: u64,
-    /// A stuck pre-order this old is failed instead and its units given back.
+    /// A stuck pre-order that has waited this long since its event last reached RabbitMQ
+    /// (or since it was written) is flagged for a person (finding, alert, readiness). It is
+    /// never failed by a timer: its buyer may have been told he won.
     pub fail_stuck_after_s: u64,
     /// Findings of one class stored per item and run; the rest are counted in one finding.
     pub max_findings_per_class: usize,

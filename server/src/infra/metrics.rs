@@ -432,6 +432,11 @@ pub struct PipelineMetrics {
     pub(crate) outbox_oldest_pending: Gauge,
     /// Dead letters not requeued yet (the DLQ depth as ops see it).
     pub(crate) dead_letters_waiting: IntGauge,
+    /// Pre-orders still `PRE_CREATED` past `fail_stuck_after_s` since their event last
+    /// reached RabbitMQ (or since they were written), by their outbox row's status
+    /// (`recorded`, `pending`, `sent`, `failed`, `missing`): answered orders a person has to
+    /// look at, since no timer fails them.
+    pub(crate) preorders_stuck: IntGaugeVec,
     /// Messages ready in the pipeline's queues (the MQ backlog), by queue role.
     pub(crate) queue_depth: IntGaugeVec,
     /// Passes of the outbox relay completed (whatever each found to resend).
@@ -478,6 +483,11 @@ impl PipelineMetrics {
             dead_letters_waiting: add.int_gauge(
                 "seckill_dead_letters_waiting",
                 "Dead letters not requeued yet",
+            ),
+            preorders_stuck: add.gauges(
+                "seckill_preorders_stuck",
+                "Pre-orders waiting past fail_stuck_after_s since their event was last sent, by outbox status",
+                &["outbox"],
             ),
             queue_depth: add.gauges(
                 "seckill_mq_queue_depth",
@@ -586,6 +596,10 @@ mod tests {
             .inc();
         pipeline.outbox_rows.with_label_values(&["pending"]).set(3);
         pipeline.dead_letters_waiting.set(1);
+        pipeline
+            .preorders_stuck
+            .with_label_values(&["pending"])
+            .set(2);
         pipeline.queue_depth.with_label_values(&["create"]).set(5);
         pipeline.relay_passes.inc();
         pipeline
@@ -601,6 +615,7 @@ mod tests {
             "seckill_orders_completed_total",
             "seckill_outbox_rows",
             "seckill_dead_letters_waiting",
+            "seckill_preorders_stuck",
             "seckill_mq_queue_depth",
             "seckill_outbox_relay_passes_total",
             "seckill_pay_timeout_messages_total",

@@ -1,5 +1,5 @@
-//! The pipeline's gauges: outbox rows by status, the age of the oldest row waiting and
-//! dead letters waiting (from PostgreSQL),
+//! The pipeline's gauges: outbox rows by status, the age of the oldest row waiting, dead
+//! letters waiting and pre-orders stuck past `fail_stuck_after_s` (from PostgreSQL),
 //! and the ready messages of the queues (the MQ backlog, from RabbitMQ). Refreshed every
 //! few seconds on every instance, so any instance's `/metrics` shows them.
 
@@ -11,6 +11,7 @@ use crate::{
         mq::{broker::queue_states, consume::QuietWarnings},
         outbox,
     },
+    reconcile::store as reconcile_store,
     state::AppState,
 };
 
@@ -51,6 +52,18 @@ async fn refresh_rows(state: &AppState) -> Result<(), sqlx::Error> {
     metrics
         .dead_letters_waiting
         .set(dead_letters::waiting_count(&state.db).await?);
+    let flag_after = Duration::from_secs(state.settings.reconcile.fail_stuck_after_s);
+    let stuck = reconcile_store::stuck_counts(&state.db, flag_after).await?;
+    for status in reconcile_store::OUTBOX_STATES {
+        let count = stuck
+            .iter()
+            .find(|(stuck_status, _)| stuck_status == status)
+            .map_or(0, |(_, count)| *count);
+        metrics
+            .preorders_stuck
+            .with_label_values(&[status])
+            .set(count);
+    }
     Ok(())
 }
 

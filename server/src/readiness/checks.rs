@@ -548,6 +548,36 @@ pub(crate) fn outbox(oldest_pending: Duration, grace: Duration, failed: i64) -> 
     }
 }
 
+/// `stuck`: answered pre-orders waiting past `flag_after` since their event was last sent
+/// (or since they were written), by outbox status (`missing`: no row). No timer fails them,
+/// so each one waits for a person.
+pub(crate) fn stuck_preorders(stuck: &[(String, i64)], flag_after: Duration) -> ReadinessCheck {
+    let total: i64 = stuck.iter().map(|(_, count)| count).sum();
+    if total == 0 {
+        return verdict(
+            Name::StuckPreorders,
+            true,
+            format!(
+                "no pre-order waits past fail_stuck_after_s ({} s) since its event was last sent",
+                flag_after.as_secs()
+            ),
+        );
+    }
+    let by_status: Vec<String> = stuck
+        .iter()
+        .map(|(status, count)| format!("{count} {status}"))
+        .collect();
+    verdict(
+        Name::StuckPreorders,
+        false,
+        format!(
+            "{total} pre-order(s) answered 200 still wait for the pipeline past fail_stuck_after_s ({} s) since their event was last sent (outbox: {}); they are never failed by a timer: replay the recorded orders, retry the failed outbox rows, look at RabbitMQ, the consumers and the dead letters (reconciliation findings PREORDER_STUCK, flagged, name them)",
+            flag_after.as_secs(),
+            by_status.join(", ")
+        ),
+    )
+}
+
 pub(crate) fn leader(elected: Option<&str>) -> ReadinessCheck {
     match elected {
         Some(node) => verdict(Name::Leader, true, format!("{node} leads the singleton jobs")),
@@ -894,6 +924,22 @@ mod tests {
         assert!(!outbox(Duration::from_secs(6), grace, 0).ok);
         assert!(!outbox(Duration::ZERO, grace, 1).ok);
         assert!(leader(Some("n1")).ok && !leader(None).ok);
+    }
+
+    #[test]
+    fn a_pre_order_waiting_past_the_limit_is_not_ok_and_says_where_it_waits() {
+        let limit = Duration::from_secs(900);
+        assert!(stuck_preorders(&[], limit).ok);
+        assert!(stuck_preorders(&[("pending".into(), 0)], limit).ok);
+        let stuck = stuck_preorders(&[("recorded".into(), 2), ("sent".into(), 1)], limit);
+        assert!(!stuck.ok);
+        assert!(
+            stuck.detail.starts_with("3 pre-order(s)")
+                && stuck.detail.contains("2 recorded, 1 sent")
+                && stuck.detail.contains("never failed by a timer"),
+            "{}",
+            stuck.detail
+        );
     }
 
     #[test]

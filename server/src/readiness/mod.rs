@@ -366,7 +366,12 @@ async fn backlog_checks(state: &AppState) -> Vec<ReadinessCheck> {
         ),
         Err(error) => checks::unreadable(Name::Outbox, "the outbox", error),
     };
-    vec![dead, outbox]
+    let flag_after = Duration::from_secs(state.settings.reconcile.fail_stuck_after_s);
+    let stuck = match reconcile_store::stuck_counts(&state.db, flag_after).await {
+        Ok(stuck) => checks::stuck_preorders(&stuck, flag_after),
+        Err(error) => checks::unreadable(Name::StuckPreorders, "the stuck pre-orders", error),
+    };
+    vec![dead, outbox, stuck]
 }
 
 async fn leader_check(state: &AppState) -> ReadinessCheck {

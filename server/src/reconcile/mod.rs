@@ -36,6 +36,6 @@ pub mod redis_state;
 pub(crate) mod routes;
 pub(crate) mod rules;
 pub(crate) mod run;
-pub(crate) mod service;
+pub mod service;
 pub(crate) mod settle;
 pub(crate) mod store;

@@ -1,11 +1,9 @@
 //! Reconciliation's decisions as plain functions: the ledger's drift, the class a drift
-//! falls in, what to do with a stuck pre-order, and how many findings a run keeps.
+//! falls in, what a stuck pre-order gets (never a failure), and how many findings a run keeps.
 
 use std::time::Duration;
 
 use contract::{Finding, FindingAction, FindingClass};
-
-use crate::infra::config::AsyncMode;
 
 /// Units missing from `total = Redis stock + allocated + in flight + restores owed`.
 /// Positive: units nobody holds (Redis took them without an order). Negative: Redis counts
@@ -29,31 +27,81 @@ pub(crate) fn drift_class(drift: i64) -> Option<FindingClass> {
     }
 }
 
-/// What a stuck pre-order gets.
+/// Where a stuck pre-order's event is, as its outbox row says.
+///
+/// Only committed pre-orders (`PRE_CREATED` rows) are ever judged here, and every one of them
+/// may have been answered 200. A pre-order the buy path lost track of before answering is
+/// not one of them: it is voided by inserting a `FAILED` row under its id, which either
+/// takes the id before the pre-order commits (so it never does) or finds it committed and
+/// changes nothing (`settle`). So no rule here needs, or has, a way to fail a pre-order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StuckRepair {
-    /// Its event goes out again (the consumer applies it once however often it comes).
-    Republish,
-    /// Too old to wait for any more: failed, its units given back.
-    Fail,
-    /// Left for a person, with why.
-    Leave(&'static str),
+pub(crate) enum EventState {
+    /// Written under the async switch's `record`: the ops replay publishes it, whatever
+    /// the switch says now.
+    Recorded,
+    /// The relay (or the buy path's own publish) is sending it.
+    Pending,
+    /// RabbitMQ confirmed it; `resent`: reconciliation already handed it back once since.
+    Sent { resent: bool },
+    /// The relay gave up on it.
+    Failed,
+    /// No outbox row: nothing can publish it.
+    Missing,
 }
 
-pub(crate) fn stuck_repair(
-    outbox_status: Option<&str>,
-    age: Duration,
-    async_mode: AsyncMode,
-    fail_after: Duration,
-) -> StuckRepair {
-    match outbox_status {
-        Some("recorded") if async_mode == AsyncMode::Record => StuckRepair::Leave(
-            "recorded while the async switch is on `record`: replay the recorded orders",
-        ),
-        _ if age >= fail_after => StuckRepair::Fail,
-        // No outbox row: nothing can ever publish it.
-        None => StuckRepair::Fail,
-        Some(_) => StuckRepair::Republish,
+impl EventState {
+    /// The state of an outbox row of `status` (`None`: no row), `resent` when
+    /// reconciliation handed it back before.
+    pub(crate) fn of(status: Option<&str>, resent: bool) -> Self {
+        match status {
+            Some("recorded") => Self::Recorded,
+            Some("pending") => Self::Pending,
+            Some("sent") => Self::Sent { resent },
+            Some("failed") => Self::Failed,
+            // An unknown status is not the relay's to send: a person looks, as for no row.
+            _ => Self::Missing,
+        }
+    }
+}
+
+/// What the leader does about a stuck pre-order: never fail it (its buyer may have been told
+/// he won), only send its event again and, once it has waited too long, tell a person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StuckVerdict {
+    /// Its outbox row goes back to the relay (the consumer applies an event once, however
+    /// often it comes).
+    pub(crate) resend: bool,
+    /// It has waited `fail_stuck_after_s` since its event last reached RabbitMQ (or since it
+    /// was written, if it never did): flagged for a person.
+    pub(crate) flagged: bool,
+    /// Why, in words for the finding.
+    pub(crate) why: &'static str,
+}
+
+/// `since_sent`: how long since the pre-order's event last reached RabbitMQ, or since it
+/// was written when it never did; only a confirmed send starts the clock again, so a relay
+/// retrying against a broker that is away does not hide the wait.
+pub(crate) fn stuck_verdict(
+    event: EventState,
+    since_sent: Duration,
+    flag_after: Duration,
+) -> StuckVerdict {
+    let flagged = since_sent >= flag_after;
+    let (resend, why) = match event {
+        EventState::Recorded => (false, "recorded under the async switch's `record`: left for the replay of the recorded orders"),
+        EventState::Pending => (false, "its event waits in the outbox for the relay: is RabbitMQ reachable?"),
+        EventState::Sent { resent: false } => (true, "its event reached RabbitMQ but no consumer completed it"),
+        EventState::Sent { resent: true } => (false, "its event was sent again and still no consumer completed it: look at the consumers and the dead letters"),
+        // The relay does not take a failed row up again by itself, and pauses while the
+        // broker is away, so handing it back costs nothing but a later attempt.
+        EventState::Failed => (true, "the relay gave up on its event"),
+        EventState::Missing => (false, "no outbox row: nothing can publish its event"),
+    };
+    StuckVerdict {
+        resend,
+        // Nothing will ever send an event without a row: waiting longer changes nothing.
+        flagged: flagged || event == EventState::Missing,
+        why,
     }
 }
 
@@ -120,30 +168,51 @@ mod tests {
     }
 
     #[test]
-    fn stuck_pre_orders_are_republished_then_failed() {
-        let young = Duration::from_secs(90);
-        let old = Duration::from_secs(1000);
-        let limit = Duration::from_secs(900);
+    fn a_stuck_pre_order_is_sent_again_then_flagged_and_never_failed() {
+        let (limit, young, old) = (
+            Duration::from_secs(900),
+            Duration::from_secs(90),
+            Duration::from_secs(1000),
+        );
+        let verdict = |event, since| {
+            let v = stuck_verdict(event, since, limit);
+            (v.resend, v.flagged)
+        };
+        // Sent once more when its sent event went nowhere, and when the relay gave up.
         assert_eq!(
-            stuck_repair(Some("failed"), young, AsyncMode::Mq, limit),
-            StuckRepair::Republish
+            verdict(EventState::Sent { resent: false }, young),
+            (true, false)
+        );
+        assert_eq!(verdict(EventState::Failed, young), (true, false));
+        assert_eq!(verdict(EventState::Failed, old), (true, true));
+        // Sent again once: not again and again into a backlog; a person after the wait.
+        assert_eq!(
+            verdict(EventState::Sent { resent: true }, young),
+            (false, false)
         );
         assert_eq!(
-            stuck_repair(Some("sent"), old, AsyncMode::Mq, limit),
-            StuckRepair::Fail
+            verdict(EventState::Sent { resent: true }, old),
+            (false, true)
         );
+        // The relay's, and the replay's: left to them, flagged once they take too long.
+        assert_eq!(verdict(EventState::Pending, young), (false, false));
+        assert_eq!(verdict(EventState::Pending, old), (false, true));
+        assert_eq!(verdict(EventState::Recorded, young), (false, false));
+        assert_eq!(verdict(EventState::Recorded, old), (false, true));
+        // Nothing can send it: a person at once.
+        assert_eq!(verdict(EventState::Missing, young), (false, true));
+    }
+
+    #[test]
+    fn outbox_statuses_read_as_event_states() {
+        assert_eq!(EventState::of(Some("recorded"), true), EventState::Recorded);
+        assert_eq!(EventState::of(Some("pending"), false), EventState::Pending);
         assert_eq!(
-            stuck_repair(Some("recorded"), young, AsyncMode::Mq, limit),
-            StuckRepair::Republish
+            EventState::of(Some("sent"), true),
+            EventState::Sent { resent: true }
         );
-        assert!(matches!(
-            stuck_repair(Some("recorded"), old, AsyncMode::Record, limit),
-            StuckRepair::Leave(_)
-        ));
-        assert_eq!(
-            stuck_repair(None, young, AsyncMode::Mq, limit),
-            StuckRepair::Fail
-        );
+        assert_eq!(EventState::of(Some("failed"), false), EventState::Failed);
+        assert_eq!(EventState::of(None, false), EventState::Missing);
     }
 
     fn finding(class: FindingClass, item_id: i64) -> Finding {

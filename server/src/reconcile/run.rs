@@ -11,9 +11,10 @@
 //!   re-derived behind the fence.
 //! * `ORDER_NOT_IN_REDIS`: re-derived behind the fence (PostgreSQL is the arbiter, so Redis
 //!   takes its figures).
-//! * `PREORDER_STUCK`: the event is sent again, or the pre-order failed and its units given
-//!   back once it is too old; recorded orders while the async switch is on `record` are
-//!   flagged for the ops replay.
+//! * `PREORDER_STUCK`: never failed (its buyer may have been told he won): its event is
+//!   sent again when it went nowhere (`rules::stuck_verdict`), a recorded one is left for the
+//!   ops replay whatever the async switch says now, and one that waited
+//!   `fail_stuck_after_s` since its event last reached RabbitMQ is flagged for a person.
 //! * `UNPAID_PAST_DEADLINE`: settled through the payment check (paid if the center has the
 //!   money, else cancelled with its stock given back).
 //! * `RESTORE_INCOMPLETE`: the Redis give-back is retried (once per order id).
@@ -35,13 +36,12 @@ use crate::{
     catalog::store::StoredActivity,
     orders::{
         cancellations::GiveBack,
-        completions,
         pay_timeout::{self, give_back_to_redis, Trigger},
     },
     reconcile::{
         fence::{self, Rederived},
         ledger::{self, Observed},
-        rules::{self, StuckRepair},
+        rules::{self, EventState},
         settle::{self, Deduction, Settled},
         store,
     },
@@ -559,6 +559,8 @@ fn restore_finding(owed: &GiveBack, action: FindingAction, detail: String) -> Fi
     }
 }
 
+/// Stuck pre-orders: each sent again or left to whoever sends it, and flagged once it has
+/// waited too long. Never failed: its buyer may have been told he won.
 async fn stuck_preorders(
     state: &AppState,
     activity: &StoredActivity,
@@ -566,55 +568,45 @@ async fn stuck_preorders(
 ) -> anyhow::Result<Vec<Finding>> {
     let settings = &state.settings.reconcile;
     let stuck_after = Duration::from_secs(settings.stuck_after_s);
-    let fail_after = Duration::from_secs(settings.fail_stuck_after_s);
-    let async_mode = state.switches.current().async_mode;
+    let flag_after = Duration::from_secs(settings.fail_stuck_after_s);
     let mut findings = Vec::new();
     for stuck in store::stuck_preorders(&state.db, activity.id, stuck_after, PIPELINE_BATCH).await?
     {
-        let age = Duration::from_secs_f64(stuck.age_s.max(0.0));
-        let outbox = stuck.outbox_status.as_deref();
-        let repair = rules::stuck_repair(outbox, age, async_mode, fail_after);
-        let (action, detail) = match (mode.repair, repair) {
-            (_, StuckRepair::Leave(why)) => (FindingAction::Flagged, why.to_owned()),
-            (false, _) => (
-                FindingAction::None,
-                format!(
-                    "pre-created {} s ago, outbox {}",
-                    age.as_secs(),
-                    outbox.unwrap_or("missing")
-                ),
-            ),
-            (true, StuckRepair::Republish) => {
-                if store::republish(&state.db, stuck.order_id).await? {
-                    (
-                        FindingAction::Repaired,
-                        "its event is sent again".to_owned(),
-                    )
-                } else {
-                    (
-                        FindingAction::None,
-                        "its outbox row moved meanwhile".to_owned(),
-                    )
-                }
-            }
-            (true, StuckRepair::Fail) => {
-                let mut tx = state.db.begin().await?;
-                let owed = completions::fail(&mut tx, &[stuck.order_id]).await?;
-                tx.commit().await?;
-                let mut given_back = true;
-                for give_back in &owed {
-                    given_back &= give_back_to_redis(state, give_back).await;
-                }
-                if owed.is_empty() {
-                    (FindingAction::None, "completed meanwhile".to_owned())
-                } else {
-                    (
-                        FindingAction::Repaired,
-                        format!("too old to wait for: failed and its units given back (Redis: {given_back})"),
-                    )
-                }
-            }
+        let since_sent = Duration::from_secs_f64(stuck.since_sent_s.max(0.0));
+        let event = EventState::of(stuck.outbox_status.as_deref(), stuck.resent);
+        let verdict = rules::stuck_verdict(event, since_sent, flag_after);
+        let resent =
+            mode.repair && verdict.resend && store::republish(&state.db, stuck.order_id).await?;
+        let action = if verdict.flagged {
+            FindingAction::Flagged
+        } else if resent {
+            FindingAction::Repaired
+        } else if mode.automatic {
+            // Left to the relay or the replay, nothing done, no one to tell yet: the
+            // leader's pass stores no finding for it (a report run lists it).
+            continue;
+        } else {
+            FindingAction::None
         };
+        let mut detail = format!(
+            "waits {} s since its event was last sent (or written), outbox {}: {}",
+            since_sent.as_secs(),
+            stuck.outbox_status.as_deref().unwrap_or("missing"),
+            verdict.why
+        );
+        if verdict.resend {
+            detail.push_str(match (mode.repair, resent) {
+                (true, true) => "; sent again",
+                (true, false) => "; its outbox row moved meanwhile",
+                (false, _) => "; a repair sends it again",
+            });
+        }
+        if verdict.flagged {
+            detail.push_str(&format!(
+                "; past fail_stuck_after_s ({} s): it is never failed by a timer, a person decides",
+                flag_after.as_secs()
+            ));
+        }
         findings.push(Finding {
             class: FindingClass::PreorderStuck,
             item_id: stuck.item_id,

@@ -116,40 +116,68 @@ async fn run_stored(
 /// A repair's hold on one activity: a session advisory lock on a connection of its own,
 /// so two repairs (the leader's and an operator's, or two operators') never rewrite the
 /// same item at once, and a crashed instance's lock goes with its connection.
-pub(crate) struct ActivityLock(PoolConnection<Postgres>);
+///
+/// Released whatever becomes of its holder: [`ActivityLock::release`] unlocks and gives the
+/// connection back to the pool; dropped any other way (its holder panicked, or its future
+/// was dropped, even while the lock was being taken or given back), the connection is
+/// closed instead, which releases every lock of its session. Given back to the pool still
+/// locked, it would keep the activity from every repair on another connection for as long
+/// as the pool keeps it.
+pub struct ActivityLock(Option<PoolConnection<Postgres>>);
 
 impl ActivityLock {
     /// Takes the lock, waiting up to `wait`; `None` when it stayed taken.
-    pub(crate) async fn wait(
+    pub async fn wait(
         db: &PgPool,
         activity_id: i64,
         wait: Duration,
     ) -> Result<Option<ActivityLock>, sqlx::Error> {
-        let mut connection = db.acquire().await?;
+        // Guarded from the first try: a holder cancelled while `pg_try_advisory_lock` runs
+        // may hold the lock without having read the answer.
+        let mut lock = ActivityLock(Some(db.acquire().await?));
         let started = tokio::time::Instant::now();
         loop {
             let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
                 .bind(LOCK_CLASS)
                 .bind(lock_key(activity_id))
-                .fetch_one(&mut *connection)
+                .fetch_one(lock.session())
                 .await?;
             if taken {
-                return Ok(Some(ActivityLock(connection)));
+                return Ok(Some(lock));
             }
             if started.elapsed() >= wait {
+                // Never locked: the connection goes back to the pool as it came.
+                lock.0.take();
                 return Ok(None);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
-    pub(crate) async fn release(mut self) {
+    pub async fn release(mut self) {
         let unlocked = sqlx::query("SELECT pg_advisory_unlock_all()")
-            .execute(&mut *self.0)
-            .await;
-        if unlocked.is_err() {
-            // Closing the session is what releases a session lock for sure.
-            drop(self.0.detach());
+            .execute(self.session())
+            .await
+            .is_ok();
+        if unlocked {
+            // Back to the pool, unlocked; otherwise the drop closes the session.
+            self.0.take();
+        }
+    }
+
+    fn session(&mut self) -> &mut sqlx::PgConnection {
+        self.0
+            .as_deref_mut()
+            .expect("an activity lock holds its connection until it is released or dropped")
+    }
+}
+
+impl Drop for ActivityLock {
+    fn drop(&mut self) {
+        if let Some(connection) = self.0.take() {
+            // Closing the session is what releases a session lock for sure; the pool opens
+            // another connection when it needs one.
+            drop(connection.detach());
         }
     }
 }
