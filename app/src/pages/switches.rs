@@ -9,6 +9,7 @@
 
 use super::{error_box, reason_field, ticker, when};
 use crate::api::{get_switch_board, whoami, FlipSwitch};
+use crate::error::ConsoleFnError;
 use contract::{NodeState, SwitchBoard, SwitchChange, SwitchRow};
 use leptos::prelude::*;
 use std::time::Duration;
@@ -49,7 +50,7 @@ pub fn SwitchBoardPage() -> impl IntoView {
 
 /// Where etcd and this instance stand, the latest flip's propagation, and every instance.
 #[component]
-fn LivePanel(board: SwitchBoard, flipped: Option<Result<SwitchChange, ServerFnError>>) -> AnyView {
+fn LivePanel(board: SwitchBoard, flipped: Option<Result<SwitchChange, ConsoleFnError>>) -> AnyView {
     let etcd_banner = (!board.etcd.reachable).then(|| {
         let error = board.etcd.error.clone().unwrap_or_default();
         view! {

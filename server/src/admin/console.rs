@@ -54,13 +54,15 @@ pub(crate) struct ConsoleService {
 impl From<ApiError> for ConsoleError {
     fn from(error: ApiError) -> Self {
         match error {
-            ApiError::BadRequest(message) | ApiError::Invalid { message, .. } => {
-                ConsoleError::Invalid(message)
-            }
-            ApiError::PayloadTooLarge => ConsoleError::Invalid("the request is too large".into()),
-            ApiError::Conflict { message, .. } => ConsoleError::Conflict(message),
+            ApiError::BadRequest(_)
+            | ApiError::Invalid { .. }
+            | ApiError::PayloadTooLarge
+            | ApiError::BadSignature => ConsoleError::Invalid {
+                code: error.code(),
+                message: error.to_string(),
+            },
+            ApiError::Conflict { code, message } => ConsoleError::Conflict { code, message },
             ApiError::Unauthenticated => ConsoleError::Unauthenticated,
-            ApiError::BadSignature => ConsoleError::Invalid(ApiError::BadSignature.to_string()),
             ApiError::Forbidden | ApiError::CrossSite => ConsoleError::Forbidden,
             ApiError::NotFound(_) | ApiError::MethodNotAllowed => ConsoleError::NotFound,
             ApiError::RateLimited { .. } => ConsoleError::RateLimited,
@@ -101,10 +103,13 @@ impl ConsoleBackend for ConsoleService {
                 max_age_s: session.max_age_s,
             }),
             Err(LoginError::BadCredentials) => {
-                Err(ConsoleError::Invalid("wrong username or password".into()))
+                Err(ConsoleError::bad_request("wrong username or password"))
             }
             Err(LoginError::RateLimited { .. }) => Err(ConsoleError::RateLimited),
-            Err(LoginError::TooLong(too_long)) => Err(ConsoleError::Invalid(too_long.to_string())),
+            Err(LoginError::TooLong(too_long)) => Err(ConsoleError::Invalid {
+                code: too_long.code(),
+                message: too_long.to_string(),
+            }),
             Err(LoginError::Failed(cause)) => Err(ApiError::Internal(cause).into()),
         }
     }
@@ -324,7 +329,7 @@ impl ConsoleBackend for ConsoleService {
 
     async fn add_hotkey(&self, actor: &Actor, form: HotKeyForm) -> Result<HotKey, ConsoleError> {
         authorize(actor, Permission::ManageHotKeys)?;
-        let new = form.read().map_err(ConsoleError::Invalid)?;
+        let new = form.read().map_err(ConsoleError::bad_request)?;
         Ok(hotkeys::add(&Board::of(&self.state), actor, Source::Console, &new).await?)
     }
 
