@@ -2,11 +2,12 @@
 //! playwright-core (`tests/browser/`), logs in and creates an item; an operator flips a
 //! switch on the switch board and watches it applied; an operator starts a repair run on the
 //! reconciliation page and follows it to its findings; SRE watches the live dashboard lose its
-//! stream (a proxy cut) and reconnect, and follows a storm of `seckill-load` on it.
+//! stream (a proxy cut) and reconnect, and follows a storm of `seckill-load` on it; an admin
+//! visits every page of the console with the browser's errors watched.
 
 use crate::support::{
     app::{json, spawn_app, spawn_app_with},
-    fixtures::{open_for_sale, open_sale, shop, storm_settings},
+    fixtures::{buy_body, open_for_sale, open_sale, shop, storm_settings},
     proxy::{target_of, through, Proxy},
 };
 use contract::Role;
@@ -281,4 +282,43 @@ async fn sre_follows_a_storm_on_the_dashboard_and_it_agrees_with_the_metrics() {
     assert_eq!(app.metric(&figure("total")).await, STOCK as f64);
     assert_eq!(app.metric(&figure("redis_stock")).await, 0.0);
     assert_eq!(app.metric(&figure("allocated")).await, STOCK as f64);
+}
+
+#[tokio::test]
+async fn an_admin_visits_every_console_page_and_the_browser_reports_no_error() {
+    let app = spawn_app().await;
+    let shop = shop(&app, "acme", "Every page").await;
+    let ops = app.caller(Role::Ops, None).await;
+    open_for_sale(&app, &shop, &ops).await;
+    let order = app.bought(7, "every-page", &buy_body(&shop.sale, 1)).await;
+    let (status, run) = json(
+        app.post_json(
+            "/admin/api/reconciliations",
+            Some(&ops),
+            &serde_json::json!({ "activity_id": shop.sale.activity_id }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 202, "{run}");
+    let admin = app.caller(Role::Admin, None).await;
+    // The menu's pages the scenario finds itself; these are the ones it does not link to.
+    let (activity, item) = (shop.sale.activity_id, shop.sale.item_id);
+    let mut args = vec![
+        app.address.clone(),
+        admin.username.clone(),
+        admin.password.clone(),
+    ];
+    args.extend([
+        "/activities/new".to_owned(),
+        "/items/new".to_owned(),
+        format!("/activities/{activity}"),
+        format!("/items/{item}"),
+        format!("/orders/{order}"),
+        format!("/reconciliations/{}", run["id"]),
+        format!("/reconciliations?activity_id={activity}"),
+        format!("/baselines?activity_id={activity}"),
+        format!("/readiness?activity_id={activity}"),
+    ]);
+    run_scenario("console_every_page.mjs", args).await;
 }

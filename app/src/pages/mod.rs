@@ -130,6 +130,20 @@ pub fn activity_options(
         .collect_view()
 }
 
+/// Now, in milliseconds since the epoch, from whichever clock the build can read: wasm has no
+/// system clock (`chrono::Utc::now()` panics there and leaves the hydrated router dead), so
+/// the browser build asks JavaScript's `Date`.
+pub fn now_ms() -> i64 {
+    #[cfg(feature = "hydrate")]
+    {
+        js_sys::Date::now() as i64
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        chrono::Utc::now().timestamp_millis()
+    }
+}
+
 /// A time as the console shows it (UTC, to the second).
 pub fn when(time: chrono::DateTime<chrono::Utc>) -> String {
     time.format("%Y-%m-%d %H:%M:%S").to_string()
