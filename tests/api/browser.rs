@@ -127,6 +127,36 @@ async fn ops_flips_a_switch_with_a_reason_and_sees_it_applied_in_the_hydrated_co
 }
 
 #[tokio::test]
+async fn ops_sets_a_hot_key_rule_from_its_row_and_sees_it_applied_in_the_hydrated_console() {
+    let app = spawn_app().await;
+    let ops = app.caller(Role::Ops, None).await;
+    let reason = format!("rule drill {}", &ops.username[4..]);
+    let rule = r#"{"threshold_per_s":50,"action":"watch","hold_s":10}"#;
+    run_scenario(
+        "console_set_hotkey_rule.mjs",
+        vec![
+            app.address.clone(),
+            ops.username.clone(),
+            ops.password.clone(),
+            reason.clone(),
+            rule.to_owned(),
+        ],
+    )
+    .await;
+    let (path, value): (String, String) =
+        sqlx::query_as("SELECT path, new_value FROM switch_audit ORDER BY id DESC LIMIT 1")
+            .fetch_one(&app.db)
+            .await
+            .expect("switch audit");
+    assert_eq!(path, "rules/hotkeys/item");
+    let stored: serde_json::Value = serde_json::from_str(&value).expect("a JSON rule");
+    assert_eq!(
+        stored,
+        serde_json::from_str::<serde_json::Value>(rule).expect("rule")
+    );
+}
+
+#[tokio::test]
 async fn ops_starts_a_repair_run_in_the_hydrated_console_and_follows_it_to_its_findings() {
     // Without the leader's pass, which would repair the lost stock before the operator.
     let app = spawn_app_with(|settings| settings.reconcile.interval_ms = 0).await;
