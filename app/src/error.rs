@@ -42,8 +42,10 @@ impl FromServerFnError for ConsoleFnError {
 
     fn from_server_fn_error(error: ServerFnErrorErr) -> Self {
         let code = match &error {
-            // Arguments the server could not read are the caller's mistake.
+            // Arguments the server could not read are the caller's mistake; on the server, a
+            // body that does not deserialize (a JSON argument of the wrong type) is one too.
             ServerFnErrorErr::Args(_) | ServerFnErrorErr::MissingArg(_) => "BAD_REQUEST",
+            ServerFnErrorErr::Deserialization(_) if cfg!(feature = "ssr") => "BAD_REQUEST",
             // In the browser: the server was not reached, or its answer was not readable.
             ServerFnErrorErr::Request(_) | ServerFnErrorErr::Deserialization(_) => "UNAVAILABLE",
             _ => "INTERNAL",

@@ -6,7 +6,6 @@ use app::backend::{ConsoleBackend, ConsoleError, NewSession, SharedBackend};
 use axum::{
     body::Body,
     extract::{FromRequest, Request},
-    http::StatusCode,
     middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::post,
@@ -33,7 +32,7 @@ use std::{net::IpAddr, sync::Arc};
 
 use crate::infra::{quiet_log::quiet, slow_bodies};
 use crate::{
-    admin::{authorize, csrf},
+    admin::authorize,
     catalog::service as catalog,
     control::board::{self, Board, Flip},
     error::ApiError,
@@ -412,30 +411,6 @@ pub(crate) fn router(state: AppState) -> Router<AppState> {
         .leptos_routes_with_context(&state, routes, provide, move || app::shell(leptos.clone()))
         .fallback_service(site)
         .layer(middleware::from_fn(login_gate))
-        .layer(middleware::from_fn(unreadable_body_as_400))
-}
-
-/// How Leptos spells a server function's refusal of a body it could not read.
-const UNREADABLE_BODY: &[u8] = b"Deserialization|";
-
-/// A server function's refusal of a body it could not read (malformed, or cut off by the
-/// patience with slow bodies) is the caller's error, which Leptos answers 500: it is answered
-/// 400 here, with the same body, which the console's client decodes as before.
-async fn unreadable_body_as_400(request: Request, next: Next) -> Response {
-    let server_function = request.uri().path().starts_with(csrf::SERVER_FUNCTIONS);
-    let response = next.run(request).await;
-    if !server_function || response.status() != StatusCode::INTERNAL_SERVER_ERROR {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    // A server function's error is a line of text.
-    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    };
-    if bytes.starts_with(UNREADABLE_BODY) {
-        parts.status = StatusCode::BAD_REQUEST;
-    }
-    Response::from_parts(parts, Body::from(bytes))
 }
 
 /// The login server function behind a gate of its own, because anyone may call it: the body
