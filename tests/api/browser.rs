@@ -92,6 +92,25 @@ async fn a_merchant_logs_in_and_creates_an_item_in_the_hydrated_console() {
 }
 
 #[tokio::test]
+async fn a_merchant_who_types_a_bad_price_reads_why_in_the_item_form() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    run_scenario(
+        "console_bad_price.mjs",
+        vec![
+            app.address.clone(),
+            merchant.username.clone(),
+            merchant.password.clone(),
+            "-5".into(),
+            "abc".into(),
+            "12.345".into(),
+        ],
+    )
+    .await;
+    assert_eq!(app.count("items").await, 0);
+}
+
+#[tokio::test]
 async fn ops_flips_a_switch_with_a_reason_and_sees_it_applied_in_the_hydrated_console() {
     let app = spawn_app().await;
     let ops = app.caller(Role::Ops, None).await;
