@@ -3,6 +3,7 @@
 //! [`ConsoleBackend`](crate::backend::ConsoleBackend) the server provided as context with
 //! that actor. Authorisation happens behind that trait, per call.
 
+use crate::error::ConsoleFnError;
 use contract::{
     ActivityBaselines, BaselineRun, BaselineScope, HotKey, HotKeyPeriod, HotKeysView, Readiness,
 };
@@ -19,10 +20,11 @@ use leptos::server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 mod session {
     use crate::backend::{ConsoleError, SharedBackend, SESSION_COOKIE};
+    use crate::error::ConsoleFnError;
     use leptos::prelude::*;
 
     /// The backend and the admin user the request's session cookie belongs to, resolved once.
-    pub async fn signed_in() -> Result<(SharedBackend, contract::Actor), ServerFnError> {
+    pub async fn signed_in() -> Result<(SharedBackend, contract::Actor), ConsoleFnError> {
         let backend = backend()?;
         let actor = backend
             .authenticate(&token().await?)
@@ -31,22 +33,22 @@ mod session {
         Ok((backend, actor))
     }
 
-    pub fn backend() -> Result<SharedBackend, ServerFnError> {
+    pub fn backend() -> Result<SharedBackend, ConsoleFnError> {
         use_context::<SharedBackend>()
-            .ok_or_else(|| ServerFnError::new("console backend missing from context"))
+            .ok_or_else(|| ConsoleFnError::new("INTERNAL", "console backend missing from context"))
     }
 
     /// The session token from the request's cookie header, if any.
-    pub async fn token() -> Result<String, ServerFnError> {
+    pub async fn token() -> Result<String, ConsoleFnError> {
         let headers: http::HeaderMap = leptos_axum::extract().await?;
         Ok(crate::backend::session_token(&headers)
             .unwrap_or_default()
             .to_owned())
     }
 
-    /// Turns a refusal into the error the page shows, answered with the matching 4xx (an
-    /// expired session also goes to the login page).
-    pub fn refuse(error: ConsoleError) -> ServerFnError {
+    /// Turns a refusal into the error the page shows, answered with the matching 4xx and
+    /// the admin API's code (an expired session also goes to the login page).
+    pub fn refuse(error: ConsoleError) -> ConsoleFnError {
         let status = match error {
             ConsoleError::Unauthenticated => {
                 leptos_axum::redirect("/login");
@@ -54,8 +56,8 @@ mod session {
             }
             ConsoleError::Forbidden => http::StatusCode::FORBIDDEN,
             ConsoleError::NotFound => http::StatusCode::NOT_FOUND,
-            ConsoleError::Invalid(_) => http::StatusCode::BAD_REQUEST,
-            ConsoleError::Conflict(_) => http::StatusCode::CONFLICT,
+            ConsoleError::Invalid { .. } => http::StatusCode::BAD_REQUEST,
+            ConsoleError::Conflict { .. } => http::StatusCode::CONFLICT,
             ConsoleError::Unavailable(_) => http::StatusCode::SERVICE_UNAVAILABLE,
             ConsoleError::RateLimited => http::StatusCode::TOO_MANY_REQUESTS,
             ConsoleError::Internal => http::StatusCode::INTERNAL_SERVER_ERROR,
@@ -63,12 +65,13 @@ mod session {
         if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
             response.set_status(status);
         }
-        ServerFnError::new(error)
+        ConsoleFnError::new(error.code(), error.to_string())
     }
 
-    pub fn set_cookie(value: String) -> Result<(), ServerFnError> {
+    pub fn set_cookie(value: String) -> Result<(), ConsoleFnError> {
         let response = expect_context::<leptos_axum::ResponseOptions>();
-        let value = http::HeaderValue::from_str(&value).map_err(ServerFnError::new)?;
+        let value = http::HeaderValue::from_str(&value)
+            .map_err(|error| ConsoleFnError::new("INTERNAL", error.to_string()))?;
         response.append_header(http::header::SET_COOKIE, value);
         Ok(())
     }
@@ -80,7 +83,7 @@ mod session {
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn login(username: String, password: String) -> Result<(), ServerFnError> {
+pub async fn login(username: String, password: String) -> Result<(), ConsoleFnError> {
     let backend = session::backend()?;
     let request = leptos_axum::extract::<http::request::Parts>().await?;
     let new = backend
@@ -97,7 +100,7 @@ pub async fn login(username: String, password: String) -> Result<(), ServerFnErr
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn logout() -> Result<(), ServerFnError> {
+pub async fn logout() -> Result<(), ConsoleFnError> {
     let backend = session::backend()?;
     let token = session::token().await?;
     backend.logout(&token).await.map_err(session::refuse)?;
@@ -107,19 +110,19 @@ pub async fn logout() -> Result<(), ServerFnError> {
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn whoami() -> Result<CurrentUser, ServerFnError> {
+pub async fn whoami() -> Result<CurrentUser, ConsoleFnError> {
     let (_, actor) = session::signed_in().await?;
     Ok(CurrentUser::from(&actor))
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn list_items() -> Result<Vec<Item>, ServerFnError> {
+pub async fn list_items() -> Result<Vec<Item>, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend.list_items(&actor).await.map_err(session::refuse)
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn get_item(id: i64) -> Result<Item, ServerFnError> {
+pub async fn get_item(id: i64) -> Result<Item, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend.get_item(&actor, id).await.map_err(session::refuse)
 }
@@ -133,15 +136,17 @@ pub async fn save_item(
     description: String,
     price: String,
     merchant_id: Option<i64>,
-) -> Result<i64, ServerFnError> {
-    let price_cents = contract::parse_cents(&price).map_err(ServerFnError::new)?;
+) -> Result<i64, ConsoleFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    // The admin API takes whole cents; an amount that is no price is the same bad input.
+    let price_cents = contract::parse_cents(&price)
+        .map_err(|message| session::refuse(crate::backend::ConsoleError::bad_request(message)))?;
     let input = contract::ItemInput {
         name,
         description,
         price_cents,
         merchant_id,
     };
-    let (backend, actor) = session::signed_in().await?;
     let id = match id {
         Some(id) => backend.update_item(&actor, id, input).await.map(|()| id),
         None => backend.create_item(&actor, input).await,
@@ -152,7 +157,7 @@ pub async fn save_item(
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn list_activities() -> Result<Vec<ActivitySummary>, ServerFnError> {
+pub async fn list_activities() -> Result<Vec<ActivitySummary>, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .list_activities(&actor)
@@ -161,7 +166,7 @@ pub async fn list_activities() -> Result<Vec<ActivitySummary>, ServerFnError> {
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn get_activity(id: i64) -> Result<ActivityDetail, ServerFnError> {
+pub async fn get_activity(id: i64) -> Result<ActivityDetail, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .get_activity(&actor, id)
@@ -171,7 +176,7 @@ pub async fn get_activity(id: i64) -> Result<ActivityDetail, ServerFnError> {
 
 /// Creates (`id` absent) or updates an activity; called from the hydrated form.
 #[server(prefix = "/console/fn", input = Json)]
-pub async fn save_activity(id: Option<i64>, input: ActivityInput) -> Result<i64, ServerFnError> {
+pub async fn save_activity(id: Option<i64>, input: ActivityInput) -> Result<i64, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     match id {
         Some(id) => backend
@@ -185,14 +190,14 @@ pub async fn save_activity(id: Option<i64>, input: ActivityInput) -> Result<i64,
 
 /// Pre-warms an activity: its stock, buyer records and Bloom filter keys into Redis.
 #[server(prefix = "/console/fn")]
-pub async fn prewarm_activity(id: i64) -> Result<PrewarmReport, ServerFnError> {
+pub async fn prewarm_activity(id: i64) -> Result<PrewarmReport, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend.prewarm(&actor, id).await.map_err(session::refuse)
 }
 
 /// Publishes the activity's static sale page: a new version, served at once.
 #[server(prefix = "/console/fn")]
-pub async fn publish_sale_page(id: i64) -> Result<PublishedPage, ServerFnError> {
+pub async fn publish_sale_page(id: i64) -> Result<PublishedPage, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .publish_sale_page(&actor, id)
@@ -206,7 +211,7 @@ pub async fn list_orders(
     activity_id: Option<i64>,
     status: Option<String>,
     page: Option<i64>,
-) -> Result<OrderPage, ServerFnError> {
+) -> Result<OrderPage, ConsoleFnError> {
     let query = contract::OrderQuery {
         activity_id,
         status,
@@ -220,7 +225,7 @@ pub async fn list_orders(
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn get_order(id: String) -> Result<OrderDetail, ServerFnError> {
+pub async fn get_order(id: String) -> Result<OrderDetail, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .get_order(&actor, &id)
@@ -231,7 +236,7 @@ pub async fn get_order(id: String) -> Result<OrderDetail, ServerFnError> {
 /// The switch board: every switch and limit, etcd's state, and each live
 /// instance's applied revision.
 #[server(prefix = "/console/fn")]
-pub async fn get_switch_board() -> Result<SwitchBoard, ServerFnError> {
+pub async fn get_switch_board() -> Result<SwitchBoard, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend.switch_board(&actor).await.map_err(session::refuse)
 }
@@ -242,7 +247,7 @@ pub async fn flip_switch(
     path: String,
     value: String,
     reason: String,
-) -> Result<SwitchChange, ServerFnError> {
+) -> Result<SwitchChange, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .flip_switch(&actor, &path, &value, &reason)
@@ -251,7 +256,7 @@ pub async fn flip_switch(
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn audit_log(page: Option<i64>) -> Result<AuditPage, ServerFnError> {
+pub async fn audit_log(page: Option<i64>) -> Result<AuditPage, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .audit_log(&actor, page.unwrap_or(1))
@@ -260,7 +265,7 @@ pub async fn audit_log(page: Option<i64>) -> Result<AuditPage, ServerFnError> {
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn list_dead_letters(page: Option<i64>) -> Result<DeadLetterPage, ServerFnError> {
+pub async fn list_dead_letters(page: Option<i64>) -> Result<DeadLetterPage, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .dead_letters(&actor, page.unwrap_or(1))
@@ -270,7 +275,10 @@ pub async fn list_dead_letters(page: Option<i64>) -> Result<DeadLetterPage, Serv
 
 /// Sends one dead letter back to its queue; the reason is required and audited.
 #[server(prefix = "/console/fn")]
-pub async fn requeue_dead_letter(id: i64, reason: String) -> Result<DeadLetterView, ServerFnError> {
+pub async fn requeue_dead_letter(
+    id: i64,
+    reason: String,
+) -> Result<DeadLetterView, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .requeue_dead_letter(&actor, id, &reason)
@@ -280,7 +288,7 @@ pub async fn requeue_dead_letter(id: i64, reason: String) -> Result<DeadLetterVi
 
 /// Sends every waiting dead letter back; the reason is required and audited.
 #[server(prefix = "/console/fn")]
-pub async fn requeue_all_dead_letters(reason: String) -> Result<RequeueReport, ServerFnError> {
+pub async fn requeue_all_dead_letters(reason: String) -> Result<RequeueReport, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .requeue_all_dead_letters(&actor, &reason)
@@ -290,7 +298,7 @@ pub async fn requeue_all_dead_letters(reason: String) -> Result<RequeueReport, S
 
 /// The live dashboard's most recent frames, drawn before the stream takes over.
 #[server(prefix = "/console/fn")]
-pub async fn dashboard_frames() -> Result<Vec<DashboardFrame>, ServerFnError> {
+pub async fn dashboard_frames() -> Result<Vec<DashboardFrame>, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .dashboard_frames(&actor)
@@ -300,7 +308,7 @@ pub async fn dashboard_frames() -> Result<Vec<DashboardFrame>, ServerFnError> {
 
 /// The outbox: pending, failed and recorded rows, and the failed ones in detail.
 #[server(prefix = "/console/fn")]
-pub async fn get_outbox_summary() -> Result<OutboxSummary, ServerFnError> {
+pub async fn get_outbox_summary() -> Result<OutboxSummary, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .outbox_summary(&actor)
@@ -314,7 +322,7 @@ pub async fn get_outbox_summary() -> Result<OutboxSummary, ServerFnError> {
 pub async fn retry_outbox(
     id: Option<i64>,
     reason: String,
-) -> Result<OutboxRetryReport, ServerFnError> {
+) -> Result<OutboxRetryReport, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .retry_outbox(&actor, id, &reason)
@@ -324,7 +332,7 @@ pub async fn retry_outbox(
 
 /// Replays the pre-orders recorded while the async switch was on `record`; audited.
 #[server(prefix = "/console/fn")]
-pub async fn replay_recorded_orders(reason: String) -> Result<ReplayReport, ServerFnError> {
+pub async fn replay_recorded_orders(reason: String) -> Result<ReplayReport, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .replay_recorded(&actor, &reason)
@@ -334,7 +342,7 @@ pub async fn replay_recorded_orders(reason: String) -> Result<ReplayReport, Serv
 
 /// The live stock ledger of an activity's items.
 #[server(prefix = "/console/fn")]
-pub async fn get_activity_ledger(activity_id: i64) -> Result<ActivityLedger, ServerFnError> {
+pub async fn get_activity_ledger(activity_id: i64) -> Result<ActivityLedger, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .activity_ledger(&actor, activity_id)
@@ -346,7 +354,7 @@ pub async fn get_activity_ledger(activity_id: i64) -> Result<ActivityLedger, Ser
 #[server(prefix = "/console/fn")]
 pub async fn list_reconciliations(
     activity_id: Option<i64>,
-) -> Result<Vec<RunSummary>, ServerFnError> {
+) -> Result<Vec<RunSummary>, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .reconciliations(&actor, activity_id)
@@ -355,7 +363,7 @@ pub async fn list_reconciliations(
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn get_reconciliation(id: i64) -> Result<ReconciliationRun, ServerFnError> {
+pub async fn get_reconciliation(id: i64) -> Result<ReconciliationRun, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .reconciliation(&actor, id)
@@ -370,7 +378,7 @@ pub async fn start_reconciliation(
     activity_id: i64,
     repair: Option<bool>,
     reason: Option<String>,
-) -> Result<StartedRun, ServerFnError> {
+) -> Result<StartedRun, ConsoleFnError> {
     // An empty textarea is no reason at all: the server then says a repair needs one.
     let reason = reason
         .map(|reason| reason.trim().to_owned())
@@ -391,14 +399,14 @@ pub async fn start_reconciliation(
 
 /// The hot keys in force on the answering instance and the cluster-wide top per kind.
 #[server(prefix = "/console/fn")]
-pub async fn get_hotkeys() -> Result<HotKeysView, ServerFnError> {
+pub async fn get_hotkeys() -> Result<HotKeysView, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend.hotkeys(&actor).await.map_err(session::refuse)
 }
 
 /// The stored periods of hot keys over the last `hours` (default 6).
 #[server(prefix = "/console/fn")]
-pub async fn hotkey_history(hours: Option<u32>) -> Result<Vec<HotKeyPeriod>, ServerFnError> {
+pub async fn hotkey_history(hours: Option<u32>) -> Result<Vec<HotKeyPeriod>, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .hotkey_history(&actor, hours.unwrap_or(6))
@@ -416,7 +424,7 @@ pub async fn add_hot_key(
     limit_per_s: Option<String>,
     hold_s: String,
     reason: String,
-) -> Result<HotKey, ServerFnError> {
+) -> Result<HotKey, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     let form = contract::HotKeyForm {
         kind,
@@ -438,7 +446,7 @@ pub async fn remove_hot_key(
     kind: String,
     key: String,
     reason: String,
-) -> Result<(), ServerFnError> {
+) -> Result<(), ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .remove_hotkey(&actor, &kind, &key, &reason)
@@ -449,7 +457,7 @@ pub async fn remove_hot_key(
 /// The readiness check of an activity, run when asked: every check's verdict and the
 /// overall go/no-go.
 #[server(prefix = "/console/fn")]
-pub async fn get_readiness(activity_id: i64) -> Result<Readiness, ServerFnError> {
+pub async fn get_readiness(activity_id: i64) -> Result<Readiness, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .readiness(&actor, activity_id)
@@ -459,7 +467,7 @@ pub async fn get_readiness(activity_id: i64) -> Result<Readiness, ServerFnError>
 
 /// Rehearsals, newest first; an absent activity means every activity's.
 #[server(prefix = "/console/fn")]
-pub async fn list_rehearsals(activity_id: Option<i64>) -> Result<Vec<Rehearsal>, ServerFnError> {
+pub async fn list_rehearsals(activity_id: Option<i64>) -> Result<Vec<Rehearsal>, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .rehearsals(&actor, activity_id)
@@ -469,7 +477,7 @@ pub async fn list_rehearsals(activity_id: Option<i64>) -> Result<Vec<Rehearsal>,
 
 /// The recorded runs of an activity, newest first.
 #[server(prefix = "/console/fn")]
-pub async fn list_baselines(activity_id: i64) -> Result<ActivityBaselines, ServerFnError> {
+pub async fn list_baselines(activity_id: i64) -> Result<ActivityBaselines, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .baselines(&actor, activity_id)
@@ -478,7 +486,7 @@ pub async fn list_baselines(activity_id: i64) -> Result<ActivityBaselines, Serve
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn get_rehearsal(id: i64) -> Result<Rehearsal, ServerFnError> {
+pub async fn get_rehearsal(id: i64) -> Result<Rehearsal, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend.rehearsal(&actor, id).await.map_err(session::refuse)
 }
@@ -491,7 +499,7 @@ pub async fn begin_rehearsal(
     buyers: String,
     rate_per_s: String,
     reason: String,
-) -> Result<StartedRehearsal, ServerFnError> {
+) -> Result<StartedRehearsal, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     let request = contract::StartRehearsal {
         buyers: buyers.trim().parse().unwrap_or(0),
@@ -513,7 +521,7 @@ pub async fn mark_baseline(
     run_id: i64,
     reason: String,
     #[server(default)] scope: BaselineScope,
-) -> Result<BaselineRun, ServerFnError> {
+) -> Result<BaselineRun, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .mark_baseline(&actor, run_id, scope, &reason)

@@ -4,6 +4,7 @@
 pub mod api;
 #[cfg(feature = "ssr")]
 pub mod backend;
+pub mod error;
 mod pages;
 
 use leptos::prelude::*;

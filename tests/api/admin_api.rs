@@ -383,3 +383,40 @@ async fn an_admin_writes_for_a_named_merchant() {
     let (_, items) = json(app.get("/admin/api/items", Some(&merchant)).await).await;
     assert_eq!(items[0]["name"], "Gift");
 }
+
+#[tokio::test]
+async fn an_activity_entirely_in_the_past_is_refused_with_a_code() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let item_id = create_item(&app, &merchant, "Phone").await;
+    // Started three hours ago, ended two hours ago.
+    let past = activity_body(item_id, -180);
+    let (status, body) = create_activity(&app, &merchant, &past).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], "ENDS_IN_THE_PAST", "{body}");
+    assert_eq!(app.count("activities").await, 0);
+
+    // Nor may an edit move an upcoming activity into the past.
+    let (_, created) = create_activity(&app, &merchant, &activity_body(item_id, 10)).await;
+    let id = created["id"].as_i64().expect("id");
+    let (status, body) = json(
+        app.send_json(
+            Method::PUT,
+            &format!("/admin/api/activities/{id}"),
+            Some(&merchant),
+            &past,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], "ENDS_IN_THE_PAST", "{body}");
+    let (_, detail) = json(
+        app.get(&format!("/admin/api/activities/{id}"), Some(&merchant))
+            .await,
+    )
+    .await;
+    let ends_at: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(detail["ends_at"].clone()).expect("ends_at");
+    assert!(ends_at > chrono::Utc::now(), "unchanged: {detail}");
+}

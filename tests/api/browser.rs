@@ -2,11 +2,12 @@
 //! playwright-core (`tests/browser/`), logs in and creates an item; an operator flips a
 //! switch on the switch board and watches it applied; an operator starts a repair run on the
 //! reconciliation page and follows it to its findings; SRE watches the live dashboard lose its
-//! stream (a proxy cut) and reconnect, and follows a storm of `seckill-load` on it.
+//! stream (a proxy cut) and reconnect, and follows a storm of `seckill-load` on it; an admin
+//! visits every page of the console with the browser's errors watched.
 
 use crate::support::{
     app::{json, spawn_app, spawn_app_with},
-    fixtures::{open_for_sale, open_sale, shop, storm_settings},
+    fixtures::{buy_body, open_for_sale, open_sale, shop, storm_settings},
     proxy::{target_of, through, Proxy},
 };
 use contract::Role;
@@ -91,6 +92,25 @@ async fn a_merchant_logs_in_and_creates_an_item_in_the_hydrated_console() {
 }
 
 #[tokio::test]
+async fn a_merchant_who_types_a_bad_price_reads_why_in_the_item_form() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    run_scenario(
+        "console_bad_price.mjs",
+        vec![
+            app.address.clone(),
+            merchant.username.clone(),
+            merchant.password.clone(),
+            "-5".into(),
+            "abc".into(),
+            "12.345".into(),
+        ],
+    )
+    .await;
+    assert_eq!(app.count("items").await, 0);
+}
+
+#[tokio::test]
 async fn ops_flips_a_switch_with_a_reason_and_sees_it_applied_in_the_hydrated_console() {
     let app = spawn_app().await;
     let ops = app.caller(Role::Ops, None).await;
@@ -123,6 +143,36 @@ async fn ops_flips_a_switch_with_a_reason_and_sees_it_applied_in_the_hydrated_co
         )]
     );
     assert!(!app.state.switches.current().entry_open);
+}
+
+#[tokio::test]
+async fn ops_sets_a_hot_key_rule_from_its_row_and_sees_it_applied_in_the_hydrated_console() {
+    let app = spawn_app().await;
+    let ops = app.caller(Role::Ops, None).await;
+    let reason = format!("rule drill {}", &ops.username[4..]);
+    let rule = r#"{"threshold_per_s":50,"action":"watch","hold_s":10}"#;
+    run_scenario(
+        "console_set_hotkey_rule.mjs",
+        vec![
+            app.address.clone(),
+            ops.username.clone(),
+            ops.password.clone(),
+            reason.clone(),
+            rule.to_owned(),
+        ],
+    )
+    .await;
+    let (path, value): (String, String) =
+        sqlx::query_as("SELECT path, new_value FROM switch_audit ORDER BY id DESC LIMIT 1")
+            .fetch_one(&app.db)
+            .await
+            .expect("switch audit");
+    assert_eq!(path, "rules/hotkeys/item");
+    let stored: serde_json::Value = serde_json::from_str(&value).expect("a JSON rule");
+    assert_eq!(
+        stored,
+        serde_json::from_str::<serde_json::Value>(rule).expect("rule")
+    );
 }
 
 #[tokio::test]
@@ -281,4 +331,43 @@ async fn sre_follows_a_storm_on_the_dashboard_and_it_agrees_with_the_metrics() {
     assert_eq!(app.metric(&figure("total")).await, STOCK as f64);
     assert_eq!(app.metric(&figure("redis_stock")).await, 0.0);
     assert_eq!(app.metric(&figure("allocated")).await, STOCK as f64);
+}
+
+#[tokio::test]
+async fn an_admin_visits_every_console_page_and_the_browser_reports_no_error() {
+    let app = spawn_app().await;
+    let shop = shop(&app, "acme", "Every page").await;
+    let ops = app.caller(Role::Ops, None).await;
+    open_for_sale(&app, &shop, &ops).await;
+    let order = app.bought(7, "every-page", &buy_body(&shop.sale, 1)).await;
+    let (status, run) = json(
+        app.post_json(
+            "/admin/api/reconciliations",
+            Some(&ops),
+            &serde_json::json!({ "activity_id": shop.sale.activity_id }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 202, "{run}");
+    let admin = app.caller(Role::Admin, None).await;
+    // The menu's pages the scenario finds itself; these are the ones it does not link to.
+    let (activity, item) = (shop.sale.activity_id, shop.sale.item_id);
+    let mut args = vec![
+        app.address.clone(),
+        admin.username.clone(),
+        admin.password.clone(),
+    ];
+    args.extend([
+        "/activities/new".to_owned(),
+        "/items/new".to_owned(),
+        format!("/activities/{activity}"),
+        format!("/items/{item}"),
+        format!("/orders/{order}"),
+        format!("/reconciliations/{}", run["id"]),
+        format!("/reconciliations?activity_id={activity}"),
+        format!("/baselines?activity_id={activity}"),
+        format!("/readiness?activity_id={activity}"),
+    ]);
+    run_scenario("console_every_page.mjs", args).await;
 }

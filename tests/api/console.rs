@@ -194,3 +194,134 @@ async fn ops_pre_warms_an_activity_from_the_console_and_sre_is_refused() {
         assert!(html.contains(expected), "{path} lacks {expected}: {html}");
     }
 }
+
+/// A console `save_activity` call with a JSON body, as the hydrated form sends it.
+async fn save_activity(
+    app: &crate::support::app::TestApp,
+    session: &str,
+    input: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    use leptos::server_fn::ServerFn;
+    let request = app
+        .client
+        .post(format!("{}{}", app.address, app::api::SaveActivity::PATH))
+        .header("origin", &app.address)
+        .json(&serde_json::json!({ "id": null, "input": input }));
+    json(
+        crate::support::app::with_session(request, session)
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await
+}
+
+fn activity_input(
+    item_id: i64,
+    starts_in_minutes: i64,
+    price_cents: serde_json::Value,
+) -> serde_json::Value {
+    let starts = chrono::Utc::now() + chrono::Duration::minutes(starts_in_minutes);
+    serde_json::json!({
+        "title": "Console sale",
+        "starts_at": starts,
+        "ends_at": starts + chrono::Duration::hours(1),
+        "kind": "standard",
+        "pay_timeout_s": 900,
+        "items": [{ "item_id": item_id, "stock": 10, "per_user_limit": 1, "price_cents": price_cents }]
+    })
+}
+
+#[tokio::test]
+async fn bad_prices_in_console_forms_get_a_400_with_the_admin_apis_code_and_change_nothing() {
+    use leptos::server_fn::ServerFn;
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let session = app.console_session(&merchant).await;
+    // The admin API's code for a price that is no price.
+    let (status, api) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&merchant),
+            &serde_json::json!({ "name": "x", "price_cents": -500 }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400, "{api}");
+    for price in ["-5", "abc", "12.345"] {
+        let response = app
+            .console_call(
+                app::api::SaveItem::PATH,
+                &session,
+                &[("name", "Phone"), ("description", ""), ("price", price)],
+            )
+            .await;
+        let (status, body) = json(response).await;
+        assert_eq!(status, 400, "price {price}: {body}");
+        assert_eq!(body["code"], api["code"], "price {price}: {body}");
+        assert!(
+            body["message"].as_str().is_some_and(|m| m.contains(price)),
+            "the message names what was typed: {body}"
+        );
+    }
+    assert_eq!(app.count("items").await, 0);
+
+    let item_id = {
+        let (status, body) = json(
+            app.post_json(
+                "/admin/api/items",
+                Some(&merchant),
+                &serde_json::json!({ "name": "Phone", "price_cents": 100 }),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+        body["id"].as_i64().expect("id")
+    };
+    for price in [
+        serde_json::json!(-500),
+        serde_json::json!("abc"),
+        serde_json::json!(12.345),
+    ] {
+        let (status, body) =
+            save_activity(&app, &session, activity_input(item_id, 10, price.clone())).await;
+        assert_eq!(status, 400, "price_cents {price}: {body}");
+        assert_eq!(body["code"], "BAD_REQUEST", "price_cents {price}: {body}");
+    }
+    assert_eq!(app.count("activities").await, 0);
+}
+
+#[tokio::test]
+async fn the_console_refuses_an_activity_entirely_in_the_past_with_the_admin_apis_code() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let session = app.console_session(&merchant).await;
+    let (_, item) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&merchant),
+            &serde_json::json!({ "name": "Phone", "price_cents": 100 }),
+        )
+        .await,
+    )
+    .await;
+    let item_id = item["id"].as_i64().expect("id");
+    let (status, body) = save_activity(
+        &app,
+        &session,
+        activity_input(item_id, -180, serde_json::json!(100)),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], "ENDS_IN_THE_PAST", "{body}");
+    assert_eq!(app.count("activities").await, 0);
+    let (status, body) = save_activity(
+        &app,
+        &session,
+        activity_input(item_id, 10, serde_json::json!(100)),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}

@@ -18,7 +18,18 @@ use uuid::Uuid;
 /// Writes a pre-order created `minutes_ago`, then moves it along `path` one guarded step at
 /// a time (the trigger records each step).
 async fn order(app: &TestApp, shop: &Shop, user_id: i64, minutes_ago: i64, path: &[&str]) -> Uuid {
-    let id = Uuid::new_v4();
+    order_with_id(app, shop, Uuid::new_v4(), user_id, minutes_ago, path).await
+}
+
+/// [`order`] with the id the test chose.
+async fn order_with_id(
+    app: &TestApp,
+    shop: &Shop,
+    id: Uuid,
+    user_id: i64,
+    minutes_ago: i64,
+    path: &[&str],
+) -> Uuid {
     sqlx::query(
         "INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status, request_id, created_at)
          VALUES ($1, $2, $3, $4, 1, 990, 'PRE_CREATED', $5, now() - make_interval(mins => $6::INTEGER))",
@@ -519,4 +530,26 @@ async fn the_console_lists_and_shows_orders_within_the_merchant_scope() {
         html.contains("not found") && !html.contains(r#"id="order-history""#),
         "{html}"
     );
+}
+
+#[tokio::test]
+async fn the_order_list_tells_apart_orders_made_in_the_same_second() {
+    let app = spawn_app().await;
+    let acme = shop(&app, "acme", "Same second").await;
+    // UUIDv7s of one moment share their leading (time) digits.
+    let ids = [Uuid::now_v7(), Uuid::now_v7()];
+    for (user, id) in (1..).zip(ids) {
+        order_with_id(&app, &acme, id, user, 0, &["UNPAID"]).await;
+    }
+    let label = |id: &Uuid| {
+        let id = id.to_string();
+        format!("…{}", &id[id.len() - 12..])
+    };
+    assert_ne!(label(&ids[0]), label(&ids[1]));
+    let session = app.console_session(&acme.merchant).await;
+    let html = app.console_page("/orders", &session).await;
+    for id in &ids {
+        assert!(html.contains(&label(id)), "{} not shown: {html}", label(id));
+        assert!(html.contains(&format!(r#"title="{id}""#)), "{html}");
+    }
 }

@@ -4,6 +4,7 @@
 use crate::support::{
     app::{spawn_app, TestApp},
     fixtures::{buy_body, open_sale, Caller},
+    wait::{until, PATIENCE},
 };
 use contract::{AgainstBaseline, DashboardFrame, Role};
 use reqwest::Response;
@@ -267,4 +268,51 @@ async fn the_console_page_draws_the_recent_frames_for_sre_and_refuses_merchants(
     let html = app.console_page("/dashboard", &session).await;
     assert!(!html.contains(r#"id="dashboard""#), "{html}");
     assert!(html.contains("your role may not do this"), "{html}");
+}
+
+#[tokio::test]
+async fn paid_units_keep_their_last_count_between_the_counts() {
+    let app = spawn_app().await;
+    let sale = open_sale(&app, 10, 1).await;
+    let sre = app.caller(Role::Sre, None).await;
+    let order = app.bought(1, "dash-paid", &buy_body(&sale, 1)).await;
+    // Once the pipeline has made it UNPAID, the order is paid as the payment's notice would.
+    until("the order is paid", PATIENCE, || async {
+        sqlx::query("UPDATE orders SET status = 'PAID' WHERE id = $1 AND status = 'UNPAID'")
+            .bind(order)
+            .execute(&app.db)
+            .await
+            .expect("pay")
+            .rows_affected()
+            == 1
+    })
+    .await;
+
+    // Paid units are counted every tenth frame: the first frame that shows the order, then
+    // the frames after it, which did not count, must still show it.
+    let paid_of = |frame: &DashboardFrame| {
+        frame
+            .items
+            .iter()
+            .find(|item| item.activity_id == sale.activity_id && item.item_id == sale.item_id)
+            .map(|item| item.paid)
+    };
+    let mut frames = Frames::open(&app, &sre).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while paid_of(&frames.next().await) != Some(1) {
+        assert!(Instant::now() < deadline, "no frame counted the paid order");
+    }
+    for after in 1..=3 {
+        let frame = frames.next().await;
+        assert_eq!(paid_of(&frame), Some(1), "frame {after} after the count");
+    }
+    let series = format!(
+        r#"seckill_item_units{{activity="{}",figure="paid",item="{}"}}"#,
+        sale.activity_id, sale.item_id
+    );
+    assert_eq!(
+        app.metric(&series).await,
+        1.0,
+        "{series} between the counts"
+    );
 }

@@ -391,9 +391,14 @@ async fn opening_soon(app: &TestApp, seconds: i64, stock: i64) -> (Sale, i64) {
 
 /// An open sale's page, published; its shop.
 async fn open_page(app: &TestApp, stock: i64) -> Shop {
+    open_page_limited(app, stock, 1).await
+}
+
+/// [`open_page`] where one buyer may buy `per_user_limit` units.
+async fn open_page_limited(app: &TestApp, stock: i64, per_user_limit: i64) -> Shop {
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
-    let listing = Listing::storm(stock, 1, &[]);
+    let listing = Listing::storm(stock, per_user_limit, &[]);
     let sale = upcoming_activity(app, &merchant, &listing).await;
     let shop = Shop { merchant, sale };
     open_for_sale(app, &shop, &ops).await;
@@ -502,6 +507,36 @@ async fn a_buyer_goes_from_the_countdown_to_paid_with_one_request_and_a_reload_b
         orders_of(&app, BUYER, "status").await,
         [(shown.to_owned(), "PAID".to_owned())]
     );
+}
+
+#[tokio::test]
+async fn a_buyer_with_a_limit_of_two_buys_a_second_unit_after_the_first_is_ready_to_pay() {
+    let app = spawn_app().await;
+    let shop = open_page_limited(&app, 10, 2).await;
+    const BUYER: i64 = 505;
+    let said = buyer_scenario(
+        &app,
+        "sale_page_buy_again.mjs",
+        shop.sale.activity_id,
+        BUYER,
+        &[],
+    )
+    .await;
+    let (first, second) = (said_value(&said, "first"), said_value(&said, "second"));
+    assert!(first.is_some() && first != second, "{said:?}");
+    assert_eq!(
+        said_value(&said, "request_ids"),
+        Some("2"),
+        "a new id per click: {said:?}"
+    );
+    let mut orders = orders_of(&app, BUYER, "status").await;
+    orders.sort();
+    let mut shown = vec![
+        (first.expect("first").to_owned(), "UNPAID".to_owned()),
+        (second.expect("second").to_owned(), "UNPAID".to_owned()),
+    ];
+    shown.sort();
+    assert_eq!(orders, shown);
 }
 
 /// Runs the refusal scenario on an open sale's page: the test does `before_click` once the

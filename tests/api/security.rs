@@ -792,9 +792,8 @@ async fn a_body_sent_a_byte_at_a_time_is_refused_and_gives_its_connection_back()
     .await;
     let address = app.address.trim_start_matches("http://").to_owned();
     let form = "application/x-www-form-urlencoded";
-    // The code, where the route answers JSON; a console server function answers in the
-    // encoding the console's client decodes, and it answered 500 when it could not read its
-    // body.
+    // Every one answers JSON with its code, a console server function too (it answered 500
+    // when it could not read its body).
     for (path, content_type, code) in [
         ("/api/pay/notify", "application/json", Some("BAD_REQUEST")),
         (
@@ -802,7 +801,11 @@ async fn a_body_sent_a_byte_at_a_time_is_refused_and_gives_its_connection_back()
             form,
             Some("BAD_REQUEST"),
         ),
-        (<app::api::SaveItem as ServerFn>::PATH, form, None),
+        (
+            <app::api::SaveItem as ServerFn>::PATH,
+            form,
+            Some("BAD_REQUEST"),
+        ),
     ] {
         let (mut reader, mut writer) = TcpStream::connect(&address)
             .await

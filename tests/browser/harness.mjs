@@ -107,12 +107,14 @@ export async function login(page, base, username, password) {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Launches chromium, gives `scenario(page)` a fresh page that records what went wrong, and
+ * Launches chromium, gives `scenario(page, watch)` a fresh page that records what went wrong, and
  * exits: 0 when the scenario resolves, 1 (with the page's messages) when it throws or takes
- * longer than `overallMs`.
+ * longer than `overallMs`. `watch.faults` lists, as they come, the page's uncaught errors
+ * (a wasm panic among them) and its console errors, for a scenario that must see none.
  */
 export async function runScenario(scenario, overallMs = 60_000) {
   const events = [];
+  const watch = { faults: [] };
   let browser = null;
   let launching = null;
   let timer;
@@ -139,15 +141,19 @@ export async function runScenario(scenario, overallMs = 60_000) {
     const page = await context.newPage();
     page.on('console', (msg) => {
       if (!['verbose', 'debug'].includes(msg.type())) events.push(`[console.${msg.type()}] ${msg.text()}`);
+      if (msg.type() === 'error') watch.faults.push(`[console.error at ${page.url()}] ${msg.text()}`);
     });
-    page.on('pageerror', (err) => events.push(`[pageerror] ${err.message}`));
+    page.on('pageerror', (err) => {
+      events.push(`[pageerror] ${err.message}`);
+      watch.faults.push(`[pageerror at ${page.url()}] ${err.message}`);
+    });
     page.on('requestfailed', (req) =>
       events.push(`[requestfailed] ${req.method()} ${req.url()}: ${req.failure()?.errorText ?? '?'}`),
     );
     page.on('response', (res) => {
       if (res.status() >= 400) events.push(`[http ${res.status()}] ${res.request().method()} ${res.url()}`);
     });
-    await scenario(page);
+    await scenario(page, watch);
   })();
   const overall = new Promise((_, reject) => {
     timer = setTimeout(

@@ -9,6 +9,7 @@ use super::{
 use crate::api::{
     get_activity, list_activities, list_items, PrewarmActivity, PublishSalePage, SaveActivity,
 };
+use crate::error::ConsoleFnError;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use contract::{
     format_cents, ActivityDetail, ActivityInput, ActivityItemInput, ActivityKind, Item,
@@ -100,7 +101,7 @@ pub fn ActivityPage() -> impl IntoView {
         |(id, _)| async move {
             match id {
                 Some(id) => get_activity(id).await,
-                None => Err(ServerFnError::new("not found")),
+                None => Err(ConsoleFnError::not_found()),
             }
         },
     );
@@ -491,7 +492,7 @@ fn ItemsFieldset(items: ItemRows) -> AnyView {
 }
 
 /// The catalogue the item id inputs suggest from, loaded by the page.
-type Catalogue = Resource<Result<Vec<Item>, ServerFnError>>;
+type Catalogue = Resource<Result<Vec<Item>, ConsoleFnError>>;
 
 /// The catalogue's items as suggestions for the item id inputs (`list="catalogue"`), in a
 /// boundary of its own beside the form.

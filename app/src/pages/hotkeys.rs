@@ -3,7 +3,7 @@
 //! the last hours, and, for ops and admin, forms to add a key by hand and to remove one.
 //! Adding and removing are audited by the server with the reason.
 
-use super::{error_box, listing, maybe_when, reason_field, ticker, when};
+use super::{error_box, listing, maybe_when, now_ms, reason_field, ticker, when};
 use crate::api::{get_hotkeys, hotkey_history, whoami, AddHotKey, RemoveHotKey};
 use contract::{HotKey, HotKeyKind, HotKeyPeriod, HotKeysView, Permission};
 use leptos::prelude::*;
@@ -56,7 +56,7 @@ pub fn HotKeysPage() -> impl IntoView {
 }
 
 fn live_view(data: HotKeysView, may_manage: bool, remove: ServerAction<RemoveHotKey>) -> AnyView {
-    let now_ms = chrono::Utc::now().timestamp_millis();
+    let now_ms = now_ms();
     let top = HotKeyKind::ALL.map(|kind| {
         let rows = data.top.of(kind).to_vec();
         view! {

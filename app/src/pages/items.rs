@@ -2,6 +2,7 @@
 
 use super::{error_box, listing};
 use crate::api::{get_item, list_items, SaveItem};
+use crate::error::ConsoleFnError;
 use contract::{format_cents, Item};
 use leptos::prelude::*;
 use leptos_router::{components::A, hooks::use_params_map};
@@ -57,7 +58,7 @@ pub fn ItemEdit() -> impl IntoView {
         |id| async move {
             match id {
                 Some(id) => get_item(id).await,
-                None => Err(ServerFnError::new("not found")),
+                None => Err(ConsoleFnError::not_found()),
             }
         },
     );

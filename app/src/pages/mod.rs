@@ -17,9 +17,9 @@ pub mod reconciliation;
 pub mod rehearsals;
 pub mod switches;
 
+use crate::error::ConsoleFnError;
 use leptos::prelude::*;
 
-/// A server function's error, shown where the page's content would be.
 /// The reason every audited change asks for, as the server requires it (not blank, at most
 /// 500 characters), in the form field the change's server function reads.
 pub fn reason_field() -> impl IntoView {
@@ -30,18 +30,16 @@ pub fn reason_field() -> impl IntoView {
     }
 }
 
-pub fn error_box(error: ServerFnError) -> AnyView {
-    let message = match error {
-        ServerFnError::ServerError(message) => message,
-        other => other.to_string(),
-    };
-    view! { <p class="error" role="alert">{message}</p> }.into_any()
+/// A server function's error, shown where the page's content would be; its code rides
+/// along for tests and programs that read the page.
+pub fn error_box(error: ConsoleFnError) -> AnyView {
+    view! { <p class="error" role="alert" data-code=error.code>{error.message}</p> }.into_any()
 }
 
 /// A list page's body: a note when there is nothing to list, the table when there is,
 /// the error otherwise.
 pub fn listing<T>(
-    rows: Result<Vec<T>, ServerFnError>,
+    rows: Result<Vec<T>, ConsoleFnError>,
     nothing: &'static str,
     table: impl FnOnce(Vec<T>) -> AnyView,
 ) -> AnyView {
@@ -130,6 +128,20 @@ pub fn activity_options(
             }
         })
         .collect_view()
+}
+
+/// Now, in milliseconds since the epoch, from whichever clock the build can read: wasm has no
+/// system clock (`chrono::Utc::now()` panics there and leaves the hydrated router dead), so
+/// the browser build asks JavaScript's `Date`.
+pub fn now_ms() -> i64 {
+    #[cfg(feature = "hydrate")]
+    {
+        js_sys::Date::now() as i64
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        chrono::Utc::now().timestamp_millis()
+    }
 }
 
 /// A time as the console shows it (UTC, to the second).

@@ -99,6 +99,14 @@ fn OrderFilter(
     .into_any()
 }
 
+/// How the list names an order: the last 12 hex digits of its id. Ids are UUIDv7, whose
+/// first digits are the creation time, the same for every order of a sale's busy second;
+/// the tail is random. The link's title holds the whole id.
+fn short_id(id: &str) -> String {
+    let tail = id.len().saturating_sub(12);
+    format!("…{}", id.get(tail..).unwrap_or(id))
+}
+
 #[component]
 fn OrderRows(page: OrderPage, query: OrderQuery) -> AnyView {
     let pages = pager(page.page, page.has_more, move |number| {
@@ -112,9 +120,11 @@ fn OrderRows(page: OrderPage, query: OrderQuery) -> AnyView {
                     <th>"Buyer"</th><th>"Qty"</th><th>"Amount"</th><th>"Status"</th>
                 </tr></thead>
                 <tbody>
-                    {orders.into_iter().map(|order| view! {
+                    {orders.into_iter().map(|order| {
+                        let (href, label) = (format!("/orders/{}", order.id), short_id(&order.id));
+                        view! {
                         <tr>
-                            <td class="mono"><A href=format!("/orders/{}", order.id)>{order.id[..8].to_owned()}</A></td>
+                            <td class="mono"><A href=href attr:title=order.id>{label}</A></td>
                             <td>{when(order.created_at)}</td>
                             <td>{order.activity_title} " (#" {order.activity_id} ")"</td>
                             <td>{order.item_name} " (#" {order.item_id} ")"</td>
@@ -123,6 +133,7 @@ fn OrderRows(page: OrderPage, query: OrderQuery) -> AnyView {
                             <td class="num">{format_cents(order.amount_cents)}</td>
                             <td>{status_badge(order.status)}</td>
                         </tr>
+                        }
                     }).collect_view()}
                 </tbody>
             </table>

@@ -15,6 +15,7 @@ use crate::api::{
     get_activity_ledger, get_reconciliation, list_activities, list_reconciliations, whoami,
     StartReconciliation,
 };
+use crate::error::ConsoleFnError;
 use contract::{
     ActivityLedger, ActivitySummary, CurrentUser, Finding, FindingAction, FindingClass, LedgerItem,
     Permission, Progress, ReconciliationRun, RunStatus, RunSummary,
@@ -216,7 +217,7 @@ pub fn ReconciliationPage() -> impl IntoView {
         |id| async move {
             match id {
                 Some(id) => get_reconciliation(id).await,
-                None => Err(ServerFnError::new("not found")),
+                None => Err(ConsoleFnError::not_found()),
             }
         },
     );
@@ -437,7 +438,7 @@ fn Rerun(activity_id: i64, repair: bool, rerun: ServerAction<StartReconciliation
 }
 
 /// The live stock ledger of an activity, as [`Ledger`] shows it.
-pub type LedgerResource = Resource<Result<ActivityLedger, ServerFnError>>;
+pub type LedgerResource = Resource<Result<ActivityLedger, ConsoleFnError>>;
 
 /// The ledger of the activity `id` names (none: not found), refetched every two seconds.
 /// Made by the page at its top and shown beside the page's other boundaries, never inside
@@ -447,7 +448,7 @@ pub fn ledger_resource(id: impl Fn() -> Option<i64> + Send + Sync + 'static) -> 
     let ledger = Resource::new(id, |id| async move {
         match id {
             Some(id) => get_activity_ledger(id).await,
-            None => Err(ServerFnError::new("not found")),
+            None => Err(ConsoleFnError::not_found()),
         }
     });
     let beat = ticker(LIST_REFRESH);

@@ -9,6 +9,7 @@
 
 use super::{activity_options, chosen_activity, error_box, listing, ticker, when};
 use crate::api::{get_rehearsal, list_activities, list_rehearsals, whoami, BeginRehearsal};
+use crate::error::ConsoleFnError;
 use contract::{
     ActivitySummary, CurrentUser, Permission, Progress, Rehearsal, RehearsalResult, RehearsalStatus,
 };
@@ -176,7 +177,7 @@ pub fn RehearsalPage() -> impl IntoView {
         |id| async move {
             match id {
                 Some(id) => get_rehearsal(id).await,
-                None => Err(ServerFnError::new("not found")),
+                None => Err(ConsoleFnError::not_found()),
             }
         },
     );

@@ -9,6 +9,7 @@
 
 use super::{error_box, reason_field, ticker, when};
 use crate::api::{get_switch_board, whoami, FlipSwitch};
+use crate::error::ConsoleFnError;
 use contract::{NodeState, SwitchBoard, SwitchChange, SwitchRow};
 use leptos::prelude::*;
 use std::time::Duration;
@@ -20,10 +21,21 @@ const STALE_AFTER_MS: u64 = 3_000;
 pub fn SwitchBoardPage() -> impl IntoView {
     let user = Resource::new(|| (), |_| whoami());
     let flip = ServerAction::<FlipSwitch>::new();
-    // The table reloads after a flip only, so an open change form keeps what was typed.
-    let board = Resource::new(move || flip.version().get(), |_| get_switch_board());
     let beat = ticker(Duration::from_secs(1));
     let live = Resource::new(move || beat.get(), |_| get_switch_board());
+    // Whether the live panel has seen the latest flip applied by every instance. The table
+    // reloads when a flip lands and once more when it is applied everywhere (else its
+    // Applied column keeps the count read right after the write), never on the beat, so an
+    // open change form keeps what was typed.
+    let flip_applied = Memo::new(move |_| {
+        let change = flip.value().get()?.ok()?;
+        let board = live.get()?.ok()?;
+        Some((change.revision, Progress::of(&board, &change).complete()))
+    });
+    let board = Resource::new(
+        move || (flip.version().get(), flip_applied.get()),
+        |_| get_switch_board(),
+    );
     view! {
         <h1>"Switch board"</h1>
         <Transition fallback=|| ()>
@@ -49,7 +61,7 @@ pub fn SwitchBoardPage() -> impl IntoView {
 
 /// Where etcd and this instance stand, the latest flip's propagation, and every instance.
 #[component]
-fn LivePanel(board: SwitchBoard, flipped: Option<Result<SwitchChange, ServerFnError>>) -> AnyView {
+fn LivePanel(board: SwitchBoard, flipped: Option<Result<SwitchChange, ConsoleFnError>>) -> AnyView {
     let etcd_banner = (!board.etcd.reachable).then(|| {
         let error = board.etcd.error.clone().unwrap_or_default();
         view! {
@@ -305,7 +317,7 @@ fn SwitchLine(row: SwitchRow, may_flip: bool, flip: ServerAction<FlipSwitch>) ->
                 <td>
                     <details class="change">
                         <summary>"Change…"</summary>
-                        <ChangeForm path=row.path.clone() current choices=row.choices.clone() flip/>
+                        <ChangeForm path=row.path.clone() current choices=row.choices.clone() accepts=row.accepts.clone() flip/>
                     </details>
                 </td>
             })}
@@ -314,12 +326,15 @@ fn SwitchLine(row: SwitchRow, may_flip: bool, flip: ServerAction<FlipSwitch>) ->
     .into_any()
 }
 
-/// A value, a required reason and a required confirmation of `current → new`.
+/// A value, a required reason and a required confirmation of `current → new`. The value's
+/// field fits its shape: a list for a switch, a number field for a limit, a text box for a
+/// value written as JSON (a hot-key rule), which a number field would mangle.
 #[component]
 fn ChangeForm(
     path: String,
     current: String,
     choices: Vec<String>,
+    accepts: String,
     flip: ServerAction<FlipSwitch>,
 ) -> AnyView {
     // A switch offers its other value first; a limit starts from its current one.
@@ -329,10 +344,19 @@ fn ChangeForm(
         .cloned()
         .unwrap_or_else(|| current.clone());
     let chosen = RwSignal::new(first_other);
-    let value_input = if choices.is_empty() {
+    let value_input = if choices.is_empty() && current.parse::<u64>().is_ok() {
         view! {
             <label>"New value"
                 <input type="number" name="value" required bind:value=chosen/>
+            </label>
+        }
+        .into_any()
+    } else if choices.is_empty() {
+        view! {
+            <label>"New value"
+                <textarea name="value" rows="3" required class="mono" placeholder=accepts
+                    prop:value=move || chosen.get()
+                    on:input=move |ev| chosen.set(event_target_value(&ev))>{chosen.get_untracked()}</textarea>
             </label>
         }
         .into_any()

@@ -6,7 +6,6 @@ use app::backend::{ConsoleBackend, ConsoleError, NewSession, SharedBackend};
 use axum::{
     body::Body,
     extract::{FromRequest, Request},
-    http::StatusCode,
     middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::post,
@@ -33,7 +32,7 @@ use std::sync::Arc;
 
 use crate::infra::{client_address, quiet_log::quiet, slow_bodies};
 use crate::{
-    admin::{authorize, csrf},
+    admin::authorize,
     catalog::service as catalog,
     control::board::{self, Board, Flip},
     error::ApiError,
@@ -54,13 +53,15 @@ pub(crate) struct ConsoleService {
 impl From<ApiError> for ConsoleError {
     fn from(error: ApiError) -> Self {
         match error {
-            ApiError::BadRequest(message) | ApiError::Invalid { message, .. } => {
-                ConsoleError::Invalid(message)
-            }
-            ApiError::PayloadTooLarge => ConsoleError::Invalid("the request is too large".into()),
-            ApiError::Conflict { message, .. } => ConsoleError::Conflict(message),
+            ApiError::BadRequest(_)
+            | ApiError::Invalid { .. }
+            | ApiError::PayloadTooLarge
+            | ApiError::BadSignature => ConsoleError::Invalid {
+                code: error.code(),
+                message: error.to_string(),
+            },
+            ApiError::Conflict { code, message } => ConsoleError::Conflict { code, message },
             ApiError::Unauthenticated => ConsoleError::Unauthenticated,
-            ApiError::BadSignature => ConsoleError::Invalid(ApiError::BadSignature.to_string()),
             ApiError::Forbidden | ApiError::CrossSite => ConsoleError::Forbidden,
             ApiError::NotFound(_) | ApiError::MethodNotAllowed => ConsoleError::NotFound,
             ApiError::RateLimited { .. } => ConsoleError::RateLimited,
@@ -107,10 +108,13 @@ impl ConsoleBackend for ConsoleService {
                 max_age_s: session.max_age_s,
             }),
             Err(LoginError::BadCredentials) => {
-                Err(ConsoleError::Invalid("wrong username or password".into()))
+                Err(ConsoleError::bad_request("wrong username or password"))
             }
             Err(LoginError::RateLimited { .. }) => Err(ConsoleError::RateLimited),
-            Err(LoginError::TooLong(too_long)) => Err(ConsoleError::Invalid(too_long.to_string())),
+            Err(LoginError::TooLong(too_long)) => Err(ConsoleError::Invalid {
+                code: too_long.code(),
+                message: too_long.to_string(),
+            }),
             Err(LoginError::Failed(cause)) => Err(ApiError::Internal(cause).into()),
         }
     }
@@ -330,7 +334,7 @@ impl ConsoleBackend for ConsoleService {
 
     async fn add_hotkey(&self, actor: &Actor, form: HotKeyForm) -> Result<HotKey, ConsoleError> {
         authorize(actor, Permission::ManageHotKeys)?;
-        let new = form.read().map_err(ConsoleError::Invalid)?;
+        let new = form.read().map_err(ConsoleError::bad_request)?;
         Ok(hotkeys::add(&Board::of(&self.state), actor, Source::Console, &new).await?)
     }
 
@@ -413,30 +417,6 @@ pub(crate) fn router(state: AppState) -> Router<AppState> {
         .leptos_routes_with_context(&state, routes, provide, move || app::shell(leptos.clone()))
         .fallback_service(site)
         .layer(middleware::from_fn(login_gate))
-        .layer(middleware::from_fn(unreadable_body_as_400))
-}
-
-/// How Leptos spells a server function's refusal of a body it could not read.
-const UNREADABLE_BODY: &[u8] = b"Deserialization|";
-
-/// A server function's refusal of a body it could not read (malformed, or cut off by the
-/// patience with slow bodies) is the caller's error, which Leptos answers 500: it is answered
-/// 400 here, with the same body, which the console's client decodes as before.
-async fn unreadable_body_as_400(request: Request, next: Next) -> Response {
-    let server_function = request.uri().path().starts_with(csrf::SERVER_FUNCTIONS);
-    let response = next.run(request).await;
-    if !server_function || response.status() != StatusCode::INTERNAL_SERVER_ERROR {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    // A server function's error is a line of text.
-    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    };
-    if bytes.starts_with(UNREADABLE_BODY) {
-        parts.status = StatusCode::BAD_REQUEST;
-    }
-    Response::from_parts(parts, Body::from(bytes))
 }
 
 /// The login server function behind a gate of its own, because anyone may call it: the body

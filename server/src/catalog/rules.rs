@@ -1,6 +1,7 @@
 //! What a valid item and a valid activity are. The admin API and the console both pass
 //! their input through these checks before anything is written.
 
+use chrono::{DateTime, Utc};
 use contract::{ActivityInput, ActivityKind, ItemInput};
 use std::collections::HashSet;
 
@@ -14,13 +15,26 @@ pub(crate) const MAX_ITEMS_PER_ACTIVITY: usize = 100;
 pub(crate) const MAX_SEATS: usize = 100_000;
 pub(crate) const PAY_TIMEOUT_RANGE_S: std::ops::RangeInclusive<i64> = 10..=86_400;
 
-/// A rule the input breaks, worded for the person who typed it.
+/// A rule the input breaks, worded for the person who typed it, with the code programs
+/// read (`BAD_REQUEST` unless the rule has a code of its own).
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct Invalid(pub String);
+#[error("{message}")]
+pub(crate) struct Invalid {
+    pub code: &'static str,
+    pub message: String,
+}
 
 fn invalid(message: impl Into<String>) -> Invalid {
-    Invalid(message.into())
+    Invalid {
+        code: "BAD_REQUEST",
+        message: message.into(),
+    }
+}
+
+impl From<Invalid> for crate::error::ApiError {
+    fn from(Invalid { code, message }: Invalid) -> Self {
+        crate::error::ApiError::Invalid { code, message }
+    }
 }
 
 fn check_text(field: &str, value: &str, max: usize, required: bool) -> Result<(), Invalid> {
@@ -58,10 +72,18 @@ pub(crate) fn valid_seat_code(code: &str) -> bool {
     (1..=16).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
-pub(crate) fn validate_activity(input: &ActivityInput) -> Result<(), Invalid> {
+/// An activity as it may be written `now`: an activity entirely in the past could sell
+/// nothing, yet it would be offered a pre-warm and a sale page.
+pub(crate) fn validate_activity(input: &ActivityInput, now: DateTime<Utc>) -> Result<(), Invalid> {
     check_text("title", &input.title, MAX_NAME_LEN, true)?;
     if input.ends_at <= input.starts_at {
         return Err(invalid("ends_at must be after starts_at"));
+    }
+    if input.ends_at <= now {
+        return Err(Invalid {
+            code: "ENDS_IN_THE_PAST",
+            message: "ends_at must be in the future: this activity would be over already".into(),
+        });
     }
     if !PAY_TIMEOUT_RANGE_S.contains(&input.pay_timeout_s) {
         return Err(invalid(format!(
@@ -181,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_plain_activity_is_valid() {
-        assert_eq!(validate_activity(&activity()), Ok(()));
+        assert_eq!(validate_activity(&activity(), Utc::now()), Ok(()));
     }
 
     #[test]
@@ -190,6 +212,13 @@ mod tests {
         let cases: Vec<(&str, Breaker)> = vec![
             ("empty title", Box::new(|a| a.title = "  ".into())),
             ("ends before start", Box::new(|a| a.ends_at = a.starts_at)),
+            (
+                "entirely in the past",
+                Box::new(|a| {
+                    a.starts_at = Utc::now() - Duration::hours(2);
+                    a.ends_at = Utc::now() - Duration::hours(1);
+                }),
+            ),
             ("pay timeout", Box::new(|a| a.pay_timeout_s = 0)),
             ("no items", Box::new(|a| a.items.clear())),
             ("zero stock", Box::new(|a| a.items[0].stock = 0)),
@@ -213,7 +242,7 @@ mod tests {
             let mut input = activity();
             break_it(&mut input);
             assert!(
-                validate_activity(&input).is_err(),
+                validate_activity(&input, Utc::now()).is_err(),
                 "{name} should be rejected"
             );
         }
@@ -221,11 +250,14 @@ mod tests {
 
     #[test]
     fn seated_activities_match_seats_and_stock() {
-        assert_eq!(validate_activity(&seated(&["A1", "A2", "B-3"], 3)), Ok(()));
-        assert!(validate_activity(&seated(&["A1", "A2"], 3)).is_err());
-        assert!(validate_activity(&seated(&["A1", "A1"], 2)).is_err());
-        assert!(validate_activity(&seated(&["A 1"], 1)).is_err());
-        assert!(validate_activity(&seated(&[], 1)).is_err());
+        assert_eq!(
+            validate_activity(&seated(&["A1", "A2", "B-3"], 3), Utc::now()),
+            Ok(())
+        );
+        assert!(validate_activity(&seated(&["A1", "A2"], 3), Utc::now()).is_err());
+        assert!(validate_activity(&seated(&["A1", "A1"], 2), Utc::now()).is_err());
+        assert!(validate_activity(&seated(&["A 1"], 1), Utc::now()).is_err());
+        assert!(validate_activity(&seated(&[], 1), Utc::now()).is_err());
     }
 
     #[test]

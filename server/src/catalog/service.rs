@@ -52,7 +52,7 @@ pub(crate) async fn create_item(
     input: ItemInput,
 ) -> ApiResult<i64> {
     let owner = catalog_owner(actor, input.merchant_id)?;
-    validate_item(&input).map_err(|e| ApiError::BadRequest(e.0))?;
+    validate_item(&input)?;
     Ok(store::insert_item(&state.db, owner, &input).await?)
 }
 
@@ -63,7 +63,7 @@ pub(crate) async fn update_item(
     input: ItemInput,
 ) -> ApiResult<()> {
     authorize(actor, Permission::WriteCatalog)?;
-    validate_item(&input).map_err(|e| ApiError::BadRequest(e.0))?;
+    validate_item(&input)?;
     if store::update_item(&state.db, id, actor.visible_merchant(), &input).await? {
         Ok(())
     } else {
@@ -89,7 +89,7 @@ pub(crate) async fn create_activity(
     input: ActivityInput,
 ) -> ApiResult<i64> {
     let owner = catalog_owner(actor, input.merchant_id)?;
-    validate_activity(&input).map_err(|e| ApiError::BadRequest(e.0))?;
+    validate_activity(&input, chrono::Utc::now())?;
     store::insert_activity(&state.db, owner, &input)
         .await?
         .map_err(activity_write_error)
@@ -102,16 +102,11 @@ pub(crate) async fn update_activity(
     input: ActivityInput,
 ) -> ApiResult<()> {
     authorize(actor, Permission::WriteCatalog)?;
-    validate_activity(&input).map_err(|e| ApiError::BadRequest(e.0))?;
-    store::update_activity(
-        &state.db,
-        id,
-        actor.visible_merchant(),
-        &input,
-        chrono::Utc::now(),
-    )
-    .await?
-    .map_err(activity_write_error)
+    let now = chrono::Utc::now();
+    validate_activity(&input, now)?;
+    store::update_activity(&state.db, id, actor.visible_merchant(), &input, now)
+        .await?
+        .map_err(activity_write_error)
 }
 
 pub(crate) async fn list_activities(

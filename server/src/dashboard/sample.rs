@@ -54,9 +54,7 @@ pub(crate) struct Sampler {
     buy: Buckets,
     instances: Vec<InstanceHealth>,
     stock_trouble: Complaint,
-    frames: u64,
-    /// Paid units per live item as last counted.
-    paid: HashMap<SaleItem, i64>,
+    paid: PaidUnits,
     /// Items whose business gauges are set, to drop those no longer live.
     gauged: HashSet<SaleItem>,
     /// The buys' path counters as the frame before saw them.
@@ -70,8 +68,7 @@ impl Default for Sampler {
             buy: Vec::new(),
             instances: Vec::new(),
             stock_trouble: Complaint::new(Duration::from_secs(60)),
-            frames: 0,
-            paid: HashMap::new(),
+            paid: PaidUnits::default(),
             gauged: HashSet::new(),
             path: LivePath::default(),
         }
@@ -85,10 +82,9 @@ impl Sampler {
         let buy = self.buy(state);
         let path = self.path.second(&PathTotals::of(&state.metrics));
         let board = Board::of(state);
-        let count_paid = self.frames.is_multiple_of(PAID_EVERY);
-        self.frames += 1;
+        let recount = self.paid.due();
         let (items, board) = tokio::join!(
-            stock(state, count_paid.then_some(&mut self.paid)),
+            stock(state, &mut self.paid, recount),
             tokio::time::timeout(ETCD_WAIT, board.read())
         );
         let items = match items {
@@ -277,40 +273,64 @@ pub(crate) fn quantile(buckets: &[(f64, u64)], q: f64) -> Option<f64> {
     Some(lower.0)
 }
 
-/// Every item of every live activity, one ledger cut per activity; with `paid`, the paid
-/// units are counted again into it first, else taken from it.
+/// Paid units per live item, counted from the orders every [`PAID_EVERY`] frames; the
+/// frames between show the last count, which is still the best figure known (a frame that
+/// did not count knows nothing new, and showing 0 there drew a sawtooth).
+#[derive(Default)]
+struct PaidUnits {
+    counted: HashMap<SaleItem, i64>,
+    frames: u64,
+}
+
+impl PaidUnits {
+    /// Whether this frame counts again: the first frame, then every [`PAID_EVERY`]th.
+    fn due(&mut self) -> bool {
+        let due = self.frames.is_multiple_of(PAID_EVERY);
+        self.frames += 1;
+        due
+    }
+
+    /// A new count replaces the last one whole (an item no longer live drops out).
+    fn replace(&mut self, counted: HashMap<SaleItem, i64>) {
+        self.counted = counted;
+    }
+
+    /// The item's paid units as last counted (0 before any paid order).
+    fn of(&self, item: SaleItem) -> i64 {
+        self.counted.get(&item).copied().unwrap_or_default()
+    }
+}
+
+/// Every item of every live activity, one ledger cut per activity, with its paid units as
+/// `paid` last counted them (counted again first when `recount`).
 async fn stock(
     state: &AppState,
-    mut paid: Option<&mut HashMap<SaleItem, i64>>,
+    paid: &mut PaidUnits,
+    recount: bool,
 ) -> anyhow::Result<Vec<ItemStock>> {
     let mut items = Vec::new();
     let live = crate::reconcile::store::live_activity_ids(&state.db).await?;
-    if let Some(paid) = paid.as_deref_mut() {
-        paid.clear();
+    if recount {
+        let mut counted = HashMap::new();
         for &activity_id in &live {
             for (item_id, units) in admin_store::paid_units(&state.db, activity_id).await? {
-                paid.insert(SaleItem::new(activity_id, item_id), units);
+                counted.insert(SaleItem::new(activity_id, item_id), units);
             }
         }
+        paid.replace(counted);
     }
     for activity_id in live {
         // The cut's snapshot is only read: dropping it rolls it back.
         let (observed, _snapshot) = crate::reconcile::ledger::observe(state, activity_id).await?;
-        items.extend(observed.into_iter().map(|item| {
-            ItemStock {
-                activity_id,
-                item_id: item.ledger.item_id,
-                paid: paid
-                    .as_deref()
-                    .and_then(|paid| paid.get(&SaleItem::new(activity_id, item.ledger.item_id)))
-                    .copied()
-                    .unwrap_or_default(),
-                name: item.ledger.name,
-                total: item.ledger.total,
-                redis_stock: item.ledger.redis_stock,
-                allocated: item.ledger.allocated,
-                sold: item.ledger.sold,
-            }
+        items.extend(observed.into_iter().map(|item| ItemStock {
+            activity_id,
+            item_id: item.ledger.item_id,
+            paid: paid.of(SaleItem::new(activity_id, item.ledger.item_id)),
+            name: item.ledger.name,
+            total: item.ledger.total,
+            redis_stock: item.ledger.redis_stock,
+            allocated: item.ledger.allocated,
+            sold: item.ledger.sold,
         }));
     }
     Ok(items)
@@ -390,7 +410,23 @@ fn gauges(families: &[MetricFamily], by: &str) -> BTreeMap<String, i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::quantile;
+    use super::{quantile, PaidUnits, SaleItem, PAID_EVERY};
+    use std::collections::HashMap;
+
+    #[test]
+    fn paid_units_hold_their_last_count_between_counts() {
+        let item = SaleItem::new(7, 1);
+        let mut paid = PaidUnits::default();
+        assert!(paid.due(), "the first frame counts");
+        paid.replace(HashMap::from([(item, 3)]));
+        for frame in 1..PAID_EVERY {
+            assert!(!paid.due(), "frame {frame} does not count");
+            assert_eq!(paid.of(item), 3, "frame {frame} shows the last count");
+        }
+        assert!(paid.due(), "every {PAID_EVERY}th frame counts again");
+        paid.replace(HashMap::new());
+        assert_eq!(paid.of(item), 0, "a new count replaces the last one whole");
+    }
 
     #[test]
     fn the_p99_interpolates_within_its_bucket() {

@@ -250,7 +250,11 @@ pub async fn remove(
         // Only the key that was read (renewals keep its lease): one replaced since is
         // decided again.
         let lifted = Txn::new()
-            .when(vec![Compare::lease(key.clone(), CompareOp::Equal, old.lease())])
+            .when(vec![Compare::lease(
+                key.clone(),
+                CompareOp::Equal,
+                old.lease(),
+            )])
             .and_then(vec![
                 TxnOp::delete(key, None),
                 TxnOp::put(

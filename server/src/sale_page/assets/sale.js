@@ -65,7 +65,10 @@
   let lastButtonAsk = -Infinity;
   let blockedUntil = 0; // performance.now() until which a click is blocked
   let sending = false;
-  let following = null; // the order id being followed
+  // The order a click made, while it is being prepared: the button waits for it. Once it is
+  // ready to pay (or over) the button lights again for a new click, a new order.
+  let following = null;
+  let shown = null; // the order on display, which the pay button pays
   let challenge = null; // {challenge_id, question}
 
   async function syncStatus() {
@@ -344,8 +347,18 @@
     if (recheckNow) recheckNow();
   });
 
+  // The order is ready to pay or over: the click is done, and a new click may buy again.
+  function settled() {
+    following = null;
+    render();
+  }
+
   async function follow(orderId) {
     following = orderId;
+    shown = orderId;
+    el.pay.hidden = true;
+    el.pay.disabled = false;
+    el.amount.textContent = '';
     render();
     const since = performance.now();
     showOrder(orderId, 'Got it! Preparing your payment…', 'PREPARING');
@@ -357,12 +370,14 @@
         showOrder(orderId, 'Your order is ready to pay.', 'UNPAID');
         el.amount.textContent = `Amount: ${money(order.amount_cents)}`;
         el.pay.hidden = false;
+        settled();
         return;
       }
       if (ORDER_WORDS[state]) {
         el.recheck.hidden = true;
         el.pay.hidden = true;
         showOrder(orderId, ORDER_WORDS[state], state);
+        settled();
         return;
       }
       const waited = performance.now() - since;
@@ -380,7 +395,7 @@
   }
 
   el.pay.addEventListener('click', async () => {
-    const orderId = following;
+    const orderId = shown;
     if (!orderId) return;
     el.pay.disabled = true;
     showOrder(orderId, 'Starting the payment…', 'PAYING');

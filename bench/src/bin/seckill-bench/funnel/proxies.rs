@@ -120,7 +120,10 @@ async fn measure(bench: &mut Funnel<'_>, args: &ProxiesArgs) -> anyhow::Result<V
         }
         bench.run.progress(format!(
             "pair {pair}: storm {:.0}/s in, {:.0}/s out; success {:.0}/s in, {:.0}/s out",
-            measured.with.storm, measured.without.storm, measured.with.success, measured.without.success
+            measured.with.storm,
+            measured.without.storm,
+            measured.with.success,
+            measured.without.success
         ));
         pairs.push(measured);
     }
