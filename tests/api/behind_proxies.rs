@@ -6,7 +6,7 @@
 //! flood at the edge, in the product's own 429, while other buyers are served.
 
 use crate::support::{
-    app::{json, spawn_app_with, TestApp},
+    app::{json, json_and_retry_after, spawn_app_with, TestApp},
     balancer::{Balancer, EdgeLimits},
     fixtures::{buy_body, open_sale, token, Sale},
 };
@@ -204,13 +204,7 @@ async fn the_balancer_stops_one_addresss_flood_at_the_edge_while_others_are_serv
                     .send()
                     .await
                     .expect("sent");
-                let retry_after = response
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|value| value.to_str().ok())
-                    .map(str::to_owned);
-                let (status, body) = json(response).await;
-                (status, retry_after, body)
+                json_and_retry_after(response).await
             }
         })
         .buffer_unordered(20)

@@ -3,7 +3,7 @@
 //! input changes nothing, and a pre-order that cannot be written gives its stock back.
 
 use crate::support::{
-    app::{json, spawn_app_with, TestApp},
+    app::{json, json_and_retry_after, spawn_app_with, TestApp},
     fixtures::{
         buy_body, count_codes, open_activity, open_sale, open_sale_of, order_id, storm,
         storm_settings, token, upcoming_activity, Listing, Sale, TestClock,
@@ -1209,12 +1209,7 @@ async fn a_holder_with_fresh_request_ids_meets_his_window_before_postgresql() {
             .send()
             .await
             .expect("sent");
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned);
-        let (status, body) = json(response).await;
+        let (status, retry_after, body) = json_and_retry_after(response).await;
         let code = body["code"].as_str().unwrap_or_default().to_owned();
         *answered.entry((status, code, retry_after)).or_insert(0) += 1;
     }

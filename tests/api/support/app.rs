@@ -436,3 +436,14 @@ pub(crate) async fn json(response: Response) -> (u16, Value) {
     let body = response.json::<Value>().await.unwrap_or(Value::Null);
     (status, body)
 }
+
+/// The status, the `Retry-After` header and the JSON answer of a response.
+pub(crate) async fn json_and_retry_after(response: Response) -> (u16, Option<String>, Value) {
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    let (status, body) = json(response).await;
+    (status, retry_after, body)
+}

@@ -1085,6 +1085,16 @@ impl<'a> Funnel<'a> {
 
 /// "Median ratio **m** over n pairs (spread low–high); target ≥ t.", after "`what`: " when
 /// given; nothing without ratios.
+/// The two sides of pair number `pair` in the order they run: as given for even pairs,
+/// swapped for odd ones, so a drift of the machine over a run favours neither side.
+fn alternating<T: Copy>(pair: usize, [first, second]: [T; 2]) -> [T; 2] {
+    if pair.is_multiple_of(2) {
+        [first, second]
+    } else {
+        [second, first]
+    }
+}
+
 fn ratio_line(what: Option<&str>, mut ratios: Vec<f64>, target: f64) -> Option<String> {
     ratios.sort_by(f64::total_cmp);
     let (low, high) = (ratios.first()?, ratios.last()?);

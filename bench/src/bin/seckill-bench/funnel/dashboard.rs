@@ -59,11 +59,7 @@ async fn measure(bench: &mut Funnel<'_>, args: &DashboardArgs) -> anyhow::Result
     let storm_args = bench.storm_args();
     let mut pairs = Vec::new();
     for pair in 0..args.pairs {
-        let order = if pair % 2 == 0 {
-            [Side::Alone, Side::Watched]
-        } else {
-            [Side::Watched, Side::Alone]
-        };
+        let order = super::alternating(pair, [Side::Alone, Side::Watched]);
         let mut measured = Pair::default();
         for side in order {
             let name = format!("{pair}-{side:?}").to_lowercase();

@@ -528,11 +528,7 @@ async fn overhead(
     let storm_args = bench.storm_args();
     let mut round = 0;
     for pair in 0..args.pairs {
-        let order = if pair % 2 == 0 {
-            [Detection::On, Detection::Off]
-        } else {
-            [Detection::Off, Detection::On]
-        };
+        let order = super::alternating(pair, [Detection::On, Detection::Off]);
         let mut measured = Pair {
             on_first: order[0] == Detection::On,
             ..Pair::default()

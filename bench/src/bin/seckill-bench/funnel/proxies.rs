@@ -101,11 +101,7 @@ async fn measure(bench: &mut Funnel<'_>, args: &ProxiesArgs) -> anyhow::Result<V
     let mut pairs = Vec::new();
     let mut round = 0;
     for pair in 0..args.pairs {
-        let order = if pair % 2 == 0 {
-            [Resolver::In, Resolver::Out]
-        } else {
-            [Resolver::Out, Resolver::In]
-        };
+        let order = super::alternating(pair, [Resolver::In, Resolver::Out]);
         let mut measured = Pair {
             in_first: order[0] == Resolver::In,
             ..Pair::default()

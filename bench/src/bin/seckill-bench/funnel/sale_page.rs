@@ -96,11 +96,7 @@ async fn measure(
     bench.warm_up(storm.id, &["healthz", "sale-page"]).await;
     let mut pairs = Vec::new();
     for pair in 0..args.pairs {
-        let order = if pair % 2 == 0 {
-            [Side::Healthz, Side::Page]
-        } else {
-            [Side::Page, Side::Healthz]
-        };
+        let order = super::alternating(pair, [Side::Healthz, Side::Page]);
         let mut measured = Pair::default();
         for side in order {
             let name = format!("{pair}-{side:?}").to_lowercase();
