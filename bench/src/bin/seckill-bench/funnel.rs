@@ -222,8 +222,9 @@ struct Funnel<'a> {
     perf: bool,
     ticks_per_s: f64,
     server: Option<Daemon>,
-    /// Loads carry an `X-Forwarded-For` per buyer, as behind a balancer (`proxies`).
-    forwarded_for: bool,
+    /// What loads send as `X-Forwarded-For` (`seckill-load --forwarded-for`), as behind a
+    /// balancer (`proxies`); none by default.
+    forwarded_for: Option<&'static str>,
     activity: i64,
     measurements: Vec<Measurement>,
     failures: Vec<String>,
@@ -282,7 +283,7 @@ impl<'a> Funnel<'a> {
             perf,
             ticks_per_s: cpu::ticks_per_second(),
             server: None,
-            forwarded_for: false,
+            forwarded_for: None,
             activity: 0,
             measurements: Vec::new(),
             failures: Vec::new(),
@@ -863,8 +864,8 @@ impl<'a> Funnel<'a> {
             .args(["--item", &item.to_string()])
             .args(["--concurrency", &in_flight.to_string()])
             .args(["--duration-s", &max_s.to_string(), "--json"]);
-        if self.forwarded_for {
-            command.arg("--forwarded-for");
+        if let Some(forwarded) = self.forwarded_for {
+            command.args(["--forwarded-for", forwarded]);
         }
         command
     }

@@ -15,7 +15,7 @@
 //! * `hotkeys`: how fast two instances both refuse a buyer hot only in their sum, and the
 //!   sold-out storm and success path with hot-key detection on against off;
 //! * `proxies`: the sold-out storm and success path with the client-address resolver in
-//!   (a trusted proxy's `X-Forwarded-For` per buyer) against out;
+//!   (every request forwarded by a trusted proxy) against out;
 //! * `all`: the first four, one after the other, so they never share the machine.
 //!
 //! Modules: the shared run bookkeeping (`run`), the BENCHMARKS.md block (`doc`), the

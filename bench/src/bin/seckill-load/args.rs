@@ -54,11 +54,12 @@ pub struct Args {
     /// `--concurrency` workers sends its next request once the last is answered.
     #[arg(long, value_name = "PER_S", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub rate: Option<u64>,
-    /// Send each buyer's requests with an `X-Forwarded-For` of his own (10.x.y.z from his
-    /// user id), as a load balancer in front of the server adds it: the server resolves them
-    /// when it trusts the load's address (`SECKILL_TRUSTED_PROXIES`).
-    #[arg(long)]
-    pub forwarded_for: bool,
+    /// Send every request with an `X-Forwarded-For`, as a load balancer in front of the
+    /// server adds it (the server believes it when it trusts the load's address,
+    /// `SECKILL_TRUSTED_PROXIES`): `per-buyer` gives each buyer an address of his own
+    /// (10.x.y.z from his user id); an address gives every buyer that one.
+    #[arg(long, value_name = "per-buyer|ADDRESS")]
+    pub forwarded_for: Option<String>,
     /// Units per buy request.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub quantity: u32,

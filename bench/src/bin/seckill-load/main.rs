@@ -86,7 +86,7 @@ fn shape(args: &Args, items: Vec<i64>) -> Shape {
         users: args.users,
         retries_per_user: args.retries_per_user,
         request_cap: args.request_cap(),
-        forwarded: args.forwarded_for,
+        forwarded: args.forwarded_for.clone(),
     }
 }
 

@@ -10,10 +10,14 @@ use secrecy::SecretString;
 pub struct Buyer {
     /// The whole `Authorization` header value, `Bearer <JWT>`.
     pub authorization: String,
-    /// The `X-Forwarded-For` a balancer in front would add for this buyer: an address of
-    /// its own in 10.0.0.0/8 (see [`forwarded_address`]), when the run asks for one.
+    /// The `X-Forwarded-For` a balancer in front would add for this buyer, when the run asks
+    /// for one: an address of its own in 10.0.0.0/8 (see [`forwarded_address`]), or the one
+    /// address the run gives every buyer.
     pub forwarded_for: Option<String>,
 }
+
+/// `--forwarded-for`'s value asking for an address per buyer.
+pub const PER_BUYER: &str = "per-buyer";
 
 /// The address a buyer reaches the balancer from, made up from its user id: distinct for
 /// 16 million buyers.
@@ -47,8 +51,8 @@ pub struct Shape {
     pub users: u64,
     pub retries_per_user: u64,
     pub request_cap: u64,
-    /// Each buyer's requests carry his own `X-Forwarded-For`.
-    pub forwarded: bool,
+    /// Every request carries an `X-Forwarded-For`: `per-buyer` (his own) or one address.
+    pub forwarded: Option<String>,
 }
 
 impl Plan {
@@ -62,7 +66,10 @@ impl Plan {
                 let token = seckill::identity::buyer_token::mint(secret, user_id, ttl)?;
                 Ok(Buyer {
                     authorization: format!("Bearer {token}"),
-                    forwarded_for: shape.forwarded.then(|| forwarded_address(user_id)),
+                    forwarded_for: shape.forwarded.as_deref().map(|forwarded| match forwarded {
+                        PER_BUYER => forwarded_address(user_id),
+                        address => address.to_owned(),
+                    }),
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -119,7 +126,7 @@ mod tests {
             users,
             retries_per_user,
             request_cap,
-            forwarded: false,
+            forwarded: None,
         };
         Plan::new(shape, &"s".into(), chrono::Duration::hours(1)).expect("plan")
     }

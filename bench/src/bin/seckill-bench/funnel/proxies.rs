@@ -1,8 +1,7 @@
 //! What resolving client addresses behind a balancer costs the buy path (`seckill-bench
 //! proxies`): the sold-out storm and the success path of `funnel`, with the resolver in
-//! (`SECKILL_TRUSTED_PROXIES=127.0.0.1`, every buyer's requests carrying an
-//! `X-Forwarded-For` of his own, so each request's address is read from the header and each
-//! buyer has an address of his own) against without (nobody trusted, no header: the TCP
+//! (`SECKILL_TRUSTED_PROXIES=127.0.0.1`, every request carrying an `X-Forwarded-For`, so
+//! each request's address is read from the header) against without (nobody trusted, no header: the TCP
 //! peer). The server is restarted for each side with the stores kept; the sides are taken
 //! back to back in pairs, the order alternating from pair to pair, so a drift of the machine
 //! favours neither. Target: with / without ≥ 0.97 on both.
@@ -41,6 +40,11 @@ const NAMESPACE: Namespace = Namespace {
     run: "proxies-",
 };
 
+/// What every request of the "in" side is forwarded for: one address for every buyer, as the
+/// "out" side's loopback is one, so the two sides differ by the resolver alone and not by how
+/// many addresses the windows and hot keys count (that costs the sketch; see BENCHMARKS.md).
+const FORWARDED_FOR: &str = "10.0.0.1";
+
 /// The two sides of a pair.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Resolver {
@@ -66,11 +70,14 @@ impl Resolver {
     }
 }
 
-/// Throughputs of one side.
+/// Throughputs of one side, and the server's CPU per request (steadier than throughput on
+/// a shared machine).
 #[derive(Default, Clone, Copy)]
 struct Side {
     storm: f64,
+    storm_us: Option<f64>,
     success: f64,
+    success_us: Option<f64>,
 }
 
 #[derive(Default)]
@@ -144,10 +151,11 @@ async fn one_side(
             &[("SECKILL_TRUSTED_PROXIES", resolver.trusted())],
         )
         .await?;
-    bench.forwarded_for = resolver == Resolver::In;
+    bench.forwarded_for = (resolver == Resolver::In).then_some(FORWARDED_FOR);
     bench.warm_up(storm.id, &["buy"]).await;
     let storm_args = bench.storm_args();
     let storm_rps = load(bench, &format!("storm-{label}"), storm.id, &storm_args).await?;
+    let storm_us = bench.latest().and_then(|m| m.server_us_per_request());
     bench
         .success(
             &format!("success-{label}"),
@@ -159,32 +167,36 @@ async fn one_side(
         )
         .await?;
     let success_rps = bench.latest().and_then(|m| m.rps()).unwrap_or(0.0);
-    bench.forwarded_for = false;
+    let success_us = bench.latest().and_then(|m| m.server_us_per_request());
+    bench.forwarded_for = None;
     bench.stop_server().await?;
     Ok(Side {
         storm: storm_rps,
+        storm_us,
         success: success_rps,
+        success_us,
     })
 }
 
 fn report(pairs: &[Pair]) -> Vec<String> {
     let mut lines = vec![
         "The sold-out storm and the success path of `funnel`, the client-address resolver in \
-         (`SECKILL_TRUSTED_PROXIES=127.0.0.1`, an `X-Forwarded-For` per buyer) against out \
+         (`SECKILL_TRUSTED_PROXIES=127.0.0.1`, every request forwarded for 10.0.0.1) against out \
          (nobody trusted, no header), the server restarted for each side, in pairs back to \
-         back, the order alternating."
+         back, the order alternating. Server CPU in µs per request."
             .to_owned(),
         String::new(),
         "| pair | order | storm in (req/s) | storm out (req/s) | ratio | success in (req/s) | \
-         success out (req/s) | ratio |"
+         success out (req/s) | ratio | server µs/req in / out: storm, success |"
             .to_owned(),
-        "|---|---|---|---|---|---|---|---|".to_owned(),
+        "|---|---|---|---|---|---|---|---|---|".to_owned(),
     ];
     let storm_ratio = |pair: &Pair| pair.with.storm / pair.without.storm.max(1.0);
     let success_ratio = |pair: &Pair| pair.with.success / pair.without.success.max(1.0);
+    let us = |t: Option<f64>| t.map_or("n/a".into(), |t| format!("{t:.1}"));
     for (index, pair) in pairs.iter().enumerate() {
         lines.push(format!(
-            "| {} | {} | {} | {} | {:.3} | {} | {} | {:.3} |",
+            "| {} | {} | {} | {} | {:.3} | {} | {} | {:.3} | {} / {}, {} / {} |",
             index + 1,
             if pair.in_first { "in, out" } else { "out, in" },
             grouped(pair.with.storm, 0),
@@ -193,6 +205,10 @@ fn report(pairs: &[Pair]) -> Vec<String> {
             grouped(pair.with.success, 0),
             grouped(pair.without.success, 0),
             success_ratio(pair),
+            us(pair.with.storm_us),
+            us(pair.without.storm_us),
+            us(pair.with.success_us),
+            us(pair.without.success_us),
         ));
     }
     lines.push(String::new());
