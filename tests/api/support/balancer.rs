@@ -73,7 +73,9 @@ impl Balancer {
             .args(["-g", "daemon off;"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .kill_on_drop(true)
+            // Its workers are its children: a group of their own, so that all go together
+            // (a SIGKILL to the master alone leaves the workers serving the port).
+            .process_group(0)
             .spawn()
             .expect("nginx runs (Debian's nginx; set NGINX_BIN if it is not /usr/sbin/nginx)");
         let balancer = Self {
@@ -108,6 +110,6 @@ impl Balancer {
 
 impl Drop for Balancer {
     fn drop(&mut self) {
-        let _ = self.child.start_kill();
+        super::start_killing_group(&self.child);
     }
 }
