@@ -12,6 +12,11 @@
 #   pkg/seckill_console.js, pkg/seckill_console_bg.wasm, pkg/seckill_console.wasm (same file: the
 #   name Leptos asks for when LEPTOS_OUTPUT_NAME is set at compile time), pkg/seckill_console.css,
 #   and public/* at the top. Set SECKILL_SKIP_WASM_OPT=1 to skip wasm-opt.
+#   The names browsers load: pkg/seckill_console.HASH.{js,wasm,css}, each HASH the start of the
+#   file's SHA-256, beside its brotli (.br) and gzip (.gz) copies, and pkg/hash.txt saying which
+#   HASH each kind has now (the server reads it, names the files in its pages and lets browsers
+#   keep them for a year: a new build is a new name). The previous build's files are kept, so a
+#   page rendered by an instance not yet restarted still finds its bundle.
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -71,3 +76,39 @@ cp style/main.css "$pkg/$name.css"
 if [[ -d public ]] && [[ -n "$(ls -A public)" ]]; then
   cp -R public/. "$SECKILL_SITE_ROOT/"
 fi
+
+# Content-hashed copies, compressed once here so the server never compresses per request.
+log "front: hashed and precompressed copies (brotli, gzip)"
+hash_of() { sha256sum "$1" | cut -c1-16; }
+js_hash=$(hash_of "$pkg/$name.js")
+wasm_hash=$(hash_of "$pkg/${name}_bg.wasm")
+css_hash=$(hash_of "$pkg/$name.css")
+previous=""
+[[ -f "$pkg/hash.txt" ]] && previous="$(cat "$pkg/hash.txt")"
+for kind_source in "js:$js_hash:$pkg/$name.js" "wasm:$wasm_hash:$pkg/${name}_bg.wasm" "css:$css_hash:$pkg/$name.css"; do
+  IFS=: read -r kind hash source <<<"$kind_source"
+  target="$pkg/$name.$hash.$kind"
+  if [[ ! -f "$target.br" || ! -f "$target.gz" ]]; then
+    cp "$source" "$target"
+    # Node (already needed by the browser tests) has brotli built in; Debian's `brotli` may be absent.
+    node -e 'const fs=require("fs"),z=require("zlib"),f=process.argv[1],b=fs.readFileSync(f);
+      fs.writeFileSync(f+".br",z.brotliCompressSync(b,{params:{[z.constants.BROTLI_PARAM_QUALITY]:11,[z.constants.BROTLI_PARAM_SIZE_HINT]:b.length}}));
+      fs.writeFileSync(f+".gz",z.gzipSync(b,{level:9}));' "$target"
+  fi
+  log "front: $kind $(stat -c %s "$target") bytes, brotli $(stat -c %s "$target.br"), gzip $(stat -c %s "$target.gz")"
+done
+printf 'js: %s\nwasm: %s\ncss: %s\n' "$js_hash" "$wasm_hash" "$css_hash" >"$pkg/hash.txt.new"
+mv "$pkg/hash.txt.new" "$pkg/hash.txt"
+if [[ -n "$previous" && "$previous" != "$(cat "$pkg/hash.txt")" ]]; then
+  printf '%s\n' "$previous" >"$pkg/hash.previous.txt"
+fi
+# Hashed files of neither the current nor the previous build go.
+kept_lists=("$pkg/hash.txt")
+[[ -f "$pkg/hash.previous.txt" ]] && kept_lists+=("$pkg/hash.previous.txt")
+keep="$(sed -n 's/^[a-z]*: *//p' "${kept_lists[@]}")"
+for file in "$pkg/$name".*.*; do
+  [[ -e "$file" ]] || continue
+  hash="${file#"$pkg/$name."}"; hash="${hash%%.*}"
+  [[ "$hash" =~ ^[0-9a-f]{16}$ ]] || continue
+  grep -qx "$hash" <<<"$keep" || rm -f "$file"
+done

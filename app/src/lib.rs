@@ -8,7 +8,7 @@ pub mod error;
 mod pages;
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, MetaTags, Title};
 use leptos_router::{
     components::{ParentRoute, Route, Router, Routes},
     path, SsrMode,
@@ -30,6 +30,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
+                <link rel="stylesheet" id="console-style" href=stylesheet_href(&options)/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -37,6 +38,26 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <App/>
             </body>
         </html>
+    }
+}
+
+/// The stylesheet's address: its content-named copy when the build wrote a hash file (the file
+/// Leptos's hydration scripts read for the script and the module, so all three change
+/// together), else the plain name. The shell is rendered on the server only.
+fn stylesheet_href(options: &LeptosOptions) -> String {
+    let pkg = &options.site_pkg_dir;
+    let hashed = options
+        .hash_files
+        .then(|| std::fs::read_to_string(options.hash_file.as_ref()).ok())
+        .flatten()
+        .and_then(|hashes| {
+            hashes
+                .lines()
+                .find_map(|line| line.strip_prefix("css:").map(|hash| hash.trim().to_owned()))
+        });
+    match hashed {
+        Some(hash) => format!("/{pkg}/{BUNDLE_NAME}.{hash}.css"),
+        None => format!("/{pkg}/{BUNDLE_NAME}.css"),
     }
 }
 
@@ -49,7 +70,6 @@ pub fn App() -> impl IntoView {
     Effect::new(move |_| hydrated.set(true));
 
     view! {
-        <Stylesheet id="console-style" href=format!("/pkg/{BUNDLE_NAME}.css")/>
         <Title text="Seckill console"/>
         <Router>
             <div id="console" data-hydrated=move || hydrated.get().to_string()>

@@ -177,11 +177,21 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         db: db.clone(),
         metrics: metrics.clone(),
     }));
+    // A bundle built with content-named files is named through its hash file; a site root
+    // without one (a bundle built by an older script) keeps the plain names.
+    let hash_file = crate::admin::console_site::hash_file(&settings.site_root);
     let leptos = LeptosOptions::builder()
         .output_name(app::BUNDLE_NAME)
         .site_root(settings.site_root.to_string_lossy().into_owned())
         .site_pkg_dir("pkg")
         .site_addr(settings.bind)
+        .hash_files(hash_file.is_some())
+        .hash_file(
+            hash_file
+                .map(|path| path.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "hash.txt".to_owned())
+                .into(),
+        )
         .build();
     let payment = Arc::new(SimulatedCenter::new(
         db.clone(),

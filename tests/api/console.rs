@@ -325,3 +325,54 @@ async fn the_console_refuses_an_activity_entirely_in_the_past_with_the_admin_api
     .await;
     assert_eq!(status, 200, "{body}");
 }
+
+/// The console's bundle as `scripts/build-front.sh` leaves it: the page names content-hashed
+/// files, each is sent as the smallest copy the browser accepts (brotli, then gzip, then as
+/// it is) and may be kept for a year, while a name that outlives its content is revalidated.
+#[tokio::test]
+async fn the_console_bundle_is_content_named_precompressed_and_kept_for_a_year() {
+    let app = spawn_app().await;
+    let html = app.get("/login", None).await.text().await.expect("html");
+    let named = |extension: &str| -> String {
+        let prefix = "/pkg/seckill_console.";
+        let found = html.match_indices(prefix).find_map(|(at, _)| {
+            let rest = &html[at + prefix.len()..];
+            let (hash, tail) = rest.split_at_checked(16)?;
+            let hashed = hash.bytes().all(|b| b.is_ascii_hexdigit());
+            (hashed && tail.starts_with(&format!(".{extension}\"")))
+                .then(|| format!("{prefix}{hash}.{extension}"))
+        });
+        found.unwrap_or_else(|| panic!("no content-named .{extension} in {html}"))
+    };
+    for path in [named("js"), named("wasm"), named("css")] {
+        let mut sizes = Vec::new();
+        for (accepted, encoding) in [("br, gzip", "br"), ("gzip", "gzip"), ("identity", "")] {
+            let response = app
+                .client
+                .get(format!("{}{path}", app.address))
+                .header("Accept-Encoding", accepted)
+                .send()
+                .await
+                .expect("sent");
+            assert_eq!(response.status(), 200, "{path} as {accepted}");
+            let header = |name: &str| {
+                let value = response.headers().get(name);
+                value.and_then(|v| v.to_str().ok()).unwrap_or("").to_owned()
+            };
+            assert_eq!(header("content-encoding"), encoding, "{path} as {accepted}");
+            let caching = header("cache-control");
+            assert!(caching.contains("immutable") && caching.contains("max-age=31536000"));
+            assert!(header("vary")
+                .to_ascii_lowercase()
+                .contains("accept-encoding"));
+            sizes.push(response.bytes().await.expect("body").len());
+        }
+        assert!(
+            sizes[0] < sizes[1] && sizes[1] < sizes[2],
+            "{path}: brotli, gzip and plain sizes {sizes:?}"
+        );
+    }
+    let icon = app.get("/favicon.svg", None).await;
+    assert_eq!(icon.status(), 200);
+    assert_eq!(icon.headers()["cache-control"], "no-cache");
+}

@@ -404,7 +404,7 @@ pub(crate) fn router(state: AppState) -> Router<AppState> {
     let provide = move || provide_context(backend.clone());
     let routes = generate_route_list(app::App);
     let leptos = state.leptos.clone();
-    let site = tower_http::services::ServeDir::new(leptos.site_root.as_ref());
+    let site = super::console_site::service(std::path::Path::new(leptos.site_root.as_ref()));
     let server_fn_context = provide.clone();
     Router::new()
         .route(

@@ -6,6 +6,7 @@ pub(crate) mod audit;
 mod audit_routes;
 mod authorize;
 pub(crate) mod console;
+pub(crate) mod console_site;
 pub(crate) mod csrf;
 pub(crate) mod ops_audit;
 pub(crate) mod reason;
