@@ -32,5 +32,6 @@ mod redis_outage;
 mod rehearsal;
 mod sale_page;
 mod scale_out;
+mod schema;
 mod security;
 mod support;
