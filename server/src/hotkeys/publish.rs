@@ -8,10 +8,12 @@
 //! every instance watches) and renews them, so a takeover neither drops nor doubles a key.
 //! A manual key is never overwritten by a detected one. A renewal writes only over the key
 //! under the lease it holds, and a key an operator lifted is not published again while the
-//! lift lasts (the key's hold), even though the requests it was refusing keep it hot.
+//! lift lasts (the key's hold), even though the requests it was refusing keep it hot: the
+//! leader learns how long the lift lasts the first time its publish is refused, and asks etcd
+//! nothing about that key until then.
 
 use contract::{HotKeyId, HotKeyKind, HotKeyRule, HotKeySource};
-use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse};
 use std::{
     collections::{hash_map::Entry, HashMap},
     time::{Duration, Instant},
@@ -48,7 +50,18 @@ pub(super) struct Publisher {
     state: AppState,
     layout: Layout,
     held: HashMap<HotKeyId, Held>,
+    /// Keys an operator lifted, with when their lift ends: not published again before.
+    lifted: HashMap<HotKeyId, Instant>,
     last_sweep: Instant,
+}
+
+/// What became of a publish.
+enum Publish {
+    Written,
+    /// Another key is there (a manual one, or one published since the table was read).
+    Taken,
+    /// An operator lifted the key; its lift lasts until the instant remembered.
+    Lifted,
 }
 
 /// The keys of a sum that a rule makes hot, with their rate and rule, hottest first and at
@@ -79,6 +92,7 @@ impl Publisher {
             state,
             layout,
             held: HashMap::new(),
+            lifted: HashMap::new(),
             last_sweep: Instant::now(),
         }
     }
@@ -86,6 +100,7 @@ impl Publisher {
     /// This instance stopped leading: the next leader adopts what it held.
     pub(super) fn step_down(&mut self) {
         self.held.clear();
+        self.lifted.clear();
     }
 
     /// One decision round over the latest sum.
@@ -97,6 +112,7 @@ impl Publisher {
         self.held.retain(|id, held| {
             hot.iter().any(|(hot, ..)| hot == id) || held.renewed + held.hold > now
         });
+        self.lifted.retain(|_, until| *until > now);
         if hot.is_empty() && self.last_sweep.elapsed() < SWEEP_EVERY {
             return;
         }
@@ -155,6 +171,9 @@ impl Publisher {
         {
             return Ok(None);
         }
+        if self.lifted.contains_key(&id) {
+            return Ok(None);
+        }
         let hold = Duration::from_secs(rule.hold_s);
         if let (Entry::Vacant(slot), Some(hot)) = (self.held.entry(id), in_force) {
             // Published by an earlier leader: renewed from now on by this one.
@@ -170,8 +189,7 @@ impl Publisher {
             });
         }
         let Some(held) = self.held.get_mut(&id) else {
-            self.publish(client, id, rate, rule).await?;
-            return Ok(Some("published"));
+            return Ok(Some(self.publish(client, id, rate, rule).await?.label()));
         };
         held.peak = held.peak.max(rate);
         if held.renewed.elapsed() < RENEW_EVERY && held.hold == hold {
@@ -191,8 +209,7 @@ impl Publisher {
         if ttl <= 0 {
             // The lease ran out in between (etcd was slow, or the hold was short): anew.
             self.held.remove(&id);
-            self.publish(client, id, rate, rule).await?;
-            return Ok(Some("published"));
+            return Ok(Some(self.publish(client, id, rate, rule).await?.label()));
         }
         let value = self.value(rate, rule, since_ms);
         let key = self.layout.hotkey_key(id);
@@ -230,7 +247,7 @@ impl Publisher {
         id: HotKeyId,
         rate: u64,
         rule: HotKeyRule,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Publish> {
         let etcd = &self.state.etcd;
         let ttl = i64::try_from(rule.hold_s).unwrap_or(i64::MAX);
         let lease = etcd
@@ -240,23 +257,42 @@ impl Publisher {
         let since_ms = chrono::Utc::now().timestamp_millis();
         let value = self.value(rate, rule, since_ms);
         let key = self.layout.hotkey_key(id);
+        let lift_key = self.layout.lifted_hotkey_key(id);
         // Not over a key already there (a manual one, written since the table was read), nor
-        // while an operator's lift of it lasts.
+        // while an operator's lift of it lasts; when refused, the lift marker tells which.
         let txn = Txn::new()
             .when(vec![
                 Compare::version(key.clone(), CompareOp::Equal, 0),
-                Compare::version(self.layout.lifted_hotkey_key(id), CompareOp::Equal, 0),
+                Compare::version(lift_key.clone(), CompareOp::Equal, 0),
             ])
             .and_then(vec![TxnOp::put(
                 key,
                 serde_json::to_vec(&value)?,
                 Some(PutOptions::new().with_lease(lease)),
-            )]);
+            )])
+            .or_else(vec![TxnOp::get(lift_key, None)]);
         let written = etcd.timed(EtcdCall::Txn, client.txn(txn)).await?;
         if !written.succeeded() {
             // Someone else's key: this lease holds nothing.
             let _ = client.lease_revoke(lease).await;
-            return Ok(());
+            let marker = written.op_responses().into_iter().find_map(|op| match op {
+                TxnOpResponse::Get(read) => read.kvs().first().map(|kv| kv.lease()),
+                _ => None,
+            });
+            let Some(marker_lease) = marker else {
+                return Ok(Publish::Taken);
+            };
+            // The marker lives as long as the lift: one question, then quiet until it ends.
+            let left = etcd
+                .timed(
+                    EtcdCall::Lease,
+                    client.lease_time_to_live(marker_lease, None),
+                )
+                .await?
+                .ttl();
+            let left = Duration::from_secs(u64::try_from(left).unwrap_or(0).max(1));
+            self.lifted.insert(id, Instant::now() + left);
+            return Ok(Publish::Lifted);
         }
         self.held.insert(
             id,
@@ -281,7 +317,7 @@ impl Publisher {
             },
         )
         .await?;
-        Ok(())
+        Ok(Publish::Written)
     }
 
     fn value(&self, rate: u64, rule: HotKeyRule, since_ms: i64) -> Published {
@@ -297,6 +333,17 @@ impl Publisher {
                 .saturating_add(hold_ms),
             actor: None,
             reason: None,
+        }
+    }
+}
+
+impl Publish {
+    /// The outcome label of `seckill_hotkey_publishes_total`.
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Written => "published",
+            Self::Taken => "taken",
+            Self::Lifted => "lifted",
         }
     }
 }
