@@ -29,6 +29,7 @@ use crate::{
     infra,
     infra::{
         amqp::AmqpLink,
+        client_address::{self, ClientAddress},
         config::Settings,
         connections::{CappedListener, ConnectionGauges},
         db::{self, MeteredPool},
@@ -252,7 +253,6 @@ fn workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
 }
 
 pub(crate) fn router(state: AppState) -> Router {
-    let trusted = state.settings.trusted_proxies.clone();
     Router::new()
         .route("/healthz", get(infra::health::healthz))
         .route("/readyz", get(infra::health::readyz))
@@ -278,13 +278,11 @@ pub(crate) fn router(state: AppState) -> Router {
                 .filter(|id| buy::rules::valid_request_id(id))
                 .map_or_else(|| format!("gen-{}", uuid::Uuid::new_v4().simple()), str::to_owned);
             // The client as every limit counts it, so a log line names the buyer's address
-            // rather than the balancer's.
-            let peer = request
+            // rather than the balancer's (resolved once, by the layer outside this one).
+            let client = request
                 .extensions()
-                .get::<axum::extract::ConnectInfo<SocketAddr>>()
-                .map(|info| info.0.ip());
-            let client = peer
-                .map(|peer| tracing::field::display(trusted.client(peer, request.headers())));
+                .get::<ClientAddress>()
+                .map(|client| tracing::field::display(client.0));
             // At info, so that the warnings written inside it name the request; a span
             // writes no line of its own.
             tracing::info_span!("http", method = %request.method(), uri = %request.uri(), request_id, client)
@@ -292,6 +290,7 @@ pub(crate) fn router(state: AppState) -> Router {
         // A 5xx is logged (rate-limited) where its cause is known; one line per failed
         // response here would let a storm fill the disk.
         .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)))
+        .layer(middleware::map_request_with_state(state.clone(), client_address::remember))
         .with_state(state)
 }
 

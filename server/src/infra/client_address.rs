@@ -17,7 +17,7 @@
 //! him a fresh window per request.
 
 use axum::{
-    extract::{ConnectInfo, FromRequestParts},
+    extract::{ConnectInfo, FromRequestParts, State},
     http::{request::Parts, HeaderMap},
 };
 use serde::{Deserialize, Deserializer};
@@ -198,7 +198,9 @@ pub fn counted(address: IpAddr) -> IpAddr {
     }
 }
 
-/// The request's client as [`TrustedProxies::client`] resolves it, for handlers.
+/// The request's client as [`TrustedProxies::client`] resolves it, for handlers and the
+/// request's span. [`remember`] resolves it once per request, outermost, and keeps it in the
+/// request's extensions; everything after reads it from there.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ClientAddress(pub(crate) IpAddr);
 
@@ -210,9 +212,24 @@ impl FromRequestParts<AppState> for ClientAddress {
     }
 }
 
-/// The client of a request's head; without a peer (a request made inside the process) the
-/// unspecified address, which no window or hot key of a real client shares.
+/// Middleware: resolves the client once and keeps it with the request.
+pub(crate) async fn remember(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+) -> axum::extract::Request {
+    let (mut parts, body) = request.into_parts();
+    let client = resolve(&state.settings.trusted_proxies, &parts);
+    parts.extensions.insert(ClientAddress(client));
+    axum::extract::Request::from_parts(parts, body)
+}
+
+/// The client of a request's head: as [`remember`] kept it, else resolved now; without a
+/// peer (a request made inside the process) the unspecified address, which no window or hot
+/// key of a real client shares.
 pub(crate) fn resolve(trusted: &TrustedProxies, parts: &Parts) -> IpAddr {
+    if let Some(ClientAddress(client)) = parts.extensions.get::<ClientAddress>() {
+        return *client;
+    }
     let peer = parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
