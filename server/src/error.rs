@@ -127,22 +127,15 @@ impl IntoResponse for ApiError {
 /// retry; anything else the database says is a bug of ours.
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
-        database_error(out_of_reach(&error), error.into())
+        database_error(crate::infra::db::is_outage(&error), error.into())
     }
 }
 
 /// The same, for an error several requests share (one read answering them all).
 impl From<std::sync::Arc<sqlx::Error>> for ApiError {
     fn from(error: std::sync::Arc<sqlx::Error>) -> Self {
-        database_error(out_of_reach(&error), error.into())
+        database_error(crate::infra::db::is_outage(&error), error.into())
     }
-}
-
-fn out_of_reach(error: &sqlx::Error) -> bool {
-    matches!(
-        error,
-        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed
-    )
 }
 
 fn database_error(out_of_reach: bool, error: anyhow::Error) -> ApiError {

@@ -29,7 +29,10 @@ use contract::{SaleItem, UserId};
 use crate::baselines::path::{self, Share, Tally};
 use crate::buy::rules::Refusal;
 use crate::buy::stock_scripts::{Holding, IN_FLIGHT_MS};
-use crate::infra::{db::MeteredPool, quiet_log::quiet};
+use crate::infra::{
+    db::{is_outage, MeteredPool},
+    quiet_log::quiet,
+};
 use crate::orders::mq::{
     message::OrderCreated,
     publisher::{OutboxRow, Publisher},
@@ -335,7 +338,12 @@ async fn write_batch(
         decided => decided,
     };
     let decided = match decided {
-        Err(sqlx::Error::Database(error)) if orders.len() > 1 => {
+        // A statement PostgreSQL judged, not one it could not run (it was restarting).
+        Err(error)
+            if orders.len() > 1
+                && matches!(error, sqlx::Error::Database(_))
+                && !is_outage(&error) =>
+        {
             quiet!(warn, "buy.preorder_batch", error = %error, size = orders.len(), "PostgreSQL failed a pre-order batch; writing its members one by one");
             let mut verdicts = Vec::with_capacity(orders.len());
             for order in &orders {
@@ -426,7 +434,7 @@ async fn retry_out_of_reach(
     loop {
         match allocate(pool, orders).await {
             Err(error)
-                if !matches!(error, sqlx::Error::Database(_))
+                if (is_outage(&error) || !matches!(error, sqlx::Error::Database(_)))
                     && started.elapsed() < OUT_OF_REACH_PATIENCE =>
             {
                 quiet!(debug, "buy.preorder_batch", error = %error, "PostgreSQL still out of reach");

@@ -23,6 +23,26 @@ const MIGRATION_LOCK: i64 = 0x7365_636b_696c_6c6d;
 /// How often an instance asks again for the migration lock while another holds it.
 const MIGRATION_LOCK_POLL: Duration = Duration::from_millis(200);
 
+/// Whether `error` says PostgreSQL is out of reach (unreachable, restarting or recovering,
+/// shutting down, out of connections) rather than that it decided anything: worth waiting
+/// for. A restart answers with errors of both kinds: a lost socket while it goes, and
+/// `57P0x` ("terminating connection", "the database system is starting up") while it comes
+/// back, which are database errors though no statement was judged.
+pub(crate) fn is_outage(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            // connection exceptions, operator intervention (shutdown), too many connections
+            code.starts_with("08") || code.starts_with("57P") || code == "53300"
+        }),
+        _ => false,
+    }
+}
+
 pub(crate) async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
     PgPoolOptions::new()
         .max_connections(settings.db_max_connections)

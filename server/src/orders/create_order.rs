@@ -13,7 +13,7 @@
 //! * if the pay timeouts cannot be published, the batch goes back to the queue; its orders
 //!   are completed already, so the redelivery only schedules their timeouts again.
 
-use crate::infra::quiet_log::quiet;
+use crate::infra::{db::is_outage, quiet_log::quiet};
 use lapin::message::Delivery;
 use std::{future::Future, time::Duration};
 use uuid::Uuid;
@@ -262,22 +262,6 @@ async fn complete_retrying(state: &AppState, ids: &[Uuid]) -> Result<BatchOutcom
             }
             Err(error) => return Err(error),
         }
-    }
-}
-
-/// The database is unreachable or refusing connections: nothing about the message.
-fn is_outage(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            // connection exceptions, operator intervention (shutdown), too many connections
-            code.starts_with("08") || code.starts_with("57P") || code == "53300"
-        }),
-        _ => false,
     }
 }
 
