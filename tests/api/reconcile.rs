@@ -902,6 +902,62 @@ async fn only_the_run_that_raised_a_fence_lowers_it_or_writes_behind_it() {
     assert!(!up, "its owner lowered it");
 }
 
+/// A large item is written in chunks into staging keys of its run and swapped in at once:
+/// every buyer record and given-back order arrives, what Redis held before (a record no
+/// holding explains, a marker) is gone, and no staging key stays behind.
+#[tokio::test]
+async fn a_large_item_is_re_derived_in_chunks_and_swapped_in_whole() {
+    let app = spawn_app_with(|_| {}).await;
+    let redis = &app.state.redis;
+    let sale = contract::SaleItem::new(33, 34);
+    let mut connection = redis.connection();
+    let _: () = redis::pipe()
+        .hset(redis.bought_key(sale), 999_999, 5)
+        .ignore()
+        .hset(redis.pending_key(sale), Uuid::new_v4().to_string(), "1 1 1")
+        .ignore()
+        .query_async(&mut connection)
+        .await
+        .expect("stale state");
+    let holders: Vec<(i64, i64)> = (1..=2_500).map(|buyer| (buyer, 1 + buyer % 2)).collect();
+    let restored: Vec<Uuid> = (0..1_500).map(|_| Uuid::new_v4()).collect();
+    redis
+        .raise_fence(sale, "large", 10_000)
+        .await
+        .expect("fence");
+    let derived = seckill::reconcile::redis_state::Derived {
+        stock: 7,
+        holders: &holders,
+        seats: &[],
+        restored: &restored,
+        expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
+    };
+    assert!(redis
+        .rederive(sale, "large", &derived)
+        .await
+        .expect("write"));
+    let mut recorded = redis.holders(sale).await.expect("holders");
+    recorded.sort_unstable();
+    assert_eq!(recorded, holders);
+    let (stock, given_back, markers, ttl): (i64, i64, bool, i64) = redis::pipe()
+        .get(redis.stock_key(sale))
+        .scard(redis.restored_key(sale))
+        .exists(redis.pending_key(sale))
+        .ttl(redis.bought_key(sale))
+        .query_async(&mut connection)
+        .await
+        .expect("read");
+    assert_eq!((stock, given_back, markers), (7, 1_500, false));
+    assert!(ttl > 0, "the records expire with the activity");
+    let staged: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}*rederive:*", app.state.settings.redis_prefix))
+        .query_async(&mut connection)
+        .await
+        .expect("keys");
+    assert!(staged.is_empty(), "{staged:?}");
+    assert!(redis.lower_fence(sale, "large").await.expect("lower"));
+}
+
 /// Pre-warms the sale's activity through `instance`; it must succeed.
 async fn prewarm_on(instance: &TestApp, caller: &Caller, sale: &Sale) {
     let path = format!("/admin/api/activities/{}/prewarm", sale.activity_id);
