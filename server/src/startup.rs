@@ -217,6 +217,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         payment,
         control,
         dashboard: crate::dashboard::Hub::default(),
+        ledgers: Default::default(),
         sale_pages,
         hotkeys,
         address: std::sync::OnceLock::new(),

@@ -91,6 +91,8 @@ pub struct Shared {
     pub hotkeys: Arc<crate::hotkeys::HotKeys>,
     /// The live dashboard's recent frames and their viewers (sampled only where HTTP is served).
     pub(crate) dashboard: crate::dashboard::Hub,
+    /// The live ledgers computed lately, shared by their viewers, and each viewer's allowance.
+    pub(crate) ledgers: Arc<crate::reconcile::viewers::Ledgers>,
     /// The address this instance serves HTTP on, once bound (a rehearsal's load goes there).
     pub(crate) address: std::sync::OnceLock<std::net::SocketAddr>,
 }

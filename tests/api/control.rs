@@ -10,8 +10,9 @@ use crate::support::{
     app::{json, spawn_app_with, TestApp},
     etcd::EtcdInstance,
     fixtures::{buy_body, open_sale, storm_settings, Caller},
+    postgres_server::PostgresInstance,
     proxy::{self, Proxy},
-    wait,
+    wait::{self, PATIENCE},
 };
 use contract::Role;
 use contract::Source;
@@ -839,4 +840,47 @@ async fn a_flip_is_audited_before_it_reaches_etcd() {
         () = audited_while_unanswered => {}
         answer = flip => panic!("the flip ended before its audit row was seen: {answer:?}"),
     }
+}
+
+/// A change written straight into etcd while the audit's database is away is audited once
+/// the database is back: the audit is retried until its row commits, every failed attempt
+/// counted.
+#[tokio::test]
+async fn an_outside_write_made_while_the_database_is_away_is_audited_once_it_is_back() {
+    let mut postgres = PostgresInstance::start().await;
+    let url = postgres.create_database("seckill").await;
+    let app = spawn_app_with(|settings| settings.database_url = url.into()).await;
+    postgres.kill().await;
+    let written = etcd(&app)
+        .await
+        .put(key(&app, "switches/challenge"), "on", None)
+        .await
+        .expect("put")
+        .header()
+        .map(|h| h.revision())
+        .expect("revision");
+    wait::until("the outside change applied", PATIENCE, || async {
+        app.state.switches.current().challenge_required
+    })
+    .await;
+    wait::until("an audit attempt failed", PATIENCE, || async {
+        app.metric(r#"seckill_control_external_audits_total{outcome="failed"}"#)
+            .await
+            >= 1.0
+    })
+    .await;
+    postgres.restart().await;
+    wait::until("the outside change audited", PATIENCE, || async {
+        app.audit_rows("switches/challenge", "external").await.len() == 1
+    })
+    .await;
+    assert_eq!(
+        app.audit_rows("switches/challenge", "external").await,
+        [(None, "on".into(), written)]
+    );
+    assert_eq!(
+        app.metric(r#"seckill_control_external_audits_total{outcome="recorded"}"#)
+            .await,
+        1.0
+    );
 }

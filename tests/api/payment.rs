@@ -933,9 +933,15 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
         -4,
         "not pre-warmed: nothing written"
     );
+    // A re-derivation writes only behind a fence of its own run.
     redis
+        .raise_fence(sale, "load", 10_000)
+        .await
+        .expect("fence");
+    let loaded = redis
         .rederive(
             sale,
+            "load",
             &seckill::reconcile::redis_state::Derived {
                 stock: 0,
                 holders: &[(42, 3)],
@@ -950,6 +956,8 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
         )
         .await
         .expect("load");
+    assert!(loaded, "written behind the run's own fence");
+    assert!(redis.lower_fence(sale, "load").await.expect("lower"));
     // A seated order of three seats, one of which someone else holds now.
     assert_eq!(restore("o2", 3, seats.to_vec()).await, 2);
     assert_eq!(

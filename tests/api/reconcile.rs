@@ -6,7 +6,7 @@ use contract::Role;
 use futures::{stream, StreamExt};
 use seckill::{
     buy::stock_scripts::{BuyCall, Holding, Steps, Windows},
-    infra::config::{AsyncMode, Settings},
+    infra::config::{AsyncMode, DeductionMode, Settings},
     reconcile::service::ActivityLock,
 };
 use serde_json::{json, Value};
@@ -14,7 +14,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::support::{
-    app::{json, spawn_app_with, TestApp},
+    app::{json, json_and_retry_after, spawn_app_with, TestApp},
     fixtures::{buy_body, open_sale, order_id, storm_settings, token, Caller, Sale},
     proxy::{target_of, through, Proxy},
     wait::{until, PATIENCE},
@@ -62,17 +62,27 @@ impl TestApp {
         }
     }
 
+    /// The ledger's first item; a caller polling past its allowance waits as told.
     pub(crate) async fn ledger_item(&self, caller: &Caller, sale: &Sale) -> Value {
-        let (status, ledger) = json(
-            self.get(
-                &format!("/admin/api/activities/{}/ledger", sale.activity_id),
-                Some(caller),
+        loop {
+            let (status, retry_after, ledger) = json_and_retry_after(
+                self.get(
+                    &format!("/admin/api/activities/{}/ledger", sale.activity_id),
+                    Some(caller),
+                )
+                .await,
             )
-            .await,
-        )
-        .await;
-        assert_eq!(status, 200, "{ledger}");
-        ledger["items"][0].clone()
+            .await;
+            if status == 429 {
+                let wait: u64 = retry_after
+                    .and_then(|s| s.parse().ok())
+                    .expect("Retry-After");
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+                continue;
+            }
+            assert_eq!(status, 200, "{ledger}");
+            return ledger["items"][0].clone();
+        }
     }
 
     /// Units the buyer holds in Redis's buyer record.
@@ -741,6 +751,26 @@ async fn buy_through(app: &TestApp, sale: &Sale, user: i64) -> (u16, Value) {
     unreachable!()
 }
 
+/// Exactly `stock` buys of a one-per-buyer sale were answered 200 and every other
+/// `SOLD_OUT`; PostgreSQL holds exactly the stock, and no buyer more than one unit.
+async fn sold_exactly(app: &TestApp, sale: &Sale, answers: &[(u16, Value)], stock: i64) {
+    let sold = answers.iter().filter(|(status, _)| *status == 200).count() as i64;
+    assert_eq!(sold, stock, "exactly the stock is sold");
+    assert!(answers
+        .iter()
+        .all(|(status, answer)| *status == 200 || answer["code"] == "SOLD_OUT"));
+    assert_eq!(app.allocated(sale).await, stock);
+    let over: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE activity_id = $1
+         AND status IN ('PRE_CREATED', 'UNPAID', 'PAID') GROUP BY user_id HAVING SUM(quantity) > 1) o",
+    )
+    .bind(sale.activity_id)
+    .fetch_one(&app.db)
+    .await
+    .expect("count");
+    assert_eq!(over, 0, "no buyer over the limit");
+}
+
 #[tokio::test]
 async fn a_storm_sells_exactly_the_stock_while_repairs_loop() {
     let app = spawn_app_with(quick_reconcile).await;
@@ -775,21 +805,7 @@ async fn a_storm_sells_exactly_the_stock_while_repairs_loop() {
         repairing
     );
     assert!(runs > 0);
-    let sold = answers.iter().filter(|(status, _)| *status == 200).count();
-    assert_eq!(sold, 300, "exactly the stock is sold");
-    assert!(answers
-        .iter()
-        .all(|(status, answer)| *status == 200 || answer["code"] == "SOLD_OUT"));
-    assert_eq!(app.allocated(&sale).await, 300);
-    let over: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE activity_id = $1
-         AND status IN ('PRE_CREATED', 'UNPAID', 'PAID') GROUP BY user_id HAVING SUM(quantity) > 1) o",
-    )
-    .bind(sale.activity_id)
-    .fetch_one(&app.db)
-    .await
-    .expect("count");
-    assert_eq!(over, 0, "no buyer over the limit");
+    sold_exactly(&app, &sale, &answers, 300).await;
     let report = app.reconcile(&ops, &sale, false).await;
     assert!(classes(&report).is_empty(), "{report}");
     assert_eq!(app.redis_stock(&sale).await, 0);
@@ -827,4 +843,283 @@ async fn a_storm_survives_redis_losing_its_data() {
         app.redis_stock(&sale).await + app.allocated(&sale).await,
         300
     );
+}
+
+#[tokio::test]
+async fn only_the_run_that_raised_a_fence_lowers_it_or_writes_behind_it() {
+    let app = spawn_app_with(|_| {}).await;
+    let redis = &app.state.redis;
+    let sale = contract::SaleItem::new(31, 32);
+    let fence = redis.fence_key(sale);
+    // A first run's fence expired while it worked; a second run raised the fence again.
+    redis
+        .raise_fence(sale, "first", 10_000)
+        .await
+        .expect("fence");
+    redis
+        .raise_fence(sale, "second", 10_000)
+        .await
+        .expect("fence");
+    assert!(
+        !redis.lower_fence(sale, "first").await.expect("lower"),
+        "the first run no longer owns the fence"
+    );
+    let holder: Option<String> = redis::cmd("GET")
+        .arg(&fence)
+        .query_async(&mut redis.connection())
+        .await
+        .expect("get");
+    assert_eq!(holder.as_deref(), Some("second"), "the fence stays up");
+    // Nor does the first run's re-derivation land behind the second run's fence.
+    let derived = seckill::reconcile::redis_state::Derived {
+        stock: 5,
+        holders: &[(42, 1)],
+        seats: &[],
+        restored: &[],
+        expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
+    };
+    assert!(!redis
+        .rederive(sale, "first", &derived)
+        .await
+        .expect("write"));
+    let stock: Option<i64> = redis::cmd("GET")
+        .arg(redis.stock_key(sale))
+        .query_async(&mut redis.connection())
+        .await
+        .expect("get");
+    assert_eq!(stock, None, "nothing written");
+    assert!(redis
+        .rederive(sale, "second", &derived)
+        .await
+        .expect("write"));
+    assert_eq!(redis.holders(sale).await.expect("holders"), vec![(42, 1)]);
+    assert!(redis.lower_fence(sale, "second").await.expect("lower"));
+    let up: bool = redis::cmd("EXISTS")
+        .arg(&fence)
+        .query_async(&mut redis.connection())
+        .await
+        .expect("exists");
+    assert!(!up, "its owner lowered it");
+}
+
+/// A large item is written in chunks into staging keys of its run and swapped in at once:
+/// every buyer record and given-back order arrives, what Redis held before (a record no
+/// holding explains, a marker) is gone, and no staging key stays behind.
+#[tokio::test]
+async fn a_large_item_is_re_derived_in_chunks_and_swapped_in_whole() {
+    let app = spawn_app_with(|_| {}).await;
+    let redis = &app.state.redis;
+    let sale = contract::SaleItem::new(33, 34);
+    let mut connection = redis.connection();
+    let _: () = redis::pipe()
+        .hset(redis.bought_key(sale), 999_999, 5)
+        .ignore()
+        .hset(redis.pending_key(sale), Uuid::new_v4().to_string(), "1 1 1")
+        .ignore()
+        .query_async(&mut connection)
+        .await
+        .expect("stale state");
+    let holders: Vec<(i64, i64)> = (1..=2_500).map(|buyer| (buyer, 1 + buyer % 2)).collect();
+    let restored: Vec<Uuid> = (0..1_500).map(|_| Uuid::new_v4()).collect();
+    redis
+        .raise_fence(sale, "large", 10_000)
+        .await
+        .expect("fence");
+    let derived = seckill::reconcile::redis_state::Derived {
+        stock: 7,
+        holders: &holders,
+        seats: &[],
+        restored: &restored,
+        expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
+    };
+    assert!(redis
+        .rederive(sale, "large", &derived)
+        .await
+        .expect("write"));
+    let mut recorded = redis.holders(sale).await.expect("holders");
+    recorded.sort_unstable();
+    assert_eq!(recorded, holders);
+    let (stock, given_back, markers, ttl): (i64, i64, bool, i64) = redis::pipe()
+        .get(redis.stock_key(sale))
+        .scard(redis.restored_key(sale))
+        .exists(redis.pending_key(sale))
+        .ttl(redis.bought_key(sale))
+        .query_async(&mut connection)
+        .await
+        .expect("read");
+    assert_eq!((stock, given_back, markers), (7, 1_500, false));
+    assert!(ttl > 0, "the records expire with the activity");
+    let staged: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}*rederive:*", app.state.settings.redis_prefix))
+        .query_async(&mut connection)
+        .await
+        .expect("keys");
+    assert!(staged.is_empty(), "{staged:?}");
+    assert!(redis.lower_fence(sale, "large").await.expect("lower"));
+}
+
+/// Pre-warms the sale's activity through `instance`; it must succeed.
+async fn prewarm_on(instance: &TestApp, caller: &Caller, sale: &Sale) {
+    let path = format!("/admin/api/activities/{}/prewarm", sale.activity_id);
+    let (status, report) = json(instance.post_json(&path, Some(caller), &json!({})).await).await;
+    assert_eq!(status, 200, "{report}");
+}
+
+/// Re-derives one item from three places at once, round after round, in the middle of a
+/// storm: pre-warms on two instances, and the deduction hand-over of both (the switch
+/// flipped to `db` and back), with the leader's pass running. They take turns under the
+/// activity lock, each behind a fence of its own run: every pre-warm succeeds, exactly the
+/// stock is sold, no buyer goes over the limit, Redis ends with what PostgreSQL left, and
+/// no run ever found its fence another's (no lower or write by a non-owner was tried).
+#[tokio::test]
+async fn one_item_re_derived_from_three_places_at_once_mid_storm_sells_exactly_its_stock() {
+    let tuned = |settings: &mut Settings| {
+        quick_reconcile(settings);
+        // No local sold-out flag: the second wave asks Redis until it is empty.
+        settings.buy.sold_out_flag_ms = 0;
+    };
+    let app = spawn_app_with(tuned).await;
+    let sibling = app.spawn_sibling(tuned).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sale = open_sale(&app, 300, 1).await;
+    let hand_over = || async {
+        for instance in [&app, &sibling] {
+            for mode in [DeductionMode::Db, DeductionMode::Redis] {
+                let mut values = (*instance.state.switches.current()).clone();
+                values.deduction = mode;
+                instance.state.switches.replace(values);
+                // As the first request under `db` does: Redis stops serving, so the flip
+                // back re-derives it.
+                instance.state.funnel.deduction.mode(mode);
+            }
+        }
+        for instance in [&app, &sibling] {
+            until("the hand-over re-derived Redis", PATIENCE, || async {
+                instance.state.funnel.deduction.mode(DeductionMode::Redis) == DeductionMode::Redis
+            })
+            .await;
+        }
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    // Each round starts the three at the same moment; a pause between rounds lets buyers in.
+    let rederiving = async {
+        let mut rounds = 0;
+        while !*stopped.borrow() {
+            tokio::join!(
+                prewarm_on(&app, &ops, &sale),
+                prewarm_on(&sibling, &ops, &sale),
+                hand_over()
+            );
+            rounds += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        rounds
+    };
+    let storming = async {
+        let answers = stream::iter(1..=900_i64)
+            .map(|user| {
+                let (target, sale) = (if user % 2 == 0 { &app } else { &sibling }, &sale);
+                async move { buy_through(target, sale, user).await }
+            })
+            .buffer_unordered(32)
+            .collect::<Vec<_>>()
+            .await;
+        stop.send_replace(true);
+        answers
+    };
+    let (first_wave, rounds) = tokio::join!(storming, rederiving);
+    assert!(rounds > 0);
+    // Whatever is left sells to fresh buyers once the re-derivations stop: a Redis that
+    // over- or under-stated the stock would show here.
+    let second_wave = stream::iter(1_001..=1_400_i64)
+        .map(|user| {
+            let (app, sale) = (&app, &sale);
+            async move { buy_through(app, sale, user).await }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    let answers: Vec<_> = first_wave.into_iter().chain(second_wave).collect();
+    sold_exactly(&app, &sale, &answers, 300).await;
+    assert_eq!(app.redis_stock(&sale).await, 0);
+    for instance in [&app, &sibling] {
+        assert_eq!(
+            instance
+                .metric("seckill_reconcile_fence_refused_total")
+                .await,
+            0.0,
+            "no run found its fence another's"
+        );
+    }
+}
+
+/// An instance without the leader's pass, a sale of ten units, and its ledger's path.
+async fn ledger_of_a_sale() -> (TestApp, String) {
+    let app = spawn_app_with(|settings| {
+        storm_settings(settings);
+        settings.reconcile.interval_ms = 0;
+    })
+    .await;
+    let sale = open_sale(&app, 10, 1).await;
+    let path = format!("/admin/api/activities/{}/ledger", sale.activity_id);
+    (app, path)
+}
+
+/// Twenty viewers polling one activity's ledger at once cost Redis one computation, not
+/// twenty: the ledger is computed at most once a second per instance and shared.
+#[tokio::test]
+async fn twenty_viewers_of_a_ledger_share_one_computation_a_second() {
+    let (app, path) = ledger_of_a_sale().await;
+    let mut viewers = Vec::new();
+    for _ in 0..20 {
+        viewers.push(app.caller(Role::Ops, None).await);
+    }
+    let before = app.metric("seckill_ledger_computations_total").await;
+    let started = std::time::Instant::now();
+    let answers = futures::future::join_all(
+        viewers
+            .iter()
+            .map(|viewer| async { json(app.get(&path, Some(viewer)).await).await }),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    for (status, ledger) in &answers {
+        assert_eq!(*status, 200, "{ledger}");
+        assert_eq!(ledger["items"][0]["total"], 10, "{ledger}");
+    }
+    let computed = app.metric("seckill_ledger_computations_total").await - before;
+    // One computation, and one more for every whole second the burst took on a slow machine.
+    assert!(
+        computed >= 1.0 && computed <= 1.0 + elapsed.as_secs_f64().floor(),
+        "{computed} computations for 20 viewers in {elapsed:?}"
+    );
+}
+
+/// One caller polling faster than its allowance is told to wait, with a code and a
+/// Retry-After; other callers are not.
+#[tokio::test]
+async fn a_caller_polling_the_ledger_too_fast_gets_429_with_retry_after() {
+    let (app, path) = ledger_of_a_sale().await;
+    let (poller, other) = (
+        app.caller(Role::Ops, None).await,
+        app.caller(Role::Sre, None).await,
+    );
+    let answers = futures::future::join_all(
+        (0..12).map(|_| async { json_and_retry_after(app.get(&path, Some(&poller)).await).await }),
+    )
+    .await;
+    let refused: Vec<_> = answers
+        .iter()
+        .filter(|(status, ..)| *status == 429)
+        .collect();
+    assert!(refused.len() >= 6, "{answers:?}");
+    for (_, retry_after, answer) in &refused {
+        assert_eq!(answer["code"], "RATE_LIMITED", "{answer}");
+        assert_eq!(retry_after.as_deref(), Some("1"));
+    }
+    assert!(answers
+        .iter()
+        .all(|(status, ..)| *status == 200 || *status == 429));
+    let (status, _) = json(app.get(&path, Some(&other)).await).await;
+    assert_eq!(status, 200, "another caller is not held back");
 }

@@ -35,6 +35,10 @@ const FIRST_READ: Duration = Duration::from_secs(2);
 /// A watch that answers no progress request for this many heartbeats is presumed dead
 /// (a half-open connection never errors by itself).
 const SILENT_HEARTBEATS: u32 = 3;
+/// Delays between attempts to audit an external change while the database refuses it:
+/// doubling, but never so long that the row waits long after the database is back.
+const AUDIT_RETRY_FLOOR: Duration = Duration::from_millis(100);
+const AUDIT_RETRY_CEILING: Duration = Duration::from_secs(5);
 
 pub(super) struct Watcher {
     state: AppState,
@@ -442,7 +446,9 @@ impl Watcher {
         }
     }
 
-    /// Offers changes written straight into etcd to the audit (idempotent across instances).
+    /// Offers changes written straight into etcd to the audit (idempotent across
+    /// instances), each retried until its row commits: a database away for a while delays
+    /// the audit of a change, never loses it. Every failed attempt counts as `failed`.
     fn audit_external(&self, changes: Vec<Seen>) {
         let db = self.state.db.clone();
         let audits = self.state.metrics.control.external_audits.clone();
@@ -454,21 +460,26 @@ impl Watcher {
                 };
                 // An empty new value records a deletion: the setting's value applies again.
                 let new_value = change.value.as_deref().unwrap_or("");
-                let recorded = audit::record_external(
-                    &db,
-                    &change.path,
-                    change.previous.as_deref(),
-                    new_value,
-                    &reason,
-                    change.mod_revision,
-                )
-                .await;
-                let outcome = match recorded {
-                    Ok(true) => "recorded",
-                    Ok(false) => "known",
-                    Err(error) => {
-                        tracing::error!(path = %change.path, revision = change.mod_revision, error = %error, "could not audit an external switch change");
-                        "failed"
+                let mut backoff = Backoff::new(AUDIT_RETRY_FLOOR, AUDIT_RETRY_CEILING);
+                let outcome = loop {
+                    match audit::record_external(
+                        &db,
+                        &change.path,
+                        change.previous.as_deref(),
+                        new_value,
+                        &reason,
+                        change.mod_revision,
+                    )
+                    .await
+                    {
+                        Ok(true) => break "recorded",
+                        Ok(false) => break "known",
+                        Err(error) => {
+                            audits.with_label_values(&["failed"]).inc();
+                            let retry_in = backoff.next_delay();
+                            tracing::error!(path = %change.path, revision = change.mod_revision, error = %error, ?retry_in, "could not audit an external switch change; retrying");
+                            tokio::time::sleep(retry_in).await;
+                        }
                     }
                 };
                 audits.with_label_values(&[outcome]).inc();

@@ -45,6 +45,12 @@ scripts! {
     RELEASE_DEDUCTION => "release_deduction",
     /// Gives a cancelled order's units or seats back once per order id.
     RESTORE_ORDER => "restore_order",
+    /// Renews a re-derivation's fence, only for the run that raised it.
+    FENCE_RENEW => "fence_renew",
+    /// Lowers a re-derivation's fence, only for the run that raised it.
+    FENCE_LOWER => "fence_lower",
+    /// Swaps a re-derivation's staged keys in, only while its run holds the fence.
+    REDERIVE_COMMIT => "rederive_commit",
 }
 
 /// The script whose SHA-1 is `hash`, if it is one of ours.

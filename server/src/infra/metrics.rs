@@ -77,6 +77,12 @@ pub struct Inner {
     /// The leader's automatic reconciliation passes that completed: the drift gauge is as
     /// fresh as the last of them.
     pub(crate) reconcile_passes: IntCounter,
+    /// Steps of a re-derivation (`commit`, `lower`) that found the item's fence no longer
+    /// its run's (expired, or raised again by another run), and so did nothing.
+    pub(crate) fence_refused: IntCounterVec,
+    /// Times an instance computed an activity's live ledger (shared by every viewer for
+    /// a second).
+    pub(crate) ledger_computations: IntCounter,
     /// The etcd control plane: sync, propagation, invalid values, leadership.
     pub(crate) control: ControlMetrics,
     /// The RabbitMQ order pipeline: publishing, consuming, outbox, dead letters.
@@ -233,6 +239,15 @@ impl Metrics {
                 "seckill_reconcile_passes_total",
                 "Automatic reconciliation passes the leader completed",
             ),
+            fence_refused: add.counters(
+                "seckill_reconcile_fence_refused_total",
+                "Re-derivation steps refused because the item's fence was no longer their run's",
+                &["step"],
+            ),
+            ledger_computations: add.counter(
+                "seckill_ledger_computations_total",
+                "Live ledgers of an activity computed by this instance",
+            ),
             control: ControlMetrics::register(&add),
             pipeline: PipelineMetrics::register(&add),
             hotkeys: HotKeyMetrics::register(&add),
@@ -365,7 +380,8 @@ pub(crate) struct ControlMetrics {
     /// 1 while this instance holds the etcd election (runs the singleton jobs).
     pub(crate) leader: IntGauge,
     /// Changes written straight into etcd that this instance offered to the audit, by
-    /// outcome: `recorded`, `known` (another instance recorded it first) or `failed`.
+    /// outcome: `recorded`, `known` (another instance recorded it first), or `failed` for
+    /// every attempt the database refused (the change is retried until its row commits).
     pub(crate) external_audits: IntCounterVec,
 }
 
@@ -405,7 +421,7 @@ impl ControlMetrics {
             ),
             external_audits: add.counters(
                 "seckill_control_external_audits_total",
-                "Changes written straight into etcd offered to the audit, by outcome",
+                "Changes written straight into etcd offered to the audit, by outcome (failed: per attempt, retried)",
                 &["outcome"],
             ),
         }

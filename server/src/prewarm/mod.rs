@@ -5,8 +5,10 @@
 //! Allowed while the sale is open too (an activity that opened without a pre-warm, Redis
 //! lost mid-sale): each item is re-derived behind the reconciliation fence
 //! (`reconcile::fence`), so deductions in flight are committed or voided first and no unit
-//! is handed out twice. The deduction hand-over and repairs use the same [`load`]. Every key
-//! written expires some time after the activity's end (`expiry`).
+//! is handed out twice. The deduction hand-over and repairs use the same [`load`]. It holds
+//! the activity's reconciliation lock throughout, so a pre-warm, the hand-over on every
+//! instance and the leader's pass never re-derive one activity at once. Every key written
+//! expires some time after the activity's end (`expiry`).
 
 pub(crate) mod expiry;
 pub(crate) mod routes;
@@ -18,7 +20,11 @@ use crate::{
     buy::bloom,
     catalog::store::{self as catalog, StoredActivity},
     error::{ApiError, ApiResult},
-    reconcile::{fence, store as reconcile_store},
+    reconcile::{
+        fence,
+        service::{ActivityLock, LOCK_WAIT},
+        store as reconcile_store,
+    },
     state::AppState,
 };
 
@@ -54,9 +60,16 @@ pub(crate) async fn load(
         .redis
         .bloom_add(&shape.positions(&bloom::activity_key(activity_id)))
         .await?;
+    let lock = ActivityLock::wait(&state.db, activity_id, LOCK_WAIT)
+        .await?
+        .ok_or_else(|| {
+            ApiError::Unavailable(anyhow::anyhow!(
+                "another re-derivation of this activity is still running"
+            ))
+        })?;
     let mut items = Vec::with_capacity(activity.lines.len());
     for line in &activity.lines {
-        let loaded = fence::rederive_item(state, activity, line.item_id)
+        let loaded = fence::rederive_item(state, &lock, activity, line.item_id)
             .await
             .map_err(ApiError::Unavailable)?;
         bloom_bits_set += state
@@ -72,6 +85,7 @@ pub(crate) async fn load(
             buyers: loaded.buyers,
         });
     }
+    lock.release().await;
     reconcile_store::mark_prewarmed(&state.db, activity_id).await?;
     state.funnel.catalogue.forget(activity_id);
     Ok((items, bloom_bits_set))

@@ -79,7 +79,7 @@ async fn pass(state: &AppState, seen: &SeenDrifts) -> anyhow::Result<SeenDrifts>
             repair: true,
             automatic: true,
         };
-        let outcome = run::execute(state, &activity, mode, seen, &mut sink).await;
+        let outcome = run::execute(state, &activity, mode, Some(&lock), seen, &mut sink).await;
         lock.release().await;
         drifts.extend(outcome?);
         if let Sink::Collected(findings) = sink {

@@ -2,9 +2,16 @@
 //! sale is live (a pre-warm, a repair, Redis lost) without selling a unit twice and without
 //! giving back a unit an in-flight request is about to commit.
 //!
-//! 1. **Fence**: a key the stock scripts check; from the moment it is set no deduction of
-//!    the item runs (buyers get 503 `DEGRADED` for that moment). It carries a TTL, so a run
-//!    that dies cannot hold the sale.
+//! 0. **Lock**: a re-derivation runs only under the activity's [`ActivityLock`], so the
+//!    pre-warm, the deduction hand-over of every instance and the leader's pass take turns
+//!    on an activity instead of rewriting an item over each other.
+//! 1. **Fence**: a key the stock scripts check, holding the run's id; from the moment it is
+//!    set no deduction of the item runs (buyers get 503 `DEGRADED` for that moment). It
+//!    carries a short TTL, renewed in the background while the run works (up to
+//!    [`MAX_HOLD`]), so a run that dies or hangs cannot hold the sale. Only its run renews
+//!    or lowers it (`lua/fence_renew.lua`, `lua/fence_lower.lua`): a run whose fence
+//!    expired and was raised again by another can no longer lower that one, and learns it
+//!    lost the item.
 //! 2. **Quiesce**: every deduction made before the fence left a marker. Each marker's
 //!    pre-order either commits (it is then in `allocated`) or is voided
 //!    (`settle::void_and_release`: once the void row exists the pre-order can never commit).
@@ -14,12 +21,15 @@
 //!    map and the restore journal are read `FOR UPDATE` on the item row, which every
 //!    transaction moving the item's stock takes (pre-order batches of the database path,
 //!    cancels, failures), so none of them lands between the read and the write.
-//! 4. **Write** the derived state in one MULTI (stock = total − allocated, buyer records =
-//!    holdings, restore set = the journal's orders, no markers), commit, lower the fence.
+//! 4. **Write** the derived state in chunks into staging keys of the run's own, then swap
+//!    them in with the stock in one short script that writes nothing unless the fence is
+//!    still the run's (`lua/rederive_commit.lua`); commit, lower the fence. A large item
+//!    never stalls Redis for the other sales, and never outlives its fence unseen.
 //!    A cancel committed before the snapshot is in the restore set, so its retried
 //!    give-back gives nothing; one committed after gives its units back as it should.
 
 use std::{collections::HashMap, time::Duration};
+use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use contract::{SaleItem, UserId};
@@ -27,15 +37,23 @@ use contract::{SaleItem, UserId};
 use crate::{
     buy::preorders,
     catalog::store::StoredActivity,
+    infra::redis::RedisStore,
     reconcile::{
         redis_state::Derived,
+        service::ActivityLock,
         settle::{self, Deduction, Settled},
     },
     state::AppState,
 };
 
-/// How long a fence may hold an item if its run dies.
+/// How long a fence holds an item after its last renewal, if its run dies.
 const FENCE_TTL_MS: u64 = 10_000;
+/// How often a working run renews its fence: well within its TTL.
+const RENEW_EVERY: Duration = Duration::from_millis(FENCE_TTL_MS / 4);
+/// The longest a run keeps its fence up by renewing it; a run still working then loses the
+/// item (its write is refused) rather than hold the sale any longer. Re-deriving an item of
+/// a million buyers takes a few seconds.
+const MAX_HOLD: Duration = Duration::from_secs(120);
 /// How long the run waits for pre-orders deducted before the fence to commit.
 const QUIESCE_WAIT: Duration = Duration::from_millis(300);
 
@@ -53,26 +71,100 @@ pub(crate) struct Rederived {
     pub(crate) buyers_changed: Vec<(i64, i64, i64)>,
 }
 
-/// Re-derives one item of `activity` from PostgreSQL behind the fence.
+/// Re-derives one item of `activity` from PostgreSQL behind the fence, under the
+/// activity's `lock`.
 pub(crate) async fn rederive_item(
     state: &AppState,
+    lock: &ActivityLock,
     activity: &StoredActivity,
     item_id: i64,
 ) -> anyhow::Result<Rederived> {
+    anyhow::ensure!(
+        lock.activity_id() == activity.id,
+        "re-deriving activity {} under the lock of activity {}",
+        activity.id,
+        lock.activity_id()
+    );
     let sale = SaleItem::new(activity.id, item_id);
-    let run = Uuid::new_v4().to_string();
-    state.redis.raise_fence(sale, &run, FENCE_TTL_MS).await?;
-    let rederived = fenced(state, activity, sale).await;
-    if let Err(error) = state.redis.lower_fence(sale).await {
-        tracing::warn!(error = %error, activity = activity.id, item = item_id, "could not lower the fence; it expires by itself");
-    }
+    let fence = Fence::raise(&state.redis, sale).await?;
+    let rederived = fenced(state, activity, sale, &fence.run).await;
+    fence.lower(state).await;
     rederived
+}
+
+/// A fence this process raised: renewed in the background until it is lowered or
+/// dropped (a cancelled run stops renewing, and its fence expires).
+struct Fence {
+    sale: SaleItem,
+    run: String,
+    renewer: JoinHandle<()>,
+}
+
+impl Fence {
+    async fn raise(redis: &RedisStore, sale: SaleItem) -> redis::RedisResult<Fence> {
+        let run = Uuid::new_v4().to_string();
+        redis.raise_fence(sale, &run, FENCE_TTL_MS).await?;
+        let renewer = tokio::spawn(keep_up(redis.clone(), sale, run.clone()));
+        Ok(Fence { sale, run, renewer })
+    }
+
+    /// Lowers the fence if it is still this run's; counts it when it was not.
+    async fn lower(self, state: &AppState) {
+        self.renewer.abort();
+        let (activity, item) = (self.sale.activity.0, self.sale.item.0);
+        match state.redis.lower_fence(self.sale, &self.run).await {
+            Ok(true) => {}
+            Ok(false) => {
+                refused(state, "lower");
+                tracing::warn!(activity, item, run = %self.run, "the fence was no longer this run's; left as it is");
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, activity, item, "could not lower the fence; it expires by itself");
+            }
+        }
+    }
+}
+
+impl Drop for Fence {
+    fn drop(&mut self) {
+        self.renewer.abort();
+    }
+}
+
+/// Renews `run`'s fence until it is no longer the run's or [`MAX_HOLD`] has passed. A
+/// renewal that fails on a Redis error is tried again: the TTL covers a few misses.
+async fn keep_up(redis: RedisStore, sale: SaleItem, run: String) {
+    let started = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(RENEW_EVERY).await;
+        if started.elapsed() >= MAX_HOLD {
+            tracing::warn!(
+                activity = sale.activity.0,
+                item = sale.item.0,
+                "a re-derivation held its fence too long; letting it expire"
+            );
+            return;
+        }
+        match redis.renew_fence(sale, &run, FENCE_TTL_MS).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(error) => {
+                tracing::warn!(error = %error, activity = sale.activity.0, item = sale.item.0, "could not renew the fence");
+            }
+        }
+    }
+}
+
+/// Counts a step of a run that found the fence another run's (or gone).
+fn refused(state: &AppState, step: &str) {
+    state.metrics.fence_refused.with_label_values(&[step]).inc();
 }
 
 async fn fenced(
     state: &AppState,
     activity: &StoredActivity,
     sale: SaleItem,
+    run: &str,
 ) -> anyhow::Result<Rederived> {
     let voided = quiesce(state, sale).await?;
     let mut tx = state.db.begin().await?;
@@ -101,10 +193,11 @@ async fn fenced(
     let (before, _) = state.redis.item_counters(sale).await?;
     let recorded: HashMap<i64, i64> = all_buyers(state, sale).await?;
     let stock = i64::from(total - allocated);
-    state
+    let committed = state
         .redis
         .rederive(
             sale,
+            run,
             &Derived {
                 stock,
                 holders: &holders,
@@ -114,6 +207,10 @@ async fn fenced(
             },
         )
         .await?;
+    if !committed {
+        refused(state, "commit");
+        anyhow::bail!("the fence expired or was taken over before the write; nothing written");
+    }
     tx.commit().await?;
     Ok(Rederived {
         stock_before: before.stock,

@@ -6,6 +6,7 @@
 //! * [`auto`]: the leader's repair pass over every live activity every few seconds.
 //! * [`fence`]: re-deriving an item's Redis state from PostgreSQL mid-sale (pre-warm,
 //!   repair, Redis lost), behind a fence no deduction passes.
+//! * [`viewers`]: the live ledger as viewers read it, computed once a second and shared.
 //! * [`settle`]: voiding a pre-order that may never commit and giving its units back; the
 //!   buy path uses it too, the moment it loses track of a deduction.
 //!
@@ -39,3 +40,4 @@ pub(crate) mod run;
 pub mod service;
 pub(crate) mod settle;
 pub(crate) mod store;
+pub(crate) mod viewers;

@@ -1,14 +1,18 @@
 //! What reconciliation reads of an item's Redis state and writes back: the deduction
 //! markers, the fence, the buyer records in chunks, and the re-derivation that replaces
-//! the item's state with what PostgreSQL holds. Every key here shares the item's hash tag.
+//! the item's state with what PostgreSQL holds, chunk by chunk behind a fence only its
+//! run can renew or lower. Every key here shares the item's hash tag.
 
-use redis::AsyncCommands;
+use redis::{AsyncCommands, RedisResult};
 use std::collections::HashMap;
 use uuid::Uuid;
 
 use contract::SaleItem;
 
-use crate::infra::redis::RedisStore;
+use crate::infra::{
+    lua::{FENCE_LOWER, FENCE_RENEW, REDERIVE_COMMIT},
+    redis::RedisStore,
+};
 
 /// A deduction marker as `lua/buy.lua` writes it:
 /// `"<deducted at ms> <buyer> <units> [<seat> ...]"`.
@@ -155,40 +159,66 @@ impl RedisStore {
         Ok(units.into_iter().map(Option::unwrap_or_default).collect())
     }
 
-    /// Holds the item: no deduction runs until [`RedisStore::lower_fence`] or `ttl_ms`.
-    pub(crate) async fn raise_fence(
-        &self,
-        sale: SaleItem,
-        run: &str,
-        ttl_ms: u64,
-    ) -> redis::RedisResult<()> {
+    /// Holds the item for run `run`: no deduction runs until the run lowers it
+    /// ([`RedisStore::lower_fence`]) or `ttl_ms` passes without a renewal. Taken over from a
+    /// run that died with it up: that run can no longer renew, write or lower it.
+    pub async fn raise_fence(&self, sale: SaleItem, run: &str, ttl_ms: u64) -> RedisResult<()> {
         self.connection()
             .pset_ex(self.fence_key(sale), run, ttl_ms)
             .await
     }
 
-    pub(crate) async fn lower_fence(&self, sale: SaleItem) -> redis::RedisResult<()> {
-        self.connection().del(self.fence_key(sale)).await
+    /// Gives the fence `ttl_ms` more if it is still `run`'s (`lua/fence_renew.lua`).
+    pub(crate) async fn renew_fence(
+        &self,
+        sale: SaleItem,
+        run: &str,
+        ttl_ms: u64,
+    ) -> RedisResult<bool> {
+        let renewed: i64 = FENCE_RENEW
+            .key(self.fence_key(sale))
+            .arg(run)
+            .arg(ttl_ms)
+            .invoke_async(&mut self.connection())
+            .await?;
+        Ok(renewed == 1)
+    }
+
+    /// Lowers the fence if it is still `run`'s (`lua/fence_lower.lua`); whether it was.
+    pub async fn lower_fence(&self, sale: SaleItem, run: &str) -> RedisResult<bool> {
+        let lowered: i64 = FENCE_LOWER
+            .key(self.fence_key(sale))
+            .arg(run)
+            .invoke_async(&mut self.connection())
+            .await?;
+        Ok(lowered == 1)
+    }
+
+    /// Where run `run` stages one of the item's keys (`what`) before swapping it in.
+    fn staged_key(&self, sale: SaleItem, run: &str, what: &str) -> String {
+        self.item_key(sale, format_args!("rederive:{run}:{what}"))
     }
 
     /// Replaces the item's stock, buyer records, seat map and restore set with PostgreSQL's
-    /// view, each expiring at `derived.expires_at`, and clears its markers, in one MULTI.
-    pub async fn rederive(&self, sale: SaleItem, derived: &Derived<'_>) -> redis::RedisResult<()> {
-        let bought = self.bought_key(sale);
-        let seat_map = self.seats_key(sale);
-        let restored = self.restored_key(sale);
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .set(self.stock_key(sale), derived.stock)
-            .ignore()
-            .del(&[&bought, &seat_map, &restored, &self.pending_key(sale)])
-            .ignore();
-        for chunk in derived.holders.chunks(1000) {
-            pipe.hset_multiple(&bought, chunk).ignore();
+    /// view, each expiring at `derived.expires_at`, and clears its markers, while `run`'s
+    /// fence holds the item. The sets are written into staging keys of the run's own in
+    /// chunks of [`STAGED_CHUNK`] (one command each, so Redis serves every other sale in
+    /// between), then swapped in by one short script (`lua/rederive_commit.lua`) that
+    /// writes nothing unless the fence is still `run`'s. Returns whether it was.
+    pub async fn rederive(
+        &self,
+        sale: SaleItem,
+        run: &str,
+        derived: &Derived<'_>,
+    ) -> RedisResult<bool> {
+        let [bought, seat_map, restored] =
+            ["bought", "seats", "restored"].map(|what| self.staged_key(sale, run, what));
+        for chunk in derived.holders.chunks(STAGED_CHUNK) {
+            self.stage(&bought, |pipe| pipe.hset_multiple(&bought, chunk))
+                .await?;
         }
-        if !derived.seats.is_empty() {
-            let entries: Vec<(&str, String)> = derived
-                .seats
+        for chunk in derived.seats.chunks(STAGED_CHUNK) {
+            let entries: Vec<(&str, String)> = chunk
                 .iter()
                 .map(|(code, holder)| {
                     (
@@ -197,21 +227,50 @@ impl RedisStore {
                     )
                 })
                 .collect();
-            pipe.hset_multiple(&seat_map, &entries).ignore();
+            self.stage(&seat_map, |pipe| pipe.hset_multiple(&seat_map, &entries))
+                .await?;
         }
-        for chunk in derived.restored.chunks(1000) {
+        for chunk in derived.restored.chunks(STAGED_CHUNK) {
             let ids: Vec<String> = chunk.iter().map(Uuid::to_string).collect();
-            pipe.sadd(&restored, ids).ignore();
+            self.stage(&restored, |pipe| pipe.sadd(&restored, ids))
+                .await?;
         }
-        // A key left empty above does not exist: EXPIREAT skips it, and the script that
-        // creates it later copies the stock key's expiry.
-        let expires_at = derived.expires_at.timestamp();
-        for key in [&self.stock_key(sale), &bought, &seat_map, &restored] {
-            pipe.expire_at(key, expires_at).ignore();
-        }
+        let committed: i64 = REDERIVE_COMMIT
+            .key(self.fence_key(sale))
+            .key(self.stock_key(sale))
+            .key(self.bought_key(sale))
+            .key(self.seats_key(sale))
+            .key(self.restored_key(sale))
+            .key(self.pending_key(sale))
+            .key(bought)
+            .key(seat_map)
+            .key(restored)
+            .arg(run)
+            .arg(derived.stock)
+            .arg(derived.expires_at.timestamp())
+            .invoke_async(&mut self.connection())
+            .await?;
+        Ok(committed == 1)
+    }
+
+    /// One chunk written into a staging key, which expires unless swapped in soon: a run
+    /// that dies midway leaves nothing for long.
+    async fn stage(
+        &self,
+        key: &str,
+        write: impl FnOnce(&mut redis::Pipeline) -> &mut redis::Pipeline,
+    ) -> RedisResult<()> {
+        let mut pipe = redis::pipe();
+        write(&mut pipe).ignore();
+        pipe.pexpire(key, STAGED_TTL_MS).ignore();
         pipe.query_async(&mut self.connection()).await
     }
 }
+
+/// Entries of a staging key written per command.
+pub const STAGED_CHUNK: usize = 1000;
+/// How long a staging key outlives its last chunk if it is never swapped in.
+const STAGED_TTL_MS: i64 = 120_000;
 
 #[cfg(test)]
 mod tests {

@@ -42,6 +42,7 @@ use crate::{
         fence::{self, Rederived},
         ledger::{self, Observed},
         rules::{self, EventState},
+        service::ActivityLock,
         settle::{self, Deduction, Settled},
         store,
     },
@@ -91,10 +92,12 @@ impl Sink {
 
 /// Runs over every item of the activity, then over its pipeline classes. Returns the
 /// ledger's drift per item as the cut saw it (for the gauge and the next automatic pass).
+/// A repair re-derives items only with the activity's `lock`.
 pub(crate) async fn execute(
     state: &AppState,
     activity: &StoredActivity,
     mode: Mode,
+    lock: Option<&ActivityLock>,
     seen: &SeenDrifts,
     sink: &mut Sink,
 ) -> anyhow::Result<SeenDrifts> {
@@ -106,8 +109,17 @@ pub(crate) async fn execute(
     ) == Phase::Open;
     let loaded = live || store::prewarmed_at(&state.db, activity.id).await?.is_some();
     let (observed, mut tx) = ledger::observe(state, activity.id).await?;
-    let mut drifts = SeenDrifts::new();
+    // What needs the cut's snapshot is read now, for every item; the snapshot is closed
+    // before the long work (buyer-by-buyer comparisons, re-derivations), which reads in
+    // short snapshots of its own: one held for minutes would hold back the vacuum of the
+    // hot item rows.
+    let mut agreed = Vec::with_capacity(observed.len());
     for item in &observed {
+        agreed.push(!mode.automatic && buyer_counts_agree(&mut tx, activity.id, item).await?);
+    }
+    tx.rollback().await?;
+    let mut drifts = SeenDrifts::new();
+    for (item, buyer_counts_agree) in observed.iter().zip(agreed) {
         let sale = SaleItem::new(activity.id, item.ledger.item_id);
         let check = ItemCheck {
             state,
@@ -115,10 +127,12 @@ pub(crate) async fn execute(
             item,
             sale,
             mode,
+            lock,
             loaded,
+            buyer_counts_agree,
         };
         let previous = seen.get(&sale).copied();
-        let findings = check.run(&mut tx, previous).await?;
+        let findings = check.run(previous).await?;
         // Redis's distance from PostgreSQL is no drift while Redis is not kept: exported as
         // one, it would page the operator who chose the database path.
         let drift = if redis_judged(state) {
@@ -129,7 +143,6 @@ pub(crate) async fn execute(
         drifts.insert(sale, drift);
         sink.item_done(state, findings).await?;
     }
-    tx.rollback().await?;
     let findings = pipeline_findings(state, activity, mode).await?;
     sink.item_done(state, findings).await?;
     Ok(drifts)
@@ -150,16 +163,24 @@ struct ItemCheck<'a> {
     item: &'a Observed,
     sale: SaleItem,
     mode: Mode,
+    lock: Option<&'a ActivityLock>,
     /// The item should be in Redis: the sale is open, or it was pre-warmed.
     loaded: bool,
+    /// In the cut, the item had no drift and as many buyer records in Redis as holders in
+    /// PostgreSQL plus new buyers in flight ([`buyer_counts_agree`]).
+    buyer_counts_agree: bool,
 }
 
 impl ItemCheck<'_> {
-    async fn run(
-        &self,
-        tx: &mut Transaction<'static, Postgres>,
-        previous_drift: Option<i64>,
-    ) -> anyhow::Result<Vec<Finding>> {
+    /// Re-derives the item behind the fence, under the activity's lock.
+    async fn rederive(&self) -> anyhow::Result<Rederived> {
+        let lock = self
+            .lock
+            .ok_or_else(|| anyhow::anyhow!("a repair re-derives only under the activity lock"))?;
+        fence::rederive_item(self.state, lock, self.activity, self.sale.item.0).await
+    }
+
+    async fn run(&self, previous_drift: Option<i64>) -> anyhow::Result<Vec<Finding>> {
         let state = self.state;
         if let Some(missing) = self.redis_missing().await? {
             return self.missing(missing).await;
@@ -182,7 +203,7 @@ impl ItemCheck<'_> {
         let buyers = if self.mode.automatic || (self.mode.repair && drift != 0) {
             Vec::new()
         } else {
-            self.buyer_differences(tx).await?
+            self.buyer_differences().await?
         };
         if drift == 0 && buyers.is_empty() {
             return Ok(findings);
@@ -192,7 +213,7 @@ impl ItemCheck<'_> {
             return Ok(findings);
         }
         if self.mode.repair {
-            let rederived = fence::rederive_item(state, self.activity, self.sale.item.0).await?;
+            let rederived = self.rederive().await?;
             findings.extend(self.rederived_findings(&rederived, drift));
         } else {
             findings.extend(self.reported_drift(drift));
@@ -239,7 +260,7 @@ impl ItemCheck<'_> {
         if !self.mode.repair {
             return Ok(vec![finding]);
         }
-        let rederived = fence::rederive_item(self.state, self.activity, ledger.item_id).await?;
+        let rederived = self.rederive().await?;
         let shape = self.state.funnel.catalogue.bloom();
         for key in [
             bloom::activity_key(self.activity.id),
@@ -309,35 +330,28 @@ impl ItemCheck<'_> {
         Ok(findings)
     }
 
-    /// Buyers whose Redis record differs from their holding in the snapshot, after the
-    /// deductions in flight: (buyer, Redis, PostgreSQL). First the counts (Redis's buyers
-    /// against the holders plus new buyers in flight); only when they disagree, or the stock
-    /// drifts, buyer by buyer in chunks, so memory stays bounded whatever their number. What
-    /// the counts cannot see: a missing record and an extra one at once, with no stock drift.
-    async fn buyer_differences(
-        &self,
-        tx: &mut Transaction<'static, Postgres>,
-    ) -> anyhow::Result<Vec<(i64, i64, i64)>> {
-        let (activity_id, item_id) = (self.sale.activity.0, self.sale.item.0);
-        let mut in_flight: HashMap<i64, i64> = HashMap::new();
-        for marker in &self.item.in_flight {
-            *in_flight.entry(marker.buyer).or_default() += marker.units;
-        }
-        let holders = store::holder_count(tx, activity_id, item_id).await?;
-        let moving: Vec<i64> = in_flight.keys().copied().collect();
-        let moving_holders = store::holdings_of(tx, activity_id, item_id, &moving).await?;
-        let new_buyers = (moving.len() - moving_holders.len()) as i64;
-        if self.item.ledger.drift == 0 && self.item.counters.buyers == holders + new_buyers {
+    /// Buyers whose Redis record differs from their holding, after the deductions in
+    /// flight: (buyer, Redis, PostgreSQL). First the counts, in the cut
+    /// ([`buyer_counts_agree`]); only when they disagree, or the stock drifts, buyer by buyer
+    /// in chunks, so memory stays bounded whatever their number. Each chunk is its own short
+    /// cut: a snapshot, then the markers (those whose order the snapshot does not see are in
+    /// flight), then the chunk's Redis records. What the counts cannot see: a missing
+    /// record and an extra one at once, with no stock drift.
+    async fn buyer_differences(&self) -> anyhow::Result<Vec<(i64, i64, i64)>> {
+        if self.buyer_counts_agree {
             return Ok(Vec::new());
         }
+        let (activity_id, item_id) = (self.sale.activity.0, self.sale.item.0);
+        let state = self.state;
         let mut differences = Vec::new();
-        let mut holders_seen = 0_i64;
         let mut cursor = 0;
         loop {
-            let (next, chunk) = self.state.redis.scan_buyers(self.sale, cursor).await?;
+            let mut tx = taken_snapshot(state).await?;
+            let in_flight = self.in_flight(&mut tx).await?;
+            let (next, chunk) = state.redis.scan_buyers(self.sale, cursor).await?;
             let buyers: Vec<i64> = chunk.iter().map(|(buyer, _)| *buyer).collect();
-            let held = store::holdings_of(tx, activity_id, item_id, &buyers).await?;
-            holders_seen += held.len() as i64;
+            let held = store::holdings_of(&mut tx, activity_id, item_id, &buyers).await?;
+            tx.rollback().await?;
             for (buyer, recorded) in chunk {
                 let expected = held.get(&buyer).copied().unwrap_or(0)
                     + in_flight.get(&buyer).copied().unwrap_or(0);
@@ -350,40 +364,49 @@ impl ItemCheck<'_> {
             }
             cursor = next;
         }
-        if holders_seen < holders {
-            // Some holders have no Redis record at all: find them in buyer order.
-            let mut after = i64::MIN;
-            loop {
-                let chunk = store::holders_after(tx, activity_id, item_id, after, 1000).await?;
-                let Some(last) = chunk.last() else { break };
-                after = last.0;
-                let buyers: Vec<i64> = chunk.iter().map(|(buyer, _)| *buyer).collect();
-                let recorded = self.state.redis.buyer_units(self.sale, &buyers).await?;
-                for ((buyer, held), recorded) in chunk.into_iter().zip(recorded) {
-                    if recorded == 0 {
-                        differences.push((buyer, 0, held));
-                    }
+        // Holders with no Redis record at all: found in buyer order, a snapshot per chunk.
+        let mut after = i64::MIN;
+        loop {
+            let mut tx = store::snapshot(&state.db).await?;
+            let chunk = store::holders_after(&mut tx, activity_id, item_id, after, 1000).await?;
+            tx.rollback().await?;
+            let Some(last) = chunk.last() else { break };
+            after = last.0;
+            let buyers: Vec<i64> = chunk.iter().map(|(buyer, _)| *buyer).collect();
+            let recorded = state.redis.buyer_units(self.sale, &buyers).await?;
+            for ((buyer, held), recorded) in chunk.into_iter().zip(recorded) {
+                if recorded == 0 {
+                    differences.push((buyer, 0, held));
                 }
             }
         }
         if differences.is_empty() {
             return Ok(differences);
         }
-        // A buyer who deducted after the cut's Redis read has a marker the snapshot does
-        // not see: in flight, not a difference.
-        let (now, _) = self.state.redis.item_counters(self.sale).await?;
-        let orders: Vec<Uuid> = now.markers.iter().map(|m| m.order).collect();
-        let visible = store::visible_orders(tx, &orders).await?;
-        let moving: Vec<i64> = now
-            .markers
-            .iter()
-            .filter(|m| !visible.contains(&m.order))
-            .map(|m| m.buyer)
-            .collect();
-        differences.retain(|(buyer, ..)| !moving.contains(buyer));
+        // A buyer who deducted after a chunk's Redis read has a marker its snapshot did not
+        // see: in flight, not a difference.
+        let mut tx = taken_snapshot(state).await?;
+        let moving = self.in_flight(&mut tx).await?;
+        tx.rollback().await?;
+        differences.retain(|(buyer, ..)| !moving.contains_key(buyer));
         differences.sort_unstable();
         differences.dedup();
         Ok(differences)
+    }
+
+    /// Units per buyer of the item's markers whose order `tx`'s snapshot does not see.
+    async fn in_flight(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+    ) -> anyhow::Result<HashMap<i64, i64>> {
+        let (now, _) = self.state.redis.item_counters(self.sale).await?;
+        let orders: Vec<Uuid> = now.markers.iter().map(|m| m.order).collect();
+        let visible = store::visible_orders(tx, &orders).await?;
+        let mut in_flight: HashMap<i64, i64> = HashMap::new();
+        for marker in now.markers.iter().filter(|m| !visible.contains(&m.order)) {
+            *in_flight.entry(marker.buyer).or_default() += marker.units;
+        }
+        Ok(in_flight)
     }
 
     fn reported_drift(&self, drift: i64) -> Option<Finding> {
@@ -458,6 +481,35 @@ impl ItemCheck<'_> {
         }
         findings
     }
+}
+
+/// Whether, in the cut, the item had no drift and as many buyer records in Redis as
+/// holders in PostgreSQL plus new buyers in flight: then no buyer-by-buyer comparison is
+/// needed.
+async fn buyer_counts_agree(
+    tx: &mut Transaction<'static, Postgres>,
+    activity_id: i64,
+    item: &Observed,
+) -> anyhow::Result<bool> {
+    let item_id = item.ledger.item_id;
+    if item.ledger.drift != 0 {
+        return Ok(false);
+    }
+    let holders = store::holder_count(tx, activity_id, item_id).await?;
+    let mut moving: Vec<i64> = item.in_flight.iter().map(|m| m.buyer).collect();
+    moving.sort_unstable();
+    moving.dedup();
+    let moving_holders = store::holdings_of(tx, activity_id, item_id, &moving).await?;
+    let new_buyers = (moving.len() - moving_holders.len()) as i64;
+    Ok(item.counters.buyers == holders + new_buyers)
+}
+
+/// A snapshot already taken (its first statement runs now), so that what is read from
+/// Redis afterwards is no older than it.
+async fn taken_snapshot(state: &AppState) -> anyhow::Result<Transaction<'static, Postgres>> {
+    let mut tx = store::snapshot(&state.db).await?;
+    sqlx::query("SELECT 1").execute(&mut *tx).await?;
+    Ok(tx)
 }
 
 fn buyer_finding(

@@ -28,8 +28,9 @@ use crate::{
 
 /// Runs listed at most.
 const LISTED_RUNS: i64 = 100;
-/// How long a repair run waits for another repair of the same activity to finish.
-const LOCK_WAIT: Duration = Duration::from_secs(30);
+/// How long a repair run (or a pre-warm) waits for another re-derivation of the same
+/// activity to finish.
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(30);
 /// Advisory-lock namespace of reconciliation repairs (the second key is the activity).
 const LOCK_CLASS: i32 = 0x5ec0;
 
@@ -102,13 +103,21 @@ async fn run_stored(
 ) -> anyhow::Result<()> {
     let mut sink = Sink::Stored(run_id);
     if !mode.repair {
-        run::execute(state, activity, mode, &SeenDrifts::new(), &mut sink).await?;
+        run::execute(state, activity, mode, None, &SeenDrifts::new(), &mut sink).await?;
         return Ok(());
     }
     let lock = ActivityLock::wait(&state.db, activity.id, LOCK_WAIT)
         .await?
         .ok_or_else(|| anyhow::anyhow!("another repair of this activity is still running"))?;
-    let outcome = run::execute(state, activity, mode, &SeenDrifts::new(), &mut sink).await;
+    let outcome = run::execute(
+        state,
+        activity,
+        mode,
+        Some(&lock),
+        &SeenDrifts::new(),
+        &mut sink,
+    )
+    .await;
     lock.release().await;
     outcome.map(drop)
 }
@@ -123,7 +132,14 @@ async fn run_stored(
 /// closed instead, which releases every lock of its session. Given back to the pool still
 /// locked, it would keep the activity from every repair on another connection for as long
 /// as the pool keeps it.
-pub struct ActivityLock(Option<PoolConnection<Postgres>>);
+///
+/// Every re-derivation of an item asks for one ([`crate::reconcile::fence::rederive_item`]
+/// takes it as an argument), so a pre-warm, the deduction hand-over on every instance and
+/// the leader's pass re-derive an activity one after the other, never over each other.
+pub struct ActivityLock {
+    activity_id: i64,
+    session: Option<PoolConnection<Postgres>>,
+}
 
 impl ActivityLock {
     /// Takes the lock, waiting up to `wait`; `None` when it stayed taken.
@@ -134,7 +150,10 @@ impl ActivityLock {
     ) -> Result<Option<ActivityLock>, sqlx::Error> {
         // Guarded from the first try: a holder cancelled while `pg_try_advisory_lock` runs
         // may hold the lock without having read the answer.
-        let mut lock = ActivityLock(Some(db.acquire().await?));
+        let mut lock = ActivityLock {
+            activity_id,
+            session: Some(db.acquire().await?),
+        };
         let started = tokio::time::Instant::now();
         loop {
             let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
@@ -147,7 +166,7 @@ impl ActivityLock {
             }
             if started.elapsed() >= wait {
                 // Never locked: the connection goes back to the pool as it came.
-                lock.0.take();
+                lock.session.take();
                 return Ok(None);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -161,12 +180,17 @@ impl ActivityLock {
             .is_ok();
         if unlocked {
             // Back to the pool, unlocked; otherwise the drop closes the session.
-            self.0.take();
+            self.session.take();
         }
     }
 
+    /// The activity this lock holds.
+    pub(crate) fn activity_id(&self) -> i64 {
+        self.activity_id
+    }
+
     fn session(&mut self) -> &mut sqlx::PgConnection {
-        self.0
+        self.session
             .as_deref_mut()
             .expect("an activity lock holds its connection until it is released or dropped")
     }
@@ -174,7 +198,7 @@ impl ActivityLock {
 
 impl Drop for ActivityLock {
     fn drop(&mut self) {
-        if let Some(connection) = self.0.take() {
+        if let Some(connection) = self.session.take() {
             // Closing the session is what releases a session lock for sure; the pool opens
             // another connection when it needs one.
             drop(connection.detach());
@@ -212,19 +236,31 @@ pub(crate) async fn list(
     .await?)
 }
 
-/// The live stock ledger of an activity's items (merchants: their own activities).
+/// The live stock ledger of an activity's items (merchants: their own activities), as
+/// computed at most once a second on this instance for every viewer (`viewers`).
 pub(crate) async fn ledger(
     state: &AppState,
     actor: &Actor,
     activity_id: i64,
 ) -> ApiResult<ActivityLedger> {
     authorize(actor, Permission::ReadCatalog)?;
+    if !state.ledgers.admit(&actor.username) {
+        return Err(ApiError::RateLimited { retry_after_s: 1 });
+    }
     catalog::get_activity(&state.db, activity_id, actor.visible_merchant())
         .await?
         .ok_or(ApiError::NotFound("activity"))?;
-    let (observed, tx) = ledger::observe(state, activity_id)
+    let shared = state
+        .ledgers
+        .get(activity_id, compute_ledger(state, activity_id))
         .await
-        .map_err(ApiError::Unavailable)?;
+        .map_err(|error| ApiError::Unavailable(anyhow::anyhow!("{error:#}")))?;
+    Ok(ActivityLedger::clone(&shared))
+}
+
+async fn compute_ledger(state: &AppState, activity_id: i64) -> anyhow::Result<ActivityLedger> {
+    state.metrics.ledger_computations.inc();
+    let (observed, tx) = ledger::observe(state, activity_id).await?;
     tx.rollback().await?;
     let switched = state.switches.current().deduction;
     Ok(ActivityLedger {
