@@ -246,10 +246,12 @@ pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every background worker: the order pipeline's, and the leader's reconciliation.
+/// Every background worker: the order pipeline's, and the leader's reconciliation and
+/// rehearsal clean-ups.
 fn workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     let mut workers = orders::workers::spawn(state);
     workers.push(crate::reconcile::auto::spawn(state));
+    workers.push(crate::rehearsal::service::spawn_leader(state));
     workers
 }
 

@@ -5,6 +5,7 @@ use crate::dashboard::Frames;
 use crate::support::{
     app::{json, spawn_app_with, TestApp},
     fixtures::{open_sale, prewarm, token, Caller, Sale},
+    serve_process::ServeProcess,
     wait,
 };
 use contract::Role;
@@ -63,6 +64,16 @@ const REHEARSAL_PATIENCE: Duration = Duration::from_secs(120);
 /// An activity starting tomorrow: a hot item of 10,000 units and a small one of 300, one
 /// per buyer each; pre-warmed, as a sale is before its day.
 async fn activity(app: &TestApp, merchant: &Caller, ops: &Caller) -> (i64, [Sale; 2]) {
+    activity_starting(app, merchant, ops, chrono::Duration::days(1)).await
+}
+
+/// [`activity`], starting `starts_in` from now.
+async fn activity_starting(
+    app: &TestApp,
+    merchant: &Caller,
+    ops: &Caller,
+    starts_in: chrono::Duration,
+) -> (i64, [Sale; 2]) {
     let mut items = Vec::new();
     for (name, price) in [("Hot phone", 99_900), ("Case", 1_990)] {
         let (status, item) = json(
@@ -77,7 +88,7 @@ async fn activity(app: &TestApp, merchant: &Caller, ops: &Caller) -> (i64, [Sale
         assert_eq!(status, 201, "{item}");
         items.push(item["id"].as_i64().expect("item id"));
     }
-    let starts = chrono::Utc::now() + chrono::Duration::days(1);
+    let starts = chrono::Utc::now() + starts_in;
     let (status, created) = json(
         app.post_json(
             "/admin/api/activities",
@@ -421,4 +432,428 @@ async fn the_command_line_rehearses_shows_progress_and_exits_by_the_verdict() {
     let (ok, _, stderr) = cli(&app, &["999999", "--buyers", "10", "--rate", "10"]).await;
     assert!(!ok, "{stderr}");
     assert!(stderr.contains("not found"), "{stderr}");
+}
+
+/// Starts a rehearsal of `activity_id` as `ops`; its id.
+async fn start(app: &TestApp, ops: &Caller, activity_id: i64, buyers: i64, rate: i64) -> i64 {
+    let (status, body) = json(
+        app.post_json(
+            &format!("/admin/api/activities/{activity_id}/rehearsals"),
+            Some(ops),
+            &json!({ "buyers": buyers, "rate_per_s": rate, "reason": "drill" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    body["id"].as_i64().expect("rehearsal id")
+}
+
+/// The rehearsal's shadow once it has one and its load is sending.
+async fn loading_shadow(app: &TestApp, caller: &Caller, id: i64) -> i64 {
+    wait::until("the shadow is under load", REHEARSAL_PATIENCE, || async {
+        let seen = rehearsal(app, caller, id).await;
+        let loading = seen["stage"] == "loading" && seen["progress"]["done"].as_i64() > Some(0);
+        if loading {
+            Ok(())
+        } else {
+            Err(seen)
+        }
+    })
+    .await;
+    rehearsal(app, caller, id).await["shadow_activity_id"]
+        .as_i64()
+        .expect("the rehearsal names its shadow")
+}
+
+/// Waits until the rehearsal is `done` and its shadow removed; returns it.
+async fn cleaned_up(app: &TestApp, caller: &Caller, id: i64) -> Value {
+    wait::until("the rehearsal cleaned up", REHEARSAL_PATIENCE, || async {
+        let seen = rehearsal(app, caller, id).await;
+        if seen["stage"] == "done" && seen["cleaned_up"] == true {
+            Ok(())
+        } else {
+            Err(seen)
+        }
+    })
+    .await;
+    rehearsal(app, caller, id).await
+}
+
+/// What is left of rehearsals' copies: activities marked as copies, their orders, and the
+/// keys of `shadow`'s items.
+async fn copies_left(app: &TestApp, shadow: Option<i64>) -> (i64, i64, usize) {
+    let activities: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM activities WHERE rehearsal_of IS NOT NULL")
+            .fetch_one(&app.db)
+            .await
+            .expect("copies");
+    let orders: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM orders o JOIN activities a ON a.id = o.activity_id
+         WHERE a.rehearsal_of IS NOT NULL",
+    )
+    .fetch_one(&app.db)
+    .await
+    .expect("orders of copies");
+    let keys = match shadow {
+        Some(shadow) => app.redis_keys(&format!("*{{a{shadow}.i*")).await.len(),
+        None => 0,
+    };
+    (activities, orders, keys)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rehearsal_that_cannot_end_before_the_next_sale_starts_is_refused_with_the_time_it_needs_and_the_time_there_is(
+) {
+    let app = spawn_app_with(|_| {}).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (tomorrow, _) = activity(&app, &merchant, &ops).await;
+    let (soon, _) = activity_starting(&app, &merchant, &ops, chrono::Duration::minutes(10)).await;
+    // 480,000 requests at 500/s: 960 s of load, 30 s to prepare, 60 to settle, 60 to clean
+    // up; the next sale starts in 600 s. Rehearsing either activity runs into it.
+    for rehearsed in [tomorrow, soon] {
+        let (status, body) = json(
+            app.post_json(
+                &format!("/admin/api/activities/{rehearsed}/rehearsals"),
+                Some(&ops),
+                &json!({ "buyers": 400_000, "rate_per_s": 500, "reason": "the big one" }),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (409, Some("REHEARSAL_WOULD_OVERLAP_SALE")),
+            "{body}"
+        );
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.contains("needs 1110 s"), "{message}");
+        assert!(
+            message.contains(&format!("before activity {soon} starts")),
+            "{message}"
+        );
+        let available: u64 = message
+            .split("there are ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|seconds| seconds.parse().ok())
+            .expect("the time there is");
+        assert!((590..=600).contains(&available), "{message}");
+    }
+    assert_eq!(app.count("rehearsals").await, 0, "nothing started");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rehearsal_running_when_a_sale_opens_stops_its_load_at_once_and_is_cleaned_up() {
+    let app = spawn_app_with(|_| {}).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (rehearsed, [hot, _]) = activity(&app, &merchant, &ops).await;
+    let (other, _) = activity_starting(&app, &merchant, &ops, chrono::Duration::hours(1)).await;
+    let stock_before = app.redis_stock(&hot).await;
+    // 24,000 requests at 200/s: two minutes of load, far from over when the sale opens.
+    let id = start(&app, &ops, rehearsed, 20_000, 200).await;
+    let shadow = loading_shadow(&app, &ops, id).await;
+    sqlx::query("UPDATE activities SET starts_at = now() - interval '1 second' WHERE id = $1")
+        .bind(other)
+        .execute(&app.db)
+        .await
+        .expect("the other sale opens");
+    let opened = Instant::now();
+    wait::until("the rehearsal stopped", Duration::from_secs(20), || async {
+        let seen = rehearsal(&app, &ops, id).await;
+        if seen["status"] == "running" {
+            Err(seen)
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    let stopped = opened.elapsed();
+    let done = cleaned_up(&app, &ops, id).await;
+    println!("stopped {stopped:?} after the sale opened: {done}");
+    assert_eq!(done["status"], "error", "{done}");
+    let error = done["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("activity {other} went on sale")),
+        "{error}"
+    );
+    let progress = &done["progress"];
+    assert!(
+        progress["done"].as_i64() < progress["total"].as_i64(),
+        "the load stopped short: {progress}"
+    );
+    assert_eq!(copies_left(&app, Some(shadow)).await, (0, 0, 0));
+    assert_eq!(app.redis_stock(&hot).await, stock_before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_clean_up_shows_as_such_and_is_retried_by_the_leader_until_it_succeeds() {
+    let app = spawn_app_with(|_| {}).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (activity_id, _) = activity(&app, &merchant, &ops).await;
+    let id = start(&app, &ops, activity_id, 300, 300).await;
+    let shadow = loading_shadow(&app, &ops, id).await;
+    // A repair holding the shadow for longer than the clean-up waits: the clean-up fails.
+    let lock =
+        seckill::reconcile::service::ActivityLock::wait(&app.db, shadow, Duration::from_secs(10))
+            .await
+            .expect("lock asked")
+            .expect("the shadow locked");
+    wait::until("the clean-up failed", REHEARSAL_PATIENCE, || async {
+        let seen = rehearsal(&app, &ops, id).await;
+        if seen["stage"] == "cleanup_failed" {
+            Ok(())
+        } else {
+            Err(seen)
+        }
+    })
+    .await;
+    let failed = rehearsal(&app, &ops, id).await;
+    assert_eq!(failed["cleaned_up"], false, "{failed}");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the clean-up failed"),
+        "{failed}"
+    );
+    let ops_session = app.console_session(&ops).await;
+    let listing = app.console_page("/rehearsals", &ops_session).await;
+    assert!(listing.contains("cleanup_failed"), "{listing}");
+    assert_eq!(
+        copies_left(&app, None).await.0,
+        1,
+        "the copy is still there"
+    );
+
+    // Once the shadow is free, the leader's next try removes it.
+    lock.release().await;
+    let done = cleaned_up(&app, &ops, id).await;
+    assert_eq!(
+        done["status"], failed["status"],
+        "the verdict stays: {done}"
+    );
+    assert_eq!(copies_left(&app, Some(shadow)).await, (0, 0, 0));
+}
+
+/// The synthetic buyers' ids start here (see the plan).
+const SYNTHETIC_FROM: i64 = 8_000_000_000_000_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rehearsals_traffic_reaches_no_real_listing_hot_key_counter_gauge_or_dashboard_item() {
+    let app = spawn_app_with(|_| {}).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (activity_id, [hot, _]) = activity(&app, &merchant, &ops).await;
+    let mut frames = Frames::open(&app, &ops).await;
+    let funnel_before = app.metric("seckill_funnel_requests_total").await;
+    // 3,600 requests at 300/s: twelve seconds of load.
+    let id = start(&app, &ops, activity_id, 3_000, 300).await;
+    let shadow = loading_shadow(&app, &ops, id).await;
+    wait::until("the shadow has orders", REHEARSAL_PATIENCE, || async {
+        copies_left(&app, None).await.1 > 0
+    })
+    .await;
+
+    // The funnel's counters: the load is counted, apart from the sale's.
+    assert_eq!(
+        app.metric("seckill_funnel_requests_total").await,
+        funnel_before
+    );
+    assert!(app.metric("seckill_rehearsal_funnel_requests_total").await > 0.0);
+
+    // No listing shows its orders, to a merchant or to ops.
+    for caller in [&merchant, &ops] {
+        let (status, listed) = json(app.get("/admin/api/orders", Some(caller)).await).await;
+        assert_eq!(status, 200, "{listed}");
+        assert_eq!(listed["orders"], json!([]), "{listed}");
+    }
+
+    // The dashboard's items: the real activity's, never the copy's.
+    let passes = app.metric("seckill_reconcile_passes_total").await;
+    let mut framed = 0;
+    while framed < 2 {
+        let frame = frames.next().await;
+        if frame
+            .items
+            .iter()
+            .any(|item| item.activity_id == activity_id)
+        {
+            framed += 1;
+            assert!(
+                frame.items.iter().all(|item| item.activity_id != shadow),
+                "{:?}",
+                frame.items
+            );
+        }
+    }
+
+    // The drift gauge: once the leader's pass has gone over both, only the real one's.
+    wait::until("two reconciliation passes", REHEARSAL_PATIENCE, || async {
+        app.metric("seckill_reconcile_passes_total").await >= passes + 2.0
+    })
+    .await;
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let drift = |activity: i64| format!(r#"seckill_stock_drift_units{{activity="{activity}","#);
+    assert!(metrics.contains(&drift(activity_id)), "{metrics}");
+    assert!(!metrics.contains(&drift(shadow)), "{metrics}");
+
+    // Hot keys: a real buyer's requests show in the cluster's top buyers; the synthetic
+    // buyers' never do.
+    let mut real_seen = false;
+    let mut asked = 0;
+    while rehearsal(&app, &ops, id).await["stage"] == "loading" {
+        asked += 1;
+        app.buy(
+            42,
+            &format!("real-{asked}"),
+            &json!({ "activity_id": activity_id, "item_id": hot.item_id, "quantity": 1 }),
+        )
+        .await;
+        let (status, hotkeys) = json(app.get("/admin/api/hotkeys", Some(&ops)).await).await;
+        assert_eq!(status, 200, "{hotkeys}");
+        let users: Vec<i64> = hotkeys["top"]["user"]
+            .as_array()
+            .map(|users| {
+                users
+                    .iter()
+                    .filter_map(|user| user["key"].as_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        real_seen |= users.contains(&42);
+        assert!(users.iter().all(|user| *user < SYNTHETIC_FROM), "{hotkeys}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(real_seen, "the real buyer was counted while the load ran");
+    cleaned_up(&app, &ops, id).await;
+}
+
+/// The steps of a rehearsal's start and clean-up a process can die at, in order.
+const FAULT_POINTS: [&str; 7] = [
+    "rehearsal.row_inserted",
+    "rehearsal.copy_created",
+    "rehearsal.copy_prewarmed",
+    "rehearsal.loading",
+    "rehearsal.cleanup_closed",
+    "rehearsal.cleanup_keys_deleted",
+    "rehearsal.cleanup_rows_deleted",
+];
+
+/// Rows of the tables a copy can have rows in.
+async fn sale_rows(app: &TestApp) -> Vec<(String, i64)> {
+    let mut rows = Vec::new();
+    for table in [
+        "activities",
+        "activity_items",
+        "seats",
+        "orders",
+        "order_events",
+        "buyer_holdings",
+        "outbox",
+        "processed_events",
+        "payment_trades",
+        "stock_restore_journal",
+    ] {
+        rows.push((table.to_owned(), app.count(table).await));
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_killed_at_any_step_of_a_rehearsal_leaves_no_real_sale_and_the_leader_cleans_up()
+{
+    let app = spawn_app_with(|_| {}).await;
+    wait::until("this instance leads", wait::PATIENCE, || async {
+        app.state.leadership.is_leader()
+    })
+    .await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (activity_id, [hot, small]) = activity(&app, &merchant, &ops).await;
+    let stock_before = (app.redis_stock(&hot).await, app.redis_stock(&small).await);
+    let rows_before = sale_rows(&app).await;
+    let client = reqwest::Client::new();
+    for step in FAULT_POINTS {
+        let mut process = ServeProcess::start_with_env(
+            &app.state.settings,
+            &client,
+            &[(seckill::infra::fault::VARIABLE, step)],
+        )
+        .await;
+        let response = client
+            .post(format!(
+                "{}/admin/api/activities/{activity_id}/rehearsals",
+                process.address
+            ))
+            .bearer_auth(&ops.token)
+            .json(&json!({ "buyers": 40, "rate_per_s": 40, "reason": step }))
+            .send()
+            .await
+            .map(|response| response.status().as_u16());
+        // The first step dies before it answers.
+        if step != FAULT_POINTS[0] {
+            assert_eq!(response.ok(), Some(202), "{step}");
+        }
+        let status = tokio::time::timeout(REHEARSAL_PATIENCE, process.exited())
+            .await
+            .unwrap_or_else(|_| panic!("{step}: the process never reached its fault point"));
+        assert!(!status.success(), "{step}: {status}");
+        let id: i64 = sqlx::query_scalar("SELECT id FROM rehearsals ORDER BY id DESC LIMIT 1")
+            .fetch_one(&app.db)
+            .await
+            .expect("the rehearsal row");
+        // Whatever step it died at, no copy is unmarked or open past its rehearsal.
+        let unmarked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM activities
+             WHERE id <> $1 AND (rehearsal_of IS NULL OR rehearsal_id IS NULL)",
+        )
+        .bind(activity_id)
+        .fetch_one(&app.db)
+        .await
+        .expect("unmarked copies");
+        assert_eq!(unmarked, 0, "{step}: a copy is a real activity");
+        if step == "rehearsal.copy_created" {
+            let open: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM activities WHERE rehearsal_id = $1 AND ends_at > now()",
+            )
+            .bind(id)
+            .fetch_one(&app.db)
+            .await
+            .expect("open copies");
+            assert_eq!(open, 0, "{step}: the copy is born closed");
+        }
+        let shadow: Option<i64> =
+            sqlx::query_scalar("SELECT shadow_activity_id FROM rehearsals WHERE id = $1")
+                .bind(id)
+                .fetch_one(&app.db)
+                .await
+                .expect("its shadow");
+        // The leader takes the silent rehearsal for abandoned and removes what it left.
+        let done = cleaned_up(&app, &ops, id).await;
+        assert_eq!(done["status"], "error", "{step}: {done}");
+        assert_eq!(
+            copies_left(&app, shadow).await,
+            (0, 0, 0),
+            "{step}: something of the copy is left"
+        );
+        assert_eq!(sale_rows(&app).await, rows_before, "{step}");
+        assert_eq!(
+            (app.redis_stock(&hot).await, app.redis_stock(&small).await),
+            stock_before,
+            "{step}"
+        );
+        println!("{step}: cleaned up by the leader ({done})");
+    }
 }

@@ -66,16 +66,21 @@ pub enum RehearsalStage {
     Checking,
     /// Removing the shadow's rows and keys.
     Cleaning,
+    /// The clean-up failed, or the instance running the rehearsal died: the leader retries
+    /// it until the shadow is gone.
+    #[serde(rename = "cleanup_failed")]
+    CleanupFailed,
     Done,
 }
 
 impl RehearsalStage {
-    pub const ALL: [RehearsalStage; 6] = [
+    pub const ALL: [RehearsalStage; 7] = [
         RehearsalStage::Preparing,
         RehearsalStage::Loading,
         RehearsalStage::Settling,
         RehearsalStage::Checking,
         RehearsalStage::Cleaning,
+        RehearsalStage::CleanupFailed,
         RehearsalStage::Done,
     ];
 
@@ -86,6 +91,7 @@ impl RehearsalStage {
             RehearsalStage::Settling => "settling",
             RehearsalStage::Checking => "checking",
             RehearsalStage::Cleaning => "cleaning",
+            RehearsalStage::CleanupFailed => "cleanup_failed",
             RehearsalStage::Done => "done",
         }
     }

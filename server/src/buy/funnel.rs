@@ -60,7 +60,7 @@ use crate::{
             phase, valid_quantity, valid_request_id, Outcome, Phase, Refusal, ScriptAnswer,
             UnknownAnswer,
         },
-        stages::{Mark, Stage, StageCounters},
+        stages::{self, Mark, Stage, StageCounters},
         stock_scripts::{is_in_flight, BuyCall, Steps, Units, Windows},
     },
     catalog::rules::{valid_seat_code, MAX_PER_USER_LIMIT},
@@ -77,6 +77,7 @@ use crate::{
         token_bucket::TokenBucket,
     },
     reconcile::settle::{self, Deduction},
+    rehearsal::copies,
 };
 
 /// How long a successful answer is kept for replays.
@@ -496,7 +497,8 @@ impl Funnel {
         body: Body,
     ) -> Answer {
         let tally = Arc::new(Tally::default());
-        let answer = match path::scoped(tally.clone(), self.run(ask, headers, client, body)).await {
+        let run = stages::scoped(self.run(ask, headers, client, body));
+        let answer = match path::scoped(tally.clone(), run).await {
             Ok(answer) | Err(answer) => answer,
         };
         self.path
@@ -525,11 +527,22 @@ impl Funnel {
             id: user_id,
             rehearsal,
         } = self.authenticate(headers)?;
+        // Only the token says whose traffic this is: the stages passed so far are counted
+        // now, with a rehearsal's apart from the sale's.
+        if copies::is_rehearsal(rehearsal) {
+            stages::mark_rehearsal();
+        }
+        for stage in [Stage::Admission, Stage::Validate, Stage::Auth] {
+            self.counts.pass(stage);
+        }
         // Counted only once the token is checked: a key no request may heat without a
         // buyer's token behind it (anyone could otherwise block an address or an item).
+        // A rehearsal's synthetic buyer heats nothing: its load is no real sale's traffic.
         let client = client_address::counted(client);
-        self.hotkeys
-            .sample(purchase.item_id, Some(user_id), Some(client));
+        if !copies::is_rehearsal(rehearsal) {
+            self.hotkeys
+                .sample(purchase.item_id, Some(user_id), Some(client));
+        }
         self.check_blocked(user_id, client)?;
         let (activity, target) = self.look_up(ask, &purchase, rehearsal).await?;
         let asked = Asked {
@@ -573,11 +586,11 @@ impl Funnel {
         let claimed = claim();
         let funnel = Arc::clone(self);
         let (reply, answered) = tokio::sync::oneshot::channel();
-        tokio::spawn(path::carried(
+        tokio::spawn(path::carried(stages::carried(
             async move { funnel.claimed(&claimed, first, reply, on_the_way).await }
                 // Its lines name the request, like the rest of the request's.
                 .instrument(tracing::Span::current()),
-        ));
+        )));
         Ok(answered
             .await
             .unwrap_or_else(|_| self.counts.stop(Stage::Preorder, Outcome::Degraded)))
@@ -589,7 +602,6 @@ impl Funnel {
             .admission
             .enter(switches.limits.max_in_flight)
             .ok_or_else(|| self.counts.stop(Stage::Admission, Outcome::Overloaded))?;
-        self.counts.pass(Stage::Admission);
         Ok(admitted)
     }
 
@@ -628,7 +640,6 @@ impl Funnel {
                 refuse("an X-Request-ID header of 1-64 letters, digits, - or _ is required")
             })?;
         let purchase = parse(ask, body).map_err(|message| refuse(&message))?;
-        self.counts.pass(Stage::Validate);
         Ok((request_id, purchase))
     }
 
@@ -638,7 +649,6 @@ impl Funnel {
             .tokens
             .verify(header(headers, "authorization"))
             .ok_or_else(|| self.counts.stop(Stage::Auth, Outcome::Unauthenticated))?;
-        self.counts.pass(Stage::Auth);
         Ok(buyer)
     }
 

@@ -6,9 +6,15 @@
 //! family once, on its first use, and kept: counting is then an index and an atomic add,
 //! where the family's lookup hashes both label values and takes a lock every time. Only
 //! counters used are created, so `/metrics` shows the series it always showed.
+//!
+//! A rehearsal's synthetic buyers are counted apart, in
+//! `seckill_rehearsal_funnel_requests_total`: a buy runs with its traffic in a task-local
+//! ([`scoped`], carried into the task of its steps 7–12 by [`carried`]), said to be a
+//! rehearsal's once its token is read ([`mark_rehearsal`]); what it passed before is counted
+//! from then on, so no stage of a rehearsal's request reaches the real sale's counters.
 
-use prometheus::IntCounter;
-use std::sync::OnceLock;
+use prometheus::{IntCounter, IntCounterVec};
+use std::{cell::Cell, future::Future, sync::OnceLock};
 
 use crate::{buy::rules::Outcome, infra::metrics::Metrics};
 
@@ -107,10 +113,38 @@ impl Mark {
     }
 }
 
-/// The counters of `seckill_funnel_requests_total`, each resolved on its first use.
+tokio::task_local! {
+    /// Whether the buy in scope is a rehearsal's.
+    static REHEARSAL: Cell<bool>;
+}
+
+/// Runs a buy's `work` as a sale's traffic until [`mark_rehearsal`] says otherwise.
+pub(crate) fn scoped<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    REHEARSAL.scope(Cell::new(false), work)
+}
+
+/// `work` for a task of its own, counted as the buy that spawns it is.
+pub(crate) fn carried<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    REHEARSAL.scope(Cell::new(is_rehearsal()), work)
+}
+
+/// The buy in scope is a rehearsal's: its stages are counted apart from now on.
+pub(crate) fn mark_rehearsal() {
+    let _ = REHEARSAL.try_with(|rehearsal| rehearsal.set(true));
+}
+
+fn is_rehearsal() -> bool {
+    REHEARSAL.try_with(Cell::get).unwrap_or(false)
+}
+
+type Counters = [[OnceLock<IntCounter>; Mark::COUNT]; Stage::ALL.len()];
+
+/// The counters of `seckill_funnel_requests_total` (and of a rehearsal's requests), each
+/// resolved on its first use.
 pub(crate) struct StageCounters {
     metrics: Metrics,
-    counters: [[OnceLock<IntCounter>; Mark::COUNT]; Stage::ALL.len()],
+    counters: Counters,
+    rehearsal: Counters,
 }
 
 impl StageCounters {
@@ -118,16 +152,18 @@ impl StageCounters {
         Self {
             metrics,
             counters: std::array::from_fn(|_| std::array::from_fn(|_| OnceLock::new())),
+            rehearsal: std::array::from_fn(|_| std::array::from_fn(|_| OnceLock::new())),
         }
     }
 
     pub(crate) fn count(&self, stage: Stage, mark: Mark) {
-        self.counters[stage as usize][mark.index()]
-            .get_or_init(|| {
-                self.metrics
-                    .funnel
-                    .with_label_values(&[stage.label(), mark.label()])
-            })
+        let (counters, family): (&Counters, &IntCounterVec) = if is_rehearsal() {
+            (&self.rehearsal, &self.metrics.rehearsal_funnel)
+        } else {
+            (&self.counters, &self.metrics.funnel)
+        };
+        counters[stage as usize][mark.index()]
+            .get_or_init(|| family.with_label_values(&[stage.label(), mark.label()]))
             .inc();
     }
 

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use contract::{ActivityInput, ActivityKind, ActivitySummary, Item, ItemInput};
 use sqlx::{PgPool, Postgres, Transaction};
 
-use crate::baselines::path;
+use crate::{baselines::path, rehearsal::copies::REAL_ACTIVITY};
 
 pub(crate) async fn insert_item(
     pool: &PgPool,
@@ -261,14 +261,14 @@ pub(crate) async fn list_activities(
     pool: &PgPool,
     merchant: Option<i64>,
 ) -> Result<Vec<ActivitySummary>, sqlx::Error> {
-    let rows: Vec<SummaryRow> = sqlx::query_as(
+    let rows: Vec<SummaryRow> = sqlx::query_as(&format!(
         "SELECT a.id, a.merchant_id, a.title, a.kind, a.starts_at, a.ends_at,
                 COALESCE(SUM(ai.total_stock), 0)::BIGINT AS total_stock,
                 COUNT(ai.item_id) AS item_count
          FROM activities a LEFT JOIN activity_items ai ON ai.activity_id = a.id
-         WHERE ($1::BIGINT IS NULL OR a.merchant_id = $1) AND a.rehearsal_of IS NULL
-         GROUP BY a.id ORDER BY a.starts_at DESC LIMIT 500",
-    )
+         WHERE ($1::BIGINT IS NULL OR a.merchant_id = $1) AND {REAL_ACTIVITY}
+         GROUP BY a.id ORDER BY a.starts_at DESC LIMIT 500"
+    ))
     .bind(merchant)
     .fetch_all(pool)
     .await?;

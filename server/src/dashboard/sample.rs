@@ -18,6 +18,7 @@ use crate::{
     control::board::Board,
     control::status::Complaint,
     orders::admin_store,
+    rehearsal::copies::Copies,
     state::AppState,
 };
 
@@ -301,7 +302,7 @@ impl PaidUnits {
     }
 }
 
-/// Every item of every live activity, one ledger cut per activity, with its paid units as
+/// Every item of every live activity (no rehearsal's copy), one ledger cut per activity, with its paid units as
 /// `paid` last counted them (counted again first when `recount`).
 async fn stock(
     state: &AppState,
@@ -309,7 +310,7 @@ async fn stock(
     recount: bool,
 ) -> anyhow::Result<Vec<ItemStock>> {
     let mut items = Vec::new();
-    let live = crate::reconcile::store::live_activity_ids(&state.db).await?;
+    let live = crate::reconcile::store::live_activity_ids(&state.db, Copies::Excluded).await?;
     if recount {
         let mut counted = HashMap::new();
         for &activity_id in &live {

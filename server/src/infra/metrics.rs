@@ -29,6 +29,8 @@ pub struct Inner {
     pub(crate) dependency_up: IntGaugeVec,
     /// Buy requests per funnel stage: `outcome` is `pass` or the code that stopped them.
     pub(crate) funnel: IntCounterVec,
+    /// The same for a rehearsal's synthetic buyers, apart from the real sale's.
+    pub(crate) rehearsal_funnel: IntCounterVec,
     /// Pre-orders per group-commit batch.
     pub(crate) preorder_batch_size: Histogram,
     /// Duration of calls to a dependency, by `call` (`redis`: every Redis command, script
@@ -150,6 +152,11 @@ impl Metrics {
             funnel: add.counters(
                 "seckill_funnel_requests_total",
                 "Buy requests per funnel stage, passed or stopped by reason",
+                &["stage", "outcome"],
+            ),
+            rehearsal_funnel: add.counters(
+                "seckill_rehearsal_funnel_requests_total",
+                "A rehearsal's buy requests per funnel stage, passed or stopped by reason",
                 &["stage", "outcome"],
             ),
             dependency_calls: add.histograms(

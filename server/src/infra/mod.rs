@@ -2,7 +2,7 @@
 //! from (behind trusted proxies), the clock rules read, the HTTP listener's
 //! cap on open connections, the patience with slow request bodies, the store clients
 //! (PostgreSQL pool and migrations, Redis connection and key layout, RabbitMQ and etcd links),
-//! metrics and their HTTP routes, health probes, percentiles of samples, the paging window of admin listings, the
+//! metrics and their HTTP routes, health probes, the fault points tests crash a process at, percentiles of samples, the paging window of admin listings, the
 //! route table routers are built from, the rate limit on warning lines and the token bucket of local rate limits.
 //! Nothing here knows what a buy, an order or a switch is.
 
@@ -13,6 +13,7 @@ pub mod config;
 pub(crate) mod connections;
 pub(crate) mod db;
 pub(crate) mod etcd;
+pub mod fault;
 pub(crate) mod health;
 pub(crate) mod http_metrics;
 pub(crate) mod lua;

@@ -1,6 +1,9 @@
 //! Orders as the admin console and `/admin/api/orders` read them: filtered pages, and one
 //! order with its history (`order_events`), payment trades and restore-journal row.
 //!
+//! A rehearsal's copy and its synthetic orders are no real orders: every read here leaves
+//! them out.
+//!
 //! `merchant` arguments are the visibility scope from [`Actor::visible_merchant`]: `None`
 //! reads every merchant's orders, `Some(id)` only those of that merchant's activities.
 //!
@@ -11,7 +14,7 @@ use contract::{
     OrderStatus, OrderSummary, OrderTransition, PaymentTradeView, StockRestoreView, TradeStatus,
 };
 
-use crate::infra::db::decode_name;
+use crate::{infra::db::decode_name, rehearsal::copies::REAL_ACTIVITY};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -77,7 +80,7 @@ pub(crate) async fn list(
 ) -> Result<Vec<OrderSummary>, sqlx::Error> {
     let rows: Vec<OrderRow> = sqlx::query_as(&format!(
         "SELECT {SUMMARY_COLUMNS}
-         WHERE ($1::BIGINT IS NULL OR a.merchant_id = $1)
+         WHERE ($1::BIGINT IS NULL OR a.merchant_id = $1) AND {REAL_ACTIVITY}
            AND ($2::BIGINT IS NULL OR o.activity_id = $2)
            AND ($3::TEXT IS NULL OR o.status = $3)
          ORDER BY o.created_at DESC, o.id DESC
@@ -99,10 +102,11 @@ pub(crate) async fn activity_visible(
     activity_id: i64,
     merchant: Option<i64>,
 ) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM activities
-                        WHERE id = $1 AND ($2::BIGINT IS NULL OR merchant_id = $2))",
-    )
+    sqlx::query_scalar(&format!(
+        "SELECT EXISTS (SELECT 1 FROM activities a
+                        WHERE a.id = $1 AND ($2::BIGINT IS NULL OR a.merchant_id = $2)
+                          AND {REAL_ACTIVITY})"
+    ))
     .bind(activity_id)
     .bind(merchant)
     .fetch_one(pool)
@@ -147,7 +151,7 @@ pub(crate) async fn get(
         .await?;
     let row: Option<OrderRow> = sqlx::query_as(&format!(
         "SELECT {SUMMARY_COLUMNS}
-         WHERE o.id = $1 AND ($2::BIGINT IS NULL OR a.merchant_id = $2)"
+         WHERE o.id = $1 AND ($2::BIGINT IS NULL OR a.merchant_id = $2) AND {REAL_ACTIVITY}"
     ))
     .bind(id)
     .bind(merchant)

@@ -20,6 +20,7 @@ use crate::{
         service::ActivityLock,
         store::{self, NewRun},
     },
+    rehearsal::copies::{self, Copies},
     state::AppState,
 };
 
@@ -51,10 +52,10 @@ async fn run_while_leading(state: AppState) {
             continue;
         }
         match pass(&state, &seen).await {
-            Ok(drifts) => {
+            Ok((drifts, copies)) => {
                 state.metrics.reconcile_passes.inc();
                 warnings.recovered();
-                export(&state, &drifts, &mut gauged);
+                export(&state, &drifts, &copies, &mut gauged);
                 seen = drifts;
             }
             Err(error) => warnings.failed(&format!("{error:#}")),
@@ -62,14 +63,19 @@ async fn run_while_leading(state: AppState) {
     }
 }
 
-/// One pass over every live activity; the drifts it saw.
-async fn pass(state: &AppState, seen: &SeenDrifts) -> anyhow::Result<SeenDrifts> {
+/// One pass over every live activity, rehearsals' copies included (their stock is kept
+/// right like a sale's); the drifts it saw, and which of the activities were copies.
+async fn pass(state: &AppState, seen: &SeenDrifts) -> anyhow::Result<(SeenDrifts, HashSet<i64>)> {
     store::fail_abandoned(&state.db, ABANDONED_AFTER).await?;
     let mut drifts = SeenDrifts::new();
-    for activity_id in store::live_activity_ids(&state.db).await? {
+    let mut copies = HashSet::new();
+    for activity_id in store::live_activity_ids(&state.db, Copies::Included).await? {
         let Some(activity) = catalog::get_activity(&state.db, activity_id, None).await? else {
             continue;
         };
+        if copies::is_rehearsal(activity.rehearsal_of) {
+            copies.insert(activity_id);
+        }
         // An operator's repair of this activity is running: it does the work this time.
         let Some(lock) = ActivityLock::wait(&state.db, activity_id, Duration::ZERO).await? else {
             continue;
@@ -86,7 +92,7 @@ async fn pass(state: &AppState, seen: &SeenDrifts) -> anyhow::Result<SeenDrifts>
             record(state, &activity, &findings).await?;
         }
     }
-    Ok(drifts)
+    Ok((drifts, copies))
 }
 
 /// Stores a pass that found something as a run, and audits what it repaired.
@@ -132,10 +138,21 @@ async fn record(
     Ok(())
 }
 
-/// Sets the drift gauge of every live item, and drops items no longer live.
-fn export(state: &AppState, drifts: &SeenDrifts, gauged: &mut HashSet<SaleItem>) {
+/// Sets the drift gauge of every live item of a real sale (a rehearsal's copy is not
+/// one), and drops items no longer live.
+fn export(
+    state: &AppState,
+    drifts: &SeenDrifts,
+    copies: &HashSet<i64>,
+    gauged: &mut HashSet<SaleItem>,
+) {
     let gauge = &state.metrics.stock_drift;
-    for (sale, drift) in drifts {
+    let drifts: SeenDrifts = drifts
+        .iter()
+        .filter(|(sale, _)| !copies.contains(&sale.activity.0))
+        .map(|(sale, drift)| (*sale, *drift))
+        .collect();
+    for (sale, drift) in &drifts {
         gauge
             .with_label_values(&[&sale.activity.to_string(), &sale.item.to_string()])
             .set(*drift);

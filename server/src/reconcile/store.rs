@@ -14,7 +14,10 @@ use contract::{
     RunTrigger,
 };
 
-use crate::infra::db::decode_name;
+use crate::{
+    infra::db::decode_name,
+    rehearsal::copies::{Copies, REAL_ACTIVITY},
+};
 
 /// An item's counters as PostgreSQL keeps them.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -553,13 +556,19 @@ pub(crate) async fn list_runs(
         .collect()
 }
 
-/// Activities the leader reconciles on every pass: not ended, and open or pre-warmed.
-pub(crate) async fn live_activity_ids(db: &PgPool) -> Result<Vec<i64>, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT id FROM activities
-         WHERE ends_at > now() AND (starts_at <= now() OR prewarmed_at IS NOT NULL)
-         ORDER BY id",
-    )
+/// Activities the leader reconciles on every pass: not ended, and open or pre-warmed;
+/// rehearsals' copies with them or not, as `copies` says.
+pub(crate) async fn live_activity_ids(
+    db: &PgPool,
+    copies: Copies,
+) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar(&format!(
+        "SELECT a.id FROM activities a
+         WHERE a.ends_at > now() AND (a.starts_at <= now() OR a.prewarmed_at IS NOT NULL)
+           AND ($1 OR {REAL_ACTIVITY})
+         ORDER BY a.id"
+    ))
+    .bind(copies == Copies::Included)
     .fetch_all(db)
     .await
 }

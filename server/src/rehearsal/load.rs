@@ -24,8 +24,11 @@ use uuid::Uuid;
 
 use crate::{
     identity::buyer_token,
-    infra::percentiles::nearest_rank,
-    rehearsal::plan::{synthetic_buyer, Attempt, PlannedBuy},
+    infra::{fault, percentiles::nearest_rank},
+    rehearsal::{
+        plan::{synthetic_buyer, Attempt, PlannedBuy},
+        service::Stop,
+    },
 };
 
 /// Requests outstanding at once, at most: a server slower than the asked rate is then
@@ -101,9 +104,15 @@ impl Load {
         })
     }
 
-    /// Sends every request of the plan on schedule; `sent` counts them as they go out.
-    /// Returns each request's reply (`None`: no answer) in plan order.
-    pub(crate) async fn run(self, sent: Arc<AtomicU64>) -> anyhow::Result<Vec<Option<Reply>>> {
+    /// Sends every request of the plan on schedule, or until `stop` gives a reason to stop;
+    /// `sent` counts them as they go out. Waits for the answers of every request sent, even
+    /// when stopped, so none reaches the server after the rehearsal's clean-up. Returns each
+    /// request's reply (`None`: no answer, or not sent) in plan order.
+    pub(crate) async fn run(
+        self,
+        sent: Arc<AtomicU64>,
+        stop: Stop,
+    ) -> anyhow::Result<Vec<Option<Reply>>> {
         let client = reqwest::Client::builder()
             .no_proxy()
             .http1_only()
@@ -118,7 +127,7 @@ impl Load {
         let mut tasks = tokio::task::JoinSet::new();
         let started = Instant::now();
         let mut next = 0;
-        while next < total {
+        while next < total && stop.borrow().is_none() {
             let due = (started.elapsed().as_secs_f64() * rate) as usize + 1;
             while next < due.min(total) {
                 let permit = slots.clone().acquire_owned().await?;
@@ -130,6 +139,9 @@ impl Load {
                 });
                 next += 1;
                 sent.store(next as u64, Ordering::Relaxed);
+                if next == total.div_ceil(2) {
+                    fault::point("rehearsal.loading");
+                }
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }

@@ -103,6 +103,12 @@ pub(crate) fn item_for(seed: u64, buyer: u32, items: usize) -> usize {
     }
 }
 
+/// How many requests [`plan`] makes for `buyers`: each buyer's first, and two more of every
+/// [`REPEAT_EVERY`]th.
+pub(crate) fn request_count(buyers: u32) -> u64 {
+    u64::from(buyers) + 2 * u64::from(buyers / REPEAT_EVERY)
+}
+
 /// Every request of a rehearsal in sending order: each buyer's first request in buyer
 /// order, and the comebacks of every tenth buyer about half a second (`rate_per_s / 2`
 /// requests) after his first.
@@ -141,6 +147,18 @@ pub(crate) fn plan(seed: u64, buyers: u32, items: usize, rate_per_s: u32) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_request_count_is_the_plans_whatever_the_seed() {
+        for buyers in [1, 9, 10, 19, 20, 3_001] {
+            for seed in [1, 77] {
+                assert_eq!(
+                    plan(seed, buyers, 3, 100).len() as u64,
+                    request_count(buyers)
+                );
+            }
+        }
+    }
 
     #[test]
     fn the_item_with_the_most_stock_is_the_hot_one() {

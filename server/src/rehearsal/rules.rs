@@ -1,7 +1,10 @@
-//! The plain rules of a rehearsal: what may be asked, and the verdicts of the invariant
+//! The plain rules of a rehearsal: what may be asked, how long it takes and whether a real
+//! sale is in its way, and the verdicts of the invariant
 //! check from the figures the stores gave (`check` gathers them).
 
+use chrono::{DateTime, Utc};
 use contract::{InvariantCheck, InvariantName, StartRehearsal};
+use std::time::Duration;
 use uuid::Uuid;
 
 use crate::rehearsal::plan::MAX_BUYERS;
@@ -20,6 +23,52 @@ pub(crate) fn refusal(request: &StartRehearsal) -> Option<String> {
         return Some(format!("rate_per_s must be between 1 and {MAX_RATE_PER_S}"));
     }
     None
+}
+
+/// What a rehearsal takes besides its load: copying and pre-warming the activity, before it.
+pub(crate) const PREPARE: Duration = Duration::from_secs(30);
+/// How long the pipeline and Redis get to settle after the load.
+pub(crate) const SETTLE: Duration = Duration::from_secs(60);
+/// What the clean-up is given, after the check.
+pub(crate) const CLEAN_UP: Duration = Duration::from_secs(60);
+
+/// How long a rehearsal of `requests` at `rate_per_s` takes at most: preparing, the load,
+/// settling and the clean-up.
+pub(crate) fn time_needed(requests: u64, rate_per_s: u32) -> Duration {
+    let load = Duration::from_secs_f64(requests as f64 / f64::from(rate_per_s.max(1)));
+    PREPARE + load + SETTLE + CLEAN_UP
+}
+
+/// A real sale a rehearsal would run into: the rehearsal needs `needed` from `now`, and
+/// `next` is the real activity that opens first (`None`: none is planned).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum InTheWay {
+    /// Activity `.0` is on sale now.
+    OnSale(i64),
+    /// Activity `activity` starts at `starts_at`, sooner than the rehearsal would end.
+    StartsTooSoon {
+        activity: i64,
+        starts_at: DateTime<Utc>,
+        available: Duration,
+    },
+}
+
+/// Whether a rehearsal needing `needed` from `now` runs into the real activity `next`.
+pub(crate) fn in_the_way(
+    next: Option<(i64, DateTime<Utc>)>,
+    needed: Duration,
+    now: DateTime<Utc>,
+) -> Option<InTheWay> {
+    let (activity, starts_at) = next?;
+    if starts_at <= now {
+        return Some(InTheWay::OnSale(activity));
+    }
+    let available = (starts_at - now).to_std().unwrap_or_default();
+    (available < needed).then_some(InTheWay::StartsTooSoon {
+        activity,
+        starts_at,
+        available,
+    })
 }
 
 /// One item of the shadow after its load, as PostgreSQL and the ledger's cut saw it.
@@ -173,6 +222,31 @@ pub(crate) fn passed(checks: &[InvariantCheck]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sale_on_now_or_starting_before_the_rehearsal_ends_is_in_its_way() {
+        let now = DateTime::parse_from_rfc3339("2026-12-06T10:00:00Z")
+            .expect("time")
+            .with_timezone(&Utc);
+        let needed = time_needed(3_600, 60);
+        assert_eq!(needed, Duration::from_secs(30 + 60 + 60 + 60));
+        assert_eq!(in_the_way(None, needed, now), None);
+        assert_eq!(
+            in_the_way(Some((4, now)), needed, now),
+            Some(InTheWay::OnSale(4))
+        );
+        let soon = now + chrono::Duration::seconds(200);
+        assert_eq!(
+            in_the_way(Some((5, soon)), needed, now),
+            Some(InTheWay::StartsTooSoon {
+                activity: 5,
+                starts_at: soon,
+                available: Duration::from_secs(200)
+            })
+        );
+        let later = now + chrono::Duration::seconds(210);
+        assert_eq!(in_the_way(Some((5, later)), needed, now), None);
+    }
 
     fn sold_out_item() -> ItemFigures {
         ItemFigures {

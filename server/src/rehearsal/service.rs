@@ -3,11 +3,15 @@
 //! permission table first.
 //!
 //! A rehearsal runs: plan, shadow copy and pre-warm, load, settle, check; then the clean-up,
-//! whatever happened before it; then its row gets its status and result. A rehearsal whose
-//! instance died is found by the next start (its progress stopped moving), marked `error`
-//! and cleaned up from what its row says: the plan is the same, so are the keys.
+//! whatever happened before it; then its row gets its status and result. It is refused when
+//! it could not be over before the next start of any real activity, and stopped at once
+//! (its load first, then cleaned up) when any real sale opens while it runs or its time is
+//! up. Its instance beats its row's heartbeat while it runs; a rehearsal whose heartbeat
+//! stopped (its instance died) is marked `error`, and the leader cleans it up from what its
+//! copy's row says (the plan is the same, so are the keys), as it retries every clean-up
+//! that failed, until each succeeds.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use contract::{
     ActivityKind, Actor, Permission, Progress, Rehearsal, RehearsalResult, RehearsalStage, Source,
     StartRehearsal, StartedRehearsal,
@@ -25,14 +29,15 @@ use crate::{
         ops_audit::{self, OpsAction},
         reason::audited_reason,
     },
-    buy::rules::{phase, Phase},
     catalog::store::{self as catalog, StoredActivity},
+    control::status::Complaint,
     error::{ApiError, ApiResult},
+    infra::fault,
     rehearsal::{
-        check,
+        check, copies,
         load::{self, own_address, Load, Planned},
         plan::{self, PlannedBuy},
-        rules,
+        rules::{self, InTheWay, CLEAN_UP, SETTLE},
         shadow::{self, Leftovers},
         store::{self, NewRehearsal},
     },
@@ -41,13 +46,13 @@ use crate::{
 
 /// Rehearsals listed at most.
 const LISTED: i64 = 50;
-/// A running rehearsal whose progress has not moved for this long has lost its instance.
-const ABANDONED_AFTER: Duration = Duration::from_secs(120);
-/// How long the shadow stays open past the load's planned end, at most (the clean-up
-/// closes it as soon as the check is done).
-const OPEN_PAST_LOAD: Duration = Duration::from_secs(600);
-/// How long the pipeline and Redis get to settle after the load.
-const SETTLE: Duration = Duration::from_secs(60);
+/// A running rehearsal whose heartbeat has not moved for this long, at least, has lost its
+/// instance (longer when the instances' leases are longer).
+const ABANDONED_AFTER: Duration = Duration::from_secs(15);
+/// How often a running rehearsal beats its heartbeat and looks for a real sale on now.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+/// How often the leader looks for rehearsals whose clean-up is owed.
+const RETRY_EVERY: Duration = Duration::from_secs(2);
 /// How often the progress is written while the load runs.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
@@ -70,25 +75,56 @@ pub(crate) async fn start(
     // A shadow is no activity of the catalogue's: it cannot be rehearsed in turn.
     let activity = catalog::get_activity(&state.db, activity_id, None)
         .await?
-        .filter(|activity| activity.rehearsal_of.is_none())
+        .filter(|activity| !copies::is_rehearsal(activity.rehearsal_of))
         .ok_or(ApiError::NotFound("activity"))?;
-    // Its load would take the live sale's capacity from its buyers: rehearse before the
-    // day, or after it.
-    if phase(activity.starts_at, activity.ends_at, Utc::now(), true) == Phase::Open {
-        return Err(ApiError::Conflict {
-            code: "SALE_OPEN",
-            message: format!(
-                "activity {activity_id} is on sale now: rehearse it before its sale or after it"
-            ),
-        });
-    }
     if activity.kind == ActivityKind::Seated {
         return Err(ApiError::Invalid {
             code: "REHEARSAL_NOT_SUPPORTED",
             message: "seated activities cannot be rehearsed: the load generator buys units".into(),
         });
     }
-    recover_abandoned(state).await;
+    let buyers = u32::try_from(request.buyers).unwrap_or(u32::MAX);
+    let rate_per_s = u32::try_from(request.rate_per_s).unwrap_or(u32::MAX);
+    let requests = plan::request_count(buyers);
+    let needed = rules::time_needed(requests, rate_per_s);
+    let now = Utc::now();
+    // Its load would take a live sale's capacity from its buyers: it must be over before
+    // any real sale opens.
+    match rules::in_the_way(store::next_sale(&state.db).await?, needed, now) {
+        Some(InTheWay::OnSale(on_sale)) => {
+            return Err(ApiError::Conflict {
+                code: "SALE_OPEN",
+                message: format!(
+                    "activity {on_sale} is on sale now: rehearse before any sale or after them"
+                ),
+            })
+        }
+        Some(InTheWay::StartsTooSoon {
+            activity,
+            starts_at,
+            available,
+        }) => {
+            return Err(ApiError::Conflict {
+                code: "REHEARSAL_WOULD_OVERLAP_SALE",
+                message: format!(
+                    "the rehearsal needs {needed_s} s ({requests} requests at {rate_per_s}/s, \
+                     with {prepare_s} s to prepare, {settle_s} s to settle and {clean_s} s to \
+                     clean up) and there are {available_s} s before activity {activity} \
+                     starts at {starts_at}: ask fewer buyers or a higher rate, or rehearse \
+                     after that sale",
+                    needed_s = needed.as_secs(),
+                    prepare_s = rules::PREPARE.as_secs(),
+                    settle_s = SETTLE.as_secs(),
+                    clean_s = CLEAN_UP.as_secs(),
+                    available_s = available.as_secs(),
+                    starts_at = starts_at.to_rfc3339(),
+                ),
+            })
+        }
+        None => {}
+    }
+    // A rehearsal whose instance died must not hold the activity's one running rehearsal.
+    store::fail_abandoned(&state.db, abandoned_after(state)).await?;
     let id = store::insert(
         &state.db,
         &NewRehearsal {
@@ -119,10 +155,20 @@ pub(crate) async fn start(
         },
     )
     .await?;
+    fault::point("rehearsal.row_inserted");
+    // The load stops, and the copy closes, when only the clean-up's time is left.
+    let stop_at = now + chrono::Duration::from_std(needed - CLEAN_UP).unwrap_or_default();
     let run = Run::new(id, activity, request.buyers, request.rate_per_s);
     let state = state.clone();
-    tokio::spawn(async move { run.execute(&state).await });
+    tokio::spawn(async move { run.execute(&state, stop_at).await });
     Ok(StartedRehearsal { id })
+}
+
+/// How long a rehearsal's heartbeat may stand still before its instance is taken for dead:
+/// past an instance's lease, and never less than [`ABANDONED_AFTER`].
+fn abandoned_after(state: &AppState) -> Duration {
+    let lease = u64::try_from(state.settings.control.lease_ttl_s).unwrap_or(0);
+    ABANDONED_AFTER.max(Duration::from_secs(3 * lease))
 }
 
 /// One rehearsal, with its progress and, once over, its result.
@@ -182,10 +228,12 @@ impl Run {
         }
     }
 
-    /// Rehearses, cleans up whatever happened, records the outcome.
-    async fn execute(self, state: &AppState) {
+    /// Rehearses until done, a real sale opens or its time is up; cleans up whatever
+    /// happened; records the outcome. Its heartbeat beats all along.
+    async fn execute(self, state: &AppState, stop_at: DateTime<Utc>) {
+        let heartbeat = Heartbeat::start(state, self.id, stop_at);
         let outcome = self
-            .rehearse(state)
+            .rehearse(state, stop_at, heartbeat.stop.clone())
             .await
             .map_err(|error| format!("{error:#}"));
         if let Err(error) = &outcome {
@@ -197,23 +245,31 @@ impl Run {
         }
         .map_err(|error| format!("{error:#}"));
         if let Err(error) = &cleaned {
-            tracing::warn!(rehearsal = self.id, %error, "rehearsal clean-up failed");
+            tracing::warn!(rehearsal = self.id, %error, "rehearsal clean-up failed; the leader retries it");
         }
         let recorded = outcome.as_ref().map_err(String::as_str);
         let cleaned = cleaned.as_ref().map(|_| ()).map_err(String::as_str);
         if let Err(error) = store::finish(&state.db, self.id, recorded, cleaned).await {
             tracing::warn!(rehearsal = self.id, %error, "could not record the end of a rehearsal");
         }
+        drop(heartbeat);
     }
 
-    async fn rehearse(&self, state: &AppState) -> anyhow::Result<RehearsalResult> {
+    /// The rehearsal up to its verdict; stopped at once (an error saying why) when `stop`
+    /// says so: any other step is dropped where it stands, the load stops sending and waits
+    /// for the answers of the requests it sent, so none reaches the server after the
+    /// clean-up.
+    async fn rehearse(
+        &self,
+        state: &AppState,
+        stop_at: DateTime<Utc>,
+        mut stop: Stop,
+    ) -> anyhow::Result<RehearsalResult> {
         let db = &state.db;
         let planned_requests = self.sends.len() as i64;
         store::set_progress(db, self.id, progress(0, planned_requests)).await?;
-        let load_time =
-            Duration::from_secs_f64(planned_requests as f64 / f64::from(self.rate_per_s));
-        let shadow =
-            shadow::open(state, &self.activity, self.id, load_time + OPEN_PAST_LOAD).await?;
+        let opening = shadow::open(state, &self.activity, self.id, stop_at);
+        let shadow = unless_stopped(&mut stop, opening).await?;
         let planned = Arc::new(Planned {
             rehearsal_id: self.id,
             shadow: shadow.id,
@@ -225,17 +281,20 @@ impl Run {
         let load = Load::new(address(state), &state.settings.jwt_secret, planned.clone())?;
         store::set_stage(db, self.id, RehearsalStage::Loading).await?;
         let sent = Arc::new(AtomicU64::new(0));
-        let reporter = tokio::spawn(report_progress(
+        let reporter = AbortOnDrop(tokio::spawn(report_progress(
             state.clone(),
             self.id,
             sent.clone(),
             planned_requests,
-        ));
+        )));
         let from = Utc::now();
-        let replies = load.run(sent.clone()).await;
+        let replies = load.run(sent.clone(), stop.clone()).await;
         let to = Utc::now();
-        reporter.abort();
+        drop(reporter);
         let replies = replies?;
+        if let Some(reason) = stopped(&stop) {
+            anyhow::bail!(reason);
+        }
         store::set_progress(
             db,
             self.id,
@@ -245,7 +304,8 @@ impl Run {
         record_window(state, self.id, from, to).await?;
         let tally = load::tally(&planned.sends, &replies);
         store::set_stage(db, self.id, RehearsalStage::Settling).await?;
-        let figures = check::figures(state, self.id, shadow.id, &tally, SETTLE).await?;
+        let checking = check::figures(state, self.id, shadow.id, &tally, SETTLE);
+        let figures = unless_stopped(&mut stop, checking).await?;
         store::set_stage(db, self.id, RehearsalStage::Checking).await?;
         let checks = rules::verdicts(&figures);
         Ok(RehearsalResult {
@@ -259,28 +319,114 @@ impl Run {
         })
     }
 
-    /// Removes the shadow (if one was made) and everything its load left.
+    /// Removes the shadow (if one was made) and everything its load left, and says so on
+    /// the rehearsal's row.
     async fn clean_up(&self, state: &AppState) -> anyhow::Result<()> {
-        let shadow = store::get(&state.db, self.id)
-            .await?
-            .and_then(|rehearsal| rehearsal.shadow_activity_id);
-        let Some(shadow) = shadow else {
-            return Ok(());
-        };
-        let client = own_address(address(state)).ip().to_string();
-        shadow::clean_up(
-            state,
-            &Leftovers {
-                rehearsal_id: self.id,
-                shadow,
-                items: &self.items,
-                sends: &self.sends,
-                client: &client,
-            },
-        )
-        .await?;
+        if let Some(shadow) = store::shadow_of(&state.db, self.id).await? {
+            let client = own_address(address(state)).ip().to_string();
+            shadow::clean_up(
+                state,
+                &Leftovers {
+                    rehearsal_id: self.id,
+                    shadow,
+                    items: &self.items,
+                    sends: &self.sends,
+                    client: &client,
+                },
+            )
+            .await?;
+        }
+        fault::point("rehearsal.cleanup_rows_deleted");
         store::mark_cleaned_up(&state.db, self.id).await?;
         Ok(())
+    }
+}
+
+/// Why a running rehearsal must stop, once it must: a real sale opened, or its time is up.
+pub(crate) type Stop = tokio::sync::watch::Receiver<Option<String>>;
+
+/// The reason to stop, if there is one yet.
+fn stopped(stop: &Stop) -> Option<String> {
+    stop.borrow().clone()
+}
+
+/// Runs `work` unless the rehearsal must stop first: `work` is then dropped where it
+/// stands, and the reason is the error.
+async fn unless_stopped<T>(
+    stop: &mut Stop,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::select! {
+        done = work => done,
+        reason = stop_reason(stop) => Err(anyhow::anyhow!(reason)),
+    }
+}
+
+/// Waits for a reason to stop.
+async fn stop_reason(stop: &mut Stop) -> String {
+    let reason = match stop.wait_for(Option::is_some).await {
+        Ok(reason) => reason.clone(),
+        Err(_) => None,
+    };
+    match reason {
+        Some(reason) => reason,
+        // The heartbeat is gone (it lives as long as the rehearsal): nothing stops it.
+        None => std::future::pending().await,
+    }
+}
+
+/// A running rehearsal's heartbeat: its row's `updated_at` moved every [`HEARTBEAT`], and
+/// the reason to stop once a real activity is seen on sale or the time is up. Stops when
+/// dropped.
+struct Heartbeat {
+    _task: AbortOnDrop,
+    stop: Stop,
+}
+
+impl Heartbeat {
+    fn start(state: &AppState, id: i64, stop_at: DateTime<Utc>) -> Self {
+        let (reason, stop) = tokio::sync::watch::channel(None);
+        let state = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let why = match store::heartbeat(&state.db, id).await {
+                    Ok(Some(activity)) => Some(format!(
+                        "stopped: activity {activity} went on sale while the rehearsal ran"
+                    )),
+                    Ok(None) if Utc::now() >= stop_at => {
+                        Some("stopped: its time before the next sale's start was up".to_owned())
+                    }
+                    Ok(None) => None,
+                    Err(error) => {
+                        tracing::debug!(rehearsal = id, %error, "rehearsal heartbeat missed");
+                        None
+                    }
+                };
+                if why.is_some() {
+                    reason.send_if_modified(|reason| {
+                        let first = reason.is_none();
+                        if first {
+                            *reason = why;
+                        }
+                        first
+                    });
+                }
+                tokio::time::sleep(HEARTBEAT).await;
+            }
+        });
+        Self {
+            _task: AbortOnDrop(task),
+            stop,
+        }
+    }
+}
+
+/// A spawned task aborted when its handle is dropped, whichever way its owner ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -312,40 +458,59 @@ async fn record_window(
     Ok(())
 }
 
-/// Marks rehearsals whose instance died as `error` and cleans their shadows up; what goes
-/// wrong is logged, and the next start tries again.
-async fn recover_abandoned(state: &AppState) {
-    let abandoned = match store::fail_abandoned(&state.db, ABANDONED_AFTER).await {
-        Ok(abandoned) => abandoned,
-        Err(error) => {
-            tracing::warn!(%error, "abandoned rehearsals not looked for");
-            return;
-        }
-    };
-    for rehearsal in abandoned {
-        if rehearsal.shadow_activity_id.is_none() {
-            continue;
-        }
-        let activity = match catalog::get_activity(&state.db, rehearsal.activity_id, None).await {
-            Ok(Some(activity)) => activity,
-            Ok(None) => continue,
-            Err(error) => {
-                tracing::warn!(rehearsal = rehearsal.id, %error, "abandoned rehearsal not cleaned up");
-                continue;
+/// While this instance leads: marks the rehearsals whose instance died, and retries every
+/// clean-up owed (theirs, and those that failed) every [`RETRY_EVERY`] until each succeeds.
+pub(crate) fn spawn_leader(state: &AppState) -> tokio::task::JoinHandle<()> {
+    let state = state.clone();
+    tokio::spawn(async move {
+        let mut leadership = state.leadership.clone();
+        let mut trouble = Complaint::new(Duration::from_secs(60));
+        loop {
+            leadership.until_leader().await;
+            match clean_up_owed(&state).await {
+                Ok(()) => trouble.recovered("rehearsal clean-ups done again"),
+                Err(error) => trouble.complain(
+                    "a rehearsal clean-up failed, retried",
+                    &format!("{error:#}"),
+                ),
             }
-        };
-        let run = Run::new(
-            rehearsal.id,
-            activity,
-            rehearsal.buyers.into(),
-            rehearsal.rate_per_s.into(),
-        );
-        if let Err(error) = run.clean_up(state).await {
+            tokio::time::sleep(RETRY_EVERY).await;
+        }
+    })
+}
+
+/// One pass of the leader's clean-ups; the first error, once every owed one was tried.
+async fn clean_up_owed(state: &AppState) -> anyhow::Result<()> {
+    store::fail_abandoned(&state.db, abandoned_after(state)).await?;
+    let mut failed = Ok(());
+    for owed in store::to_clean(&state.db).await? {
+        let cleaned = clean_up_one(state, &owed).await;
+        if let Err(error) = cleaned {
             tracing::warn!(
-                rehearsal = rehearsal.id,
+                rehearsal = owed.id,
                 error = format!("{error:#}"),
-                "abandoned rehearsal not cleaned up"
+                "rehearsal clean-up failed; retried"
             );
+            if failed.is_ok() {
+                failed = Err(error);
+            }
         }
     }
+    failed
+}
+
+/// Cleans one rehearsal up from its copy: the copy has the activity's items as they were
+/// copied, so the plan made from it names the very keys the load could have made.
+async fn clean_up_one(state: &AppState, owed: &store::ToClean) -> anyhow::Result<()> {
+    let copy = match store::shadow_of(&state.db, owed.id).await? {
+        Some(shadow) => catalog::get_activity(&state.db, shadow, None).await?,
+        None => None,
+    };
+    let Some(copy) = copy else {
+        // No copy was made, or its rows went before the instance died: its keys went first.
+        store::mark_cleaned_up(&state.db, owed.id).await?;
+        return Ok(());
+    };
+    let run = Run::new(owed.id, copy, owed.buyers.into(), owed.rate_per_s.into());
+    run.clean_up(state).await
 }

@@ -2,9 +2,11 @@
 //!
 //! The copy has the activity's items, stock, per-user limits, prices and pay timeout under
 //! an id of its own, so every Redis key of it (under the `{a<shadow>.i<item>}` hash tags)
-//! is its own too. It is marked `rehearsal_of` the real activity: the buyer API shows and
-//! sells it to the rehearsal's synthetic buyers only. It is open from the moment it is
-//! marked until the clean-up, whatever the real activity's times, and it is loaded into
+//! is its own too. It is born marked `rehearsal_of` the real activity and naming its
+//! rehearsal (`rehearsal_id`), closed, in the transaction that records it on the rehearsal:
+//! the buyer API shows and sells it to the rehearsal's synthetic buyers only. It is opened
+//! once pre-warmed, until the time the rehearsal must be over (before the next start of any
+//! real activity) or the clean-up, whichever comes first, and it is loaded into
 //! Redis by the very pre-warm of a real sale (stock, buyer records, Bloom filter keys), so
 //! the load goes through every stage of the funnel as a real buyer's buy would.
 //!
@@ -22,13 +24,13 @@
 //! deleted shadow's id passes the filter and is answered by the null cache; a shadow that
 //! skipped the filter would not exercise the funnel's Bloom stage, which is the point.
 
-use chrono::Utc;
-use contract::{ActivityInput, ActivityItemInput, SaleItem};
+use chrono::{DateTime, Utc};
+use contract::SaleItem;
 use std::time::Duration;
 
 use crate::{
     catalog::store::{self as catalog, StoredActivity},
-    infra::redis::RedisStore,
+    infra::{fault, redis::RedisStore},
     prewarm,
     reconcile::service::ActivityLock,
     rehearsal::plan::{synthetic_buyer, PlannedBuy},
@@ -39,67 +41,71 @@ use crate::{
 const LOCK_WAIT: Duration = Duration::from_secs(30);
 /// Keys deleted by one command (all of one item, so of one hash slot).
 const DELETED_AT_ONCE: usize = 500;
-/// How long a shadow is created closed before the rehearsal opens it: long enough that
-/// nobody can buy it before it is marked a shadow.
-const CLOSED_FOR: chrono::Duration = chrono::Duration::days(1);
-
-/// Copies `activity` as rehearsal `rehearsal_id`'s shadow, open for `open_for`, records
-/// it on the rehearsal and pre-warms it. Returns the shadow as stored.
+/// Copies `activity` as rehearsal `rehearsal_id`'s shadow, pre-warms it and opens it until
+/// `closes_at`. Returns the shadow as stored.
+///
+/// The copy is born marked (`rehearsal_of`, `rehearsal_id`), closed (its sale ended a
+/// second before it was made) and recorded on the rehearsal, all by one transaction: an
+/// instance dying at any point leaves either nothing or a closed copy the leader's clean-up
+/// finds, never a sale of the same goods.
 pub(crate) async fn open(
     state: &AppState,
     activity: &StoredActivity,
     rehearsal_id: i64,
-    open_for: Duration,
+    closes_at: DateTime<Utc>,
 ) -> anyhow::Result<StoredActivity> {
-    let now = Utc::now();
-    let input = ActivityInput {
-        title: shadow_title(rehearsal_id, &activity.title),
-        starts_at: now + CLOSED_FOR,
-        ends_at: now + CLOSED_FOR + chrono::Duration::hours(1),
-        kind: activity.kind,
-        pay_timeout_s: activity.pay_timeout_s,
-        items: activity
-            .lines
-            .iter()
-            .map(|line| ActivityItemInput {
-                item_id: line.item_id,
-                stock: line.total_stock.into(),
-                per_user_limit: line.per_user_limit.into(),
-                price_cents: line.price_cents,
-            })
-            .collect(),
-        seats: activity.seats.clone(),
-        merchant_id: None,
-    };
-    let shadow = catalog::insert_activity(&state.db, activity.merchant_id, &input)
-        .await?
-        .map_err(|refused| anyhow::anyhow!("the shadow copy was refused: {refused:?}"))?;
-    // Marked a shadow and opened in one statement, and recorded on the rehearsal in the
-    // same transaction: from the moment it can be bought, the clean-up knows it.
     let mut tx = state.db.begin().await?;
-    sqlx::query(
-        "UPDATE activities
-         SET rehearsal_of = $2, starts_at = now() - interval '1 second',
-             ends_at = now() + make_interval(secs => $3)
-         WHERE id = $1",
+    let shadow: i64 = sqlx::query_scalar(
+        "INSERT INTO activities (merchant_id, title, kind, starts_at, ends_at, pay_timeout_s,
+                                 rehearsal_of, rehearsal_id)
+         SELECT merchant_id, $2, kind, now() - interval '2 seconds', now() - interval '1 second',
+                pay_timeout_s, id, $3
+         FROM activities WHERE id = $1
+         RETURNING id",
     )
-    .bind(shadow)
     .bind(activity.id)
-    .bind(open_for.as_secs_f64())
-    .execute(&mut *tx)
+    .bind(shadow_title(rehearsal_id, &activity.title))
+    .bind(rehearsal_id)
+    .fetch_one(&mut *tx)
     .await?;
+    for statement in [
+        "INSERT INTO activity_items (activity_id, item_id, total_stock, per_user_limit, price_cents)
+         SELECT $1, item_id, total_stock, per_user_limit, price_cents
+         FROM activity_items WHERE activity_id = $2",
+        "INSERT INTO seats (activity_id, seat_code)
+         SELECT $1, seat_code FROM seats WHERE activity_id = $2",
+    ] {
+        sqlx::query(statement)
+            .bind(shadow)
+            .bind(activity.id)
+            .execute(&mut *tx)
+            .await?;
+    }
     sqlx::query("UPDATE rehearsals SET shadow_activity_id = $2, updated_at = now() WHERE id = $1")
         .bind(rehearsal_id)
         .bind(shadow)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
+    fault::point("rehearsal.copy_created");
     let stored = catalog::get_activity(&state.db, shadow, None)
         .await?
         .ok_or_else(|| anyhow::anyhow!("the shadow copy {shadow} vanished"))?;
     prewarm::load(state, &stored)
         .await
         .map_err(|error| anyhow::anyhow!("pre-warming the shadow copy: {error}"))?;
+    fault::point("rehearsal.copy_prewarmed");
+    // Open only until the rehearsal must be over: even a copy nobody cleaned up can never
+    // sell past that.
+    sqlx::query("UPDATE activities SET ends_at = $2 WHERE id = $1 AND rehearsal_id IS NOT NULL")
+        .bind(shadow)
+        .bind(closes_at)
+        .execute(&state.db)
+        .await?;
+    state.funnel.catalogue.forget(shadow);
+    let stored = catalog::get_activity(&state.db, shadow, None)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the shadow copy {shadow} vanished"))?;
     Ok(stored)
 }
 
@@ -141,12 +147,13 @@ async fn remove(state: &AppState, leftovers: &Leftovers<'_>) -> anyhow::Result<(
     // Closed first: nothing sells it any more, and no pass of the leader lists it again.
     sqlx::query(
         "UPDATE activities SET starts_at = LEAST(starts_at, now() - interval '1 second'),
-                               ends_at = now()
+                               ends_at = LEAST(ends_at, now())
          WHERE id = $1 AND rehearsal_of IS NOT NULL",
     )
     .bind(shadow)
     .execute(&state.db)
     .await?;
+    fault::point("rehearsal.cleanup_closed");
     // Redis before PostgreSQL: once its stock key is gone, a buy still on its way (its client
     // gave up on it) is refused by the buy script, and cannot deduct for a row deleted under it.
     for (index, &item) in leftovers.items.iter().enumerate() {
@@ -155,6 +162,7 @@ async fn remove(state: &AppState, leftovers: &Leftovers<'_>) -> anyhow::Result<(
             state.redis.delete_keys(chunk).await?;
         }
     }
+    fault::point("rehearsal.cleanup_keys_deleted");
     delete_rows(&state.db, shadow).await?;
     Ok(())
 }

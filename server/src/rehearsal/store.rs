@@ -9,7 +9,7 @@ use sqlx::PgPool;
 use std::{collections::HashMap, time::Duration};
 use uuid::Uuid;
 
-use crate::infra::db::decode_name;
+use crate::{infra::db::decode_name, rehearsal::copies::REAL_ACTIVITY};
 
 /// A rehearsal about to start.
 pub(crate) struct NewRehearsal<'a> {
@@ -93,7 +93,9 @@ pub(crate) async fn set_load_window(
 }
 
 /// Ends the rehearsal: passed or failed by its result, or an error before one existed;
-/// a failed clean-up is recorded as the error (the result stays).
+/// a failed clean-up is recorded as the error (the result stays) and leaves the rehearsal at
+/// stage `cleanup_failed`, for the leader to retry. A rehearsal the leader took for
+/// abandoned meanwhile keeps what the leader wrote.
 pub(crate) async fn finish(
     db: &PgPool,
     id: i64,
@@ -105,21 +107,25 @@ pub(crate) async fn finish(
         Ok(result) => (RehearsalStatus::Failed, Some(result), None),
         Err(error) => (RehearsalStatus::Error, None, Some(error.to_owned())),
     };
-    let error = match cleaned {
-        Ok(()) => error,
-        Err(cleaning) => Some(format!(
-            "{}the clean-up failed: {cleaning}",
-            error.map(|error| format!("{error}; ")).unwrap_or_default()
-        )),
+    let (stage, error) = match cleaned {
+        Ok(()) => (RehearsalStage::Done, error),
+        Err(cleaning) => (
+            RehearsalStage::CleanupFailed,
+            Some(format!(
+                "{}the clean-up failed (the leader retries it): {cleaning}",
+                error.map(|error| format!("{error}; ")).unwrap_or_default()
+            )),
+        ),
     };
     let result = result.map(sqlx::types::Json);
     sqlx::query(
-        "UPDATE rehearsals SET status = $2, stage = 'done', result = $3, error = $4,
-                cleaned_up = $5, ended_at = now(), updated_at = now()
-         WHERE id = $1",
+        "UPDATE rehearsals SET status = $2, stage = $3, result = $4, error = $5,
+                cleaned_up = $6, ended_at = now(), updated_at = now()
+         WHERE id = $1 AND status = 'running'",
     )
     .bind(id)
     .bind(status.as_str())
+    .bind(stage.as_str())
     .bind(result)
     .bind(error)
     .bind(cleaned.is_ok())
@@ -128,40 +134,86 @@ pub(crate) async fn finish(
     Ok(())
 }
 
-/// Rehearsals still `running` whose progress has not moved for `stale` (their instance
-/// died): marked `error`, and returned with their shadow for the clean-up.
-pub(crate) async fn fail_abandoned(
-    db: &PgPool,
-    stale: Duration,
-) -> Result<Vec<Abandoned>, sqlx::Error> {
-    sqlx::query_as(
+/// Rehearsals still `running` whose heartbeat has not moved for `stale` (their instance
+/// died): marked `error`, their clean-up left to the leader (stage `cleanup_failed`).
+pub(crate) async fn fail_abandoned(db: &PgPool, stale: Duration) -> Result<(), sqlx::Error> {
+    sqlx::query(
         "UPDATE rehearsals
-         SET status = 'error', stage = 'done', error = 'abandoned: the instance running it stopped',
+         SET status = 'error', stage = 'cleanup_failed',
+             error = 'abandoned: the instance running it stopped; the leader cleans it up',
              ended_at = now(), updated_at = now()
-         WHERE status = 'running' AND updated_at < now() - make_interval(secs => $1)
-         RETURNING id, activity_id, shadow_activity_id, buyers, rate_per_s",
+         WHERE status = 'running' AND updated_at < now() - make_interval(secs => $1)",
     )
     .bind(stale.as_secs_f64())
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Rehearsals over whose shadow is not removed yet, oldest first.
+pub(crate) async fn to_clean(db: &PgPool) -> Result<Vec<ToClean>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, buyers, rate_per_s FROM rehearsals
+         WHERE stage = 'cleanup_failed' ORDER BY id",
+    )
     .fetch_all(db)
     .await
 }
 
-/// An abandoned rehearsal, as its clean-up needs it.
+/// A rehearsal whose clean-up the leader owes, as the clean-up needs it.
 #[derive(sqlx::FromRow)]
-pub(crate) struct Abandoned {
+pub(crate) struct ToClean {
     pub(crate) id: i64,
-    pub(crate) activity_id: i64,
-    pub(crate) shadow_activity_id: Option<i64>,
     pub(crate) buyers: i32,
     pub(crate) rate_per_s: i32,
 }
 
+/// The shadow is gone; a rehearsal already over is then done.
 pub(crate) async fn mark_cleaned_up(db: &PgPool, id: i64) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE rehearsals SET cleaned_up = TRUE WHERE id = $1")
-        .bind(id)
-        .execute(db)
-        .await?;
+    sqlx::query(
+        "UPDATE rehearsals
+         SET cleaned_up = TRUE, updated_at = now(),
+             stage = CASE WHEN status = 'running' THEN stage ELSE 'done' END
+         WHERE id = $1",
+    )
+    .bind(id)
+    .execute(db)
+    .await?;
     Ok(())
+}
+
+/// The shadow of rehearsal `id`, if it has one: found by the copy's own row, which names
+/// its rehearsal from the moment it exists.
+pub(crate) async fn shadow_of(db: &PgPool, id: i64) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM activities WHERE rehearsal_id = $1")
+        .bind(id)
+        .fetch_optional(db)
+        .await
+}
+
+/// A real activity in a rehearsal's way: the first whose sale is not over, by its start
+/// (open now when that start is past).
+pub(crate) async fn next_sale(db: &PgPool) -> Result<Option<(i64, DateTime<Utc>)>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT a.id, a.starts_at FROM activities a
+         WHERE {REAL_ACTIVITY} AND a.ends_at > now() ORDER BY a.starts_at, a.id LIMIT 1"
+    ))
+    .fetch_optional(db)
+    .await
+}
+
+/// The heartbeat of running rehearsal `id`; answers a real activity on sale now, if any.
+pub(crate) async fn heartbeat(db: &PgPool, id: i64) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar(&format!(
+        "WITH beat AS (UPDATE rehearsals SET updated_at = now()
+                       WHERE id = $1 AND status = 'running')
+         SELECT a.id FROM activities a
+         WHERE {REAL_ACTIVITY} AND a.starts_at <= now() AND a.ends_at > now()
+         ORDER BY a.starts_at LIMIT 1"
+    ))
+    .bind(id)
+    .fetch_optional(db)
+    .await
 }
 
 #[derive(sqlx::FromRow)]

@@ -63,6 +63,15 @@ impl ServeProcess {
     /// Starts it, logging at info, every line it writes kept; returns once `/healthz`
     /// answers (through `client`).
     pub(crate) async fn start(settings: &Settings, client: &Client) -> Self {
+        Self::start_with_env(settings, client, &[]).await
+    }
+
+    /// [`Self::start`] with more environment variables (a fault point, for one).
+    pub(crate) async fn start_with_env(
+        settings: &Settings,
+        client: &Client,
+        env: &[(&str, &str)],
+    ) -> Self {
         let port = spare_port();
         let id = uuid::Uuid::new_v4().simple();
         let config = std::env::temp_dir().join(format!("seckill-test-serve-{id}.toml"));
@@ -89,6 +98,7 @@ impl ServeProcess {
             .env_remove("SECKILL_NODE_ID")
             .env_remove("SECKILL_LOG_JSON")
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -127,6 +137,11 @@ impl ServeProcess {
     /// Whether the process leads the singleton jobs, as its `/metrics` says.
     pub(crate) async fn leads(&self, client: &Client) -> bool {
         super::app::metric_at(client, &self.address, "seckill_control_leader").await == 1.0
+    }
+
+    /// Waits until the process ends by itself (a fault point aborting it, for one).
+    pub(crate) async fn exited(&mut self) -> std::process::ExitStatus {
+        self.child.wait().await.expect("the process is waited for")
     }
 
     /// SIGKILL, as a crash would; returns once the process is gone.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::{
     catalog::store as catalog, error::ApiResult, infra::config::DeductionMode, prewarm, reconcile,
-    state::AppState,
+    rehearsal::copies::Copies, state::AppState,
 };
 
 /// Pause before retrying a failed re-derivation.
@@ -41,9 +41,9 @@ async fn reopen_redis(state: &AppState) -> ApiResult<()> {
         tracing::warn!("database-path pre-orders still in flight after the drain wait; re-deriving anyway, the arbiter covers them");
     }
     let mut activities = 0;
-    // Open or pre-warmed: what Redis serves. Not only what Redis still holds, since the
+    // Open or pre-warmed: what Redis serves, a running rehearsal's copy included. Not only what Redis still holds, since the
     // reason to flip to `db` may have been Redis losing its data.
-    for id in reconcile::store::live_activity_ids(&state.db).await? {
+    for id in reconcile::store::live_activity_ids(&state.db, Copies::Included).await? {
         let Some(activity) = catalog::get_activity(&state.db, id, None).await? else {
             continue;
         };
