@@ -346,6 +346,7 @@ CREATE TABLE public.activities (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     prewarmed_at timestamp with time zone,
     rehearsal_of bigint,
+    rehearsal_id bigint,
     CONSTRAINT activities_check CHECK ((ends_at > starts_at)),
     CONSTRAINT activities_kind_check CHECK ((kind = ANY (ARRAY['standard'::text, 'seated'::text]))),
     CONSTRAINT activities_pay_timeout_s_check CHECK ((pay_timeout_s > 0)),
@@ -941,7 +942,7 @@ CREATE TABLE public.rehearsals (
     CONSTRAINT rehearsals_buyers_check CHECK ((buyers > 0)),
     CONSTRAINT rehearsals_rate_per_s_check CHECK ((rate_per_s > 0)),
     CONSTRAINT rehearsals_source_check CHECK ((source = ANY (ARRAY['console'::text, 'api'::text, 'cli'::text]))),
-    CONSTRAINT rehearsals_stage_check CHECK ((stage = ANY (ARRAY['preparing'::text, 'loading'::text, 'settling'::text, 'checking'::text, 'cleaning'::text, 'done'::text]))),
+    CONSTRAINT rehearsals_stage_check CHECK ((stage = ANY (ARRAY['preparing'::text, 'loading'::text, 'settling'::text, 'checking'::text, 'cleaning'::text, 'cleanup_failed'::text, 'done'::text]))),
     CONSTRAINT rehearsals_status_check CHECK ((status = ANY (ARRAY['running'::text, 'passed'::text, 'failed'::text, 'error'::text])))
 );
 
@@ -1125,6 +1126,13 @@ ALTER TABLE ONLY public.rehearsals ALTER COLUMN id SET DEFAULT nextval('public.r
 --
 
 ALTER TABLE ONLY public.switch_audit ALTER COLUMN id SET DEFAULT nextval('public.switch_audit_id_seq'::regclass);
+
+--
+-- Name: activities activities_copy_names_its_rehearsal; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.activities
+    ADD CONSTRAINT activities_copy_names_its_rehearsal CHECK (((rehearsal_of IS NULL) = (rehearsal_id IS NULL))) NOT VALID;
 
 --
 -- Name: activities activities_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1357,6 +1365,12 @@ ALTER TABLE ONLY public.switch_audit
 CREATE INDEX activities_by_merchant ON public.activities USING btree (merchant_id, starts_at DESC);
 
 --
+-- Name: activities_copy_of_rehearsal; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX activities_copy_of_rehearsal ON public.activities USING btree (rehearsal_id) WHERE (rehearsal_id IS NOT NULL);
+
+--
 -- Name: activities_rehearsals; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1489,6 +1503,12 @@ CREATE INDEX rehearsals_by_activity ON public.rehearsals USING btree (activity_i
 CREATE UNIQUE INDEX rehearsals_one_running ON public.rehearsals USING btree (activity_id) WHERE (status = 'running'::text);
 
 --
+-- Name: rehearsals_to_clean; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX rehearsals_to_clean ON public.rehearsals USING btree (id) WHERE (stage = 'cleanup_failed'::text);
+
+--
 -- Name: stock_restore_journal_by_item; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1536,6 +1556,13 @@ CREATE TRIGGER orders_status_history AFTER UPDATE OF status ON public.orders FOR
 
 ALTER TABLE ONLY public.activities
     ADD CONSTRAINT activities_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: activities activities_rehearsal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.activities
+    ADD CONSTRAINT activities_rehearsal_id_fkey FOREIGN KEY (rehearsal_id) REFERENCES public.rehearsals(id);
 
 --
 -- Name: activities activities_rehearsal_of_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
