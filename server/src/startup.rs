@@ -209,6 +209,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         sale_pages,
         hotkeys,
         address: std::sync::OnceLock::new(),
+        retention: Default::default(),
     });
     Ok((state, election))
 }
@@ -234,10 +235,12 @@ pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every background worker: the order pipeline's, and the leader's reconciliation.
+/// Every background worker: the order pipeline's, and the leader's reconciliation and
+/// retention.
 fn workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     let mut workers = orders::workers::spawn(state);
     workers.push(crate::reconcile::auto::spawn(state));
+    workers.push(crate::retention::spawn(state));
     workers
 }
 
