@@ -19,8 +19,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{Funnel, FunnelArgs, FUNNEL};
-use crate::{process, run::grouped, Common};
+use super::{Funnel, FunnelArgs, Namespace};
+use crate::{process, run::grouped, stores, Common};
 
 #[derive(Args)]
 pub struct SoakArgs {
@@ -34,6 +34,14 @@ pub struct SoakArgs {
     buyers: u64,
 }
 
+/// Key spaces of its own, so a soak may run beside the other benchmarks.
+const SOAK: Namespace = Namespace {
+    redis: "soak:",
+    amqp: "soak",
+    etcd: "/soak",
+    run: "soak-",
+};
+
 /// The activity's pay timeout: the shortest there is, so unpaid orders time out within a cycle.
 const PAY_TIMEOUT_S: u32 = 10;
 
@@ -44,9 +52,12 @@ struct Figures {
 }
 
 pub async fn run(common: &Common, args: &SoakArgs) -> anyhow::Result<()> {
-    let mut bench = Funnel::prepare(common, &args.funnel, &FUNNEL).await?;
+    let mut bench = Funnel::prepare(common, &args.funnel, &SOAK).await?;
     let soaked = soak(&mut bench, args).await;
     let cleaned = bench.clean_up().await;
+    // The delay queue of its own pay timeout too.
+    let amqp = stores::amqp(&bench.amqp_url).await?;
+    stores::delete_topology(&amqp, SOAK.amqp, &[PAY_TIMEOUT_S]).await?;
     let (start, end, cycles) = soaked?;
     cleaned?;
     report(common, &bench, args, &start, &end, cycles)
