@@ -73,9 +73,23 @@ pub(crate) async fn publish(
 pub(crate) async fn refresh(state: &AppState) -> Result<usize, sqlx::Error> {
     let pages = &state.sale_pages;
     let mut loaded = 0;
+    // Only pages served before the read can be gone: one loaded after it (a publish here
+    // committing meanwhile) is not in the read, and is no less published.
+    let served = pages.served();
     let versions = store::versions(&state.db).await?;
     let published: HashSet<i64> = versions.iter().map(|(id, _)| *id).collect();
-    pages.forget_unpublished(&published).await;
+    let gone: HashSet<i64> = served
+        .into_iter()
+        .filter(|id| !published.contains(id))
+        .collect();
+    let (pages_gone, assets_gone) = pages.forget(&gone).await;
+    if pages_gone + assets_gone > 0 {
+        tracing::info!(
+            pages_gone,
+            assets_gone,
+            "sale pages of deleted activities and removed assets no longer served"
+        );
+    }
     for (activity_id, version) in versions {
         if pages.version(activity_id) == Some(version) {
             continue;

@@ -1,9 +1,9 @@
 //! The site directory and the copy of it this instance serves from memory.
 //!
 //! On disk (`[sale_page] dir`), ready to be copied to a CDN:
-//! `assets/sale.<hash>.js|css` (rewritten with the same bytes by each publish naming it; removed by the leader's retention job
-//! once no published page names it and its file is older than a grace, so a page already
-//! open keeps its assets for that long), `{activity_id}/index.html` and
+//! `assets/sale.<hash>.js|css` (rewritten with the same bytes by each publish naming it;
+//! removed by the leader's retention job once no published page names it and its file is
+//! older than a grace, so a page already open keeps its assets for that long), `{activity_id}/index.html` and
 //! `{activity_id}/page.json` (the version, the sale's times and the assets the page names;
 //! removed once the activity is deleted). Every file is written beside its place and
 //! renamed into it, so a reader never sees half a file. An instance stops serving a page
@@ -280,23 +280,22 @@ impl SalePages {
         Ok(count)
     }
 
-    /// Stops serving the pages of activities not in `published` (their activity was
-    /// deleted, and its row of `sale_pages` with it), and the assets no page served here
-    /// names whose file is gone from the site directory (the leader's retention removed it).
-    /// Returns how many pages and assets it dropped.
-    pub(crate) async fn forget_unpublished(&self, published: &HashSet<i64>) -> (usize, usize) {
+    /// The activities whose pages are served here now.
+    pub(crate) fn served(&self) -> Vec<i64> {
+        self.site.load().pages.keys().copied().collect()
+    }
+
+    /// Stops serving the pages of the `gone` activities (deleted, and their row of
+    /// `sale_pages` with them), and the assets no page left names whose file is gone from the
+    /// site directory (the leader's retention removed it). Returns how many pages and assets
+    /// it dropped.
+    pub(crate) async fn forget(&self, gone: &HashSet<i64>) -> (usize, usize) {
         let site = self.site.load_full();
         let named: HashSet<&String> = site
             .pages
             .iter()
-            .filter(|(id, _)| published.contains(id))
+            .filter(|(id, _)| !gone.contains(id))
             .flat_map(|(_, page)| &page.assets)
-            .collect();
-        let gone_pages: Vec<i64> = site
-            .pages
-            .keys()
-            .filter(|id| !published.contains(id))
-            .copied()
             .collect();
         let mut gone_assets = Vec::new();
         for name in site.assets.keys().filter(|name| !named.contains(name)) {
@@ -308,19 +307,18 @@ impl SalePages {
                 gone_assets.push(name.clone());
             }
         }
-        if !gone_pages.is_empty() || !gone_assets.is_empty() {
+        let gone_pages = gone.iter().filter(|id| site.pages.contains_key(id)).count();
+        if gone_pages > 0 || !gone_assets.is_empty() {
             self.site.rcu(|site| {
                 let mut site = Site::clone(site);
-                for id in &gone_pages {
-                    site.pages.remove(id);
-                }
+                site.pages.retain(|id, _| !gone.contains(id));
                 for name in &gone_assets {
                     site.assets.remove(name);
                 }
                 site
             });
         }
-        (gone_pages.len(), gone_assets.len())
+        (gone_pages, gone_assets.len())
     }
 
     /// The activity ids of the pages in the site directory.
