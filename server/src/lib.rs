@@ -27,6 +27,7 @@ pub(crate) mod prewarm;
 pub(crate) mod readiness;
 pub mod reconcile;
 pub(crate) mod rehearsal;
+pub mod retention;
 pub mod sale_page;
 pub mod startup;
 pub mod state;

@@ -221,6 +221,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         sale_pages,
         hotkeys,
         address: std::sync::OnceLock::new(),
+        retention: Default::default(),
     });
     Ok((state, election))
 }
@@ -247,11 +248,12 @@ pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
 }
 
 /// Every background worker: the order pipeline's, and the leader's reconciliation and
-/// rehearsal clean-ups.
+/// rehearsal clean-ups and retention.
 fn workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     let mut workers = orders::workers::spawn(state);
     workers.push(crate::reconcile::auto::spawn(state));
     workers.push(crate::rehearsal::service::spawn_leader(state));
+    workers.push(crate::retention::spawn(state));
     workers
 }
 

@@ -95,4 +95,6 @@ pub struct Shared {
     pub(crate) ledgers: Arc<crate::reconcile::viewers::Ledgers>,
     /// The address this instance serves HTTP on, once bound (a rehearsal's load goes there).
     pub(crate) address: std::sync::OnceLock<std::net::SocketAddr>,
+    /// The clock the leader's retention job reads ages by.
+    pub retention: crate::retention::Retention,
 }

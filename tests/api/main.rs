@@ -30,6 +30,7 @@ mod readiness;
 mod reconcile;
 mod redis_outage;
 mod rehearsal;
+mod retention;
 mod sale_page;
 mod scale_out;
 mod schema;

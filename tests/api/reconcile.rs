@@ -509,6 +509,45 @@ async fn an_order_answered_under_record_is_never_failed_by_the_leader() {
 }
 
 #[tokio::test]
+async fn a_pre_order_flagged_at_every_pass_is_stored_as_one_run() {
+    let app = spawn_app_with(|settings| {
+        quick_reconcile(settings);
+        settings.reconcile.stuck_after_s = 1;
+        settings.reconcile.fail_stuck_after_s = 1;
+    })
+    .await;
+    let ops = app.caller(Role::Ops, None).await;
+    let sale = open_sale(&app, 5, 1).await;
+    // The switch stays on `record`: the pre-order is flagged again at every pass.
+    flip_async(&app, &ops, AsyncMode::Record).await;
+    let order = app.bought(1, "flagged", &buy_body(&sale, 1)).await;
+    until(
+        "the leader flags the recorded pre-order",
+        PATIENCE,
+        || async {
+            actions_on(&app, order)
+                .await
+                .iter()
+                .any(|action| action == "flagged")
+        },
+    )
+    .await;
+    let from = app.metric("seckill_reconcile_passes_total").await;
+    until("five more passes", PATIENCE, || async {
+        app.metric("seckill_reconcile_passes_total").await >= from + 5.0
+    })
+    .await;
+    let runs: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM reconciliation_runs WHERE activity_id = $1 AND trigger = 'auto'",
+    )
+    .bind(sale.activity_id)
+    .fetch_one(&app.db)
+    .await
+    .expect("runs");
+    assert_eq!(runs, 1, "the same finding is one run, not one per pass");
+}
+
+#[tokio::test]
 async fn a_repair_lock_whose_holder_is_cancelled_is_free_for_another_connection() {
     let app = spawn_app_with(|_| {}).await;
     let activity = 42;

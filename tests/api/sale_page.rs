@@ -651,3 +651,77 @@ async fn an_order_the_pipeline_holds_is_said_to_be_in_preparation_after_10_s() {
         [(shown.to_owned(), "PRE_CREATED".to_owned())]
     );
 }
+
+/// The status of a GET of `path`.
+async fn status_of(app: &TestApp, path: &str) -> u16 {
+    get_with(app, path, None).await.status().as_u16()
+}
+
+#[tokio::test]
+async fn a_deleted_activitys_page_and_the_assets_no_page_names_stop_being_served() {
+    let app = spawn_app_with(|settings| settings.retention.interval_ms = 100).await;
+    let clock = TestClock::starting_now();
+    app.state.retention.use_clock(clock.clone());
+    let kept = shop(&app, "acme", "Kept").await;
+    let kept_id = kept.sale.activity_id;
+    published(&app, &kept.merchant, kept_id).await;
+    let (first, _) = page(&app, kept_id).await;
+    let first_script = asset_paths(&first)[0].clone();
+    published(&app, &kept.merchant, kept_id).await;
+    let (second, _) = page(&app, kept_id).await;
+    let [script, stylesheet] = <[String; 2]>::try_from(asset_paths(&second)).expect("two assets");
+    assert_ne!(
+        script, first_script,
+        "each publish names a script of its own"
+    );
+    let deleted = shop(&app, "acme", "Deleted").await;
+    let deleted_id = deleted.sale.activity_id;
+    published(&app, &deleted.merchant, deleted_id).await;
+    let (deleted_page, _) = page(&app, deleted_id).await;
+    let deleted_script = asset_paths(&deleted_page)[0].clone();
+
+    // Within the grace, a tab holding the first publication still loads its script.
+    crate::retention::two_more_passes(&app).await;
+    assert_eq!(status_of(&app, &first_script).await, 200);
+
+    // The activity is deleted (as a rehearsal's copy is at its clean-up): its page goes,
+    // from memory and from the site directory.
+    sqlx::query("DELETE FROM activities WHERE id = $1")
+        .bind(deleted_id)
+        .execute(&app.db)
+        .await
+        .expect("delete the activity");
+    let page_path = format!("/sale/{deleted_id}/");
+    wait::until(
+        "the deleted activity's page is gone",
+        wait::PATIENCE,
+        || async { status_of(&app, &page_path).await == 404 },
+    )
+    .await;
+    let folder = app
+        .state
+        .settings
+        .sale_page
+        .dir
+        .join(deleted_id.to_string());
+    wait::until("its folder is removed", wait::PATIENCE, || async {
+        !folder.exists()
+    })
+    .await;
+
+    // Past the grace, the assets no page names go; the current page's stay.
+    clock.advance(Duration::from_secs(
+        app.state.settings.retention.sale_assets_grace_s + 60,
+    ));
+    wait::until("the unnamed scripts are gone", wait::PATIENCE, || async {
+        status_of(&app, &first_script).await == 404 && status_of(&app, &deleted_script).await == 404
+    })
+    .await;
+    for path in [&script, &stylesheet, &format!("/sale/{kept_id}/")] {
+        assert_eq!(status_of(&app, path).await, 200, "{path}");
+    }
+    let assets = std::fs::read_dir(app.state.settings.sale_page.dir.join("assets"))
+        .expect("the assets folder")
+        .count();
+    assert_eq!(assets, 2, "the current page's script and stylesheet");
+}

@@ -34,7 +34,7 @@ mod report;
 pub(crate) mod routes;
 pub(crate) mod service;
 mod sketch;
-mod store;
+pub(crate) mod store;
 pub(crate) mod table;
 mod window;
 

@@ -129,3 +129,21 @@ pub(crate) async fn recent(db: &PgPool, hours: u32, limit: i64) -> sqlx::Result<
         )
         .collect()
 }
+
+/// Deletes up to `limit` periods that ended before `before`; how many it deleted. A key in
+/// force (its period open) is never deleted, however old.
+pub(crate) async fn prune_older_than(
+    db: &PgPool,
+    before: DateTime<Utc>,
+    limit: i64,
+) -> sqlx::Result<u64> {
+    crate::infra::db::prune_batch(
+        db,
+        "DELETE FROM hotkey_periods WHERE id IN (
+             SELECT id FROM hotkey_periods WHERE ended_at < $1
+             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        before,
+        limit,
+    )
+    .await
+}

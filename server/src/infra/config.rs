@@ -112,6 +112,8 @@ pub struct Settings {
     pub sale_page: SalePageSettings,
     /// Baselines: how often every instance reports its figures.
     pub baselines: BaselineSettings,
+    /// How long the growing tables and the sale pages' assets are kept (`retention`).
+    pub retention: RetentionSettings,
     /// Run the background workers (consumers, relay, DLQ sink) in this process; `serve
     /// --no-workers` turns them off, `worker` runs them without the HTTP server.
     pub workers: bool,
@@ -269,6 +271,55 @@ impl Default for ControlSettings {
             lease_ttl_s: 5,
             heartbeat_ms: 1_000,
             snapshot_path: PathBuf::from(".local/control-snapshot.json"),
+        }
+    }
+}
+
+/// The leader's retention job: what it prunes, after how long, and how gently. Each
+/// retention is counted from the row's own time (written, sent, ended), in days.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionSettings {
+    /// How often the leader prunes, in milliseconds (0: never).
+    pub interval_ms: u64,
+    /// Rows one delete statement removes at most: each statement is short, so a prune never
+    /// holds locks on a hot table for long.
+    pub batch_rows: i64,
+    /// `processed_events`: nothing reads them back once written (an order is completed only
+    /// while `PRE_CREATED`); a week keeps them for anyone tracing a redelivery.
+    pub processed_events_days: u32,
+    /// `outbox` rows already `sent`: a week, the same trace of what was published.
+    pub sent_outbox_days: u32,
+    /// `order_events`, the history the console shows beside an order: three months, past
+    /// the time a buyer disputes a charge; the order keeps its final status for ever.
+    pub order_events_days: u32,
+    /// `dead_letters`, requeued or not: a month. A requeue that late would complete an
+    /// order of a sale long over; the dead-letter alert fires within minutes.
+    pub dead_letters_days: u32,
+    /// Ended `hotkey_periods`: a month of hot keys, enough to compare one sale with the
+    /// next; the console shows the last hours.
+    pub hotkey_periods_days: u32,
+    /// Finished `reconciliation_runs` and their findings: a month, for the review after
+    /// a sale; what they repaired stays in the audit for ever.
+    pub reconciliation_runs_days: u32,
+    /// A sale page's asset (script, stylesheet) no published page names any more is
+    /// removed once its file is this old, in seconds: a buyer's tab or a CDN holding the
+    /// page before its republish keeps loading it for a while.
+    pub sale_assets_grace_s: u64,
+}
+
+impl Default for RetentionSettings {
+    fn default() -> Self {
+        Self {
+            interval_ms: 60_000,
+            batch_rows: 1_000,
+            processed_events_days: 7,
+            sent_outbox_days: 7,
+            order_events_days: 90,
+            dead_letters_days: 30,
+            hotkey_periods_days: 30,
+            reconciliation_runs_days: 30,
+            sale_assets_grace_s: 86_400,
         }
     }
 }
@@ -501,6 +552,7 @@ impl Default for Settings {
             control: ControlSettings::default(),
             sale_page: SalePageSettings::default(),
             baselines: BaselineSettings::default(),
+            retention: RetentionSettings::default(),
             workers: true,
         }
     }

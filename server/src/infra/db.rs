@@ -144,3 +144,19 @@ pub(crate) fn decode_name<T>(
         source: format!("unknown value `{text}`").into(),
     })
 }
+
+/// Runs one batch of a prune: `statement` deletes the rows older than `$1` among at most `$2`
+/// of them (the retention job's `prune_older_than` of each table); how many went.
+pub(crate) async fn prune_batch(
+    pool: &PgPool,
+    statement: &'static str,
+    before: chrono::DateTime<chrono::Utc>,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query(statement)
+        .bind(before)
+        .bind(limit)
+        .execute(pool)
+        .await?
+        .rows_affected())
+}

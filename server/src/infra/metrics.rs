@@ -102,6 +102,8 @@ pub struct Inner {
     /// `postgres`) and `outcome`: `unchanged` (its version had not moved), `read_whole`,
     /// `kept_last` (PostgreSQL did not answer; the holders read before stand in).
     pub(crate) holder_set_refreshes: IntCounterVec,
+    /// The growing tables and what the leader's retention job prunes of them.
+    pub(crate) retention: RetentionMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -272,6 +274,7 @@ impl Metrics {
                 "Holder set refreshes of items refused from memory, by store and outcome",
                 &["store", "outcome"],
             ),
+            retention: RetentionMetrics::register(&add),
             // Last: the fields above borrow it through `add`.
             registry,
         };
@@ -525,6 +528,44 @@ impl PipelineMetrics {
                 "seckill_pay_timeout_messages_total",
                 "Pay-timeout messages the consumer is done with, by outcome",
                 &["outcome"],
+            ),
+        }
+    }
+}
+
+/// The tables' sizes and the retention job's work, set by the leader at each of its passes.
+pub(crate) struct RetentionMetrics {
+    /// Completed passes of the retention job.
+    pub(crate) passes: IntCounter,
+    /// Rows (and sale-page files, `table` `sale_pages_dir`/`sale_assets`) pruned, by `table`.
+    pub(crate) pruned: IntCounterVec,
+    /// Rows of each table: the planner's estimate, counted exactly on small tables.
+    pub(crate) table_rows: IntGaugeVec,
+    /// Age of each pruned table's oldest row, in seconds.
+    pub(crate) oldest_age: IntGaugeVec,
+}
+
+impl RetentionMetrics {
+    fn register(add: &Registrar) -> Self {
+        Self {
+            passes: add.counter(
+                "seckill_retention_passes_total",
+                "Passes of the leader's retention job",
+            ),
+            pruned: add.counters(
+                "seckill_retention_pruned_total",
+                "Rows and sale-page files the retention job removed, by table",
+                &["table"],
+            ),
+            table_rows: add.gauges(
+                "seckill_table_rows",
+                "Rows of each table (estimate; exact on small tables)",
+                &["table"],
+            ),
+            oldest_age: add.gauges(
+                "seckill_table_oldest_age_seconds",
+                "Age of the oldest row of each table the retention job prunes, in seconds",
+                &["table"],
             ),
         }
     }

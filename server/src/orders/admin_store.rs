@@ -238,3 +238,23 @@ pub(crate) async fn paid_units(
     .fetch_all(pool)
     .await
 }
+
+/// Deletes the status changes written before `before` among the `limit` oldest; how many it
+/// deleted. The orders keep their status: only the history of how they got there goes.
+/// The oldest first by id, which follows their time, so one statement reads `limit` rows
+/// at most and the last of a prune stops at the first younger one.
+pub(crate) async fn prune_events_older_than(
+    pool: &PgPool,
+    before: DateTime<Utc>,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    crate::infra::db::prune_batch(
+        pool,
+        "DELETE FROM order_events WHERE id IN (
+             SELECT id FROM (SELECT id, at FROM order_events ORDER BY id LIMIT $2) oldest
+             WHERE at < $1)",
+        before,
+        limit,
+    )
+    .await
+}

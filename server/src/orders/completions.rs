@@ -307,3 +307,22 @@ pub(crate) async fn unpaid_timeouts(
     .fetch_all(pool)
     .await
 }
+
+/// Deletes up to `limit` records of events processed before `before`, oldest first; how
+/// many it deleted. Nothing reads them back: an order is completed only while it is
+/// `PRE_CREATED`, whatever this table holds.
+pub(crate) async fn prune_processed_older_than(
+    pool: &PgPool,
+    before: chrono::DateTime<chrono::Utc>,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    crate::infra::db::prune_batch(
+        pool,
+        "DELETE FROM processed_events WHERE (consumer, event_id) IN (
+             SELECT consumer, event_id FROM processed_events WHERE processed_at < $1
+             ORDER BY processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        before,
+        limit,
+    )
+    .await
+}

@@ -206,3 +206,21 @@ pub(crate) async fn mark_requeued(
     .await?;
     Ok(())
 }
+
+/// Deletes up to `limit` dead letters received before `before`, requeued or not, oldest
+/// first; how many it deleted. One being requeued now is skipped, never waited for.
+pub(crate) async fn prune_older_than(
+    pool: &PgPool,
+    before: DateTime<Utc>,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    crate::infra::db::prune_batch(
+        pool,
+        "DELETE FROM dead_letters WHERE id IN (
+             SELECT id FROM dead_letters WHERE received_at < $1
+             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        before,
+        limit,
+    )
+    .await
+}

@@ -216,3 +216,21 @@ pub(crate) async fn failed_rows(pool: &PgPool, limit: i64) -> Result<Vec<FailedR
     .fetch_all(pool)
     .await
 }
+
+/// Deletes up to `limit` rows sent before `before`, oldest send first; how many it deleted.
+/// Rows another transaction holds are skipped, never waited for.
+pub(crate) async fn prune_sent_older_than(
+    pool: &PgPool,
+    before: chrono::DateTime<chrono::Utc>,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    crate::infra::db::prune_batch(
+        pool,
+        "DELETE FROM outbox WHERE id IN (
+             SELECT id FROM outbox WHERE status = 'sent' AND sent_at < $1
+             ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        before,
+        limit,
+    )
+    .await
+}

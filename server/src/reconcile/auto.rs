@@ -2,11 +2,16 @@
 //! the safe classes over every live activity (open, or pre-warmed and not ended), cheap
 //! enough to run every few seconds: counters and markers, never a scan of every order or
 //! buyer. A drift is re-derived only once two passes in a row saw the same. A pass that
-//! found something is stored as a run (trigger `auto`) and audited; the drift of every live
+//! repaired something, or found something the activity's previous pass did not, is stored
+//! as a run (trigger `auto`) and audited (the same findings pass after pass are one run,
+//! not one every `interval_ms`); the drift of every live
 //! item is exported as `seckill_stock_drift_units` (0 while the database path deducts and
 //! Redis is not compared), each completed pass counted in `seckill_reconcile_passes_total`.
 
-use std::{collections::HashSet, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
 
 use contract::{SaleItem, Source};
 use serde_json::json;
@@ -16,6 +21,7 @@ use crate::{
     catalog::store as catalog,
     orders::mq::consume::QuietWarnings,
     reconcile::{
+        rules::{worth_storing, FindingKey},
         run::{self, Mode, SeenDrifts, Sink},
         service::ActivityLock,
         store::{self, NewRun},
@@ -44,6 +50,7 @@ async fn run_while_leading(state: AppState) {
     let mut leadership = state.leadership.clone();
     let mut warnings = QuietWarnings::new("reconciliation");
     let mut seen = SeenDrifts::new();
+    let mut found = Found::new();
     let mut gauged: HashSet<SaleItem> = HashSet::new();
     loop {
         leadership.until_leader().await;
@@ -51,7 +58,7 @@ async fn run_while_leading(state: AppState) {
         if !state.leadership.is_leader() {
             continue;
         }
-        match pass(&state, &seen).await {
+        match pass(&state, &seen, &mut found).await {
             Ok((drifts, copies)) => {
                 state.metrics.reconcile_passes.inc();
                 warnings.recovered();
@@ -63,13 +70,23 @@ async fn run_while_leading(state: AppState) {
     }
 }
 
+/// What the previous pass found, per activity.
+type Found = HashMap<i64, HashSet<FindingKey>>;
+
 /// One pass over every live activity, rehearsals' copies included (their stock is kept
 /// right like a sale's); the drifts it saw, and which of the activities were copies.
-async fn pass(state: &AppState, seen: &SeenDrifts) -> anyhow::Result<(SeenDrifts, HashSet<i64>)> {
+/// `found` goes from what the previous pass found to what this one did.
+async fn pass(
+    state: &AppState,
+    seen: &SeenDrifts,
+    found: &mut Found,
+) -> anyhow::Result<(SeenDrifts, HashSet<i64>)> {
     store::fail_abandoned(&state.db, ABANDONED_AFTER).await?;
     let mut drifts = SeenDrifts::new();
     let mut copies = HashSet::new();
-    for activity_id in store::live_activity_ids(&state.db, Copies::Included).await? {
+    let live = store::live_activity_ids(&state.db, Copies::Included).await?;
+    found.retain(|activity_id, _| live.contains(activity_id));
+    for activity_id in live {
         let Some(activity) = catalog::get_activity(&state.db, activity_id, None).await? else {
             continue;
         };
@@ -89,21 +106,22 @@ async fn pass(state: &AppState, seen: &SeenDrifts) -> anyhow::Result<(SeenDrifts
         lock.release().await;
         drifts.extend(outcome?);
         if let Sink::Collected(findings) = sink {
-            record(state, &activity, &findings).await?;
+            let previous = found.remove(&activity_id).unwrap_or_default();
+            if worth_storing(&previous, &findings) {
+                record(state, &activity, &findings).await?;
+            }
+            found.insert(activity_id, findings.iter().map(FindingKey::from).collect());
         }
     }
     Ok((drifts, copies))
 }
 
-/// Stores a pass that found something as a run, and audits what it repaired.
+/// Stores a pass as a run, and audits what it repaired.
 async fn record(
     state: &AppState,
     activity: &catalog::StoredActivity,
     findings: &[contract::Finding],
 ) -> anyhow::Result<()> {
-    if findings.is_empty() {
-        return Ok(());
-    }
     let run_id = store::insert_run(
         &state.db,
         &NewRun {

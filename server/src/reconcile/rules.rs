@@ -1,7 +1,7 @@
 //! Reconciliation's decisions as plain functions: the ledger's drift, the class a drift
 //! falls in, what a stuck pre-order gets (never a failure), and how many findings a run keeps.
 
-use std::time::Duration;
+use std::{collections::HashSet, time::Duration};
 
 use contract::{Finding, FindingAction, FindingClass};
 
@@ -152,6 +152,39 @@ pub(crate) fn capped(findings: Vec<Finding>, max: usize) -> Vec<Finding> {
     kept
 }
 
+/// What makes findings of two passes the same finding: its detail (a wait in seconds, a
+/// count) moves from one pass to the next while the finding stays the same.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct FindingKey {
+    class: FindingClass,
+    item_id: i64,
+    order_id: Option<String>,
+    user_id: Option<i64>,
+    action: FindingAction,
+}
+
+impl From<&Finding> for FindingKey {
+    fn from(finding: &Finding) -> Self {
+        Self {
+            class: finding.class,
+            item_id: finding.item_id,
+            order_id: finding.order_id.clone(),
+            user_id: finding.user_id,
+            action: finding.action,
+        }
+    }
+}
+
+/// Whether a leader's pass over an activity is worth a stored run: it repaired something
+/// (each repair is news), or found something the activity's previous pass did not. A
+/// pre-order flagged at every pass while the async switch stays on `record` is one run,
+/// not one every `interval_ms`.
+pub(crate) fn worth_storing(previous: &HashSet<FindingKey>, findings: &[Finding]) -> bool {
+    findings.iter().any(|finding| {
+        finding.action == FindingAction::Repaired || !previous.contains(&FindingKey::from(finding))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,5 +272,31 @@ mod tests {
         let summary = kept.last().expect("summary");
         assert_eq!((summary.item_id, summary.units), (1, 3));
         assert!(summary.detail.starts_with("3 more"), "{}", summary.detail);
+    }
+
+    #[test]
+    fn a_pass_is_stored_only_when_it_finds_something_new_or_repairs() {
+        let mut flagged = finding(FindingClass::PreorderStuck, 1);
+        flagged.action = FindingAction::Flagged;
+        flagged.order_id = Some("a".into());
+        let none = HashSet::new();
+        assert!(!worth_storing(&none, &[]), "nothing found");
+        assert!(
+            worth_storing(&none, std::slice::from_ref(&flagged)),
+            "first seen"
+        );
+        let seen: HashSet<FindingKey> = [FindingKey::from(&flagged)].into();
+        let mut later = flagged.clone();
+        later.detail = "waits 12 s".into();
+        assert!(
+            !worth_storing(&seen, &[later.clone()]),
+            "the same, waiting longer"
+        );
+        let mut other = later.clone();
+        other.order_id = Some("b".into());
+        assert!(worth_storing(&seen, &[later, other]), "another order");
+        let repaired = finding(FindingClass::RedisDeductedNoOrder, 1);
+        let seen: HashSet<FindingKey> = [FindingKey::from(&repaired)].into();
+        assert!(worth_storing(&seen, &[repaired]), "a repair is always news");
     }
 }

@@ -572,3 +572,40 @@ pub(crate) async fn live_activity_ids(
     .fetch_all(db)
     .await
 }
+
+/// Deletes up to `limit` runs that ended before `before`, with their findings; how many
+/// runs it deleted. A running run is never deleted. The runs go a few at a time, since
+/// each takes its findings with it.
+pub(crate) async fn prune_runs_older_than(
+    db: &PgPool,
+    before: DateTime<Utc>,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    crate::infra::db::prune_batch(
+        db,
+        "DELETE FROM reconciliation_runs WHERE id IN (
+             SELECT id FROM reconciliation_runs WHERE status <> 'running' AND ended_at < $1
+             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        before,
+        limit,
+    )
+    .await
+}
+
+/// Since when rows may still be needed by a sale that is not over: the start of the
+/// earliest live activity (as [`live_activity_ids`] sees them) and the writing of the
+/// oldest pre-order still `PRE_CREATED` (its outbox row says whether its event went out;
+/// reconciliation reads it until the order moves on). `None`: nothing is needed.
+pub(crate) async fn needed_since(db: &PgPool) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT LEAST(
+             (SELECT min(starts_at) FROM activities
+              WHERE ends_at > now() AND (starts_at <= now() OR prewarmed_at IS NOT NULL)),
+             (SELECT min(o.created_at) FROM activities a CROSS JOIN LATERAL (
+                  SELECT created_at FROM orders
+                  WHERE activity_id = a.id AND status = 'PRE_CREATED'
+                  ORDER BY created_at LIMIT 1) o))",
+    )
+    .fetch_one(db)
+    .await
+}

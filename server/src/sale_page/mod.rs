@@ -4,8 +4,10 @@
 //! PostgreSQL keeps. Every instance serves the pages from memory (`site`), loaded at
 //! start-up and whenever PostgreSQL's version differs from its own (a publish by another
 //! instance or the command line), and serves the button script whose `canStart` the
-//! server's clock decides (`rules`). Routes in `routes`, rendering in `render`, the
-//! versions in `store`; the page's behaviour is `assets/sale.js`.
+//! server's clock decides (`rules`). The page of a deleted activity stops being served at
+//! the next refresh; the leader's retention job removes its folder and the assets no page
+//! names any more (`prune`). Routes in `routes`, rendering in `render`, the versions in
+//! `store`; the page's behaviour is `assets/sale.js`.
 
 pub(crate) mod render;
 pub(crate) mod routes;
@@ -16,7 +18,7 @@ pub(crate) mod store;
 pub use site::SalePages;
 
 use contract::{Actor, Permission, PublishedPage};
-use std::time::Duration;
+use std::{collections::HashSet, time::Duration};
 
 use crate::{
     admin::authorize,
@@ -64,12 +66,31 @@ pub(crate) async fn publish(
     })
 }
 
-/// Loads every page whose version in PostgreSQL differs from the one served here; returns
-/// how many it loaded. A page whose files are missing stays as it was (logged).
+/// Loads every page whose version in PostgreSQL differs from the one served here, and stops
+/// serving the pages PostgreSQL no longer has (their activity was deleted) and the assets
+/// whose files were removed; returns how many it loaded. A page whose files are missing
+/// stays as it was (logged).
 pub(crate) async fn refresh(state: &AppState) -> Result<usize, sqlx::Error> {
     let pages = &state.sale_pages;
     let mut loaded = 0;
-    for (activity_id, version) in store::versions(&state.db).await? {
+    // Only pages served before the read can be gone: one loaded after it (a publish here
+    // committing meanwhile) is not in the read, and is no less published.
+    let served = pages.served();
+    let versions = store::versions(&state.db).await?;
+    let published: HashSet<i64> = versions.iter().map(|(id, _)| *id).collect();
+    let gone: HashSet<i64> = served
+        .into_iter()
+        .filter(|id| !published.contains(id))
+        .collect();
+    let (pages_gone, assets_gone) = pages.forget(&gone).await;
+    if pages_gone + assets_gone > 0 {
+        tracing::info!(
+            pages_gone,
+            assets_gone,
+            "sale pages of deleted activities and removed assets no longer served"
+        );
+    }
+    for (activity_id, version) in versions {
         if pages.version(activity_id) == Some(version) {
             continue;
         }
@@ -86,6 +107,27 @@ pub(crate) async fn refresh(state: &AppState) -> Result<usize, sqlx::Error> {
         }
     }
     Ok(loaded)
+}
+
+/// The leader's retention: removes from the site directory the pages of deleted activities
+/// and the assets no page names that are older than `grace` by `now_ms`. Returns how many
+/// pages and assets it removed.
+pub(crate) async fn prune(
+    state: &AppState,
+    now_ms: i64,
+    grace: Duration,
+) -> anyhow::Result<(usize, usize)> {
+    let pages = &state.sale_pages;
+    let on_disk = pages.page_dirs().await?;
+    let existing: HashSet<i64> = store::existing_activities(&state.db, &on_disk)
+        .await?
+        .into_iter()
+        .collect();
+    let deleted: Vec<i64> = on_disk
+        .into_iter()
+        .filter(|id| !existing.contains(id))
+        .collect();
+    Ok(pages.prune(&deleted, now_ms, grace).await?)
 }
 
 /// Start-up: every asset of the site directory, then every published page.

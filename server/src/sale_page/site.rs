@@ -1,10 +1,13 @@
 //! The site directory and the copy of it this instance serves from memory.
 //!
 //! On disk (`[sale_page] dir`), ready to be copied to a CDN:
-//! `assets/sale.<hash>.js|css` (never overwritten, never removed: a page already open keeps
-//! its assets), `{activity_id}/index.html` and `{activity_id}/page.json` (the version, the
-//! sale's times and the assets the page names). Every file is written beside its place and
-//! renamed into it, so a reader never sees half a file.
+//! `assets/sale.<hash>.js|css` (rewritten with the same bytes by each publish naming it;
+//! removed by the leader's retention job once no published page names it and its file is
+//! older than a grace, so a page already open keeps its assets for that long), `{activity_id}/index.html` and
+//! `{activity_id}/page.json` (the version, the sale's times and the assets the page names;
+//! removed once the activity is deleted). Every file is written beside its place and
+//! renamed into it, so a reader never sees half a file. An instance stops serving a page
+//! when its activity's row is gone, and an asset when its file is.
 //!
 //! In memory, every page, its button script in each phase and every asset are ready-made
 //! responses (body, entity tag, cache header) in one map swapped whole, so serving is a
@@ -18,9 +21,10 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     path::{Path, PathBuf},
     sync::Arc,
+    time::{Duration, UNIX_EPOCH},
 };
 
 use super::{
@@ -98,6 +102,8 @@ struct LoadedPage {
     html: StaticFile,
     /// The button script in each phase, in the order of [`ButtonPhase::ALL`].
     buttons: Vec<StaticFile>,
+    /// The assets the page names.
+    assets: Vec<String>,
 }
 
 #[derive(Clone, Default)]
@@ -188,11 +194,10 @@ impl SalePages {
     ) -> std::io::Result<()> {
         let assets = self.assets_dir();
         tokio::fs::create_dir_all(&assets).await?;
+        // Written even when there (the same bytes under a hashed name): its file is then
+        // as young as the page naming it, which the retention's grace reads.
         for asset in [&rendered.script, &rendered.stylesheet] {
-            let path = assets.join(&asset.name);
-            if !tokio::fs::try_exists(&path).await? {
-                write_whole(&path, asset.body.as_bytes()).await?;
-            }
+            write_whole(&assets.join(&asset.name), asset.body.as_bytes()).await?;
         }
         let dir = self.activity_dir(activity_id);
         tokio::fs::create_dir_all(&dir).await?;
@@ -233,6 +238,7 @@ impl SalePages {
                     StaticFile::new(script, JAVASCRIPT, &self.button_cache)
                 })
                 .collect(),
+            assets: facts.assets,
         };
         let page = Arc::new(page);
         let assets: Vec<(String, Arc<StaticFile>)> = assets
@@ -272,6 +278,119 @@ impl SalePages {
             site
         });
         Ok(count)
+    }
+
+    /// The activities whose pages are served here now.
+    pub(crate) fn served(&self) -> Vec<i64> {
+        self.site.load().pages.keys().copied().collect()
+    }
+
+    /// Stops serving the pages of the `gone` activities (deleted, and their row of
+    /// `sale_pages` with them), and the assets no page left names whose file is gone from the
+    /// site directory (the leader's retention removed it). Returns how many pages and assets
+    /// it dropped.
+    pub(crate) async fn forget(&self, gone: &HashSet<i64>) -> (usize, usize) {
+        let site = self.site.load_full();
+        let named: HashSet<&String> = site
+            .pages
+            .iter()
+            .filter(|(id, _)| !gone.contains(id))
+            .flat_map(|(_, page)| &page.assets)
+            .collect();
+        let mut gone_assets = Vec::new();
+        for name in site.assets.keys().filter(|name| !named.contains(name)) {
+            // Unknown (an unreadable directory) counts as there: served a while longer.
+            if !tokio::fs::try_exists(self.assets_dir().join(name))
+                .await
+                .unwrap_or(true)
+            {
+                gone_assets.push(name.clone());
+            }
+        }
+        let gone_pages = gone.iter().filter(|id| site.pages.contains_key(id)).count();
+        if gone_pages > 0 || !gone_assets.is_empty() {
+            self.site.rcu(|site| {
+                let mut site = Site::clone(site);
+                site.pages.retain(|id, _| !gone.contains(id));
+                for name in &gone_assets {
+                    site.assets.remove(name);
+                }
+                site
+            });
+        }
+        (gone_pages, gone_assets.len())
+    }
+
+    /// The activity ids of the pages in the site directory.
+    pub(crate) async fn page_dirs(&self) -> std::io::Result<Vec<i64>> {
+        let mut ids = Vec::new();
+        let mut entries = match tokio::fs::read_dir(&self.dir).await {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(ids),
+            Err(error) => return Err(error),
+        };
+        while let Some(entry) = entries.next_entry().await? {
+            if let Ok(id) = entry.file_name().to_string_lossy().parse::<i64>() {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Removes from the site directory the pages of `deleted` activities, then every asset
+    /// no page left names whose file was written more than `grace` before `now_ms` (a page
+    /// being published wrote its assets moments ago, before its `page.json`). Returns how
+    /// many pages and assets it removed.
+    pub(crate) async fn prune(
+        &self,
+        deleted: &[i64],
+        now_ms: i64,
+        grace: Duration,
+    ) -> std::io::Result<(usize, usize)> {
+        for id in deleted {
+            match tokio::fs::remove_dir_all(self.activity_dir(*id)).await {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+                _ => {}
+            }
+        }
+        let mut named = HashSet::new();
+        for id in self.page_dirs().await? {
+            // A page without its facts yet (a first publish under way) names nothing; its
+            // assets are younger than the grace.
+            if let Ok(bytes) = tokio::fs::read(self.activity_dir(id).join("page.json")).await {
+                if let Ok(facts) = serde_json::from_slice::<PageFacts>(&bytes) {
+                    named.extend(facts.assets);
+                }
+            }
+        }
+        let mut removed = 0;
+        let mut entries = match tokio::fs::read_dir(self.assets_dir()).await {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((deleted.len(), 0))
+            }
+            Err(error) => return Err(error),
+        };
+        let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+        while let Some(entry) = entries.next_entry().await? {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || named.contains(&name) {
+                continue;
+            }
+            let written_ms = entry
+                .metadata()
+                .await?
+                .modified()?
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |since| {
+                    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+                });
+            if now_ms.saturating_sub(written_ms) > grace_ms {
+                tokio::fs::remove_file(entry.path()).await?;
+                removed += 1;
+            }
+        }
+        Ok((deleted.len(), removed))
     }
 
     fn asset_file(&self, name: &str, body: Vec<u8>) -> StaticFile {

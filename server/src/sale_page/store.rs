@@ -48,3 +48,16 @@ pub(crate) async fn versions(pool: &PgPool) -> Result<Vec<(i64, i64)>, sqlx::Err
         .fetch_all(pool)
         .await
 }
+
+/// Those of `ids` that are activities still: a page folder of any other belongs to a
+/// deleted activity. Asked of `activities` rather than `sale_pages`, since a first publish
+/// writes its folder before its row commits.
+pub(crate) async fn existing_activities(
+    pool: &PgPool,
+    ids: &[i64],
+) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM activities WHERE id = ANY($1)")
+        .bind(ids)
+        .fetch_all(pool)
+        .await
+}

@@ -19,6 +19,7 @@ pub mod dashboard;
 pub mod hotkeys;
 pub mod proxies;
 pub mod sale_page;
+pub mod soak;
 mod summary;
 
 use anyhow::Context;

@@ -16,6 +16,9 @@
 //!   sold-out storm and success path with hot-key detection on against off;
 //! * `proxies`: the sold-out storm and success path with the client-address resolver in
 //!   (every request forwarded by a trusted proxy) against out;
+//! * `soak`: days of sales compressed (publish, rehearse, pre-warm, storm, pay, time out,
+//!   reconcile, end, repeat), every table's rows and the server's memory at the start and
+//!   the end;
 //! * `all`: the first four, one after the other, so they never share the machine.
 //!
 //! Modules: the shared run bookkeeping (`run`), the BENCHMARKS.md block (`doc`), the
@@ -40,7 +43,7 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(
     name = "seckill-bench",
-    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, dashboard, salepage, hotkeys, proxies, or all"
+    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, dashboard, salepage, hotkeys, proxies, soak, or all"
 )]
 struct Cli {
     #[command(flatten)]
@@ -84,6 +87,8 @@ enum Bench {
     Hotkeys(funnel::hotkeys::HotKeysArgs),
     /// The buy path with client addresses resolved behind a trusted proxy against without.
     Proxies(funnel::proxies::ProxiesArgs),
+    /// Days of sales compressed, with every table's rows and the server's memory.
+    Soak(funnel::soak::SoakArgs),
     /// funnel, then pipeline, then control, then reconcile.
     All {
         #[command(flatten)]
@@ -110,6 +115,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Salepage(args) => funnel::sale_page::run(common, args).await,
         Bench::Hotkeys(args) => funnel::hotkeys::run(common, args).await,
         Bench::Proxies(args) => funnel::proxies::run(common, args).await,
+        Bench::Soak(args) => funnel::soak::run(common, args).await,
         Bench::All {
             funnel,
             pipeline,
