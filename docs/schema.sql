@@ -1473,10 +1473,22 @@ CREATE INDEX outbox_pending ON public.outbox USING btree (next_attempt_at) WHERE
 CREATE INDEX outbox_recorded ON public.outbox USING btree (id) WHERE (status = 'recorded'::text);
 
 --
+-- Name: outbox_sent_by_time; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_sent_by_time ON public.outbox USING btree (sent_at) WHERE (status = 'sent'::text);
+
+--
 -- Name: payment_trades_one_open; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE UNIQUE INDEX payment_trades_one_open ON public.payment_trades USING btree (order_id) WHERE (status <> 'failed'::text);
+
+--
+-- Name: processed_events_by_time; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX processed_events_by_time ON public.processed_events USING btree (processed_at);
 
 --
 -- Name: reconciliation_findings_by_run; Type: INDEX; Schema: public; Owner: -
