@@ -51,7 +51,7 @@ mod session {
     pub fn refuse(error: ConsoleError) -> ConsoleFnError {
         let status = match error {
             ConsoleError::Unauthenticated => {
-                leptos_axum::redirect("/login");
+                leptos_axum::redirect(&super::sign_in_path(&asked_from()));
                 http::StatusCode::UNAUTHORIZED
             }
             ConsoleError::Forbidden => http::StatusCode::FORBIDDEN,
@@ -66,6 +66,22 @@ mod session {
             response.set_status(status);
         }
         ConsoleFnError::new(error.code(), error.to_string())
+    }
+
+    /// The console page asked for, so the login page an expired session is sent to can come
+    /// back to it: the page being rendered, or for a server function called from a page, that
+    /// page (its `Referer`'s path and query); the start page when unknown.
+    fn asked_from() -> String {
+        use_context::<http::request::Parts>()
+            .and_then(|parts| {
+                if !parts.uri.path().starts_with("/console/fn/") {
+                    return parts.uri.path_and_query().map(|path| path.to_string());
+                }
+                let referer = parts.headers.get(http::header::REFERER)?.to_str().ok()?;
+                let after_scheme = referer.split_once("://")?.1;
+                Some(after_scheme[after_scheme.find('/')?..].to_owned())
+            })
+            .unwrap_or_else(|| "/".to_owned())
     }
 
     pub fn set_cookie(value: String) -> Result<(), ConsoleFnError> {
@@ -83,7 +99,11 @@ mod session {
 }
 
 #[server(prefix = "/console/fn")]
-pub async fn login(username: String, password: String) -> Result<(), ConsoleFnError> {
+pub async fn login(
+    username: String,
+    password: String,
+    next: Option<String>,
+) -> Result<(), ConsoleFnError> {
     let backend = session::backend()?;
     let request = leptos_axum::extract::<http::request::Parts>().await?;
     let new = backend
@@ -95,8 +115,37 @@ pub async fn login(username: String, password: String) -> Result<(), ConsoleFnEr
         new.max_age_s,
         backend.secure_cookies(),
     ))?;
-    leptos_axum::redirect("/");
+    leptos_axum::redirect(return_to(next.as_deref()));
     Ok(())
+}
+
+/// The login page's address that comes back to `here` (a path with its query) once signed
+/// in.
+pub fn sign_in_path(here: &str) -> String {
+    let encoded: String = here
+        .bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (byte as char).to_string()
+            }
+            _ => format!("%{byte:02X}"),
+        })
+        .collect();
+    format!("/login?next={encoded}")
+}
+
+/// Where a sign-in goes: the console page it was asked from, when `next` names one of this
+/// site's own paths; the start page otherwise (never another site: `//host` and `/\host`
+/// are refused).
+pub fn return_to(next: Option<&str>) -> &str {
+    next.filter(|path| {
+        path.starts_with('/')
+            && !path.starts_with("//")
+            && !path.starts_with("/\\")
+            && !path.starts_with("/login")
+            && !path.chars().any(char::is_control)
+    })
+    .unwrap_or("/")
 }
 
 #[server(prefix = "/console/fn")]
@@ -527,4 +576,31 @@ pub async fn mark_baseline(
         .mark_baseline(&actor, run_id, scope, &reason)
         .await
         .map_err(session::refuse)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::return_to;
+
+    #[test]
+    fn a_sign_in_returns_only_to_a_page_of_this_site() {
+        assert_eq!(return_to(Some("/orders?page=2")), "/orders?page=2");
+        for elsewhere in [
+            "https://evil.example/",
+            "//evil.example/",
+            "/\\evil.example",
+            "/login",
+        ] {
+            assert_eq!(return_to(Some(elsewhere)), "/", "{elsewhere}");
+        }
+        assert_eq!(return_to(None), "/");
+    }
+
+    #[test]
+    fn the_page_to_return_to_is_one_query_value() {
+        assert_eq!(
+            super::sign_in_path("/orders?activity_id=7&page=2"),
+            "/login?next=/orders%3Factivity_id%3D7%26page%3D2"
+        );
+    }
 }

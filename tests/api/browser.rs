@@ -2,8 +2,10 @@
 //! playwright-core (`tests/browser/`), logs in and creates an item; an operator flips a
 //! switch on the switch board and watches it applied; an operator starts a repair run on the
 //! reconciliation page and follows it to its findings; SRE watches the live dashboard lose its
-//! stream (a proxy cut) and reconnect, and follows a storm of `seckill-load` on it; an admin
-//! visits every page of the console with the browser's errors watched.
+//! stream (a proxy cut) and reconnect, and follows a storm of `seckill-load` on it; every role
+//! visits every page of the console it may use, at a desktop's and a phone's width, with the
+//! browser's errors watched; the switch board says what each key does; an edit of a
+//! published activity asks for a republish; an ended session signs in again and comes back.
 
 use crate::support::{
     app::{json, spawn_app, spawn_app_with},
@@ -335,8 +337,34 @@ async fn sre_follows_a_storm_on_the_dashboard_and_it_agrees_with_the_metrics() {
     assert_eq!(app.metric(&figure("allocated")).await, STOCK as f64);
 }
 
+/// The menu a role's console shows: the pages the permission table lets it use, in the
+/// menu's order.
+fn menu_of(role: Role) -> String {
+    use contract::Permission::*;
+    [
+        ("/activities", ReadCatalog),
+        ("/items", ReadCatalog),
+        ("/prewarm", Prewarm),
+        ("/rehearsals", WatchOperations),
+        ("/readiness", WatchOperations),
+        ("/switches", ReadSwitches),
+        ("/dashboard", WatchOperations),
+        ("/hotkeys", WatchOperations),
+        ("/baselines", WatchOperations),
+        ("/reconciliations", Reconcile),
+        ("/dead-letters", WatchOperations),
+        ("/orders", ReadOrders),
+        ("/audit", WatchOperations),
+    ]
+    .into_iter()
+    .filter(|(_, permission)| role.may(*permission))
+    .map(|(href, _)| href)
+    .collect::<Vec<_>>()
+    .join(",")
+}
+
 #[tokio::test]
-async fn an_admin_visits_every_console_page_and_the_browser_reports_no_error() {
+async fn every_role_visits_every_console_page_it_may_use_at_desktop_and_phone_widths() {
     let app = spawn_app().await;
     let shop = shop(&app, "acme", "Every page").await;
     let ops = app.caller(Role::Ops, None).await;
@@ -352,26 +380,126 @@ async fn an_admin_visits_every_console_page_and_the_browser_reports_no_error() {
     )
     .await;
     assert_eq!(status, 202, "{run}");
-    let admin = app.caller(Role::Admin, None).await;
-    // The menu's pages the scenario finds itself; these are the ones it does not link to.
     let (activity, item) = (shop.sale.activity_id, shop.sale.item_id);
-    let mut args = vec![
-        app.address.clone(),
-        admin.username.clone(),
-        admin.password.clone(),
-    ];
-    args.extend([
-        "/activities/new".to_owned(),
-        "/items/new".to_owned(),
-        format!("/activities/{activity}"),
-        format!("/items/{item}"),
-        format!("/orders/{order}"),
-        format!("/reconciliations/{}", run["id"]),
-        format!("/reconciliations?activity_id={activity}"),
-        format!("/baselines?activity_id={activity}"),
-        format!("/readiness?activity_id={activity}"),
-    ]);
-    run_scenario("console_every_page.mjs", args).await;
+    // What each role's pages must not show (controls it may not use), and must.
+    const OPS_ONLY: &str = "#prewarm-form";
+    const LEDGER: &str = "#ledger";
+    for role in Role::ALL {
+        let caller = match role {
+            Role::Merchant => app.caller(Role::Merchant, Some("acme")).await,
+            Role::Ops => app.caller(Role::Ops, None).await,
+            other => app.caller(other, None).await,
+        };
+        let activity_page = match role {
+            Role::Merchant => format!("/activities/{activity}|absent={OPS_ONLY};{LEDGER}"),
+            Role::Sre => format!("/activities/{activity}|absent={OPS_ONLY}|present={LEDGER}"),
+            Role::Ops | Role::Admin => {
+                format!("/activities/{activity}|present={OPS_ONLY};{LEDGER}")
+            }
+        };
+        let mut args = vec![
+            app.address.clone(),
+            caller.username.clone(),
+            caller.password.clone(),
+            menu_of(role),
+            activity_page,
+            format!("/items/{item}"),
+            format!("/orders/{order}"),
+        ];
+        // The pages the menu does not link to, for the roles that may use them.
+        if role.may(contract::Permission::WriteCatalog) {
+            args.extend(["/activities/new".to_owned(), "/items/new".to_owned()]);
+        }
+        if role.may(contract::Permission::Reconcile) {
+            args.extend([
+                format!("/reconciliations/{}", run["id"]),
+                format!("/reconciliations?activity_id={activity}"),
+            ]);
+        }
+        if role.may(contract::Permission::WatchOperations) {
+            args.extend([
+                format!("/baselines?activity_id={activity}"),
+                format!("/readiness?activity_id={activity}"),
+            ]);
+        }
+        run_scenario("console_every_page.mjs", args).await;
+    }
+}
+
+/// Runs `script` as an operator of a fresh app: `BASE_URL USERNAME PASSWORD SHOTS_DIR`.
+async fn as_ops(script: &str) {
+    let app = spawn_app().await;
+    let ops = app.caller(Role::Ops, None).await;
+    run_scenario(
+        script,
+        vec![
+            app.address.clone(),
+            ops.username.clone(),
+            ops.password.clone(),
+            shots(),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_switch_board_says_what_each_key_does_and_its_forms_fit_the_page() {
+    as_ops("console_switch_board_plain.mjs").await;
+}
+
+#[tokio::test]
+async fn an_edit_of_a_published_activity_says_saved_and_asks_for_a_republish() {
+    let app = spawn_app().await;
+    let shop = shop(&app, "acme", "Republish").await;
+    let activity = shop.sale.activity_id;
+    let (status, page) = json(
+        app.post_json(
+            &format!("/admin/api/activities/{activity}/publish"),
+            Some(&shop.merchant),
+            &serde_json::json!({}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (status, &page["version"]),
+        (200, &serde_json::json!(1)),
+        "{page}"
+    );
+    run_scenario(
+        "console_republish_hint.mjs",
+        vec![
+            app.address.clone(),
+            shop.merchant.username.clone(),
+            shop.merchant.password.clone(),
+            activity.to_string(),
+            "Republish item".to_owned(),
+            "9.90".to_owned(),
+            shots(),
+        ],
+    )
+    .await;
+    // The sale page buyers get is the republished one, at the edited price.
+    let html = app
+        .client
+        .get(format!("{}/sale/{activity}/", app.address))
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("page text");
+    assert!(html.contains("99.00"), "{html}");
+}
+
+#[tokio::test]
+async fn an_ended_session_asks_to_sign_in_and_comes_back_to_the_page_asked_for() {
+    as_ops("console_session_expired.mjs").await;
+}
+
+/// Where the scenarios save their screenshots (`SECKILL_SHOTS`), when the run asks for them.
+pub(crate) fn shots() -> String {
+    std::env::var("SECKILL_SHOTS").unwrap_or_default()
 }
 
 /// The console's first load on a 10 Mbit/s link crosses the wire compressed (the plain wasm

@@ -1,5 +1,6 @@
 //! The server-rendered console: pages render on the server, unauthenticated visitors are
-//! sent to the login page, and the hydration bundle is referenced and served.
+//! sent to the login page (which brings them back to the page they asked for, and never off
+//! the site), and the hydration bundle is referenced and served.
 
 use crate::support::app::{json, spawn_app};
 use contract::Role;
@@ -19,12 +20,12 @@ async fn the_login_page_renders_with_the_hydration_bundle() {
 }
 
 #[tokio::test]
-async fn signed_out_visitors_are_sent_to_the_login_page() {
+async fn signed_out_visitors_are_sent_to_the_login_page_which_returns_to_the_page_asked_for() {
     let app = spawn_app().await;
     // As a browser asks: leptos answers a real redirect only to requests accepting HTML.
     let response = app
         .client
-        .get(format!("{}/items", app.address))
+        .get(format!("{}/items?page=2", app.address))
         .header("Accept", "text/html")
         .send()
         .await
@@ -37,10 +38,10 @@ async fn signed_out_visitors_are_sent_to_the_login_page() {
         .map(str::to_owned);
     let html = response.text().await.unwrap_or_default();
     assert!(
-        (status == 302 || status == 303) && location.as_deref() == Some("/login")
-            || html.contains("/login"),
+        matches!(status, 302 | 303),
         "status {status}, location {location:?}: {html}"
     );
+    assert_eq!(location.as_deref(), Some("/login?next=/items%3Fpage%3D2"));
     assert!(!html.contains("item-list"));
 }
 
@@ -102,6 +103,40 @@ async fn a_wrong_password_gets_a_4xx_from_the_login_server_function() {
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
         "{cookie}"
     );
+}
+
+#[tokio::test]
+async fn a_sign_in_returns_to_the_page_it_was_asked_from_and_never_off_the_site() {
+    use leptos::server_fn::ServerFn;
+    let app = spawn_app().await;
+    let ops = app.caller(Role::Ops, None).await;
+    for (next, lands) in [
+        ("/orders?page=2", "/orders?page=2"),
+        ("//evil.example/", "/"),
+        ("https://evil.example/", "/"),
+        ("", "/"),
+    ] {
+        // A plain form post, as the login page sends before hydration.
+        let response = app
+            .client
+            .post(format!("{}{}", app.address, app::api::Login::PATH))
+            .header("origin", &app.address)
+            .header("Accept", "text/html")
+            .form(&[
+                ("username", ops.username.as_str()),
+                ("password", ops.password.as_str()),
+                ("next", next),
+            ])
+            .send()
+            .await
+            .expect("sent");
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        assert_eq!(location.as_deref(), Some(lands), "next={next}");
+    }
 }
 
 #[tokio::test]

@@ -4,9 +4,11 @@
 //! Chromium (`tests/browser/sale_page_*.mjs`): a visitor's clock an hour off does not light
 //! the button early or late, the buyer's whole flow from the countdown to paid, refusals in
 //! words, a buy that timed out retried as the same order, the page without its API, and an
-//! order the pipeline holds said calmly to be in preparation.
+//! order the pipeline holds said calmly to be in preparation, a page published before its
+//! pre-warm saying the sale is not open yet (never that the shop cannot be reached), and a
+//! sold-out sale's visitor reading sold out, not "sign in to buy".
 
-use crate::browser::{finish_scenario, start_scenario};
+use crate::browser::{finish_scenario, shots, start_scenario};
 use crate::support::{
     app::{json, spawn_app, spawn_app_with, TestApp},
     fixtures::{
@@ -119,7 +121,7 @@ async fn a_published_page_carries_the_static_facts_with_cache_headers_and_answer
     for expected in [
         "<title>Double &lt;11&gt;</title>",
         "Phone X",
-        ">9.90</span>",
+        ">¥9.90</span>",
         "Fast &amp; small",
         "At most 5 per buyer",
         r#"<button id="buy" type="button" disabled>"#,
@@ -406,11 +408,6 @@ async fn open_page_limited(app: &TestApp, stock: i64, per_user_limit: i64) -> Sh
     shop
 }
 
-/// Where the scenarios save their screenshots, when the run asks for them.
-fn shots() -> String {
-    std::env::var("SECKILL_SHOTS").unwrap_or_default()
-}
-
 /// `key=value` of the scenario's output.
 fn said_value<'a>(said: &'a [String], key: &str) -> Option<&'a str> {
     said.iter()
@@ -539,10 +536,39 @@ async fn a_buyer_with_a_limit_of_two_buys_a_second_unit_after_the_first_is_ready
     assert_eq!(orders, shown);
 }
 
+/// Follows a started scenario to its end: when it says `cue`, the test does `act` and then
+/// writes `reply` on its stdin. Everything the scenario said, once it ended well.
+async fn when_said<F, Fut>(
+    mut child: tokio::process::Child,
+    cue: &str,
+    reply: &str,
+    mut act: F,
+) -> Vec<String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut said = Vec::new();
+    while let Some(line) = lines.next_line().await.expect("the scenario's output") {
+        if line == cue {
+            act().await;
+            stdin
+                .write_all(format!("{reply}\n").as_bytes())
+                .await
+                .expect("tell the scenario");
+        }
+        said.push(line);
+    }
+    finish_scenario(child, &said).await;
+    said
+}
+
 /// Runs the refusal scenario on an open sale's page: the test does `before_click` once the
 /// button is lit, then the buyer clicks and must read `words` for `code`.
 async fn refusal_shown(app: &TestApp, shop: &Shop, code: &str, words: &str, buyer: i64) {
-    let mut child = start_scenario(
+    let child = start_scenario(
         "sale_page_refusal.mjs",
         vec![
             app.address.clone(),
@@ -553,22 +579,12 @@ async fn refusal_shown(app: &TestApp, shop: &Shop, code: &str, words: &str, buye
             shots(),
         ],
     );
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut said = Vec::new();
-    while let Some(line) = lines.next_line().await.expect("the scenario's output") {
-        if line == "lit" {
-            // Another buyer takes the last unit (or the item's window) first.
-            let bought = app.buy(900, "first-buyer", &buy_body(&shop.sale, 1)).await;
-            assert_eq!(bought.0, 200, "{}", bought.1);
-            stdin
-                .write_all(b"click\n")
-                .await
-                .expect("tell the scenario");
-        }
-        said.push(line);
-    }
-    finish_scenario(child, &said).await;
+    let said = when_said(child, "lit", "click", || async {
+        // Another buyer takes the last unit (or the item's window) first.
+        let bought = app.buy(900, "first-buyer", &buy_body(&shop.sale, 1)).await;
+        assert_eq!(bought.0, 200, "{}", bought.1);
+    })
+    .await;
     assert!(
         said.iter().any(|line| line.starts_with("shown=")),
         "{said:?}"
@@ -724,4 +740,60 @@ async fn a_deleted_activitys_page_and_the_assets_no_page_names_stop_being_served
         .expect("the assets folder")
         .count();
     assert_eq!(assets, 2, "the current page's script and stylesheet");
+}
+
+#[tokio::test]
+async fn a_page_published_before_the_prewarm_says_not_open_yet_then_counts_down() {
+    let app = spawn_app().await;
+    // Another sale pre-warmed first: the Bloom filter exists, and knows nothing yet of the
+    // sale whose page is published early, so its `/status` answers 404 until its pre-warm.
+    let ops = app.caller(Role::Ops, None).await;
+    let other = shop(&app, "acme", "Earlier sale").await;
+    prewarm(&app, &ops, &other.sale).await;
+    let shop = shop(&app, "acme", "Early page").await;
+    published(&app, &shop.merchant, shop.sale.activity_id).await;
+    let status = app
+        .client
+        .get(format!(
+            "{}/api/activities/{}/status",
+            app.address, shop.sale.activity_id
+        ))
+        .send()
+        .await
+        .expect("status");
+    assert_eq!(status.status(), 404, "not prepared yet");
+    let child = start_scenario(
+        "sale_page_not_prepared.mjs",
+        vec![
+            app.address.clone(),
+            shop.sale.activity_id.to_string(),
+            token(&app, 508),
+            shots(),
+        ],
+    );
+    let said = when_said(child, "not-ready", "prewarmed", || {
+        prewarm(&app, &ops, &shop.sale)
+    })
+    .await;
+    assert_eq!(said, ["not-ready", "ok"]);
+}
+
+#[tokio::test]
+async fn a_visitor_of_a_sold_out_sale_reads_sold_out_not_sign_in_to_buy() {
+    let app = spawn_app().await;
+    let shop = open_page(&app, 1).await;
+    let (status, answer) = app
+        .buy(509, "the-last-unit", &buy_body(&shop.sale, 1))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let said = lines_of(start_scenario(
+        "sale_page_sold_out_visitor.mjs",
+        vec![
+            app.address.clone(),
+            shop.sale.activity_id.to_string(),
+            shots(),
+        ],
+    ))
+    .await;
+    assert!(said.iter().any(|line| line.starts_with("ok:")), "{said:?}");
 }

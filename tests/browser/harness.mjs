@@ -8,6 +8,7 @@
 
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { chromium } from 'playwright-core';
 
 export const HYDRATION_TIMEOUT_MS = 30_000;
@@ -36,6 +37,18 @@ function chromiumPath() {
   }
   if (existsSync('/usr/bin/chromium')) return '/usr/bin/chromium';
   throw new StepError('chromium not found (install the Debian package `chromium` or set CHROMIUM_PATH)');
+}
+
+/**
+ * The test's word on stdin: `told(WORD)` resolves once a line reading WORD arrives; `close()`
+ * stops listening, so the scenario can exit.
+ */
+export function stdinWords() {
+  const input = createInterface({ input: process.stdin });
+  return {
+    told: (what) => new Promise((resolve) => input.on('line', (line) => line.trim() === what && resolve())),
+    close: () => input.close(),
+  };
 }
 
 export const pathOf = (url) => new URL(url).pathname.replace(/\/+$/, '') || '/';

@@ -6,7 +6,9 @@
 // Opens the page (token in the fragment) before the start and sees the countdown, waits for
 // `#buy` to light, double-clicks it (and clicks once more), sees "preparing", reloads the page
 // (the token now comes from local storage) and must see the same order, waits for the pay
-// button with the amount, pays, and waits for "paid". Counts the buy requests the page sent.
+// button with the amount (in yuan, with the time to pay by) and the units left one lower, pays,
+// and waits for "paid". Before the start it checks the price's currency sign, the times with
+// UTC and the units left (10). Counts the buy requests the page sent.
 // Prints `order=ID` and `buys=N`. Exit codes as in harness.mjs.
 
 import { StepError, runScenario, scenarioArgs, step, textOf } from './harness.mjs';
@@ -32,6 +34,13 @@ await runScenario(async (page) => {
     page.waitForFunction(() => /Starts in/.test(document.getElementById('countdown').textContent), null, { timeout: 10_000 }),
   );
   if (!(await page.$eval('#buy', (button) => button.disabled))) throw new StepError('#buy is lit before the start');
+  const price = await textOf(page, '.item .price');
+  if (price !== '¥49.90') throw new StepError(`the price reads "${price}", without its currency sign`);
+  const times = await textOf(page, '.times');
+  if (!times.includes('UTC')) throw new StepError(`the sale's times read "${times}", without UTC`);
+  await step('see the units left', () =>
+    page.waitForFunction(() => document.querySelector('.item .left')?.textContent === '10 left', null, { timeout: 10_000 }),
+  );
   await shot(page, '1-countdown');
   await step('wait for the button to light', () => page.waitForSelector('#buy:not([disabled])', { timeout: 20_000 }));
   await shot(page, '2-lit');
@@ -54,7 +63,12 @@ await runScenario(async (page) => {
   );
   await step('wait for the pay button', () => page.waitForSelector('#pay:not([hidden])', { timeout: 30_000 }));
   const amount = await textOf(page, '#order-amount');
-  if (!amount.includes('49.90')) throw new StepError(`the amount shown is "${amount}", not 49.90`);
+  if (!amount.includes('¥49.90') || !amount.includes('pay by')) {
+    throw new StepError(`the amount shown is "${amount}", not ¥49.90 with the time to pay by`);
+  }
+  await step('see the units left move', () =>
+    page.waitForFunction(() => document.querySelector('.item .left')?.textContent === '9 left', null, { timeout: 10_000 }),
+  );
   await shot(page, '4-pay');
   await step('pay', () => page.click('#pay'));
   try {

@@ -8,16 +8,13 @@
 // writes `click` on stdin. Clicks, waits for `#message` to carry CODE, checks its text holds
 // WORDS and prints `shown=TEXT`. Exit codes as in harness.mjs.
 
-import { createInterface } from 'node:readline';
-import { StepError, runScenario, scenarioArgs, step, textOf } from './harness.mjs';
+import { StepError, runScenario, scenarioArgs, stdinWords, step, textOf } from './harness.mjs';
 
 const [base, activityId, token, code, words, shots] = scenarioArgs(
   'node sale_page_refusal.mjs BASE_URL ACTIVITY_ID BUYER_TOKEN CODE WORDS [SHOTS_DIR]',
   5,
 );
-const input = createInterface({ input: process.stdin });
-const told = (what) =>
-  new Promise((resolve) => input.on('line', (line) => line.trim() === what && resolve()));
+const { told, close } = stdinWords();
 
 await runScenario(async (page) => {
   await step('open the sale page', () =>
@@ -37,5 +34,5 @@ await runScenario(async (page) => {
   if (!shown.includes(words)) throw new StepError(`the ${code} message "${shown}" does not say "${words}"`);
   if (shots) await page.screenshot({ path: `${shots}/refusal-${code}.png`, fullPage: true });
   console.log(`shown=${shown}`);
-  input.close();
+  close();
 });

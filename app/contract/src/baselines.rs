@@ -93,7 +93,8 @@ pub struct EndpointFigures {
     pub p999_ms: Option<f64>,
     /// Answers with a 4xx or 5xx status, by status.
     pub errors: BTreeMap<String, u64>,
-    /// Those answers over every answer (0 to 1).
+    /// Answers with a 5xx status (the server failed) over every answer (0 to 1). Refusals
+    /// (4xx: SOLD_OUT, RATE_LIMITED...) are the sale working, not errors.
     pub error_rate: f64,
 }
 

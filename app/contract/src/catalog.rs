@@ -94,6 +94,41 @@ pub struct ActivitySummary {
     pub ends_at: DateTime<Utc>,
     pub total_stock: i64,
     pub item_count: i64,
+    /// A pre-warm has loaded the activity into Redis.
+    #[serde(default)]
+    pub prewarmed: bool,
+    /// The version of its published sale page, absent until the first publish.
+    #[serde(default)]
+    pub published_version: Option<i64>,
+}
+
+/// Where a sale stands against the clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SaleWindow {
+    Upcoming,
+    Live,
+    Ended,
+}
+
+impl SaleWindow {
+    /// The window `now_ms` (milliseconds since the epoch) falls in.
+    pub fn at(starts_at: DateTime<Utc>, ends_at: DateTime<Utc>, now_ms: i64) -> Self {
+        if now_ms < starts_at.timestamp_millis() {
+            SaleWindow::Upcoming
+        } else if now_ms < ends_at.timestamp_millis() {
+            SaleWindow::Live
+        } else {
+            SaleWindow::Ended
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SaleWindow::Upcoming => "upcoming",
+            SaleWindow::Live => "live",
+            SaleWindow::Ended => "ended",
+        }
+    }
 }
 
 /// One item of an activity with its live figures.
@@ -123,6 +158,9 @@ pub struct ActivityDetail {
     pub seats: Vec<String>,
     /// True once every item's stock is loaded into Redis.
     pub prewarmed: bool,
+    /// The buyers' sale page as published, absent until the first publish.
+    #[serde(default)]
+    pub publication: Option<crate::Publication>,
 }
 
 impl ActivityDetail {

@@ -50,6 +50,15 @@ pub struct SwitchRow {
     /// The values a switch takes, in order (`["open", "closed"]`); empty for a limit,
     /// whose value is a number within `accepts`.
     pub choices: Vec<String>,
+    /// What the key does and how it degrades, for people.
+    #[serde(default)]
+    pub meaning: String,
+    /// What each of `choices` does, in the same order.
+    #[serde(default)]
+    pub choice_notes: Vec<String>,
+    /// A limit's accepted range, `[min, max]`; absent for a switch or a rule.
+    #[serde(default)]
+    pub range: Option<[u64; 2]>,
     /// The value when the key is absent from etcd: the process settings.
     pub default_value: String,
     /// The raw value in etcd (absent: the default applies).

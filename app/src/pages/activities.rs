@@ -3,8 +3,9 @@
 //! needs hydration.
 
 use super::{
-    error_box, listing,
+    error_box, listing, my_role, now_ms,
     reconciliation::{ledger_resource, Ledger},
+    time_cell,
 };
 use crate::api::{
     get_activity, list_activities, list_items, PrewarmActivity, PublishSalePage, SaveActivity,
@@ -12,8 +13,8 @@ use crate::api::{
 use crate::error::ConsoleFnError;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use contract::{
-    format_cents, ActivityDetail, ActivityInput, ActivityItemInput, ActivityKind, Item,
-    PrewarmReport,
+    format_cents, ActivityDetail, ActivityInput, ActivityItemInput, ActivityKind, ActivitySummary,
+    Item, Permission, PrewarmReport, SaleWindow,
 };
 use leptos::prelude::*;
 use leptos_router::{
@@ -35,38 +36,72 @@ fn time_from_input(text: &str, field: &str) -> Result<DateTime<Utc>, String> {
 
 #[component]
 pub fn ActivityList() -> impl IntoView {
-    let activities = Resource::new(|| (), |_| list_activities());
+    let activities = Resource::new(
+        || (),
+        |_| async { Ok::<_, ConsoleFnError>((list_activities().await?, my_role().await?)) },
+    );
     view! {
-        <div class="page-head">
-            <h1>"Activities"</h1>
-            <A href="/activities/new" attr:class="button">"New activity"</A>
-        </div>
         <Suspense fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
-                listing(activities.await, "No activities yet.", |list| view! {
-                    <table class="grid" id="activity-list">
-                        <thead><tr>
-                            <th>"ID"</th><th>"Title"</th><th>"Kind"</th><th>"Starts (UTC)"</th>
-                            <th>"Ends (UTC)"</th><th>"Items"</th><th>"Stock"</th>
-                        </tr></thead>
-                        <tbody>
-                            {list.into_iter().map(|activity| view! {
-                                <tr>
-                                    <td>{activity.id}</td>
-                                    <td><A href=format!("/activities/{}", activity.id)>{activity.title}</A></td>
-                                    <td>{activity.kind.as_str()}</td>
-                                    <td>{activity.starts_at.format("%Y-%m-%d %H:%M").to_string()}</td>
-                                    <td>{activity.ends_at.format("%Y-%m-%d %H:%M").to_string()}</td>
-                                    <td class="num">{activity.item_count}</td>
-                                    <td class="num">{activity.total_stock}</td>
-                                </tr>
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                }.into_any())
+                let (list, role) = match activities.await {
+                    Ok(found) => found,
+                    Err(error) => return view! { <h1>"Activities"</h1> {error_box(error)} }.into_any(),
+                };
+                let now = now_ms();
+                view! {
+                    <div class="page-head">
+                        <h1>"Activities"</h1>
+                        {role.may(Permission::WriteCatalog).then(|| view! {
+                            <A href="/activities/new" attr:class="button">"New activity"</A>
+                        })}
+                    </div>
+                    {listing(Ok(list), "No activities yet.", |list| view! {
+                        <table class="grid" tabindex="0" id="activity-list">
+                            <thead><tr>
+                                <th>"ID"</th><th>"Title"</th><th>"Status"</th><th>"Kind"</th>
+                                <th>"Starts"</th><th>"Ends"</th><th>"Items"</th><th>"Stock"</th>
+                            </tr></thead>
+                            <tbody>
+                                {list.into_iter().map(|activity| {
+                                    let badges = statuses(&activity, now);
+                                    view! {
+                                    <tr data-activity=activity.id>
+                                        <td>{activity.id}</td>
+                                        <td><A href=format!("/activities/{}", activity.id)>{activity.title.clone()}</A></td>
+                                        <td class="statuses">{badges}</td>
+                                        <td>{activity.kind.as_str()}</td>
+                                        <td>{time_cell(activity.starts_at)}</td>
+                                        <td>{time_cell(activity.ends_at)}</td>
+                                        <td class="num">{activity.item_count}</td>
+                                        <td class="num">{activity.total_stock}</td>
+                                    </tr>
+                                }}).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any())}
+                }.into_any()
             })}
         </Suspense>
     }
+}
+
+/// An activity's standing as badges: its sale window, pre-warmed or not, its published page.
+fn statuses(activity: &ActivitySummary, now_ms: i64) -> AnyView {
+    let window = SaleWindow::at(activity.starts_at, activity.ends_at, now_ms).as_str();
+    let prewarm = if activity.prewarmed {
+        ("pre-warmed", "status status-prewarmed")
+    } else {
+        ("not pre-warmed", "status status-none")
+    };
+    let published = activity
+        .published_version
+        .map_or_else(|| "not published".to_owned(), |v| format!("published v{v}"));
+    view! {
+        <span class=format!("status status-{window}") data-window=window>{window}</span> " "
+        <span class=prewarm.1>{prewarm.0}</span> " "
+        <span class="status" data-published=activity.published_version.unwrap_or(0)>{published}</span>
+    }
+    .into_any()
 }
 
 #[component]
@@ -74,8 +109,16 @@ pub fn ActivityCreate() -> impl IntoView {
     let catalogue = Resource::new(|| (), |_| list_items());
     view! {
         <h1>"New activity"</h1>
-        <ActivityForm id=None initial=None/>
-        <CatalogueOptions catalogue/>
+        <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match catalogue.await {
+                    Ok(catalogue) => view! {
+                        <ActivityForm id=None initial=None save=ServerAction::new() catalogue/>
+                    }.into_any(),
+                    Err(error) => error_box(error),
+                }
+            })}
+        </Suspense>
     }
 }
 
@@ -85,6 +128,7 @@ pub fn ActivityPage() -> impl IntoView {
     // Lives here, not in the panel, so its report survives the refetch it triggers.
     let prewarm = ServerAction::<PrewarmActivity>::new();
     let publish = ServerAction::<PublishSalePage>::new();
+    let save = ServerAction::<SaveActivity>::new();
     let id = move || {
         params
             .read()
@@ -95,14 +139,27 @@ pub fn ActivityPage() -> impl IntoView {
     // beside the others, never inside the view that awaits another: a server render of
     // nested boundaries could wait for ever (see `ledger_resource`).
     let ledger = ledger_resource(id);
-    let catalogue = Resource::new(|| (), |_| list_items());
+    // With the signed-in role: each role sees the controls it may use (the server refuses
+    // the others anyway). Refetched after a pre-warm and a publish, whose state it shows.
     let activity = Resource::new(
-        move || (id(), prewarm.version().get()),
-        |(id, _)| async move {
-            match id {
-                Some(id) => get_activity(id).await,
-                None => Err(ConsoleFnError::not_found()),
-            }
+        move || {
+            (
+                id(),
+                prewarm.version().get(),
+                publish.version().get(),
+                save.version().get(),
+            )
+        },
+        |(id, ..)| async move {
+            let id = id.ok_or_else(ConsoleFnError::not_found)?;
+            let role = my_role().await?;
+            // The edit form picks items by name from the catalogue.
+            let catalogue = if role.may(Permission::WriteCatalog) {
+                list_items().await?
+            } else {
+                Vec::new()
+            };
+            Ok::<_, ConsoleFnError>((get_activity(id).await?, role, catalogue))
         },
     );
     view! {
@@ -110,20 +167,22 @@ pub fn ActivityPage() -> impl IntoView {
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match activity.await {
-                    Ok(activity) => view! {
+                    Ok((activity, role, catalogue)) => view! {
                         <h1>{activity.title.clone()}</h1>
                         <Figures activity=activity.clone()/>
-                        <Prewarm id=activity.id action=prewarm/>
-                        <Publish id=activity.id action=publish/>
-                        <h2>"Edit"</h2>
-                        <ActivityForm id=Some(activity.id) initial=Some(activity.to_input())/>
+                        <PublishedState activity=activity.clone()/>
+                        {role.may(Permission::Prewarm).then(|| view! { <Prewarm id=activity.id action=prewarm/> })}
+                        {role.may(Permission::PublishSalePage).then(|| view! { <Publish id=activity.id action=publish/> })}
+                        {role.may(Permission::WriteCatalog).then(|| view! {
+                            <h2>"Edit"</h2>
+                            <ActivityForm id=Some(activity.id) initial=Some(activity.to_input()) save catalogue/>
+                        })}
                     }.into_any(),
                     Err(error) => error_box(error),
                 }
             })}
         </Transition>
         <Ledger ledger/>
-        <CatalogueOptions catalogue/>
     }
 }
 
@@ -137,10 +196,10 @@ fn Figures(activity: ActivityDetail) -> impl IntoView {
     };
     view! {
         <p class="meta">
-            {activity.kind.as_str()} " · " {time_for_input(activity.starts_at)} " → "
-            {time_for_input(activity.ends_at)} " UTC · pay within " {activity.pay_timeout_s} " s · " {prewarm}
+            {activity.kind.as_str()} " · " {time_cell(activity.starts_at)} " → "
+            {time_cell(activity.ends_at)} " · pay within " {activity.pay_timeout_s} " s · " {prewarm}
         </p>
-        <table class="grid" id="activity-items">
+        <table class="grid" tabindex="0" id="activity-items">
             <thead><tr>
                 <th>"Item"</th><th>"Price"</th><th>"Limit / user"</th><th>"Stock"</th><th>"Sold"</th><th>"Redis stock"</th>
             </tr></thead>
@@ -160,6 +219,34 @@ fn Figures(activity: ActivityDetail) -> impl IntoView {
         {(!activity.seats.is_empty()).then(|| view! {
             <p class="meta">"Seats: " {activity.seats.join(" ")}</p>
         })}
+    }
+}
+
+/// Which version of the buyers' page is published, and whether an edit made since has left
+/// it stale: buyers see the published page, not the catalogue, until it is published again.
+#[component]
+fn PublishedState(activity: ActivityDetail) -> impl IntoView {
+    match activity.publication {
+        None => view! {
+            <p class="meta" id="publication" data-state="unpublished">
+                "The buyers' sale page is not published yet."
+            </p>
+        }
+        .into_any(),
+        Some(publication) if publication.stale => view! {
+            <p class="notice" id="publication" data-state="stale" role="status">
+                "Published version " {publication.version} " (" {time_cell(publication.published_at)}
+                ") is older than the last edit: buyers still see the old page. Publish the sale page again to show them this one."
+            </p>
+        }
+        .into_any(),
+        Some(publication) => view! {
+            <p class="meta" id="publication" data-state="current">
+                "Published version " {publication.version} " (" {time_cell(publication.published_at)}
+                "), up to date with the last edit."
+            </p>
+        }
+        .into_any(),
     }
 }
 
@@ -213,7 +300,7 @@ fn Publish(id: i64, action: ServerAction<PublishSalePage>) -> impl IntoView {
 fn PrewarmLoaded(report: PrewarmReport) -> impl IntoView {
     view! {
         <h2>"Loaded into Redis"</h2>
-        <table class="grid" id="prewarm-report">
+        <table class="grid" tabindex="0" id="prewarm-report">
             <thead><tr>
                 <th>"Item"</th><th>"Total stock"</th><th>"Held by orders (DB)"</th><th>"Redis stock"</th><th>"Buyers"</th>
             </tr></thead>
@@ -260,20 +347,25 @@ impl ItemRow {
         }
     }
 
+    /// The row as the wire wants it; a refusal names the row and the field by their labels.
     fn to_input(self, position: usize) -> Result<ActivityItemInput, String> {
-        let whole = |signal: RwSignal<String>, what: &str| {
+        let whole = |signal: RwSignal<String>, label: &str| {
             signal
                 .get_untracked()
                 .trim()
                 .parse::<i64>()
-                .map_err(|_| format!("item {position}: {what} must be a whole number"))
+                .map_err(|_| format!("Item {position}, {label}: enter a whole number"))
         };
         Ok(ActivityItemInput {
-            item_id: whole(self.item_id, "item")?,
-            stock: whole(self.stock, "stock")?,
-            per_user_limit: whole(self.per_user_limit, "limit per user")?,
+            item_id: self
+                .item_id
+                .get_untracked()
+                .parse()
+                .map_err(|_| format!("Item {position}: choose an item"))?,
+            stock: whole(self.stock, "Stock")?,
+            per_user_limit: whole(self.per_user_limit, "Limit / user")?,
             price_cents: contract::parse_cents(&self.price.get_untracked())
-                .map_err(|e| format!("item {position}: {e}"))?,
+                .map_err(|e| format!("Item {position}, Sale price (yuan): {e}"))?,
         })
     }
 }
@@ -368,15 +460,15 @@ impl ActivityFields {
         let items = self.items.to_inputs()?;
         Ok(ActivityInput {
             title: self.title.get_untracked(),
-            starts_at: time_from_input(&self.starts_at.get_untracked(), "start")?,
-            ends_at: time_from_input(&self.ends_at.get_untracked(), "end")?,
+            starts_at: time_from_input(&self.starts_at.get_untracked(), "Starts (UTC)")?,
+            ends_at: time_from_input(&self.ends_at.get_untracked(), "Ends (UTC)")?,
             kind: self.kind.get_untracked(),
             pay_timeout_s: self
                 .pay_timeout
                 .get_untracked()
                 .trim()
                 .parse()
-                .map_err(|_| "pay timeout must be a whole number of seconds".to_string())?,
+                .map_err(|_| "Pay within (s): enter a whole number of seconds".to_string())?,
             items,
             seats: self
                 .seats
@@ -394,9 +486,13 @@ impl ActivityFields {
 /// Its two deep parts return [`AnyView`]: as concrete types nested in the pages' views they
 /// took the server crate past the compiler's recursion limit.
 #[component]
-fn ActivityForm(id: Option<i64>, initial: Option<ActivityInput>) -> impl IntoView {
+fn ActivityForm(
+    id: Option<i64>,
+    initial: Option<ActivityInput>,
+    save: ServerAction<SaveActivity>,
+    catalogue: Vec<Item>,
+) -> impl IntoView {
     let fields = ActivityFields::new(initial.as_ref());
-    let save = ServerAction::<SaveActivity>::new();
     let local_error = RwSignal::new(None::<String>);
     let on_submit = move |event: leptos::ev::SubmitEvent| {
         event.prevent_default();
@@ -424,12 +520,15 @@ fn ActivityForm(id: Option<i64>, initial: Option<ActivityInput>) -> impl IntoVie
         <form class="card" id="activity-form" on:submit=on_submit>
             <label>"Title" <input type="text" name="title" required maxlength="200" bind:value=title/></label>
             <ScheduleFields starts_at ends_at pay_timeout kind/>
-            <ItemsFieldset items/>
+            <ItemsFieldset items catalogue/>
             <SeatsField kind seats/>
             <button type="submit" disabled=move || save.pending().get()>"Save activity"</button>
         </form>
         {move || local_error.get().map(|message| view! { <p class="error" role="alert">{message}</p> })}
-        {move || save.value().get().and_then(Result::err).map(error_box)}
+        {move || save.value().get().map(|saved| match saved {
+            Ok(_) => view! { <p class="saved" id="saved" role="status">"Saved."</p> }.into_any(),
+            Err(error) => error_box(error),
+        })}
     }
 }
 
@@ -476,14 +575,15 @@ fn KindSelect(kind: RwSignal<ActivityKind>) -> impl IntoView {
     }
 }
 
-/// The item rows and adding a row (the catalogue they pick from is beside the form).
+/// The item rows and adding a row; each row picks from the merchant's catalogue by name.
 #[component]
-fn ItemsFieldset(items: ItemRows) -> AnyView {
+fn ItemsFieldset(items: ItemRows, catalogue: Vec<Item>) -> AnyView {
+    let catalogue = StoredValue::new(catalogue);
     view! {
         <fieldset>
             <legend>"Items"</legend>
             <For each=move || items.rows.get() key=|row| row.key let:row>
-                <ItemRowFields row items/>
+                <ItemRowFields row items catalogue/>
             </For>
             <button type="button" class="link" on:click=move |_| items.add()>"Add item"</button>
         </fieldset>
@@ -491,38 +591,59 @@ fn ItemsFieldset(items: ItemRows) -> AnyView {
     .into_any()
 }
 
-/// The catalogue the item id inputs suggest from, loaded by the page.
-type Catalogue = Resource<Result<Vec<Item>, ConsoleFnError>>;
-
-/// The catalogue's items as suggestions for the item id inputs (`list="catalogue"`), in a
-/// boundary of its own beside the form.
-#[component]
-fn CatalogueOptions(catalogue: Catalogue) -> impl IntoView {
-    view! {
-        <Transition fallback=|| ()>
-            {move || Suspend::new(async move {
-                let options = catalogue.await.unwrap_or_default();
-                view! {
-                    <datalist id="catalogue">
-                        {options.into_iter().map(|item| view! {
-                            <option value=item.id.to_string()>{item.name}</option>
-                        }).collect_view()}
-                    </datalist>
-                }
-            })}
-        </Transition>
-    }
+/// The catalogue's price of item `id` (as typed in the form), if the catalogue has it.
+fn catalogue_price(catalogue: &[Item], id: &str) -> Option<String> {
+    let id = id.parse::<i64>().ok()?;
+    catalogue
+        .iter()
+        .find(|item| item.id == id)
+        .map(|item| format_cents(item.price_cents))
 }
 
-/// One item row's inputs and its remove button.
+/// One item row's inputs and its remove button. Picking an item fills the sale price with
+/// the item's own while the price is blank or still the previous item's.
 #[component]
-fn ItemRowFields(row: ItemRow, items: ItemRows) -> impl IntoView {
+fn ItemRowFields(
+    row: ItemRow,
+    items: ItemRows,
+    catalogue: StoredValue<Vec<Item>>,
+) -> impl IntoView {
+    let pick = move |ev: leptos::ev::Event| {
+        let picked = event_target_value(&ev);
+        let previous = row.item_id.get_untracked();
+        catalogue.with_value(|catalogue| {
+            let price = row.price.get_untracked();
+            let untouched =
+                price.trim().is_empty() || catalogue_price(catalogue, &previous) == Some(price);
+            if let Some(default) = catalogue_price(catalogue, &picked).filter(|_| untouched) {
+                row.price.set(default);
+            }
+        });
+        row.item_id.set(picked);
+    };
+    let chosen = row.item_id.get_untracked();
+    let options = catalogue.with_value(|catalogue| {
+        catalogue
+            .iter()
+            .map(|item| {
+                let value = item.id.to_string();
+                let selected = value == chosen;
+                let label = format!("{} ({})", item.name, format_cents(item.price_cents));
+                view! { <option value=value selected=selected>{label}</option> }
+            })
+            .collect_view()
+    });
     view! {
         <div class="row item-row">
-            <label>"Item ID" <input type="number" list="catalogue" name="item_id" bind:value=row.item_id/></label>
+            <label>"Item"
+                <select name="item_id" required on:change=pick>
+                    <option value="" selected=chosen.is_empty()>"Choose an item…"</option>
+                    {options}
+                </select>
+            </label>
             <label>"Stock" <input type="number" min="1" name="stock" bind:value=row.stock/></label>
             <label>"Limit / user" <input type="number" min="1" name="per_user_limit" bind:value=row.per_user_limit/></label>
-            <label>"Price (yuan)" <input type="text" inputmode="decimal" name="price" bind:value=row.price/></label>
+            <label>"Sale price (yuan)" <input type="text" inputmode="decimal" name="price" bind:value=row.price/></label>
             <button type="button" class="link" on:click=move |_| items.remove(row.key)>"Remove"</button>
         </div>
     }

@@ -219,9 +219,21 @@ fn runs_view(
         )
         .into_any(),
         row(
-            "Buy error rate".into(),
+            "Buy error rate (5xx)".into(),
             text_cells(&runs, |run| {
                 format!("{:.1} %", endpoint(run).error_rate * 100.0)
+            }),
+        )
+        .into_any(),
+        row(
+            "Buy refusals (4xx: sold out, limits)".into(),
+            text_cells(&runs, |run| {
+                let endpoint = endpoint(run);
+                let refused: u64 = (endpoint.errors.iter())
+                    .filter(|(status, _)| status.starts_with('4'))
+                    .map(|(_, count)| count)
+                    .sum();
+                refused.to_string()
             }),
         )
         .into_any(),
@@ -309,7 +321,7 @@ fn runs_view(
                     <td>
                         <ActionForm action=mark attr:class="inline">
                             <input type="hidden" name="run_id" value=id.clone()/>
-                            <input name="reason" required maxlength="500" placeholder="reason (audited)"/>
+                            <input name="reason" required maxlength="500" placeholder="reason (audited)" aria-label="Reason (audited)"/>
                             {own} {of_kind}
                         </ActionForm>
                     </td>
@@ -321,7 +333,7 @@ fn runs_view(
     });
     view! {
         <p class="meta">"Path figures are calls per buy, counted by the product where each call is made; a flagged cell has a call per buy the baseline run did not. An activity without a baseline of its own is held against its kind's."</p>
-        <table class="grid" id="baseline-runs">
+        <table class="grid" tabindex="0" id="baseline-runs">
             <thead><tr><th></th>{head}</tr></thead>
             <tbody>{rows}{marks}</tbody>
         </table>

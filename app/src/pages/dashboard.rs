@@ -178,10 +178,12 @@ fn funnel(frames: &[DashboardFrame]) -> AnyView {
         .max()
         .unwrap_or(1)
         .max(1) as f64;
-    let row = 22.0;
-    let label_width = 120.0;
-    let bar_room = WIDTH - label_width - 180.0;
+    // Each stage on two lines: its name and figures, then its bar across the whole width,
+    // so no label is cut off however long; the refusal codes are listed under the chart.
+    let row = 34.0;
+    let bar_room = WIDTH - 4.0;
     let height = row * stages.len() as f64;
+    let mut codes_by_stage = Vec::new();
     let rows = stages
         .into_iter()
         .enumerate()
@@ -198,24 +200,57 @@ fn funnel(frames: &[DashboardFrame]) -> AnyView {
                 .collect::<Vec<_>>()
                 .join(", ");
             let note = if stopped > 0 {
-                format!("{} passed, −{stopped} ({codes})", stage.passed)
+                codes_by_stage.push((stage.stage.clone(), codes));
+                format!("{}: {} passed, {stopped} stopped", stage.stage, stage.passed)
             } else {
-                format!("{} passed", stage.passed)
+                format!("{}: {} passed", stage.stage, stage.passed)
             };
             view! {
                 <g data-stage=stage.stage.clone() data-passed=stage.passed data-stopped=stopped>
-                    <text x="0" y=y + 15.0 class="axis">{stage.stage.clone()}</text>
-                    <rect x=label_width y=y + 4.0 width=passed_width height=row - 8.0 class="bar-pass"></rect>
-                    <rect x=label_width + passed_width y=y + 4.0 width=stopped_width height=row - 8.0 class="bar-stop"></rect>
-                    <text x=label_width + passed_width + stopped_width + 6.0 y=y + 15.0 class="axis">{note}</text>
+                    <text x="0" y=y + 12.0 class="axis">{note}</text>
+                    <rect x="0" y=y + 16.0 width=passed_width height=row - 22.0 class="bar-pass"></rect>
+                    <rect x=passed_width y=y + 16.0 width=stopped_width height=row - 22.0 class="bar-stop"></rect>
                 </g>
             }
         })
         .collect_view();
     view! {
-        <svg id="funnel" class="chart" viewBox=format!("0 0 {WIDTH} {height}") role="img" aria-label="Buy funnel by stage">
+        <svg id="funnel" class="chart" viewBox=format!("0 0 {WIDTH} {height}") role="img" aria-label="Buy funnel by stage: requests passed (green) and stopped (red)">
             {rows}
         </svg>
+        {(!codes_by_stage.is_empty()).then(|| view! {
+            <dl class="facts funnel-codes">
+                {codes_by_stage.into_iter().map(|(stage, codes)| view! {
+                    <dt>{stage} " stopped"</dt><dd class="mono">{codes}</dd>
+                }).collect_view()}
+            </dl>
+        })}
+    }
+    .into_any()
+}
+
+/// The axes of a time chart, in HTML beside the drawing (a stretched SVG would stretch its
+/// text): the value at the top and at the bottom, with the unit, and the times of the left and
+/// right edges (UTC).
+fn axes(top: f64, unit: &str, start: i64, span: i64, drawing: AnyView) -> AnyView {
+    let clock = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .map(|at| at.format("%H:%M:%S").to_string())
+            .unwrap_or_default()
+    };
+    view! {
+        <div class="plot">
+            <div class="y-axis" aria-hidden="true">
+                <span>{format!("{top:.1} {unit}")}</span>
+                <span>{format!("0 {unit}")}</span>
+            </div>
+            {drawing}
+            <span></span>
+            <div class="x-axis" aria-hidden="true">
+                <span>{clock(start)}</span>
+                <span>{format!("{} UTC · {} s", clock(start + span), span / 1000)}</span>
+            </div>
+        </div>
     }
     .into_any()
 }
@@ -281,14 +316,18 @@ fn chart(
         .into_iter()
         .map(|points| view! { <polyline points=points class="line"></polyline> })
         .collect_view();
+    let drawing = view! {
+        <svg id=id class="chart" viewBox=format!("0 0 {WIDTH} {HEIGHT}") preserveAspectRatio="none" role="img"
+            aria-label=format!("{title} over the last {} s, in {unit}", span / 1000)>
+            <line x1="0" y1=HEIGHT x2=WIDTH y2=HEIGHT class="axis-line"></line>
+            {lines}
+        </svg>
+    }
+    .into_any();
     view! {
         <figure class="chart-box">
-            <figcaption>{title} ": " <strong data-now>{now}</strong></figcaption>
-            <svg id=id class="chart" viewBox=format!("0 0 {WIDTH} {HEIGHT}") preserveAspectRatio="none" role="img" aria-label=title>
-                <line x1="0" y1=HEIGHT x2=WIDTH y2=HEIGHT class="axis-line"></line>
-                {lines}
-            </svg>
-            <p class="meta">"max " {format!("{:.1}", top / 1.1)} " " {unit} " · " {span / 1000} " s"</p>
+            <figcaption>{title} " (" {unit} "): " <strong data-now>{now}</strong></figcaption>
+            {axes(top, unit, start, span, drawing)}
         </figure>
     }
     .into_any()
@@ -334,10 +373,12 @@ fn stock(frames: &[DashboardFrame]) -> AnyView {
                         <strong data-redis-stock>{redis}</strong> " of " {item.total}
                         " · allocated " {item.allocated} " · sold " {item.sold} " · paid " {item.paid}
                     </figcaption>
-                    <svg class="chart" viewBox=format!("0 0 {WIDTH} {HEIGHT}") preserveAspectRatio="none" role="img" aria-label="Stock over time">
-                        <line x1="0" y1=HEIGHT x2=WIDTH y2=HEIGHT class="axis-line"></line>
-                        {lines}
-                    </svg>
+                    {axes(top, "units", start, span, view! {
+                        <svg class="chart" viewBox=format!("0 0 {WIDTH} {HEIGHT}") preserveAspectRatio="none" role="img" aria-label="Units left in Redis over time">
+                            <line x1="0" y1=HEIGHT x2=WIDTH y2=HEIGHT class="axis-line"></line>
+                            {lines}
+                        </svg>
+                    }.into_any())}
                 </figure>
             }
         })
@@ -390,7 +431,7 @@ fn levels(last: &DashboardFrame) -> AnyView {
         .collect_view();
     let pool = &last.db_pool;
     view! {
-        <table class="grid" id="levels">
+        <table class="grid" tabindex="0" id="levels">
             <tbody>
                 {queues}
                 {outbox}
@@ -435,7 +476,7 @@ fn instances(last: &DashboardFrame) -> AnyView {
         .collect_view();
     view! {
         {etcd}
-        <table class="grid" id="instances">
+        <table class="grid" tabindex="0" id="instances">
             <thead>
                 <tr><th>"Node"</th><th>"Address"</th><th>"Watch"</th><th>"Applied revision"</th><th>"Heartbeat"</th><th>"Synced"</th></tr>
             </thead>
@@ -452,7 +493,7 @@ fn switches(last: &DashboardFrame) -> AnyView {
         .map(|(path, value)| view! { <tr data-switch=path.clone()><td><code>{path.clone()}</code></td><td>{value.clone()}</td></tr> })
         .collect_view();
     view! {
-        <table class="grid" id="switches">
+        <table class="grid" tabindex="0" id="switches">
             <tbody>{rows}</tbody>
         </table>
     }

@@ -138,7 +138,7 @@ fn Outbox(
             </details>
         })}
         {(!summary.failed_rows.is_empty()).then(|| view! {
-            <table class="grid" id="outbox-failed">
+            <table class="grid" tabindex="0" id="outbox-failed">
                 <thead><tr>
                     <th>"ID"</th><th>"Created (UTC)"</th><th>"Event"</th><th>"Topic"</th>
                     <th>"Attempts"</th><th>"Last error"</th>
@@ -198,7 +198,7 @@ fn Letters(
             </details>
         })}
         {listing(Ok(page.rows.dead_letters), "No dead letters.", move |letters| view! {
-            <table class="grid" id="dead-letter-list">
+            <table class="grid" tabindex="0" id="dead-letter-list">
                 <thead><tr>
                     <th>"ID"</th><th>"Received (UTC)"</th><th>"Queue / routing key"</th><th>"Reason"</th>
                     <th>"Deaths"</th><th>"Payload"</th><th>"Requeued"</th>

@@ -3,9 +3,9 @@
 //! the last hours, and, for ops and admin, forms to add a key by hand and to remove one.
 //! Adding and removing are audited by the server with the reason.
 
-use super::{error_box, listing, maybe_when, now_ms, reason_field, ticker, when};
+use super::{error_box, listing, maybe_when, now_ms, reason_field, ticker, time_cell, when};
 use crate::api::{get_hotkeys, hotkey_history, whoami, AddHotKey, RemoveHotKey};
-use contract::{HotKey, HotKeyKind, HotKeyPeriod, HotKeysView, Permission};
+use contract::{HotKey, HotKeyKind, HotKeyPeriod, HotKeysView, Permission, TopKeys};
 use leptos::prelude::*;
 
 #[component]
@@ -66,7 +66,7 @@ fn live_view(data: HotKeysView, may_manage: bool, remove: ServerAction<RemoveHot
                     view! { <p class="empty">"nothing counted"</p> }.into_any()
                 } else {
                     view! {
-                        <table class="grid" id=format!("top-{}", kind.as_str())>
+                        <table class="grid" tabindex="0" id=format!("top-{}", kind.as_str())>
                             <thead><tr><th>"Key"</th><th>"Per second"</th></tr></thead>
                             <tbody>
                                 {rows.into_iter().map(|row| view! {
@@ -80,20 +80,24 @@ fn live_view(data: HotKeysView, may_manage: bool, remove: ServerAction<RemoveHot
         }
     });
     let hot = data.hot;
+    let top_keys = data.top;
     view! {
         <h2>"In force"</h2>
         {if hot.is_empty() {
             view! { <p class="empty" id="hot-none">"No hot key in force."</p> }.into_any()
         } else {
             view! {
-                <table class="grid" id="hot-keys">
+                <table class="grid" tabindex="0" id="hot-keys">
                     <thead><tr>
                         <th>"Kind"</th><th>"Key"</th><th>"Action"</th><th>"Source"</th>
-                        <th>"Rate"</th><th>"Since (UTC)"</th><th>"Time left"</th><th>"Why"</th>
+                        <th>"Per second now"</th><th>"Since"</th><th>"Time left"</th><th>"Why"</th>
                         {may_manage.then(|| view! { <th></th> })}
                     </tr></thead>
                     <tbody>
-                        {hot.into_iter().map(|key| hot_row(key, now_ms, may_manage, remove)).collect_view()}
+                        {hot.into_iter().map(|key| {
+                            let now_rate = rate_now(&top_keys, &key);
+                            hot_row(key, now_rate, now_ms, may_manage, remove)
+                        }).collect_view()}
                     </tbody>
                 </table>
             }.into_any()
@@ -106,16 +110,28 @@ fn live_view(data: HotKeysView, may_manage: bool, remove: ServerAction<RemoveHot
     .into_any()
 }
 
+/// A hot key's rate now, as the top table counts it: the rate it was found hot at is old
+/// news, and a manual key has none.
+fn rate_now(top: &TopKeys, key: &HotKey) -> u64 {
+    top.of(key.kind)
+        .iter()
+        .find(|row| row.key == key.key)
+        .map_or(0, |row| row.rate_per_s)
+}
+
 fn hot_row(
     key: HotKey,
+    now_rate: u64,
     now_ms: i64,
     may_manage: bool,
     remove: ServerAction<RemoveHotKey>,
 ) -> impl IntoView {
     let left_s = ((key.expires_ms - now_ms).max(0) + 999) / 1000;
-    let since = chrono::DateTime::from_timestamp_millis(key.since_ms)
-        .map(when)
-        .unwrap_or_default();
+    let since = chrono::DateTime::from_timestamp_millis(key.since_ms).map(time_cell);
+    let found = match key.source {
+        contract::HotKeySource::Detected => format!("found hot at {}/s", key.rate_per_s),
+        contract::HotKeySource::Manual => "added by hand".to_owned(),
+    };
     let action = match key.limit_per_s {
         Some(rate) => format!("{} {rate}/s", key.action.as_str()),
         None => key.action.as_str().to_owned(),
@@ -128,14 +144,14 @@ fn hot_row(
     view! {
         <tr>
             <td>{kind}</td><td class="mono">{key.key}</td><td>{action}</td>
-            <td>{key.source.as_str()}</td><td>{key.rate_per_s}</td><td>{since}</td>
+            <td>{key.source.as_str()}</td><td class="num" title=found>{now_rate}</td><td>{since}</td>
             <td>{left_s} " s"</td><td>{why}</td>
             {may_manage.then(|| view! {
                 <td>
                     <ActionForm action=remove attr:class="inline">
                         <input type="hidden" name="kind" value=kind/>
                         <input type="hidden" name="key" value=text/>
-                        <input name="reason" required maxlength="500" placeholder="reason (audited)"/>
+                        <input name="reason" required maxlength="500" placeholder="reason (audited)" aria-label="Reason (audited)"/>
                         <button type="submit">"Remove"</button>
                     </ActionForm>
                 </td>
@@ -176,7 +192,7 @@ fn add_form(add: ServerAction<AddHotKey>) -> impl IntoView {
 
 fn history_table(periods: Vec<HotKeyPeriod>) -> AnyView {
     view! {
-        <table class="grid" id="hotkey-history">
+        <table class="grid" tabindex="0" id="hotkey-history">
             <thead><tr>
                 <th>"Kind"</th><th>"Key"</th><th>"Action"</th><th>"Source"</th>
                 <th>"Peak/s"</th><th>"From (UTC)"</th><th>"Until (UTC)"</th><th>"Who, why"</th>
@@ -201,4 +217,35 @@ fn history_table(periods: Vec<HotKeyPeriod>) -> AnyView {
         </table>
     }
     .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use contract::{HotKeyAction, HotKeySource, TopKey};
+
+    #[test]
+    fn a_watched_key_shows_the_rate_the_top_table_counts_now() {
+        let top = TopKeys {
+            item: vec![TopKey {
+                key: "42".into(),
+                rate_per_s: 70,
+            }],
+            ..TopKeys::default()
+        };
+        let key = |key: &str| HotKey {
+            kind: HotKeyKind::Item,
+            key: key.into(),
+            rate_per_s: 0,
+            action: HotKeyAction::Watch,
+            limit_per_s: None,
+            source: HotKeySource::Manual,
+            since_ms: 0,
+            expires_ms: 0,
+            actor: None,
+            reason: None,
+        };
+        assert_eq!(rate_now(&top, &key("42")), 70);
+        assert_eq!(rate_now(&top, &key("43")), 0);
+    }
 }

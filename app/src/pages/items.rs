@@ -1,37 +1,48 @@
 //! Items: the merchant's catalogue (merchants see only their own; the backend filters).
 
-use super::{error_box, listing};
+use super::{error_box, listing, my_role};
 use crate::api::{get_item, list_items, SaveItem};
 use crate::error::ConsoleFnError;
-use contract::{format_cents, Item};
+use contract::{format_cents, Item, Permission};
 use leptos::prelude::*;
 use leptos_router::{components::A, hooks::use_params_map};
 
 #[component]
 pub fn ItemList() -> impl IntoView {
-    let items = Resource::new(|| (), |_| list_items());
+    let items = Resource::new(
+        || (),
+        |_| async { Ok::<_, ConsoleFnError>((list_items().await?, my_role().await?)) },
+    );
     view! {
-        <div class="page-head">
-            <h1>"Items"</h1>
-            <A href="/items/new" attr:class="button">"New item"</A>
-        </div>
         <Suspense fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
-                listing(items.await, "No items yet.", |items| view! {
-                    <table class="grid" id="item-list">
-                        <thead><tr><th>"ID"</th><th>"Name"</th><th>"Price"</th><th>"Merchant"</th></tr></thead>
-                        <tbody>
-                            {items.into_iter().map(|item| view! {
-                                <tr>
-                                    <td>{item.id}</td>
-                                    <td><A href=format!("/items/{}", item.id)>{item.name}</A></td>
-                                    <td class="num">{format_cents(item.price_cents)}</td>
-                                    <td>{item.merchant_id}</td>
-                                </tr>
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                }.into_any())
+                let (items, role) = match items.await {
+                    Ok(found) => found,
+                    Err(error) => return view! { <h1>"Items"</h1> {error_box(error)} }.into_any(),
+                };
+                view! {
+                    <div class="page-head">
+                        <h1>"Items"</h1>
+                        {role.may(Permission::WriteCatalog).then(|| view! {
+                            <A href="/items/new" attr:class="button">"New item"</A>
+                        })}
+                    </div>
+                    {listing(Ok(items), "No items yet.", |items| view! {
+                        <table class="grid" tabindex="0" id="item-list">
+                            <thead><tr><th>"ID"</th><th>"Name"</th><th>"Price"</th><th>"Merchant"</th></tr></thead>
+                            <tbody>
+                                {items.into_iter().map(|item| view! {
+                                    <tr>
+                                        <td>{item.id}</td>
+                                        <td><A href=format!("/items/{}", item.id)>{item.name}</A></td>
+                                        <td class="num">{format_cents(item.price_cents)}</td>
+                                        <td>{item.merchant_id}</td>
+                                    </tr>
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any())}
+                }.into_any()
             })}
         </Suspense>
     }
@@ -56,18 +67,27 @@ pub fn ItemEdit() -> impl IntoView {
                 .and_then(|id| id.parse::<i64>().ok())
         },
         |id| async move {
-            match id {
-                Some(id) => get_item(id).await,
-                None => Err(ConsoleFnError::not_found()),
-            }
+            let id = id.ok_or_else(ConsoleFnError::not_found)?;
+            Ok::<_, ConsoleFnError>((get_item(id).await?, my_role().await?))
         },
     );
     view! {
-        <h1>"Edit item"</h1>
+        <h1>"Item"</h1>
         <Suspense fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match item.await {
-                    Ok(item) => view! { <ItemForm item=Some(item)/> }.into_any(),
+                    Ok((item, role)) if role.may(Permission::WriteCatalog) => {
+                        view! { <ItemForm item=Some(item)/> }.into_any()
+                    }
+                    // Roles that may not edit the catalogue read it.
+                    Ok((item, _)) => view! {
+                        <dl class="facts" id="item-facts">
+                            <dt>"Name"</dt><dd>{item.name}</dd>
+                            <dt>"Description"</dt><dd>{item.description}</dd>
+                            <dt>"Price"</dt><dd>{format_cents(item.price_cents)}</dd>
+                            <dt>"Merchant"</dt><dd>{item.merchant_id}</dd>
+                        </dl>
+                    }.into_any(),
                     Err(error) => error_box(error),
                 }
             })}
@@ -100,6 +120,9 @@ fn ItemForm(item: Option<Item>) -> impl IntoView {
             <label>"Price (yuan)" <input type="text" name="price" value=price required inputmode="decimal" placeholder="12.50"/></label>
             <button type="submit" disabled=move || save.pending().get()>"Save"</button>
         </ActionForm>
-        {move || save.value().get().and_then(Result::err).map(error_box)}
+        {move || save.value().get().map(|saved| match saved {
+            Ok(_) => view! { <p class="saved" id="saved" role="status">"Saved."</p> }.into_any(),
+            Err(error) => error_box(error),
+        })}
     }
 }

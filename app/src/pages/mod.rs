@@ -31,9 +31,20 @@ pub fn reason_field() -> impl IntoView {
 }
 
 /// A server function's error, shown where the page's content would be; its code rides
-/// along for tests and programs that read the page.
+/// along for tests and programs that read the page. An expired session links to the login
+/// page, which comes back here once signed in.
 pub fn error_box(error: ConsoleFnError) -> AnyView {
-    view! { <p class="error" role="alert" data-code=error.code>{error.message}</p> }.into_any()
+    let sign_in = (error.code == "UNAUTHENTICATED").then(|| {
+        view! { ": " <a href=layout::sign_in_href() id="sign-in-again">"sign in again"</a> " to come back to this page" }
+    });
+    view! { <p class="error" role="alert" data-code=error.code>{error.message}{sign_in}</p> }
+        .into_any()
+}
+
+/// The signed-in user's role, for a page that shows each role only the controls it may use
+/// (the server refuses the others anyway).
+pub async fn my_role() -> Result<contract::Role, ConsoleFnError> {
+    crate::api::whoami().await.map(|user| user.role)
 }
 
 /// A list page's body: a note when there is nothing to list, the table when there is,
@@ -144,6 +155,74 @@ pub fn now_ms() -> i64 {
     }
 }
 
+/// The viewer's offset from UTC at `ms`, in minutes east, from the browser's zone (the
+/// server does not know the viewer's zone: it renders UTC only).
+#[cfg(feature = "hydrate")]
+fn viewer_offset_min(ms: i64) -> i32 {
+    -(js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(ms as f64)).get_timezone_offset() as i32)
+}
+
+/// `time` in the zone `offset_min` minutes east of UTC, to the minute, and the zone's name.
+fn in_zone(time: chrono::DateTime<chrono::Utc>, offset_min: i32) -> (String, String) {
+    let zone = chrono::FixedOffset::east_opt(offset_min * 60)
+        .unwrap_or_else(|| chrono::FixedOffset::east_opt(0).expect("zero offset"));
+    let local = time
+        .with_timezone(&zone)
+        .format("%Y-%m-%d %H:%M")
+        .to_string();
+    let (sign, minutes) = if offset_min < 0 {
+        ('-', -offset_min)
+    } else {
+        ('+', offset_min)
+    };
+    let name = match (minutes / 60, minutes % 60) {
+        (0, 0) => "UTC".to_owned(),
+        (hours, 0) => format!("UTC{sign}{hours}"),
+        (hours, mins) => format!("UTC{sign}{hours}:{mins:02}"),
+    };
+    (local, name)
+}
+
+/// A time as every list and page shows it: in the viewer's zone, to the minute, with UTC
+/// beside it (the full time in a tooltip and `datetime`). The server renders UTC; the
+/// browser switches to its own zone once the page is live.
+pub fn time_cell(time: chrono::DateTime<chrono::Utc>) -> impl IntoView {
+    let live = RwSignal::new(false);
+    Effect::new(move |_| live.set(true));
+    let text = move || {
+        #[cfg(feature = "hydrate")]
+        let offset = if live.get() {
+            viewer_offset_min(time.timestamp_millis())
+        } else {
+            0
+        };
+        #[cfg(not(feature = "hydrate"))]
+        let offset = {
+            live.track();
+            0
+        };
+        zoned_text(time, offset)
+    };
+    view! {
+        <time class="when" datetime=time.to_rfc3339() title=format!("{} UTC", when(time))>{text}</time>
+    }
+}
+
+/// What [`time_cell`] shows for a viewer `offset_min` minutes east of UTC.
+fn zoned_text(time: chrono::DateTime<chrono::Utc>, offset_min: i32) -> String {
+    let (utc, _) = in_zone(time, 0);
+    if offset_min == 0 {
+        return format!("{utc} UTC");
+    }
+    let (local, zone) = in_zone(time, offset_min);
+    let utc_beside = if local[..10] == utc[..10] {
+        utc[11..].to_owned()
+    } else {
+        utc
+    };
+    format!("{local} {zone} ({utc_beside} UTC)")
+}
+
 /// A time as the console shows it (UTC, to the second).
 pub fn when(time: chrono::DateTime<chrono::Utc>) -> String {
     time.format("%Y-%m-%d %H:%M:%S").to_string()
@@ -152,4 +231,26 @@ pub fn when(time: chrono::DateTime<chrono::Utc>) -> String {
 /// [`when`], or a dash for "not yet".
 pub fn maybe_when(time: Option<chrono::DateTime<chrono::Utc>>) -> String {
     time.map(when).unwrap_or_else(|| "—".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_show_in_the_viewers_zone_with_utc_beside() {
+        let time = chrono::DateTime::parse_from_rfc3339("2026-12-06T10:30:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(zoned_text(time, 0), "2026-12-06 10:30 UTC");
+        assert_eq!(zoned_text(time, 480), "2026-12-06 18:30 UTC+8 (10:30 UTC)");
+        assert_eq!(
+            zoned_text(time, -660),
+            "2026-12-05 23:30 UTC-11 (2026-12-06 10:30 UTC)"
+        );
+        assert_eq!(
+            zoned_text(time, 330),
+            "2026-12-06 16:00 UTC+5:30 (10:30 UTC)"
+        );
+    }
 }

@@ -114,7 +114,7 @@ fn OrderRows(page: OrderPage, query: OrderQuery) -> AnyView {
     });
     view! {
         {listing(Ok(page.rows.orders), "No orders match.", |orders| view! {
-            <table class="grid" id="order-list">
+            <table class="grid" tabindex="0" id="order-list">
                 <thead><tr>
                     <th>"Order"</th><th>"Created (UTC)"</th><th>"Activity"</th><th>"Item"</th>
                     <th>"Buyer"</th><th>"Qty"</th><th>"Amount"</th><th>"Status"</th>
@@ -182,7 +182,7 @@ fn OrderView(detail: OrderDetail) -> AnyView {
         </dl>
 
         <h2>"History"</h2>
-        <table class="grid" id="order-history">
+        <table class="grid" tabindex="0" id="order-history">
             <thead><tr><th>"At (UTC)"</th><th>"From"</th><th>"To"</th></tr></thead>
             <tbody>
                 {detail.history.into_iter().map(|step| view! {
@@ -198,7 +198,7 @@ fn OrderView(detail: OrderDetail) -> AnyView {
 
         <h2>"Payment trades"</h2>
         {listing(Ok(detail.trades), "No payment trade was opened.", |trades| view! {
-            <table class="grid" id="order-trades">
+            <table class="grid" tabindex="0" id="order-trades">
                 <thead><tr>
                     <th>"Trade"</th><th>"Amount"</th><th>"Status"</th><th>"Opened (UTC)"</th>
                     <th>"Paid (UTC)"</th><th>"Notified (UTC)"</th><th>"Notify attempts"</th>

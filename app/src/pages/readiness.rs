@@ -64,7 +64,7 @@ fn report_view(report: Readiness, set_again: WriteSignal<u64>) -> AnyView {
                 "Check again"
             </button>
         </div>
-        <table class="grid" id="readiness-checks">
+        <table class="grid" tabindex="0" id="readiness-checks">
             <thead><tr><th>"Check"</th><th>"Verdict"</th><th>"Detail"</th></tr></thead>
             <tbody>
                 {checks.into_iter().map(|check| {

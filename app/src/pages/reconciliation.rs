@@ -10,7 +10,9 @@
 //! The forms are plain forms, so they work before hydration too; the server refuses what a
 //! role may not do, whatever the page showed.
 
-use super::{activity_options, chosen_activity, error_box, listing, reason_field, ticker, when};
+use super::{
+    activity_options, chosen_activity, error_box, listing, my_role, reason_field, ticker, when,
+};
 use crate::api::{
     get_activity_ledger, get_reconciliation, list_activities, list_reconciliations, whoami,
     StartReconciliation,
@@ -173,7 +175,7 @@ fn RepairFields() -> impl IntoView {
 #[component]
 fn RunList(runs: Vec<RunSummary>) -> AnyView {
     view! {
-        <table class="grid" id="run-list">
+        <table class="grid" tabindex="0" id="run-list">
             <thead><tr>
                 <th>"Run"</th><th>"Activity"</th><th>"Status"</th><th>"Kind"</th><th>"Started by"</th>
                 <th>"Progress"</th><th>"Findings"</th><th>"Repaired"</th><th>"Flagged"</th>
@@ -364,7 +366,7 @@ fn Findings(findings: Vec<Finding>, status: RunStatus) -> AnyView {
         .collect_view();
     view! {
         <h2>"Findings"</h2>
-        <table class="grid" id="finding-summary">
+        <table class="grid" tabindex="0" id="finding-summary">
             <thead><tr>
                 <th>"Class"</th><th>"Findings"</th><th>"Units"</th><th>"Repaired"</th>
                 <th>"Flagged"</th><th>"Reported only"</th>
@@ -381,7 +383,7 @@ fn ClassTable(class: ClassFindings) -> AnyView {
     let name = class.class.as_str();
     view! {
         <h3 class="mono" id=name>{name} " (" {class.findings.len()} ")"</h3>
-        <table class="grid findings" data-class=name>
+        <table class="grid findings" tabindex="0" data-class=name>
             <thead><tr>
                 <th>"Item"</th><th>"Order"</th><th>"Buyer"</th><th>"Units"</th><th>"Action"</th><th>"Detail"</th>
             </tr></thead>
@@ -438,7 +440,9 @@ fn Rerun(activity_id: i64, repair: bool, rerun: ServerAction<StartReconciliation
 }
 
 /// The live stock ledger of an activity, as [`Ledger`] shows it.
-pub type LedgerResource = Resource<Result<ActivityLedger, ConsoleFnError>>;
+/// `None` for a role that may not reconcile: the ledger's Redis and pipeline columns are for
+/// the people who reconcile, and a merchant's figures are on the activity page above it.
+pub type LedgerResource = Resource<Result<Option<ActivityLedger>, ConsoleFnError>>;
 
 /// The ledger of the activity `id` names (none: not found), refetched every two seconds.
 /// Made by the page at its top and shown beside the page's other boundaries, never inside
@@ -446,10 +450,11 @@ pub type LedgerResource = Resource<Result<ActivityLedger, ConsoleFnError>>;
 /// boundary nested, inside a `Suspend` could wait for ever.
 pub fn ledger_resource(id: impl Fn() -> Option<i64> + Send + Sync + 'static) -> LedgerResource {
     let ledger = Resource::new(id, |id| async move {
-        match id {
-            Some(id) => get_activity_ledger(id).await,
-            None => Err(ConsoleFnError::not_found()),
+        let id = id.ok_or_else(ConsoleFnError::not_found)?;
+        if !my_role().await?.may(Permission::Reconcile) {
+            return Ok(None);
         }
+        get_activity_ledger(id).await.map(Some)
     });
     let beat = ticker(LIST_REFRESH);
     Effect::new(move |_| {
@@ -464,11 +469,11 @@ pub fn ledger_resource(id: impl Fn() -> Option<i64> + Send + Sync + 'static) -> 
 #[component]
 pub fn Ledger(ledger: LedgerResource) -> impl IntoView {
     view! {
-        <h2>"Stock ledger"</h2>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match ledger.await {
-                    Ok(ledger) => view! { <LedgerTable ledger/> }.into_any(),
+                    Ok(Some(ledger)) => view! { <LedgerTable ledger/> }.into_any(),
+                    Ok(None) => ().into_any(),
                     Err(error) => error_box(error),
                 }
             })}
@@ -484,6 +489,7 @@ fn LedgerTable(ledger: ActivityLedger) -> AnyView {
     let drifting = ledger.items.iter().filter(|item| item.drift != 0).count();
     let activity_id = ledger.activity_id;
     view! {
+        <h2>"Stock ledger"</h2>
         <p class="meta" id="ledger-meta">
             "Deduction layer: " {ledger.deduction} " · read at " {read_at} " UTC · "
             "with nothing in flight, total = Redis stock + allocated + in flight + restore owed; "
@@ -497,7 +503,7 @@ fn LedgerTable(ledger: ActivityLedger) -> AnyView {
             </p>
         })}
         {listing(Ok(ledger.items), "This activity has no items.", |items| view! {
-            <table class="grid" id="ledger">
+            <table class="grid" tabindex="0" id="ledger">
                 <thead><tr>
                     <th>"Item"</th><th>"Total"</th><th>"Redis stock"</th><th>"Redis buyer units"</th>
                     <th>"Allocated"</th><th>"Sold"</th><th>"In flight"</th><th>"Restored"</th>

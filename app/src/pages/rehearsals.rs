@@ -137,7 +137,7 @@ fn StartForm(
 #[component]
 fn RehearsalList(listed: Vec<Rehearsal>) -> AnyView {
     view! {
-        <table class="grid" id="rehearsal-list">
+        <table class="grid" tabindex="0" id="rehearsal-list">
             <thead><tr>
                 <th>"Rehearsal"</th><th>"Activity"</th><th>"Status"</th><th>"Stage"</th>
                 <th>"Buyers"</th><th>"Rate /s"</th><th>"Progress"</th><th>"Started by"</th>
@@ -277,7 +277,7 @@ fn ResultView(result: RehearsalResult) -> impl IntoView {
             {latency.map(|latency| format!("; latency {latency}"))}
         </p>
         <h2>"Outcomes"</h2>
-        <table class="grid" id="rehearsal-outcomes">
+        <table class="grid" tabindex="0" id="rehearsal-outcomes">
             <thead><tr><th>"Status"</th><th>"Code"</th><th>"Requests"</th></tr></thead>
             <tbody>
                 {result.outcomes.into_iter().map(|outcome| {
@@ -293,7 +293,7 @@ fn ResultView(result: RehearsalResult) -> impl IntoView {
             </tbody>
         </table>
         <h2>"Checks"</h2>
-        <table class="grid" id="rehearsal-checks">
+        <table class="grid" tabindex="0" id="rehearsal-checks">
             <thead><tr><th>"Check"</th><th>"Item"</th><th>"Verdict"</th><th>"Detail"</th></tr></thead>
             <tbody>
                 {checks.into_iter().map(|check| {

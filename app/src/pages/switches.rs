@@ -214,7 +214,7 @@ fn Nodes(nodes: Vec<NodeState>) -> AnyView {
     view! {
         <h2>"Instances"</h2>
         {super::listing(Ok(nodes), "No live instance has a heartbeat in etcd.", |nodes| view! {
-            <table class="grid" id="node-list">
+            <table class="grid" tabindex="0" id="node-list">
                 <thead><tr>
                     <th>"Node"</th><th>"Address"</th><th>"Applied revision"</th><th>"etcd"</th>
                     <th>"Last in sync"</th><th>"Heartbeat (UTC)"</th><th>"Leader"</th>
@@ -245,7 +245,7 @@ fn Switches(board: SwitchBoard, may_flip: bool, flip: ServerAction<FlipSwitch>) 
         {(!may_flip).then(|| view! {
             <p class="meta">"Read-only: only ops and admins flip switches."</p>
         })}
-        <table class="grid" id="switch-list">
+        <table class="grid" tabindex="0" id="switch-list">
             <thead><tr>
                 <th>"Key"</th><th>"Value"</th><th>"In force here"</th><th>"Revision"</th>
                 <th>"Last write"</th><th>"Applied"</th>{may_flip.then(|| view! { <th></th> })}
@@ -304,12 +304,16 @@ fn SwitchLine(row: SwitchRow, may_flip: bool, flip: ServerAction<FlipSwitch>) ->
     });
     view! {
         <tr data-path=row.path.clone()>
-            <td class="mono">{row.path.clone()}<br/><span class="meta">{row.accepts.clone()}</span></td>
-            <td>
+            <td class="key">
+                <span class="mono">{row.path.clone()}</span>
+                <p class="meaning">{row.meaning.clone()}</p>
+                <span class="meta accepts">"Accepts: " {row.accepts.clone()}</span>
+            </td>
+            <td class="value">
                 {value}
                 {(!row.valid).then(|| view! { <span class="error-inline">" malformed: ignored"</span> })}
             </td>
-            <td>{row.in_force.clone().unwrap_or_else(|| "—".into())}</td>
+            <td class="value">{row.in_force.clone().unwrap_or_else(|| "—".into())}</td>
             <td class="num">{row.mod_revision.map(|r| r.to_string()).unwrap_or_else(|| "—".into())}</td>
             <td class="meta">{write.unwrap_or_else(|| "—".into())}</td>
             <td class="num">{applied}</td>
@@ -317,7 +321,7 @@ fn SwitchLine(row: SwitchRow, may_flip: bool, flip: ServerAction<FlipSwitch>) ->
                 <td>
                     <details class="change">
                         <summary>"Change…"</summary>
-                        <ChangeForm path=row.path.clone() current choices=row.choices.clone() accepts=row.accepts.clone() flip/>
+                        <ChangeForm path=row.path.clone() current row=row.clone() flip/>
                     </details>
                 </td>
             })}
@@ -327,16 +331,23 @@ fn SwitchLine(row: SwitchRow, may_flip: bool, flip: ServerAction<FlipSwitch>) ->
 }
 
 /// A value, a required reason and a required confirmation of `current → new`. The value's
-/// field fits its shape: a list for a switch, a number field for a limit, a text box for a
-/// value written as JSON (a hot-key rule), which a number field would mangle.
+/// field fits its shape: a list for a switch with what the chosen value does beside it, a
+/// number field bounded by the limit's range, a text box for a value written as JSON (a
+/// hot-key rule), which a number field would mangle.
 #[component]
 fn ChangeForm(
     path: String,
     current: String,
-    choices: Vec<String>,
-    accepts: String,
+    row: SwitchRow,
     flip: ServerAction<FlipSwitch>,
 ) -> AnyView {
+    let SwitchRow {
+        choices,
+        choice_notes,
+        range,
+        accepts,
+        ..
+    } = row;
     // A switch offers its other value first; a limit starts from its current one.
     let first_other = choices
         .iter()
@@ -344,16 +355,16 @@ fn ChangeForm(
         .cloned()
         .unwrap_or_else(|| current.clone());
     let chosen = RwSignal::new(first_other);
-    let value_input = if choices.is_empty() && current.parse::<u64>().is_ok() {
+    let value_input = if let Some([min, max]) = range {
         view! {
-            <label>"New value"
-                <input type="number" name="value" required bind:value=chosen/>
+            <label>"New value (" {min} " to " {max} ")"
+                <input type="number" name="value" required min=min max=max step="1" bind:value=chosen/>
             </label>
         }
         .into_any()
     } else if choices.is_empty() {
         view! {
-            <label>"New value"
+            <label>"New value (off, or a JSON rule)"
                 <textarea name="value" rows="3" required class="mono" placeholder=accepts
                     prop:value=move || chosen.get()
                     on:input=move |ev| chosen.set(event_target_value(&ev))>{chosen.get_untracked()}</textarea>
@@ -361,6 +372,15 @@ fn ChangeForm(
         }
         .into_any()
     } else {
+        let notes: Vec<(String, String)> = choices.iter().cloned().zip(choice_notes).collect();
+        let note = move || {
+            let chosen = chosen.get();
+            notes
+                .iter()
+                .find(|(choice, _)| *choice == chosen)
+                .map(|(_, note)| note.clone())
+                .unwrap_or_default()
+        };
         view! {
             <label>"New value"
                 <select name="value" on:change=move |ev| chosen.set(event_target_value(&ev))>
@@ -370,6 +390,7 @@ fn ChangeForm(
                     }).collect_view()}
                 </select>
             </label>
+            <p class="meta choice-note" aria-live="polite">{note}</p>
         }
         .into_any()
     };
@@ -386,7 +407,7 @@ fn ChangeForm(
             </label>
             <label class="confirm">
                 <input type="checkbox" required/>
-                {confirm_text}
+                <span>{confirm_text}</span>
             </label>
             <button type="submit" disabled=move || flip.pending().get()>"Flip"</button>
         </ActionForm>
@@ -441,6 +462,9 @@ mod tests {
             instance: None,
             switches: vec![SwitchRow {
                 path: "switches/entry".into(),
+                meaning: "Whether buyers may buy at all.".into(),
+                choice_notes: vec!["buyers may buy".into(), "every buy is refused".into()],
+                range: None,
                 accepts: "open | closed".into(),
                 choices: vec!["open".into(), "closed".into()],
                 default_value: "open".into(),

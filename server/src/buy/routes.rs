@@ -131,6 +131,8 @@ async fn activity(
 struct ItemStatus {
     item_id: i64,
     sold_out: bool,
+    /// Units left to sell, by the same word as `sold_out`: the sale page shows it moving.
+    units_left: i64,
 }
 
 #[derive(Serialize)]
@@ -172,6 +174,9 @@ async fn status(
             // Either layer's word: Redis's stock moves first on the Redis path; on the
             // database path only PostgreSQL's does (as of the activity copy, a second old).
             sold_out: stock.is_some_and(|left| left <= 0) || item.units_left <= 0,
+            units_left: stock
+                .map_or(item.units_left, |left| left.min(item.units_left))
+                .max(0),
         })
         .collect();
     let switches = state.switches.current();

@@ -141,6 +141,7 @@ pub(crate) async fn get_activity(
         .collect();
     let redis_stock = state.redis.get_integers(&keys).await?;
     let prewarmed = redis_stock.iter().all(Option::is_some);
+    let publication = crate::sale_page::store::publication(&state.db, stored.id).await?;
     let items = stored
         .lines
         .into_iter()
@@ -166,6 +167,7 @@ pub(crate) async fn get_activity(
         items,
         seats: stored.seats,
         prewarmed,
+        publication,
     })
 }
 

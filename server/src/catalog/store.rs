@@ -248,6 +248,8 @@ struct SummaryRow {
     ends_at: DateTime<Utc>,
     total_stock: i64,
     item_count: i64,
+    prewarmed: bool,
+    published_version: Option<i64>,
 }
 
 fn parse_kind(kind: &str) -> Result<ActivityKind, sqlx::Error> {
@@ -264,7 +266,9 @@ pub(crate) async fn list_activities(
     let rows: Vec<SummaryRow> = sqlx::query_as(&format!(
         "SELECT a.id, a.merchant_id, a.title, a.kind, a.starts_at, a.ends_at,
                 COALESCE(SUM(ai.total_stock), 0)::BIGINT AS total_stock,
-                COUNT(ai.item_id) AS item_count
+                COUNT(ai.item_id) AS item_count,
+                a.prewarmed_at IS NOT NULL AS prewarmed,
+                (SELECT p.version FROM sale_pages p WHERE p.activity_id = a.id) AS published_version
          FROM activities a LEFT JOIN activity_items ai ON ai.activity_id = a.id
          WHERE ($1::BIGINT IS NULL OR a.merchant_id = $1) AND {REAL_ACTIVITY}
          GROUP BY a.id ORDER BY a.starts_at DESC LIMIT 500"
@@ -283,6 +287,8 @@ pub(crate) async fn list_activities(
                 ends_at: row.ends_at,
                 total_stock: row.total_stock,
                 item_count: row.item_count,
+                prewarmed: row.prewarmed,
+                published_version: row.published_version,
             })
         })
         .collect()

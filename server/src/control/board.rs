@@ -257,6 +257,9 @@ impl<'a> Board<'a> {
                     None => Vec::new(),
                 };
                 SwitchRow {
+                    meaning: key.meaning(),
+                    choice_notes: key.choice_notes().iter().map(|n| n.to_string()).collect(),
+                    range: key.range(),
                     accepts: key.accepts(),
                     choices: key.choices().iter().map(|c| c.to_string()).collect(),
                     default_value: key.value_in(&defaults),

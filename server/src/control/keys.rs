@@ -90,6 +90,24 @@ impl LimitName {
         }
     }
 
+    /// What the limit bounds and what a buyer gets beyond it.
+    fn meaning(self) -> &'static str {
+        match self {
+            LimitName::MaxInFlight => "Buy requests one instance handles at once; beyond it a buy \
+                is answered 503 OVERLOADED at once. Lower it to shed load, raise it when instances idle.",
+            LimitName::LocalRatePerS => "Buy requests per second one instance lets through to \
+                Redis (a token bucket); beyond it 429 with Retry-After.",
+            LimitName::RateWindowS => "The length in seconds of the Redis rate windows below, \
+                and the Retry-After of a 429.",
+            LimitName::PerUserPerWindow => "Buy requests one buyer may send per item and window; \
+                beyond it 429.",
+            LimitName::PerIpPerWindow => "Buy requests one client address may send per item and \
+                window; beyond it 429.",
+            LimitName::PerItemPerWindow => "Buy requests one item accepts per window across all \
+                instances; beyond it 429.",
+        }
+    }
+
     /// The accepted range. Zero is refused everywhere: a zero window breaks the Redis
     /// expiry, and closing the entry is what the entry switch is for.
     pub(crate) fn range(self) -> std::ops::RangeInclusive<u64> {
@@ -213,6 +231,79 @@ impl SwitchKey {
             SwitchKey::Async => &["mq", "record"],
             SwitchKey::Challenge => &["on", "off"],
             SwitchKey::Limit(_) | SwitchKey::HotKeyRule(_) => &[],
+        }
+    }
+
+    /// What the key does and how it degrades, in a sentence or two for the switch board.
+    pub(crate) fn meaning(&self) -> String {
+        match self {
+            SwitchKey::Entry => "Whether buyers may buy at all. `closed` refuses every activity's \
+                buys (403 ACTIVITY_CLOSED) and the sale pages say the sale is closed; orders \
+                already made go on."
+                .into(),
+            SwitchKey::ActivityEntry(id) => format!(
+                "Whether buyers may buy in activity #{id}. `closed` refuses its buys (403 \
+                 ACTIVITY_CLOSED) and its sale page says the sale is closed; other activities \
+                 sell on."
+            ),
+            SwitchKey::Deduction => "Where stock is deducted. `redis` (normal): a Lua script in \
+                Redis. `db` (the degrade when Redis is in trouble): PostgreSQL deducts directly, \
+                slower but never overselling."
+                .into(),
+            SwitchKey::Async => "How a buy's pre-order reaches the order pipeline. `mq` \
+                (normal): published to RabbitMQ at once. `record` (the degrade when RabbitMQ is in \
+                trouble): the pre-order is written and nothing is published; pre-orders recorded \
+                under `record` stay recorded for an ops replay whatever the switch says later \
+                (switching back to `mq` does not send them)."
+                .into(),
+            SwitchKey::Challenge => "Whether a buy must answer a question first. `on` (against \
+                bots): a buy without the right answer is refused CHALLENGE_FAILED and the sale \
+                pages ask the question. `off` (normal): no question."
+                .into(),
+            SwitchKey::Limit(limit) => limit.meaning().into(),
+            SwitchKey::HotKeyRule(kind) => format!(
+                "When a {kind} key counts as hot and what every instance does about it. `off`: \
+                 hot {kind} keys are counted and shown, nothing more. A rule acts on keys above \
+                 its threshold for `hold_s` seconds: watch (show only), {}.",
+                match kind {
+                    HotKeyKind::Item => "cache (serve the item's reads from memory) or limit (cap its buys per second)",
+                    HotKeyKind::User | HotKeyKind::Ip => "limit (cap its buys per second) or block (refuse its buys)",
+                }
+            ),
+        }
+    }
+
+    /// What each of [`choices`](Self::choices) does, in the same order.
+    pub(crate) fn choice_notes(&self) -> &'static [&'static str] {
+        match self {
+            SwitchKey::Entry | SwitchKey::ActivityEntry(_) => {
+                &["buyers may buy", "every buy is refused (ACTIVITY_CLOSED)"]
+            }
+            SwitchKey::Deduction => &[
+                "normal: stock deducted in Redis",
+                "degrade: stock deducted in PostgreSQL (slower, never oversells)",
+            ],
+            SwitchKey::Async => &[
+                "normal: pre-orders published to RabbitMQ",
+                "degrade: pre-orders recorded, nothing published; they stay recorded for an ops \
+                 replay whatever the switch says later",
+            ],
+            SwitchKey::Challenge => &[
+                "buys must answer a question (CHALLENGE_FAILED otherwise)",
+                "normal: no question",
+            ],
+            SwitchKey::Limit(_) | SwitchKey::HotKeyRule(_) => &[],
+        }
+    }
+
+    /// The accepted range of a limit; none for a switch or a rule.
+    pub(crate) fn range(&self) -> Option<[u64; 2]> {
+        match self {
+            SwitchKey::Limit(limit) => {
+                let range = limit.range();
+                Some([*range.start(), *range.end()])
+            }
+            _ => None,
         }
     }
 
@@ -536,6 +627,13 @@ mod tests {
     fn choices_come_with_the_accepted_values() {
         assert_eq!(SwitchKey::Entry.choices(), ["open", "closed"]);
         assert_eq!(SwitchKey::Entry.accepts(), "open | closed");
+        for key in SwitchKey::fixed() {
+            assert!(key.meaning().len() > 40, "{key} says too little");
+            assert_eq!(key.choice_notes().len(), key.choices().len(), "{key}");
+        }
+        assert!(SwitchKey::Async
+            .meaning()
+            .contains("stay recorded for an ops replay whatever the switch says later"));
         let limit = SwitchKey::parse("limits/max_in_flight").expect("a limit");
         assert!(limit.choices().is_empty());
         assert!(limit.accepts().starts_with("an integer in "));

@@ -152,8 +152,8 @@ fn html(activity: &StoredActivity, version: i64, script: &str, stylesheet: &str)
             };
             format!(
                 r#"    <li class="item" data-item="{id}">
-      <label><input type="radio" name="item" value="{id}"{checked}> <span class="name">{name}</span> <span class="price" data-cents="{cents}">{price}</span></label>{description}
-      <p class="limit">At most {limit} per buyer · {stock} on sale</p>
+      <label><input type="radio" name="item" value="{id}"{checked}> <span class="name">{name}</span> <span class="price" data-cents="{cents}">¥{price}</span></label>{description}
+      <p class="limit">At most {limit} per buyer · <span class="left">{stock} on sale</span></p>
     </li>
 "#,
                 id = line.item_id,
@@ -251,7 +251,7 @@ mod tests {
             "<title>Double &lt;11&gt;</title>",
             "Phone &lt;Pro&gt;",
             "Fast &amp; small",
-            r#"data-cents="49900">499.00</span>"#,
+            r#"data-cents="49900">¥499.00</span>"#,
             r#"<time datetime="2030-01-01T10:00:00Z">2030-01-01 10:00:00 UTC</time>"#,
             r#"<button id="buy" type="button" disabled>"#,
             r#"data-version="3""#,

@@ -61,3 +61,29 @@ pub(crate) async fn existing_activities(
         .fetch_all(pool)
         .await
 }
+
+/// The current publication of `activity_id`, if any: its version, when, and whether the
+/// activity or one of its items was edited after it (the buyers' page is then stale).
+pub(crate) async fn publication(
+    pool: &PgPool,
+    activity_id: i64,
+) -> Result<Option<contract::Publication>, sqlx::Error> {
+    let row: Option<(i64, chrono::DateTime<chrono::Utc>, bool)> = sqlx::query_as(
+        "SELECT p.version, p.published_at,
+                p.published_at < GREATEST(a.updated_at,
+                    (SELECT max(i.updated_at) FROM activity_items ai JOIN items i ON i.id = ai.item_id
+                     WHERE ai.activity_id = a.id))
+         FROM sale_pages p JOIN activities a ON a.id = p.activity_id
+         WHERE p.activity_id = $1",
+    )
+    .bind(activity_id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(
+        row.map(|(version, published_at, stale)| contract::Publication {
+            version,
+            published_at,
+            stale,
+        }),
+    )
+}

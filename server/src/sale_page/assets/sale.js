@@ -59,6 +59,9 @@
   let status = null; // the last /status answer
   let statusAt = -Infinity; // performance.now() when it came
   let statusFailed = false;
+  // /status answered 404: the page is published but the sale is not prepared (pre-warmed)
+  // yet. The shop is reachable; the sale is just not open yet.
+  let notPrepared = false;
   let button = null; // the last button script's state
   let buttonAt = -Infinity;
   let lastStatusAsk = -Infinity;
@@ -76,6 +79,12 @@
     const sent = performance.now();
     try {
       const res = await fetch(`/api/activities/${SALE.activity}/status`, { cache: 'no-store' });
+      notPrepared = res.status === 404;
+      if (notPrepared) {
+        statusFailed = false;
+        render();
+        return;
+      }
       if (!res.ok) throw new Error(`status ${res.status}`);
       const body = await res.json();
       const got = performance.now();
@@ -115,7 +124,7 @@
   // switch) only /status knows, so it holds until /status says otherwise. Until /status
   // answers once the page has no clock, no stock and no challenge setting: unknown.
   function phase() {
-    if (!status) return 'unknown';
+    if (!status) return notPrepared ? 'not-ready' : 'unknown';
     if (status.phase === 'closed') return 'closed';
     if (button && buttonAt > statusAt) return button.phase;
     return status.phase;
@@ -139,7 +148,23 @@
     const clockText = `${two(Math.floor((s % 86400) / 3600))}:${two(Math.floor((s % 3600) / 60))}:${two(s % 60)}`;
     return d > 0 ? `${d} d ${clockText}` : clockText;
   }
-  const money = (cents) => `${Math.trunc(cents / 100)}.${two(Math.abs(cents) % 100)}`;
+  // Prices are in yuan: the sign goes with every amount the page writes.
+  const money = (cents) => `¥${Math.trunc(cents / 100)}.${two(Math.abs(cents) % 100)}`;
+
+  // A time in the buyer's zone, with UTC beside it (the page is rendered in UTC only).
+  function zoned(ms) {
+    const at = new Date(ms);
+    const day = (y, m, d) => `${y}-${two(m + 1)}-${two(d)}`;
+    const local = `${day(at.getFullYear(), at.getMonth(), at.getDate())} ${two(at.getHours())}:${two(at.getMinutes())}`;
+    const utc = `${day(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate())} ${two(at.getUTCHours())}:${two(at.getUTCMinutes())}`;
+    const east = -at.getTimezoneOffset();
+    if (east === 0) return `${utc} UTC`;
+    const zone = `UTC${east < 0 ? '-' : '+'}${Math.floor(Math.abs(east) / 60)}${Math.abs(east) % 60 ? `:${two(Math.abs(east) % 60)}` : ''}`;
+    return `${local} ${zone} (${local.slice(0, 10) === utc.slice(0, 10) ? utc.slice(11) : utc} UTC)`;
+  }
+  for (const time of document.querySelectorAll('time[datetime]')) {
+    time.textContent = zoned(Date.parse(time.getAttribute('datetime')));
+  }
 
   function say(text, code) {
     el.message.textContent = text;
@@ -155,6 +180,8 @@
       el.phase.textContent = statusFailed
         ? 'Sale status unknown: the shop cannot be reached right now; the page keeps trying.'
         : 'Sale status unknown: asking the shop…';
+    } else if (p === 'not-ready') {
+      el.phase.textContent = 'The sale is not open yet: the shop is still preparing it. This page checks again by itself.';
     } else if (p === 'upcoming') {
       el.phase.textContent = 'The sale has not started yet.';
     } else if (p === 'open') {
@@ -175,7 +202,14 @@
     const lit = p === 'open' && !soldOut() && !sending && wait <= 0 && !following && token;
     el.buy.disabled = !lit;
     el.buy.textContent = wait > 0 ? `Buy now (wait ${Math.ceil(wait / 1000)} s)` : 'Buy now';
-    if (!token && p === 'open') say('Sign in to buy: this page has no buyer token.', 'NO_TOKEN');
+    if (!token && p === 'open' && !soldOut()) say('Sign in to buy: this page has no buyer token.', 'NO_TOKEN');
+    // The units left, as /status last said them.
+    if (status) {
+      for (const item of status.items) {
+        const left = document.querySelector(`.item[data-item="${item.item_id}"] .left`);
+        if (left && typeof item.units_left === 'number') left.textContent = item.sold_out ? 'sold out' : `${item.units_left} left`;
+      }
+    }
     const wantChallenge = p === 'open' && status && status.challenge_required && !following;
     el.challenge.hidden = !wantChallenge;
     if (wantChallenge && !challenge) fetchChallenge();
@@ -350,6 +384,8 @@
   // The order is ready to pay or over: the click is done, and a new click may buy again.
   function settled() {
     following = null;
+    // The units left have moved by this order: ask now rather than at the next 20 s sync.
+    syncStatus();
     render();
   }
 
@@ -368,7 +404,9 @@
       if (state === 'UNPAID') {
         el.recheck.hidden = true;
         showOrder(orderId, 'Your order is ready to pay.', 'UNPAID');
-        el.amount.textContent = `Amount: ${money(order.amount_cents)}`;
+        el.amount.textContent = order.pay_deadline_ms
+          ? `Amount: ${money(order.amount_cents)} · pay by ${zoned(order.pay_deadline_ms)}`
+          : `Amount: ${money(order.amount_cents)}`;
         el.pay.hidden = false;
         settled();
         return;
@@ -439,7 +477,8 @@
     const p = phase();
     const nearStart = untilStart !== null && untilStart < 2000 && p === 'upcoming';
     // Re-sync the clock every 20 s; every second around the start, and while unreachable.
-    const statusEvery = nearStart || statusFailed || p === 'unknown' ? 1000 : 20000;
+    // Every 5 s while the sale is not prepared: it opens only after a pre-warm.
+    const statusEvery = nearStart || statusFailed || p === 'unknown' ? 1000 : p === 'not-ready' ? 5000 : 20000;
     if (sinceStatus >= statusEvery) syncStatus();
     // The button script: every 5 s, every quarter second once the start is due.
     const buttonEvery = nearStart ? 250 : 5000;
