@@ -241,7 +241,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Hotkeys { command } => hotkeys(settings, command).await?,
         Command::Prewarm { activity } => {
             let state = startup::connect(settings).await?;
-            let report = prewarm::prewarm(&state, &cli_actor(), activity).await?;
+            let report = prewarm::prewarm(&state, &cli_actor(), Source::Cli, activity).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
         Command::Publish { activity } => {
@@ -830,7 +830,7 @@ async fn seed_demo(settings: Settings) -> anyhow::Result<()> {
             .await?
         }
     };
-    let report = prewarm::prewarm(&state, &cli_actor(), activity_id).await?;
+    let report = prewarm::prewarm(&state, &cli_actor(), Source::Cli, activity_id).await?;
     let stock: i64 = report.items.iter().map(|item| item.redis_stock).sum();
     let page = crate::sale_page::publish(&state, &cli_actor(), activity_id).await?;
     let token = buyer_token::mint(

@@ -824,6 +824,23 @@ async fn prewarm_is_for_ops_idempotent_and_refused_during_the_sale() {
     .await;
     assert_eq!(detail["prewarmed"], true);
     assert_eq!(detail["items"][0]["redis_stock"], 50);
+    // Both pre-warms are in the audit log, with who and what they loaded; the refused
+    // ones are not.
+    let (status, audit) = json(app.get("/admin/api/audit", Some(&sre)).await).await;
+    assert_eq!(status, 200, "{audit}");
+    let prewarms: Vec<&serde_json::Value> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|entry| entry["action"] == "activity.prewarm")
+        .collect();
+    assert_eq!(prewarms.len(), 2, "{audit}");
+    for entry in prewarms {
+        assert_eq!(entry["actor"], ops.username.as_str());
+        assert_eq!(entry["source"], "api");
+        assert_eq!(entry["target"], format!("activity:{}", sale.activity_id));
+        assert!(entry["detail"].to_string().contains("loaded"), "{entry}");
+    }
 
     sqlx::query("UPDATE activities SET starts_at = now() - interval '1 minute' WHERE id = $1")
         .bind(sale.activity_id)

@@ -191,7 +191,7 @@ impl ConsoleBackend for ConsoleService {
         actor: &Actor,
         activity_id: i64,
     ) -> Result<PrewarmReport, ConsoleError> {
-        Ok(prewarm::prewarm(&self.state, actor, activity_id).await?)
+        Ok(prewarm::prewarm(&self.state, actor, Source::Console, activity_id).await?)
     }
 
     async fn publish_sale_page(

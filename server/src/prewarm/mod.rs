@@ -13,10 +13,11 @@
 pub(crate) mod expiry;
 pub(crate) mod routes;
 
-use contract::Actor;
-use contract::{PrewarmReport, PrewarmedItem};
+use contract::{Actor, PrewarmReport, PrewarmedItem, Source};
+use serde_json::json;
 
 use crate::{
+    admin::ops_audit::{self, OpsAction},
     buy::bloom,
     catalog::store::{self as catalog, StoredActivity},
     error::{ApiError, ApiResult},
@@ -28,16 +29,41 @@ use crate::{
     state::AppState,
 };
 
+/// An operator's pre-warm of an activity, audited (`activity.prewarm` in the audit log,
+/// with what it loaded, or why it failed): it rewrites what buyers are sold from, so who
+/// did it and when is what an operator asks first when a sale misbehaves.
 pub(crate) async fn prewarm(
     state: &AppState,
     actor: &Actor,
+    source: Source,
     activity_id: i64,
 ) -> ApiResult<PrewarmReport> {
     crate::admin::authorize(actor, contract::Permission::Prewarm)?;
     let activity = catalog::get_activity(&state.db, activity_id, None)
         .await?
         .ok_or(ApiError::NotFound("activity"))?;
-    let (items, bloom_bits_set) = load(state, &activity).await?;
+    let loaded = load(state, &activity).await;
+    let detail = match &loaded {
+        Ok((items, bloom_bits_set)) => json!({
+            "outcome": "loaded",
+            "items": items.len(),
+            "redis_stock": items.iter().map(|item| item.redis_stock).sum::<i64>(),
+            "bloom_bits_set": bloom_bits_set,
+        }),
+        Err(error) => json!({ "outcome": "failed", "error": error.to_string() }),
+    };
+    ops_audit::record(
+        &state.db,
+        &OpsAction {
+            actor: &actor.username,
+            source,
+            action: "activity.prewarm",
+            target: &format!("activity:{activity_id}"),
+            detail,
+        },
+    )
+    .await?;
+    let (items, bloom_bits_set) = loaded?;
     tracing::info!(activity_id, by = %actor.username, "pre-warmed");
     Ok(PrewarmReport {
         activity_id,

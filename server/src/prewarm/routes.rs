@@ -15,7 +15,9 @@ pub(crate) async fn prewarm(
     id: Result<Path<i64>, PathRejection>,
 ) -> ApiResult<Json<PrewarmReport>> {
     let Path(id) = id?;
-    Ok(Json(prewarm::prewarm(&state, &actor, id).await?))
+    Ok(Json(
+        prewarm::prewarm(&state, &actor, contract::Source::Api, id).await?,
+    ))
 }
 
 pub(crate) fn admin(
