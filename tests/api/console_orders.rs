@@ -517,12 +517,15 @@ async fn the_console_lists_and_shows_orders_within_the_merchant_scope() {
         html.contains(r#"<option value="CANCELLED" selected"#),
         "{html}"
     );
+    // Times as every page shows them: in the viewer's zone once live, UTC beside.
+    assert!(html.contains(r#"class="when">"#), "{html}");
     let html = app
         .console_page(&format!("/orders/{}", w.cancelled), &acme)
         .await;
     assert!(html.contains(r#"id="order-history""#), "{html}");
     assert!(html.contains("status-cancelled"), "{html}");
     assert!(html.contains("not given back yet"), "{html}");
+    assert!(html.contains(r#"class="when">"#), "{html}");
     let html = app
         .console_page(&format!("/orders/{}", w.rival_unpaid), &acme)
         .await;

@@ -7,7 +7,7 @@
 //! recorded while the async switch was on `record`, which ops replay from here once the
 //! pipeline is back.
 
-use super::{error_box, listing, pager, reason_field, when};
+use super::{error_box, listing, pager, reason_field, time_cell, when};
 use crate::api::{
     get_outbox_summary, list_dead_letters, whoami, ReplayRecordedOrders, RequeueAllDeadLetters,
     RequeueDeadLetter, RetryOutbox,
@@ -140,7 +140,7 @@ fn Outbox(
         {(!summary.failed_rows.is_empty()).then(|| view! {
             <table class="grid" tabindex="0" id="outbox-failed">
                 <thead><tr>
-                    <th>"ID"</th><th>"Created (UTC)"</th><th>"Event"</th><th>"Topic"</th>
+                    <th>"ID"</th><th>"Created"</th><th>"Event"</th><th>"Topic"</th>
                     <th>"Attempts"</th><th>"Last error"</th>
                     {may_operate.then(|| view! { <th></th> })}
                 </tr></thead>
@@ -148,7 +148,7 @@ fn Outbox(
                     {summary.failed_rows.into_iter().map(|row| view! {
                         <tr data-id=row.id.to_string()>
                             <td class="num">{row.id}</td>
-                            <td>{when(row.created_at)}</td>
+                            <td>{time_cell(row.created_at)}</td>
                             <td class="mono">{row.event_id}</td>
                             <td>{row.topic}</td>
                             <td class="num">{row.attempts}</td>
@@ -200,7 +200,7 @@ fn Letters(
         {listing(Ok(page.rows.dead_letters), "No dead letters.", move |letters| view! {
             <table class="grid" tabindex="0" id="dead-letter-list">
                 <thead><tr>
-                    <th>"ID"</th><th>"Received (UTC)"</th><th>"Queue / routing key"</th><th>"Reason"</th>
+                    <th>"ID"</th><th>"Received"</th><th>"Queue / routing key"</th><th>"Reason"</th>
                     <th>"Deaths"</th><th>"Payload"</th><th>"Requeued"</th>
                     {may_requeue.then(|| view! { <th></th> })}
                 </tr></thead>
@@ -233,7 +233,7 @@ fn Letter(
     view! {
         <tr data-id=letter.id.to_string()>
             <td class="num">{letter.id}</td>
-            <td>{when(letter.received_at)}</td>
+            <td>{time_cell(letter.received_at)}</td>
             <td class="mono">{letter.source_queue}<br/>{letter.routing_key}</td>
             <td>{letter.reason}</td>
             <td class="num">{letter.death_count}</td>

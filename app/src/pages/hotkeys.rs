@@ -3,7 +3,7 @@
 //! the last hours, and, for ops and admin, forms to add a key by hand and to remove one.
 //! Adding and removing are audited by the server with the reason.
 
-use super::{error_box, listing, maybe_when, now_ms, reason_field, ticker, time_cell, when};
+use super::{error_box, listing, maybe_time_cell, now_ms, reason_field, ticker, time_cell};
 use crate::api::{get_hotkeys, hotkey_history, whoami, AddHotKey, RemoveHotKey};
 use contract::{HotKey, HotKeyKind, HotKeyPeriod, HotKeysView, Permission, TopKeys};
 use leptos::prelude::*;
@@ -195,7 +195,7 @@ fn history_table(periods: Vec<HotKeyPeriod>) -> AnyView {
         <table class="grid" tabindex="0" id="hotkey-history">
             <thead><tr>
                 <th>"Kind"</th><th>"Key"</th><th>"Action"</th><th>"Source"</th>
-                <th>"Peak/s"</th><th>"From (UTC)"</th><th>"Until (UTC)"</th><th>"Who, why"</th>
+                <th>"Peak/s"</th><th>"From"</th><th>"Until"</th><th>"Who, why"</th>
             </tr></thead>
             <tbody>
                 {periods.into_iter().map(|period| {
@@ -208,8 +208,8 @@ fn history_table(periods: Vec<HotKeyPeriod>) -> AnyView {
                         <tr>
                             <td>{period.kind.as_str()}</td><td class="mono">{period.key}</td>
                             <td>{period.action.as_str()}</td><td>{period.source.as_str()}</td>
-                            <td>{period.peak_rate_per_s}</td><td>{when(period.started_at)}</td>
-                            <td>{maybe_when(period.ended_at)}</td><td>{who}</td>
+                            <td>{period.peak_rate_per_s}</td><td>{time_cell(period.started_at)}</td>
+                            <td>{maybe_time_cell(period.ended_at)}</td><td>{who}</td>
                         </tr>
                     }
                 }).collect_view()}

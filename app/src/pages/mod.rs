@@ -223,19 +223,57 @@ fn zoned_text(time: chrono::DateTime<chrono::Utc>, offset_min: i32) -> String {
     format!("{local} {zone} ({utc_beside} UTC)")
 }
 
-/// A time as the console shows it (UTC, to the second).
+/// [`time_cell`], or a dash for "not yet".
+pub fn maybe_time_cell(time: Option<chrono::DateTime<chrono::Utc>>) -> AnyView {
+    match time {
+        Some(time) => time_cell(time).into_any(),
+        None => "—".into_any(),
+    }
+}
+
+/// A time the server sent as RFC 3339 text (reconciliation runs, rehearsals), as
+/// [`time_cell`] shows times; the text as it came when it is not one.
+pub fn stamp_cell(text: &str) -> AnyView {
+    match parse_stamp(text) {
+        Some(time) => time_cell(time).into_any(),
+        None => text.to_owned().into_any(),
+    }
+}
+
+/// [`stamp_cell`] of an end that may not have come yet: a dash then.
+pub fn ended_cell(text: Option<&str>) -> AnyView {
+    text.map_or_else(|| "—".into_any(), stamp_cell)
+}
+
+fn parse_stamp(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|time| time.with_timezone(&chrono::Utc))
+}
+
+/// A time as the console writes it inside a sentence (UTC, to the second).
 pub fn when(time: chrono::DateTime<chrono::Utc>) -> String {
     time.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
-/// [`when`], or a dash for "not yet".
-pub fn maybe_when(time: Option<chrono::DateTime<chrono::Utc>>) -> String {
-    time.map(when).unwrap_or_else(|| "—".into())
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_stamps_are_read_in_any_offset_and_other_text_is_not_a_time() {
+        let utc = |text| parse_stamp(text).map(when);
+        assert_eq!(
+            utc("2026-12-01T10:35:14.123Z").as_deref(),
+            Some("2026-12-01 10:35:14")
+        );
+        assert_eq!(
+            utc("2026-12-01T12:35:14+02:00").as_deref(),
+            Some("2026-12-01 10:35:14")
+        );
+        assert_eq!(utc("yesterday"), None);
+    }
 
     #[test]
     fn times_show_in_the_viewers_zone_with_utc_beside() {

@@ -2,7 +2,7 @@
 //! with its history, payment trades, seats and stock restore. The filter is a GET form, so
 //! the page works the same before and after hydration and every view has its own URL.
 
-use super::{activity_options, error_box, listing, maybe_when, pager, when};
+use super::{activity_options, error_box, listing, maybe_time_cell, pager, time_cell};
 use crate::api::{get_order, list_activities, list_orders};
 use contract::{format_cents, ActivitySummary, OrderDetail, OrderPage, OrderQuery, OrderStatus};
 use leptos::prelude::*;
@@ -116,7 +116,7 @@ fn OrderRows(page: OrderPage, query: OrderQuery) -> AnyView {
         {listing(Ok(page.rows.orders), "No orders match.", |orders| view! {
             <table class="grid" tabindex="0" id="order-list">
                 <thead><tr>
-                    <th>"Order"</th><th>"Created (UTC)"</th><th>"Activity"</th><th>"Item"</th>
+                    <th>"Order"</th><th>"Created"</th><th>"Activity"</th><th>"Item"</th>
                     <th>"Buyer"</th><th>"Qty"</th><th>"Amount"</th><th>"Status"</th>
                 </tr></thead>
                 <tbody>
@@ -125,7 +125,7 @@ fn OrderRows(page: OrderPage, query: OrderQuery) -> AnyView {
                         view! {
                         <tr>
                             <td class="mono"><A href=href attr:title=order.id>{label}</A></td>
-                            <td>{when(order.created_at)}</td>
+                            <td>{time_cell(order.created_at)}</td>
                             <td>{order.activity_title} " (#" {order.activity_id} ")"</td>
                             <td>{order.item_name} " (#" {order.item_id} ")"</td>
                             <td class="num">{order.user_id}</td>
@@ -176,18 +176,18 @@ fn OrderView(detail: OrderDetail) -> AnyView {
             <dt>"Buyer"</dt><dd>{order.user_id}</dd>
             <dt>"Quantity"</dt><dd>{order.quantity}</dd>
             <dt>"Amount"</dt><dd>{format_cents(order.amount_cents)}</dd>
-            <dt>"Pay by (UTC)"</dt><dd>{maybe_when(order.pay_deadline)}</dd>
+            <dt>"Pay by"</dt><dd>{maybe_time_cell(order.pay_deadline)}</dd>
             <dt>"Request ID"</dt><dd class="mono">{detail.request_id}</dd>
             {seats.map(|seats| view! { <dt>"Seats"</dt><dd>{seats}</dd> })}
         </dl>
 
         <h2>"History"</h2>
         <table class="grid" tabindex="0" id="order-history">
-            <thead><tr><th>"At (UTC)"</th><th>"From"</th><th>"To"</th></tr></thead>
+            <thead><tr><th>"At"</th><th>"From"</th><th>"To"</th></tr></thead>
             <tbody>
                 {detail.history.into_iter().map(|step| view! {
                     <tr>
-                        <td>{when(step.at)}</td>
+                        <td>{time_cell(step.at)}</td>
                         <td>{step.from.map(status_badge).map(IntoAny::into_any)
                             .unwrap_or_else(|| view! { <span class="meta">"created"</span> }.into_any())}</td>
                         <td>{status_badge(step.to)}</td>
@@ -200,8 +200,8 @@ fn OrderView(detail: OrderDetail) -> AnyView {
         {listing(Ok(detail.trades), "No payment trade was opened.", |trades| view! {
             <table class="grid" tabindex="0" id="order-trades">
                 <thead><tr>
-                    <th>"Trade"</th><th>"Amount"</th><th>"Status"</th><th>"Opened (UTC)"</th>
-                    <th>"Paid (UTC)"</th><th>"Notified (UTC)"</th><th>"Notify attempts"</th>
+                    <th>"Trade"</th><th>"Amount"</th><th>"Status"</th><th>"Opened"</th>
+                    <th>"Paid"</th><th>"Notified"</th><th>"Notify attempts"</th>
                 </tr></thead>
                 <tbody>
                     {trades.into_iter().map(|trade| view! {
@@ -209,9 +209,9 @@ fn OrderView(detail: OrderDetail) -> AnyView {
                             <td class="mono">{trade.trade_no}</td>
                             <td class="num">{format_cents(trade.amount_cents)}</td>
                             <td>{trade.status.as_str()}</td>
-                            <td>{when(trade.created_at)}</td>
-                            <td>{maybe_when(trade.paid_at)}</td>
-                            <td>{maybe_when(trade.notified_at)}</td>
+                            <td>{time_cell(trade.created_at)}</td>
+                            <td>{maybe_time_cell(trade.paid_at)}</td>
+                            <td>{maybe_time_cell(trade.notified_at)}</td>
                             <td class="num">{trade.notify_attempts}</td>
                         </tr>
                     }).collect_view()}
@@ -223,11 +223,12 @@ fn OrderView(detail: OrderDetail) -> AnyView {
         {match detail.restore {
             Some(restore) => view! {
                 <p class="meta" id="order-restore">
-                    {restore.quantity} " unit(s) back in PostgreSQL at " {when(restore.restored_at)}
-                    " UTC; Redis: "
-                    {restore.redis_restored_at
-                        .map(|at| format!("given back at {} UTC", when(at)))
-                        .unwrap_or_else(|| "not given back yet".into())}
+                    {restore.quantity} " unit(s) back in PostgreSQL at " {time_cell(restore.restored_at)}
+                    "; Redis: "
+                    {match restore.redis_restored_at {
+                        Some(at) => view! { "given back at " {time_cell(at)} }.into_any(),
+                        None => "not given back yet".into_any(),
+                    }}
                 </p>
             }.into_any(),
             None => view! { <p class="empty">"No stock was restored for this order."</p> }.into_any(),

@@ -7,7 +7,9 @@
 //! percentiles and every check with its verdict, failing ones first. The form is a plain
 //! form, so it works before hydration too; the server refuses what a role may not do.
 
-use super::{activity_options, chosen_activity, error_box, listing, ticker, when};
+use super::{
+    activity_options, chosen_activity, ended_cell, error_box, listing, stamp_cell, ticker,
+};
 use crate::api::{get_rehearsal, list_activities, list_rehearsals, whoami, BeginRehearsal};
 use crate::error::ConsoleFnError;
 use contract::{
@@ -24,13 +26,6 @@ use std::time::Duration;
 const RUN_REFRESH: Duration = Duration::from_secs(1);
 /// How often the list refreshes.
 const LIST_REFRESH: Duration = Duration::from_secs(2);
-
-/// A time the server sent as RFC 3339, as the console shows times.
-fn stamp(text: &str) -> String {
-    chrono::DateTime::parse_from_rfc3339(text)
-        .map(|time| when(time.with_timezone(&chrono::Utc)))
-        .unwrap_or_else(|_| text.to_owned())
-}
 
 fn status_badge(status: RehearsalStatus) -> impl IntoView {
     let name = status.as_str();
@@ -141,7 +136,7 @@ fn RehearsalList(listed: Vec<Rehearsal>) -> AnyView {
             <thead><tr>
                 <th>"Rehearsal"</th><th>"Activity"</th><th>"Status"</th><th>"Stage"</th>
                 <th>"Buyers"</th><th>"Rate /s"</th><th>"Progress"</th><th>"Started by"</th>
-                <th>"Started (UTC)"</th>
+                <th>"Started"</th>
             </tr></thead>
             <tbody>
                 {listed.into_iter().map(|rehearsal| view! {
@@ -154,7 +149,7 @@ fn RehearsalList(listed: Vec<Rehearsal>) -> AnyView {
                         <td class="num">{rehearsal.rate_per_s}</td>
                         <td class="num">{progress_text(rehearsal.progress)}</td>
                         <td>{rehearsal.actor} " via " {rehearsal.source.as_str()}</td>
-                        <td>{stamp(&rehearsal.started_at)}</td>
+                        <td>{stamp_cell(&rehearsal.started_at)}</td>
                     </tr>
                 }).collect_view()}
             </tbody>
@@ -237,8 +232,8 @@ fn RehearsalView(rehearsal: Rehearsal) -> AnyView {
             <dt>"Load"</dt><dd>{buyers} " buyers at " {rate_per_s} " requests/s"</dd>
             <dt>"Started by"</dt><dd>{actor} " via " {source.as_str()}</dd>
             <dt>"Reason"</dt><dd>{reason}</dd>
-            <dt>"Started (UTC)"</dt><dd>{stamp(&started_at)}</dd>
-            <dt>"Ended (UTC)"</dt><dd>{ended_at.as_deref().map(stamp).unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Started"</dt><dd>{stamp_cell(&started_at)}</dd>
+            <dt>"Ended"</dt><dd>{ended_cell(ended_at.as_deref())}</dd>
         </dl>
         <p class="row">
             <progress id="rehearsal-progress" max=max value=progress.done.clamp(0, max)></progress>

@@ -7,7 +7,7 @@
 //! The change forms are plain forms (`<details>` and a required confirmation box), so they
 //! work before hydration too; the live panel needs the hydrated page.
 
-use super::{error_box, reason_field, ticker, when};
+use super::{error_box, reason_field, ticker, time_cell, when};
 use crate::api::{get_switch_board, whoami, FlipSwitch};
 use crate::error::ConsoleFnError;
 use contract::{NodeState, SwitchBoard, SwitchChange, SwitchRow};
@@ -217,7 +217,7 @@ fn Nodes(nodes: Vec<NodeState>) -> AnyView {
             <table class="grid" tabindex="0" id="node-list">
                 <thead><tr>
                     <th>"Node"</th><th>"Address"</th><th>"Applied revision"</th><th>"etcd"</th>
-                    <th>"Last in sync"</th><th>"Heartbeat (UTC)"</th><th>"Leader"</th>
+                    <th>"Last in sync"</th><th>"Heartbeat"</th><th>"Leader"</th>
                 </tr></thead>
                 <tbody>
                     {nodes.into_iter().map(|node| view! {
@@ -227,7 +227,7 @@ fn Nodes(nodes: Vec<NodeState>) -> AnyView {
                             <td class="num">{node.applied_revision}</td>
                             <td>{if node.connected { "connected" } else { "disconnected" }}</td>
                             <td>{node.synced_ago_ms.map(|ms| format!("{:.1} s ago", ms as f64 / 1000.0)).unwrap_or_else(|| "never".into())}</td>
-                            <td>{when(node.heartbeat_at)}</td>
+                            <td>{time_cell(node.heartbeat_at)}</td>
                             <td>{if node.leader { "yes" } else { "" }}</td>
                         </tr>
                     }).collect_view()}
