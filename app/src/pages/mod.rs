@@ -256,7 +256,6 @@ pub fn when(time: chrono::DateTime<chrono::Utc>) -> String {
     time.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
