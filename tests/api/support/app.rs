@@ -299,6 +299,15 @@ impl TestApp {
             .expect("count")
     }
 
+    /// Operator actions audited so far, pre-warms aside (a sale's set-up pre-warms it, and
+    /// every pre-warm is audited): for tests of the other actions' audit.
+    pub(crate) async fn operator_actions(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM ops_audit WHERE action <> 'activity.prewarm'")
+            .fetch_one(&self.db)
+            .await
+            .expect("count")
+    }
+
     /// Waits until a backend of this test's database waits for a lock: `what` names who.
     pub(crate) async fn until_waiting_on_a_lock(&self, what: &str) {
         self.until_a_statement_waits_on_a_lock(what, "%").await;
