@@ -262,7 +262,7 @@ impl SwitchKey {
                 .into(),
             SwitchKey::Limit(limit) => limit.meaning().into(),
             SwitchKey::HotKeyRule(kind) => format!(
-                "When a {kind} key counts as hot and what every instance does about it. `off`: \
+                "Which {kind} keys count as hot, and what every instance does about them. `off`: \
                  hot {kind} keys are counted and shown, nothing more. A rule acts on keys above \
                  its threshold for `hold_s` seconds: watch (show only), {}.",
                 match kind {
