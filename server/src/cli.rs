@@ -14,11 +14,11 @@ use crate::{
     control::board::{Board, Flip},
     hotkeys::service as hotkey_service,
     identity::{buyer_token, password, secret_token, users},
-    infra::{config::Settings, db, etcd::EtcdLink, metrics::Metrics},
     prewarm,
     reconcile::service as reconcile,
     startup::{self, Application},
 };
+use base::{config::Settings, db, etcd::EtcdLink, metrics::Metrics};
 
 #[derive(Parser)]
 #[command(

@@ -6,8 +6,9 @@
 //! outbox relay, dead letters, order admin), `payment`, `control` (etcd switches, election),
 //! `identity`, `dashboard` (the live figures the console draws), `hotkeys` (hot-key
 //! detection, its reactions and manual keys), `readiness` (the pre-sale go/no-go), `rehearsal` (a sale's load against a shadow copy, with the invariant check), `sale_page` (the static
-//! sale page: publish, serve, the button script), `admin` (the admin router, permissions, console backend, audit). `openapi` documents both APIs. Generic
-//! plumbing is in `infra`; `startup` and `state` put the pieces together.
+//! sale page: publish, serve, the button script), `admin` (the admin router, permissions, console backend, audit). `openapi` documents both APIs. What every capability stands on is the crate `base`
+//! (`server/base`); the HTTP plumbing beneath the routes is in `http`; `startup` and `state`
+//! put the pieces together.
 
 pub mod admin;
 pub(crate) mod baselines;
@@ -16,10 +17,9 @@ pub(crate) mod catalog;
 pub mod cli;
 pub mod control;
 pub(crate) mod dashboard;
-pub(crate) mod error;
 pub mod hotkeys;
+pub(crate) mod http;
 pub mod identity;
-pub mod infra;
 pub mod openapi;
 pub mod orders;
 pub mod payment;

@@ -11,6 +11,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    seckill::infra::telemetry::init();
+    base::telemetry::init();
     seckill::cli::run(seckill::cli::Cli::parse()).await
 }

@@ -19,16 +19,17 @@ use utoipa::{
     PartialSchema, ToSchema,
 };
 
-use crate::{
+use crate::state::AppState;
+use base::{
     error::ErrorBody,
-    infra::route_table::{Listed, RequestShape, RouteTable},
+    route_table::{Listed, RequestShape, RouteTable},
 };
 
 const BUYER_PREFIX: &str = "/api";
 const ADMIN_PREFIX: &str = "/admin/api";
 
 /// The buyer API's routes, served under [`BUYER_PREFIX`].
-pub(crate) fn buyer_routes() -> RouteTable {
+pub(crate) fn buyer_routes() -> RouteTable<AppState> {
     let routes = crate::buy::routes::routes(RouteTable::default());
     let routes = crate::orders::buyer::routes(routes);
     crate::payment::routes::routes(routes)

@@ -9,6 +9,7 @@ use tower_http::{
     trace::{DefaultOnFailure, TraceLayer},
 };
 
+use crate::http::connections::{CappedListener, ConnectionGauges};
 use crate::{
     admin, buy,
     buy::{
@@ -26,20 +27,18 @@ use crate::{
     },
     hotkeys::HotKeys,
     identity::{authenticate::Authenticator, buyer_token::BuyerTokens},
-    infra,
-    infra::{
-        amqp::AmqpLink,
-        client_address::{self, ClientAddress},
-        config::Settings,
-        connections::{CappedListener, ConnectionGauges},
-        db::{self, MeteredPool},
-        etcd::EtcdLink,
-        metrics::Metrics,
-        redis::RedisStore,
-    },
     orders::{self, Pipeline},
     payment::simulated::SimulatedCenter,
     state::{AppState, Shared},
+};
+use base::{
+    amqp::AmqpLink,
+    client_address::ClientAddress,
+    config::Settings,
+    db::{self, MeteredPool},
+    etcd::EtcdLink,
+    metrics::Metrics,
+    redis::RedisStore,
 };
 
 /// Largest body a JSON extractor reads (answered `413 PAYLOAD_TOO_LARGE` beyond); the buyer
@@ -161,6 +160,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         metrics.dependency_calls.clone(),
     );
     let hotkeys = Arc::new(HotKeys::new(buy.hotkey_detection, metrics.clone()));
+    let buyer_tokens = Arc::new(BuyerTokens::new(&settings.jwt_secret));
     let funnel = Arc::new(Funnel::new(FunnelParts {
         settings: buy.clone(),
         switches: switches.clone(),
@@ -172,7 +172,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
             metrics.catalogue_reads.clone(),
         ),
         hotkeys: hotkeys.clone(),
-        tokens: BuyerTokens::new(&settings.jwt_secret),
+        tokens: buyer_tokens.clone(),
         preorders,
         redis: redis.clone(),
         db: db.clone(),
@@ -211,6 +211,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         metrics,
         auth,
         leptos,
+        buyer_tokens,
         funnel,
         switches,
         leadership,
@@ -259,17 +260,17 @@ fn workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
 
 pub(crate) fn router(state: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(infra::health::healthz))
-        .route("/readyz", get(infra::health::readyz))
-        .route("/metrics", get(infra::http_metrics::render))
+        .route("/healthz", get(crate::http::health::healthz))
+        .route("/readyz", get(crate::http::health::readyz))
+        .route("/metrics", get(crate::http::http_metrics::render))
         .route("/api/openapi.json", get(crate::openapi::serve))
         .nest("/api", crate::openapi::buyer_routes().into_router())
         .nest("/admin/api", admin::routes::router())
         .merge(crate::sale_page::routes::router())
         .merge(admin::console::router(state.clone()))
-        .layer(middleware::from_fn_with_state(state.clone(), infra::slow_bodies::patience))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::http::slow_bodies::patience))
         .layer(middleware::from_fn_with_state(state.clone(), admin::csrf::guard))
-        .layer(middleware::from_fn_with_state(state.clone(), infra::http_metrics::track))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::http::http_metrics::track))
         .layer(DefaultBodyLimit::max(MAX_JSON_BYTES))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         // The span carries the client's X-Request-ID when it is a valid one, else an id made
@@ -295,7 +296,7 @@ pub(crate) fn router(state: AppState) -> Router {
         // A 5xx is logged (rate-limited) where its cause is known; one line per failed
         // response here would let a storm fill the disk.
         .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)))
-        .layer(middleware::map_request_with_state(state.clone(), client_address::remember))
+        .layer(middleware::map_request_with_state(state.clone(), crate::http::client_address::remember))
         .with_state(state)
 }
 

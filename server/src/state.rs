@@ -11,13 +11,13 @@ use std::sync::Arc;
 use crate::{
     buy::funnel::Funnel,
     control::{leader::Leadership, status::ControlStatus, switches::Switches},
-    error::ApiError,
     identity::authenticate::Authenticator,
-    infra::{
-        amqp::AmqpLink, config::Settings, etcd::EtcdLink, metrics::Metrics, redis::RedisStore,
-    },
     orders::Pipeline,
     payment::PaymentGateway,
+};
+use base::{
+    amqp::AmqpLink, config::Settings, error::ApiError, etcd::EtcdLink, metrics::Metrics,
+    redis::RedisStore,
 };
 
 #[derive(Clone)]
@@ -45,9 +45,6 @@ impl FromRequestParts<AppState> for Actor {
     }
 }
 
-// The document describes the credentials as the admin API's security schemes instead.
-impl crate::infra::route_table::DescribesRequest for Actor {}
-
 /// The console's routes take the Leptos options out of the state.
 impl axum::extract::FromRef<AppState> for LeptosOptions {
     fn from_ref(state: &AppState) -> Self {
@@ -72,6 +69,8 @@ pub struct Shared {
     pub auth: Authenticator,
     /// Where the console's bundle lives and what it is called.
     pub(crate) leptos: LeptosOptions,
+    /// Verifies buyer tokens, for every buyer route (the funnel holds the same).
+    pub buyer_tokens: Arc<crate::identity::buyer_token::BuyerTokens>,
     /// The buy funnel with its in-memory catalogue, limits and pre-order writer.
     pub funnel: Arc<Funnel>,
     /// Switches and limits as this instance applies them (watched from etcd).

@@ -10,9 +10,9 @@ use crate::support::{
     balancer::{Balancer, EdgeLimits},
     fixtures::{buy_body, open_sale, token, Sale},
 };
+use base::config::Settings;
 use futures::{stream, StreamExt};
 use reqwest::Client;
-use seckill::infra::config::Settings;
 use serde_json::Value;
 use std::{collections::HashMap, net::IpAddr, time::Duration};
 

@@ -12,14 +12,12 @@ use crate::support::{
     redis_cluster::RedisCluster,
     wait::{self, PATIENCE},
 };
+use base::config::{DeductionMode, Settings};
 use contract::Role;
 use futures::{stream, StreamExt};
 use reqwest::StatusCode;
-use seckill::{
-    buy::challenge::MIN_THINKING_TIME,
-    identity::buyer_token,
-    infra::config::{DeductionMode, Settings},
-};
+use seckill::reconcile::redis_state::ItemStateClient;
+use seckill::{buy::challenge::MIN_THINKING_TIME, identity::buyer_token};
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
@@ -560,9 +558,7 @@ async fn a_pre_order_that_cannot_be_written_gives_its_stock_back() {
     // The insert's failure leaves open whether it committed, so the pre-order is voided in
     // PostgreSQL first and its unit given back after: moments after the answer.
     wait::until("the failed buyer's unit is back", PATIENCE, || async {
-        let holders = app
-            .state
-            .redis
+        let holders = ItemStateClient(&app.state.redis)
             .holders(contract::SaleItem::new(sale.activity_id, sale.item_id))
             .await
             .expect("holders");

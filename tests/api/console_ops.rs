@@ -371,7 +371,7 @@ async fn dead_letters_are_requeued_from_the_console_by_ops_with_a_reason() {
 #[tokio::test]
 async fn recorded_pre_orders_are_replayed_from_the_console_by_ops_only() {
     use crate::support::fixtures::{buy_body, open_for_sale, shop};
-    use seckill::infra::config::AsyncMode;
+    use base::config::AsyncMode;
     let app = spawn_app().await;
     let ops_caller = app.caller(Role::Ops, None).await;
     let ops = app.console_session(&ops_caller).await;

@@ -54,7 +54,7 @@ fn text(detail: &str) -> String {
 }
 
 /// The leader's automatic pass would repair what a test breaks before the test's own run.
-fn without_the_leaders_pass(settings: &mut seckill::infra::config::Settings) {
+fn without_the_leaders_pass(settings: &mut base::config::Settings) {
     settings.reconcile.interval_ms = 0;
 }
 

@@ -14,13 +14,11 @@ use crate::support::{
     proxy::{self, Proxy},
     wait::{self, PATIENCE},
 };
+use base::config::Settings;
 use contract::Role;
 use contract::Source;
 use etcd_client::{Client, CompactionOptions, GetOptions};
-use seckill::{
-    control::board::{Board, Flip},
-    infra::config::Settings,
-};
+use seckill::control::board::{Board, Flip};
 use serde_json::{json, Value};
 use std::{
     sync::{

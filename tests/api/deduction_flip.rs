@@ -8,8 +8,7 @@ use crate::support::{
     fixtures::{buy_body, count_codes, open_sale, storm, storm_settings},
     wait,
 };
-use seckill::infra::config::DeductionMode;
-use seckill::infra::config::Settings;
+use base::{config::DeductionMode, config::Settings};
 use std::time::Duration;
 
 const STOCK: i64 = 300;

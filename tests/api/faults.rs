@@ -23,9 +23,10 @@ use crate::support::{
     serve_process::ServeProcess,
     wait::{self, PATIENCE},
 };
+use base::config::{DeductionMode, Settings};
 use contract::Role;
 use futures::{stream, StreamExt};
-use seckill::infra::config::{DeductionMode, Settings};
+use seckill::reconcile::redis_state::ItemStateClient;
 use secrecy::ExposeSecret;
 use serde_json::Value;
 use std::{
@@ -932,9 +933,7 @@ async fn the_leader_killed_during_the_pay_timeout_scan_is_replaced_and_each_orde
     // rest, and only the payers still count as buyers.
     assert_eq!(app.allocated(&sale).await, PAID as i64);
     assert_eq!(app.redis_stock(&sale).await, expired);
-    let holders = app
-        .state
-        .redis
+    let holders = ItemStateClient(&app.state.redis)
         .holders(contract::SaleItem::new(sale.activity_id, sale.item_id))
         .await
         .expect("redis");

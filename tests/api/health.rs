@@ -10,7 +10,7 @@ use crate::support::{
     redis_server::RedisInstance,
     wait,
 };
-use seckill::infra::config::Settings;
+use base::config::Settings;
 use secrecy::ExposeSecret;
 use serde_json::Value;
 use std::{collections::BTreeSet, time::Duration};

@@ -9,11 +9,11 @@ use crate::support::{
     fixtures::{buy_body, open_sale, storm_settings, Caller, Sale},
     wait::until,
 };
+use base::config::Settings;
 use contract::Role;
 use etcd_client::Client;
 use futures::{stream::FuturesUnordered, StreamExt};
 use reqwest::Method;
-use seckill::infra::config::Settings;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

@@ -9,9 +9,11 @@ use crate::support::{
     fixtures::{buy_body, count_codes, open_sale, order_id, storm, storm_settings, token, Sale},
     wait::{self, PATIENCE},
 };
+use base::config::Settings;
 use futures::{stream, StreamExt};
+use seckill::orders::release_scripts::ReleaseClient;
+use seckill::reconcile::redis_state::ItemStateClient;
 use seckill::{
-    infra::config::Settings,
     orders::{
         mq::{
             broker::Broker,
@@ -918,12 +920,12 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
     let sale = contract::SaleItem::new(7, 8);
     let seats = ["A1".to_owned(), "A2".to_owned(), "A3".to_owned()];
     let restore = |order: &'static str, quantity: i64, seats: Vec<String>| async move {
-        let held = seckill::buy::stock_scripts::Holding {
+        let held = seckill::orders::Holding {
             sale,
             buyer: contract::UserId(42),
             quantity,
         };
-        redis
+        ReleaseClient(redis)
             .restore_order(order, held, &seats)
             .await
             .expect("script runs")
@@ -934,11 +936,11 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
         "not pre-warmed: nothing written"
     );
     // A re-derivation writes only behind a fence of its own run.
-    redis
+    ItemStateClient(redis)
         .raise_fence(sale, "load", 10_000)
         .await
         .expect("fence");
-    let loaded = redis
+    let loaded = ItemStateClient(redis)
         .rederive(
             sale,
             "load",
@@ -957,7 +959,10 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
         .await
         .expect("load");
     assert!(loaded, "written behind the run's own fence");
-    assert!(redis.lower_fence(sale, "load").await.expect("lower"));
+    assert!(ItemStateClient(redis)
+        .lower_fence(sale, "load")
+        .await
+        .expect("lower"));
     // A seated order of three seats, one of which someone else holds now.
     assert_eq!(restore("o2", 3, seats.to_vec()).await, 2);
     assert_eq!(
@@ -971,7 +976,7 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
         "a standard order of one unit"
     );
     assert_eq!(restore("o3", 1, vec![]).await, -7);
-    let holders = redis.holders(sale).await.expect("holders");
+    let holders = ItemStateClient(redis).holders(sale).await.expect("holders");
     assert!(holders.is_empty(), "{holders:?}");
     let seat_map: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
         .arg(redis.seats_key(sale))

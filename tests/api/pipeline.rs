@@ -11,15 +11,13 @@ use crate::support::{
     proxy::{self, Proxy},
     wait::{self, PATIENCE},
 };
+use base::config::{AsyncMode, Settings};
 use contract::{Readiness, ReadinessCheckName as Name, Role};
-use seckill::{
-    infra::config::{AsyncMode, Settings},
-    orders::{
-        create_order, dead_letters,
-        mq::{
-            message::{OrderCreated, PayTimeouts},
-            topology::Outgoing,
-        },
+use seckill::orders::{
+    create_order, dead_letters,
+    mq::{
+        message::{OrderCreated, PayTimeouts},
+        topology::Outgoing,
     },
 };
 use secrecy::ExposeSecret;

@@ -12,12 +12,10 @@ use crate::support::{
     redis_server::RedisInstance,
     wait::{self, PATIENCE},
 };
+use base::config::{DeductionMode, Settings};
 use contract::{Readiness, ReadinessCheckName as Name, Role, SaleItem};
 use etcd_client::{Client, GetOptions};
-use seckill::{
-    infra::config::{DeductionMode, Settings},
-    orders::{create_order, mq::topology::Outgoing, pay_timeout, relay},
-};
+use seckill::orders::{create_order, mq::topology::Outgoing, pay_timeout, relay};
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -2,11 +2,14 @@
 //! stuck pre-orders, a give-back counted twice, a client hanging up mid-buy), the runs'
 //! API, and the sale going on while repairs loop and while Redis loses its data.
 
+use base::config::{AsyncMode, DeductionMode, Settings};
 use contract::Role;
 use futures::{stream, StreamExt};
+use seckill::buy::stock_scripts::StockClient;
+use seckill::reconcile::redis_state::ItemStateClient;
 use seckill::{
-    buy::stock_scripts::{BuyCall, Holding, Steps, Windows},
-    infra::config::{AsyncMode, DeductionMode, Settings},
+    buy::stock_scripts::{BuyCall, Steps, Windows},
+    orders::Holding,
     reconcile::service::ActivityLock,
 };
 use serde_json::{json, Value};
@@ -87,8 +90,7 @@ impl TestApp {
 
     /// Units the buyer holds in Redis's buyer record.
     async fn redis_bought(&self, sale: &Sale, user_id: i64) -> i64 {
-        self.state
-            .redis
+        ItemStateClient(&self.state.redis)
             .holders(sale_item(sale))
             .await
             .expect("redis")
@@ -664,9 +666,7 @@ async fn runs_report_then_repair_and_a_second_run_finds_nothing() {
         buyer: contract::UserId(9),
         quantity: 1,
     };
-    let deducted = app
-        .state
-        .redis
+    let deducted = StockClient(&app.state.redis)
         .buy(
             &BuyCall {
                 take: holding,
@@ -891,16 +891,19 @@ async fn only_the_run_that_raised_a_fence_lowers_it_or_writes_behind_it() {
     let sale = contract::SaleItem::new(31, 32);
     let fence = redis.fence_key(sale);
     // A first run's fence expired while it worked; a second run raised the fence again.
-    redis
+    ItemStateClient(redis)
         .raise_fence(sale, "first", 10_000)
         .await
         .expect("fence");
-    redis
+    ItemStateClient(redis)
         .raise_fence(sale, "second", 10_000)
         .await
         .expect("fence");
     assert!(
-        !redis.lower_fence(sale, "first").await.expect("lower"),
+        !ItemStateClient(redis)
+            .lower_fence(sale, "first")
+            .await
+            .expect("lower"),
         "the first run no longer owns the fence"
     );
     let holder: Option<String> = redis::cmd("GET")
@@ -917,7 +920,7 @@ async fn only_the_run_that_raised_a_fence_lowers_it_or_writes_behind_it() {
         restored: &[],
         expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
     };
-    assert!(!redis
+    assert!(!ItemStateClient(redis)
         .rederive(sale, "first", &derived)
         .await
         .expect("write"));
@@ -927,12 +930,18 @@ async fn only_the_run_that_raised_a_fence_lowers_it_or_writes_behind_it() {
         .await
         .expect("get");
     assert_eq!(stock, None, "nothing written");
-    assert!(redis
+    assert!(ItemStateClient(redis)
         .rederive(sale, "second", &derived)
         .await
         .expect("write"));
-    assert_eq!(redis.holders(sale).await.expect("holders"), vec![(42, 1)]);
-    assert!(redis.lower_fence(sale, "second").await.expect("lower"));
+    assert_eq!(
+        ItemStateClient(redis).holders(sale).await.expect("holders"),
+        vec![(42, 1)]
+    );
+    assert!(ItemStateClient(redis)
+        .lower_fence(sale, "second")
+        .await
+        .expect("lower"));
     let up: bool = redis::cmd("EXISTS")
         .arg(&fence)
         .query_async(&mut redis.connection())
@@ -960,7 +969,7 @@ async fn a_large_item_is_re_derived_in_chunks_and_swapped_in_whole() {
         .expect("stale state");
     let holders: Vec<(i64, i64)> = (1..=2_500).map(|buyer| (buyer, 1 + buyer % 2)).collect();
     let restored: Vec<Uuid> = (0..1_500).map(|_| Uuid::new_v4()).collect();
-    redis
+    ItemStateClient(redis)
         .raise_fence(sale, "large", 10_000)
         .await
         .expect("fence");
@@ -971,11 +980,11 @@ async fn a_large_item_is_re_derived_in_chunks_and_swapped_in_whole() {
         restored: &restored,
         expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
     };
-    assert!(redis
+    assert!(ItemStateClient(redis)
         .rederive(sale, "large", &derived)
         .await
         .expect("write"));
-    let mut recorded = redis.holders(sale).await.expect("holders");
+    let mut recorded = ItemStateClient(redis).holders(sale).await.expect("holders");
     recorded.sort_unstable();
     assert_eq!(recorded, holders);
     let (stock, given_back, markers, ttl): (i64, i64, bool, i64) = redis::pipe()
@@ -994,7 +1003,10 @@ async fn a_large_item_is_re_derived_in_chunks_and_swapped_in_whole() {
         .await
         .expect("keys");
     assert!(staged.is_empty(), "{staged:?}");
-    assert!(redis.lower_fence(sale, "large").await.expect("lower"));
+    assert!(ItemStateClient(redis)
+        .lower_fence(sale, "large")
+        .await
+        .expect("lower"));
 }
 
 /// Pre-warms the sale's activity through `instance`; it must succeed.

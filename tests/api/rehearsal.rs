@@ -8,8 +8,8 @@ use crate::support::{
     serve_process::ServeProcess,
     wait,
 };
+use base::config::Settings;
 use contract::Role;
-use seckill::infra::config::Settings;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -789,7 +789,7 @@ async fn a_process_killed_at_any_step_of_a_rehearsal_leaves_no_real_sale_and_the
         let mut process = ServeProcess::start_with_env(
             &app.state.settings,
             &client,
-            &[(seckill::infra::fault::VARIABLE, step)],
+            &[(base::fault::VARIABLE, step)],
         )
         .await;
         let response = client

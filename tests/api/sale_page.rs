@@ -17,9 +17,9 @@ use crate::support::{
     },
     wait,
 };
+use base::config::AsyncMode;
 use contract::Role;
 use reqwest::{header, Method, Response};
-use seckill::infra::config::AsyncMode;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::time::Duration;

@@ -17,8 +17,8 @@ use crate::support::{
     redis_cluster::RedisCluster,
     wait,
 };
+use base::config::Settings;
 use contract::{Role, SaleItem};
-use seckill::infra::config::Settings;
 use secrecy::ExposeSecret;
 use serde_json::json;
 use std::{

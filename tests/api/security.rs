@@ -14,12 +14,11 @@ use crate::support::{
     raw_http::{exchange, response},
     wait::{self, PATIENCE},
 };
+use base::config::Settings;
 use contract::Role;
 use leptos::server_fn::ServerFn;
-use seckill::{
-    cli::create_user, identity::authenticate::LoginError, infra::config::Settings,
-    startup::Application,
-};
+use seckill::orders::release_scripts::ReleaseClient;
+use seckill::{cli::create_user, identity::authenticate::LoginError, startup::Application};
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use sqlx::{migrate::Migrator, PgPool};
@@ -367,14 +366,12 @@ async fn every_key_of_a_prewarmed_activity_expires_two_days_after_its_end() {
     app.bought(8, "expiring-2", &buy_body(&standard.sale, 1))
         .await;
     let sale = contract::SaleItem::new(standard.sale.activity_id, standard.sale.item_id);
-    let held = seckill::buy::stock_scripts::Holding {
+    let held = seckill::orders::Holding {
         sale,
         buyer: contract::UserId(7),
         quantity: 1,
     };
-    let given = app
-        .state
-        .redis
+    let given = ReleaseClient(&app.state.redis)
         .restore_order(&order.to_string(), held, &[])
         .await
         .expect("give back");

@@ -6,6 +6,7 @@
 mod audit;
 mod baselines;
 mod catalog;
+mod console_error;
 mod control;
 mod dashboard;
 mod hotkeys;
@@ -24,6 +25,7 @@ mod sale_page;
 pub use audit::*;
 pub use baselines::*;
 pub use catalog::*;
+pub use console_error::*;
 pub use control::*;
 pub use dashboard::*;
 pub use hotkeys::*;

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use contract::{AuditEntry, AuditKind, Source};
 
-use crate::infra::db::decode_name;
+use base::db::decode_name;
 use sqlx::PgPool;
 
 /// A flip about to be written to etcd.

@@ -8,7 +8,8 @@ use contract::Actor;
 use contract::AuditPage;
 use serde::Deserialize;
 
-use crate::{control::board, error::ApiResult, state::AppState};
+use crate::{control::board, state::AppState};
+use base::error::ApiResult;
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -5,7 +5,7 @@
 use contract::Actor;
 use contract::Permission;
 
-use crate::error::{ApiError, ApiResult};
+use base::error::{ApiError, ApiResult};
 
 /// Refuses `actor` unless its role may do `permission`. Which rows a merchant sees is a
 /// separate question, answered by [`Actor::sees`] once the row is known.

@@ -30,12 +30,11 @@ use leptos::server_fn::ServerFn;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
 use std::sync::Arc;
 
-use crate::infra::{client_address, quiet_log::quiet, slow_bodies};
+use crate::http::slow_bodies;
 use crate::{
     admin::authorize,
     catalog::service as catalog,
     control::board::{self, Board, Flip},
-    error::ApiError,
     hotkeys::service as hotkeys,
     identity::{authenticate::LoginError, rules},
     orders::{admin as order_admin, dead_letters, outbox_retry, recordings, relay},
@@ -44,48 +43,11 @@ use crate::{
     rehearsal::service as rehearsal,
     state::AppState,
 };
+use base::{client_address, error::ApiError};
 
 /// The console's view of the platform.
 pub(crate) struct ConsoleService {
     state: AppState,
-}
-
-impl From<ApiError> for ConsoleError {
-    fn from(error: ApiError) -> Self {
-        match error {
-            ApiError::BadRequest(_)
-            | ApiError::Invalid { .. }
-            | ApiError::PayloadTooLarge
-            | ApiError::BadSignature => ConsoleError::Invalid {
-                code: error.code(),
-                message: error.to_string(),
-            },
-            ApiError::Conflict { code, message } => ConsoleError::Conflict { code, message },
-            ApiError::Unauthenticated => ConsoleError::Unauthenticated,
-            ApiError::Forbidden | ApiError::CrossSite => ConsoleError::Forbidden,
-            ApiError::NotFound(_) | ApiError::MethodNotAllowed => ConsoleError::NotFound,
-            ApiError::RateLimited { .. } => ConsoleError::RateLimited,
-            ApiError::Unavailable(cause) => {
-                quiet!(
-                    warn,
-                    "console.unavailable",
-                    error = format!("{cause:#}"),
-                    "console call found a store away"
-                );
-                // The outermost context names the store ("etcd", "RabbitMQ did not take ...").
-                ConsoleError::Unavailable(cause.to_string())
-            }
-            ApiError::Internal(cause) => {
-                quiet!(
-                    error,
-                    "console.internal",
-                    error = format!("{cause:#}"),
-                    "console call failed"
-                );
-                ConsoleError::Internal
-            }
-        }
-    }
 }
 
 #[async_trait::async_trait]

@@ -13,7 +13,8 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
-use crate::{error::ApiError, state::AppState};
+use crate::state::AppState;
+use base::error::ApiError;
 
 /// Where the console's server functions are served (the `prefix` of `app::api`'s functions).
 pub(crate) const SERVER_FUNCTIONS: &str = "/console/fn/";

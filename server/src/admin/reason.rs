@@ -2,7 +2,7 @@
 //! the audit log must say why, and bounded, because it is kept forever. One rule, one pair of
 //! error codes, whichever action asks.
 
-use crate::error::{ApiError, ApiResult};
+use base::error::{ApiError, ApiResult};
 
 /// Longest reason kept in the audit.
 pub(crate) const MAX_REASON_CHARS: usize = 500;

@@ -6,8 +6,12 @@
 
 use axum::{http::Method, Router};
 
-pub(crate) use crate::infra::route_table::RouteTable as AdminRoutes;
+use base::route_table::RouteTable;
+
 use crate::state::AppState;
+
+/// The admin API's table: routes whose handlers take the whole state.
+pub(crate) type AdminRoutes = RouteTable<AppState>;
 
 pub(crate) fn table() -> AdminRoutes {
     let routes = AdminRoutes::default().get("/audit", super::audit_routes::list);

@@ -8,7 +8,8 @@ use contract::{EndpointFigures, InstanceCost, PathFigures, RunCost, RunPath, Run
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::{baselines::path::Call, dashboard::sample::quantile};
+use base::percentiles::quantile;
+use base::tally::Call;
 
 /// One instance's figures since it started, as it reports them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

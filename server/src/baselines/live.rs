@@ -4,11 +4,9 @@
 
 use contract::{AgainstBaseline, BuyFigures, FigureAgainst, RunPath};
 
-use crate::baselines::{
-    figures::OutcomeCounts,
-    path::{Call, Outcome, PathTotals},
-    store::AppliedBaseline,
-};
+use base::tally::{Call, Outcome, PathTotals};
+
+use crate::baselines::{figures::OutcomeCounts, store::AppliedBaseline};
 
 /// The path counters as the frame before saw them, for this second's calls per buy.
 #[derive(Default)]
@@ -157,12 +155,12 @@ mod tests {
 
     #[test]
     fn each_second_counts_only_its_own_calls() {
-        let metrics = crate::infra::metrics::Metrics::new();
+        let metrics = base::metrics::Metrics::new();
         let totals = PathTotals::of(&metrics);
         let mut live = LivePath::default();
         totals.after_success(Call::RedisCommand, 4);
-        totals.finished(Outcome::Success, &crate::baselines::path::Tally::default());
-        totals.finished(Outcome::Success, &crate::baselines::path::Tally::default());
+        totals.finished(Outcome::Success, &base::tally::Tally::default());
+        totals.finished(Outcome::Success, &base::tally::Tally::default());
         assert_eq!(live.second(&totals).success.redis_commands, 2.0);
         let quiet = live.second(&totals);
         assert_eq!(quiet.success.requests, 0);

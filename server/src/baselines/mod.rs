@@ -2,8 +2,8 @@
 //! next sale can be held against the run an operator marked as the activity's baseline,
 //! or, without one, as the baseline of its kind of activity.
 //!
-//! What belongs here: the path counters (`path`: the calls each buy makes to Redis,
-//! PostgreSQL and RabbitMQ, counted where they are made, per outcome), every instance's
+//! What belongs here (the path counters that feed it, the calls each buy makes to Redis,
+//! PostgreSQL and RabbitMQ, are `base::tally`, counted where the calls are made): every instance's
 //! periodic report of its figures (`report`), the figures of a run as plain values and
 //! computations (`figures`), the live dashboard's figures against the baseline (`live`),
 //! the leader's computing of runs, the list and the mark
@@ -12,7 +12,6 @@
 
 pub(crate) mod figures;
 pub(crate) mod live;
-pub(crate) mod path;
 pub(crate) mod report;
 pub(crate) mod routes;
 pub(crate) mod runs;

@@ -8,13 +8,15 @@ use std::time::Duration;
 use crate::{
     baselines::{
         figures::{Figures, OutcomeCounts, RouteCounts},
-        path::{Call, Outcome, PathTotals},
         store,
     },
     control::status::Complaint,
     dashboard::sample::label,
-    infra::metrics::Metrics,
     state::AppState,
+};
+use base::{
+    metrics::Metrics,
+    tally::{Call, Outcome, PathTotals},
 };
 
 /// Reports for the life of the process.

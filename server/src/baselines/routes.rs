@@ -12,7 +12,8 @@ use axum::{
 use contract::{Actor, BaselineRun, MarkBaseline, Source};
 use serde::Deserialize;
 
-use crate::{admin::routes::AdminRoutes, baselines::runs, error::ApiResult, state::AppState};
+use crate::{admin::routes::AdminRoutes, baselines::runs, state::AppState};
+use base::error::ApiResult;
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -17,9 +17,9 @@ use crate::{
         store::{self, NewRun, StoredReport},
     },
     control::status::Complaint,
-    error::{ApiError, ApiResult},
     state::AppState,
 };
+use base::error::{ApiError, ApiResult};
 
 /// Reports are kept this long: a run not computed by then (no leader for days) is not.
 const KEEP_REPORTS_DAYS: i64 = 2;

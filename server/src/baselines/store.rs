@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 use contract::{ActivityKind, BaselineRun, BaselineScope, RunCost, RunKind, RunPath, RunPerf};
 use sqlx::{types::Json, PgPool, Postgres, Transaction};
 
-use crate::{baselines::figures::Figures, infra::db::decode_name};
+use crate::baselines::figures::Figures;
+use base::db::decode_name;
 
 pub(crate) async fn insert_report(
     db: &PgPool,

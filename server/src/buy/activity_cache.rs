@@ -15,6 +15,7 @@
 //! PostgreSQL cannot be read, every activity is served from its last copy (up to ten
 //! minutes old), so a database restart does not refuse the sale.
 
+use crate::buy::bloom::BloomClient;
 use chrono::{DateTime, Utc};
 use contract::ActivityKind;
 use futures::future::{BoxFuture, FutureExt, Shared};
@@ -32,8 +33,8 @@ use crate::{
     },
     catalog::store as catalog,
     hotkeys::HotKeys,
-    infra::{config::BuySettings, quiet_log::quiet, redis::RedisStore},
 };
+use base::{config::BuySettings, quiet_log::quiet, redis::RedisStore};
 
 /// How old a hot item's stock for `/status` may be before a background refresh.
 const STOCK_MEMO: Duration = Duration::from_millis(100);
@@ -249,8 +250,7 @@ impl Catalogue {
         // share bounds what a made-up item id of a real activity costs meanwhile).
         let stale = self.copy(id, STALE_WHILE_DATABASE_AWAY);
         if stale.is_none()
-            && !self
-                .redis
+            && !BloomClient(&self.redis)
                 .bloom_test(&self.bloom.positions(&bloom_key()))
                 .await?
         {

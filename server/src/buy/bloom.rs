@@ -3,7 +3,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::infra::{lua::BLOOM, redis::RedisStore};
+use base::{lua::BLOOM, redis::RedisStore};
 
 /// Size of a filter: `bits` in the bitmap, `hashes` bits per key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,14 +61,19 @@ pub(crate) enum BloomAnswer {
     FilterGone,
 }
 
-impl RedisStore {
+/// A typed client over the Redis connection for the Bloom filter of known items: these scripts and keys are
+/// reached only through it.
+#[derive(Clone, Copy)]
+pub struct BloomClient<'a>(pub &'a RedisStore);
+
+impl BloomClient<'_> {
     /// Sets a Bloom filter's bits; returns how many were new.
     pub(crate) async fn bloom_add(&self, positions: &[u64]) -> redis::RedisResult<i64> {
         BLOOM
-            .key(self.bloom_key())
+            .key(self.0.bloom_key())
             .arg("add")
             .arg(positions)
-            .invoke_async(&mut self.connection())
+            .invoke_async(&mut self.0.connection())
             .await
     }
 
@@ -82,10 +87,10 @@ impl RedisStore {
     /// The filter's full answer, telling a lost filter apart (reconciliation re-adds it).
     pub(crate) async fn bloom_lookup(&self, positions: &[u64]) -> redis::RedisResult<BloomAnswer> {
         let answer: i64 = BLOOM
-            .key(self.bloom_key())
+            .key(self.0.bloom_key())
             .arg("test")
             .arg(positions)
-            .invoke_async(&mut self.connection())
+            .invoke_async(&mut self.0.connection())
             .await?;
         Ok(match answer {
             1 => BloomAnswer::MaybePresent,

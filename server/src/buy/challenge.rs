@@ -8,11 +8,9 @@
 use rand::Rng;
 use std::{sync::Arc, time::Duration};
 
-pub use crate::infra::clock::Clock;
-use crate::{
-    identity::secret_token,
-    infra::{clock::SwappableClock, redis::RedisStore},
-};
+use crate::identity::secret_token;
+pub use base::clock::Clock;
+use base::{clock::SwappableClock, redis::RedisStore};
 
 /// How long a challenge may stay unanswered.
 const CHALLENGE_TTL_S: u64 = 300;

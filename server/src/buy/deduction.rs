@@ -34,7 +34,7 @@ use std::{
 };
 use tokio::sync::Notify;
 
-use crate::infra::config::DeductionMode;
+use base::config::DeductionMode;
 
 pub(crate) mod handover;
 

@@ -31,6 +31,7 @@
 //! by its order id (the script's marker proves whether it happened); a pre-order whose
 //! commit failed ambiguously is voided in PostgreSQL first, then released.
 
+use crate::buy::stock_scripts::StockClient;
 use axum::body::{Body, Bytes};
 use axum::http::HeaderMap;
 use contract::{ActivityKind, SaleItem};
@@ -46,8 +47,8 @@ use tokio::sync::Semaphore;
 use tracing::Instrument;
 use uuid::Uuid;
 
+use crate::http::slow_bodies;
 use crate::{
-    baselines::path::{self, PathTotals, Tally},
     buy::{
         activity_cache::{CachedActivity, CachedItem, Catalogue, LookupError},
         challenge::Challenges,
@@ -67,17 +68,17 @@ use crate::{
     control::switches::{SwitchValues, Switches},
     hotkeys::HotKeys,
     identity::buyer_token::{Buyer, BuyerTokens},
-    infra::{
-        client_address,
-        config::{AsyncMode, BuySettings, DeductionMode},
-        metrics::Metrics,
-        quiet_log::quiet,
-        redis::RedisStore,
-        slow_bodies,
-        token_bucket::TokenBucket,
-    },
     reconcile::settle::{self, Deduction},
     rehearsal::copies,
+};
+use base::{
+    client_address,
+    config::{AsyncMode, BuySettings, DeductionMode},
+    metrics::Metrics,
+    quiet_log::quiet,
+    redis::RedisStore,
+    tally::{self, PathTotals, Tally},
+    token_bucket::TokenBucket,
 };
 
 /// How long a successful answer is kept for replays.
@@ -406,7 +407,7 @@ pub struct Funnel {
     running: Arc<Running<Answer>>,
     /// Successful answers on their way to Redis, for replays.
     kept: KeptAnswers,
-    tokens: BuyerTokens,
+    tokens: Arc<BuyerTokens>,
     preorders: PreorderWriter,
     redis: RedisStore,
     /// For voiding a pre-order whose commit failed ambiguously before giving its units back.
@@ -424,7 +425,7 @@ pub(crate) struct FunnelParts {
     pub(crate) switches: Switches,
     pub(crate) catalogue: Catalogue,
     pub(crate) hotkeys: Arc<HotKeys>,
-    pub(crate) tokens: BuyerTokens,
+    pub(crate) tokens: Arc<BuyerTokens>,
     pub(crate) preorders: PreorderWriter,
     pub(crate) redis: RedisStore,
     pub(crate) db: PgPool,
@@ -478,10 +479,6 @@ impl Funnel {
         self.admission.in_flight.load(Ordering::Acquire)
     }
 
-    pub(crate) fn tokens(&self) -> &BuyerTokens {
-        &self.tokens
-    }
-
     /// Pre-orders waiting for the group-commit writer now.
     pub(crate) fn preorders_queued(&self) -> usize {
         self.preorders.queued()
@@ -498,11 +495,11 @@ impl Funnel {
     ) -> Answer {
         let tally = Arc::new(Tally::default());
         let run = stages::scoped(self.run(ask, headers, client, body));
-        let answer = match path::scoped(tally.clone(), run).await {
+        let answer = match tally::scoped(tally.clone(), run).await {
             Ok(answer) | Err(answer) => answer,
         };
         self.path
-            .finished(path::Outcome::of_status(answer.status), &tally);
+            .finished(tally::Outcome::of_status(answer.status), &tally);
         answer
     }
 
@@ -586,7 +583,7 @@ impl Funnel {
         let claimed = claim();
         let funnel = Arc::clone(self);
         let (reply, answered) = tokio::sync::oneshot::channel();
-        tokio::spawn(path::carried(stages::carried(
+        tokio::spawn(tally::carried(stages::carried(
             async move { funnel.claimed(&claimed, first, reply, on_the_way).await }
                 // Its lines name the request, like the rest of the request's.
                 .instrument(tracing::Span::current()),
@@ -883,7 +880,7 @@ impl Funnel {
             });
             return;
         }
-        if let Err(error) = self.redis.release_claim(&call).await {
+        if let Err(error) = StockClient(&self.redis).release_claim(&call).await {
             quiet!(warn, "buy.keep_for_replay", error = %error, "could not free the request id of a refused buy");
         }
         let _ = reply.send(answer);
@@ -940,7 +937,7 @@ impl Funnel {
         let order = &claimed.order;
         let windows = matches!(steps, Steps::Buy | Steps::Windows | Steps::WindowsAndClaim);
         let deducts = matches!(steps, Steps::Buy | Steps::Deduct);
-        let answered = self.redis.buy(call, steps).await.map_err(|error| {
+        let answered = StockClient(&self.redis).buy(call, steps).await.map_err(|error| {
             // The script may have run with its reply lost: its claim and marker say so.
             quiet!(warn, "buy.script", error = %error, order = %order.id, "buy script failed; its answer is unknown");
             self.settle_unanswered(claimed, deducts);
@@ -1007,7 +1004,7 @@ impl Funnel {
                 };
                 settle::release_unanswered(&redis, &deduction(&claimed.order), patience).await;
             }
-            if let Err(error) = redis.release_claim(&claimed.call()).await {
+            if let Err(error) = StockClient(&redis).release_claim(&claimed.call()).await {
                 tracing::debug!(error = %error, "a claim whose answer was lost stays until it expires");
             }
         });
@@ -1124,8 +1121,7 @@ impl Funnel {
     /// never commit (its order id is not in PostgreSQL, and never will be), so no void is
     /// needed.
     async fn give_back(&self, order: &PreOrder, units: Units) {
-        if let Err(error) = self
-            .redis
+        if let Err(error) = StockClient(&self.redis)
             .release_deduction(order.sale_item(), order.id, units)
             .await
         {

@@ -28,7 +28,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::infra::{quiet_log::quiet, redis::RedisStore};
+use base::{quiet_log::quiet, redis::RedisStore};
 
 /// How long a set nobody asked for is kept.
 const IDLE: Duration = Duration::from_secs(60);

@@ -22,10 +22,11 @@ use contract::SaleItem;
 use std::collections::HashMap;
 use tokio::sync::mpsc;
 
-use crate::{
-    baselines::path::{Call, PathTotals},
-    buy::{funnel::Answer, in_flight::First},
-    infra::{quiet_log::quiet, redis::RedisStore},
+use crate::buy::{funnel::Answer, in_flight::First};
+use base::{
+    quiet_log::quiet,
+    redis::RedisStore,
+    tally::{Call, PathTotals},
 };
 
 /// Answers written in one go at most; more wait for the next round trip.

@@ -26,20 +26,18 @@ use uuid::Uuid;
 
 use contract::{SaleItem, UserId};
 
-use crate::baselines::path::{self, Share, Tally};
 use crate::buy::rules::Refusal;
-use crate::buy::stock_scripts::{Holding, IN_FLIGHT_MS};
-use crate::infra::{
-    db::{is_outage, MeteredPool},
-    quiet_log::quiet,
-};
+use crate::buy::stock_scripts::IN_FLIGHT_MS;
 use crate::orders::mq::{
     message::OrderCreated,
     publisher::{OutboxRow, Publisher},
 };
-
-/// Outbox topic of a pre-order waiting for the create-order consumer.
-pub(crate) const CREATE_ORDER_TOPIC: &str = "order.create";
+use crate::orders::{mq::topology::CREATE_ORDER_TOPIC, Holding};
+use base::{
+    db::{is_outage, MeteredPool},
+    quiet_log::quiet,
+    tally::{self, Share, Tally},
+};
 
 /// A pre-order as the buy path hands it over, after Redis has deducted its stock.
 #[derive(Clone, Debug)]
@@ -265,7 +263,7 @@ impl PreorderWriter {
                     (pool.clone(), publisher.clone(), batch_durations.clone());
                 tokio::spawn(async move {
                     let started = std::time::Instant::now();
-                    let written = path::scoped(
+                    let written = tally::scoped(
                         Arc::new(Tally::default()),
                         write_batch(&pool, &publisher, batch),
                     );
@@ -356,7 +354,7 @@ async fn write_batch(
                 .collect();
             offer_written(publisher, &orders, written.iter().copied());
             // Every member shares the batch's statements, the failed one included.
-            let share = path::current_share(orders.len());
+            let share = tally::current_share(orders.len());
             for (reply, verdict) in replies.into_iter().zip(verdicts) {
                 let _ = reply.send((verdict.map(|(verdict, _)| verdict), share));
             }
@@ -369,7 +367,7 @@ async fn write_batch(
         decided => decided,
     };
     let written = decided.is_ok();
-    let share = path::current_share(replies.len());
+    let share = tally::current_share(replies.len());
     match decided {
         Ok(decided) => {
             offer_written(publisher, &orders, decided.iter().copied().map(Some));
@@ -555,7 +553,7 @@ async fn insert(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided>,
     push(&mut arguments, CREATE_ORDER_TOPIC)?;
     let outbox_rows = outbox_rows(orders);
     push(&mut arguments, outbox_rows.clone())?;
-    path::db_statement_alone();
+    tally::db_statement_alone();
     let rows: Vec<(Uuid, bool, Option<Uuid>)> = sqlx::query_as_with(
         "WITH m AS (
              SELECT * FROM UNNEST($1::UUID[], $2::BIGINT[], $3::BIGINT[], $4::BIGINT[], $5::INTEGER[],
@@ -663,7 +661,7 @@ async fn allocate(pool: &MeteredPool, orders: &[PreOrder]) -> Result<Vec<Decided
     push(&mut arguments, CREATE_ORDER_TOPIC)?;
     let outbox_rows = outbox_rows(orders);
     push(&mut arguments, outbox_rows.clone())?;
-    path::db_statement_alone();
+    tally::db_statement_alone();
     let rows: Vec<(i32, String, Option<Uuid>)> = sqlx::query_as_with(
         "SELECT member, verdict, existing
          FROM allocate_preorders($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)

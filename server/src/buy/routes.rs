@@ -18,13 +18,15 @@ use crate::{
         funnel::{Answer, Ask},
         rules::{phase, Phase},
     },
-    error::{ApiError, ApiResult},
-    identity::buyer_token::Buyer,
-    infra::{client_address::ClientAddress, route_table::RouteTable},
     state::AppState,
 };
+use base::{
+    client_address::ClientAddress,
+    error::{ApiError, ApiResult},
+    route_table::RouteTable,
+};
 
-pub(crate) fn routes(routes: RouteTable) -> RouteTable {
+pub(crate) fn routes(routes: RouteTable<AppState>) -> RouteTable<AppState> {
     routes
         .get("/activities/{id}", activity)
         .get("/activities/{id}/status", status)
@@ -207,23 +209,6 @@ fn sample_read(state: &AppState, activity: &CachedActivity) {
     }
 }
 
-/// The buyer named by the request's bearer token, or 401.
-pub(crate) fn buyer(state: &AppState, headers: &HeaderMap) -> ApiResult<i64> {
-    caller(state, headers).map(|buyer| buyer.id)
-}
-
-/// The buyer named by the bearer token, with the rehearsal a synthetic buyer's token names.
-fn caller(state: &AppState, headers: &HeaderMap) -> ApiResult<Buyer> {
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    state
-        .funnel
-        .tokens()
-        .verify(authorization)
-        .ok_or(ApiError::Unauthenticated)
-}
-
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ChallengeQuery {
@@ -236,7 +221,7 @@ async fn challenge(
     query: Result<Query<ChallengeQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(query) = query?;
-    let caller = caller(&state, &headers)?;
+    let caller = state.buyer_tokens.bearer(&headers)?;
     cached_activity(&state, query.activity_id, caller.rehearsal).await?;
     let challenge: Challenge = state.funnel.challenges.issue(caller.id).await?;
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(challenge)).into_response())

@@ -16,7 +16,8 @@
 use prometheus::{IntCounter, IntCounterVec};
 use std::{cell::Cell, future::Future, sync::OnceLock};
 
-use crate::{buy::rules::Outcome, infra::metrics::Metrics};
+use crate::buy::rules::Outcome;
+use base::metrics::Metrics;
 
 /// A stage of the funnel, in the order a request meets them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

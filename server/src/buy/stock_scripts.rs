@@ -4,10 +4,11 @@
 //! deduction whose pre-order will never commit. Each runs as one EVALSHA,
 //! with every key it touches under the item's hash tag.
 
-use contract::{SaleItem, UserId};
+use crate::orders::Holding;
+use contract::SaleItem;
 use uuid::Uuid;
 
-use crate::infra::{
+use base::{
     lua::{BUY, RELEASE_CLAIM, RELEASE_DEDUCTION},
     redis::RedisStore,
 };
@@ -39,14 +40,6 @@ pub(crate) enum Units {
     /// Redis counted units PostgreSQL did not have: spending them brings Redis back to the
     /// truth.
     Kept,
-}
-
-/// Units one buyer takes of (or holds in) one sale item, as the stock scripts move them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Holding {
-    pub sale: SaleItem,
-    pub buyer: UserId,
-    pub quantity: i64,
 }
 
 /// The steps of `lua/buy.lua` one call runs (the stored answer is always looked up first).
@@ -101,14 +94,19 @@ pub struct BuyCall<'a> {
     pub seats: &'a [String],
 }
 
-impl RedisStore {
+/// A typed client over the Redis connection for the buy path's stock scripts: these scripts and keys are
+/// reached only through it.
+#[derive(Clone, Copy)]
+pub struct StockClient<'a>(pub &'a RedisStore);
+
+impl StockClient<'_> {
     /// The counters of an item's three rate windows a buy goes through: the buyer's, the
     /// client address's and the whole item's.
     pub(crate) fn window_keys(&self, sale: SaleItem, buyer: i64, client: &str) -> [String; 3] {
         [
-            self.item_key(sale, format_args!("rl:user:{buyer}")),
-            self.item_key(sale, format_args!("rl:ip:{client}")),
-            self.item_key(sale, "rl:item"),
+            self.0.item_key(sale, format_args!("rl:user:{buyer}")),
+            self.0.item_key(sale, format_args!("rl:ip:{client}")),
+            self.0.item_key(sale, "rl:item"),
         ]
     }
 
@@ -121,16 +119,16 @@ impl RedisStore {
         let sale = call.take.sale;
         let buyer = call.take.buyer.0;
         let [per_buyer, per_address, per_item] = self.window_keys(sale, buyer, call.client);
-        BUY.key(self.request_key(sale, buyer, call.request_id))
+        BUY.key(self.0.request_key(sale, buyer, call.request_id))
             .key(per_buyer)
             .key(per_address)
             .key(per_item)
-            .key(self.stock_key(sale))
-            .key(self.bought_key(sale))
-            .key(self.pending_key(sale))
-            .key(self.fence_key(sale))
-            .key(self.seats_key(sale))
-            .key(self.holders_version_key(sale))
+            .key(self.0.stock_key(sale))
+            .key(self.0.bought_key(sale))
+            .key(self.0.pending_key(sale))
+            .key(self.0.fence_key(sale))
+            .key(self.0.seats_key(sale))
+            .key(self.0.holders_version_key(sale))
             .arg(steps.letters())
             .arg(in_flight_marker(call.order))
             .arg(IN_FLIGHT_MS)
@@ -143,7 +141,7 @@ impl RedisStore {
             .arg(call.per_user_limit)
             .arg(call.order.to_string())
             .arg(call.seats)
-            .invoke_async(&mut self.connection())
+            .invoke_async(&mut self.0.connection())
             .await
     }
 
@@ -151,9 +149,12 @@ impl RedisStore {
     /// request's own marker (`lua/release_claim.lua`).
     pub(crate) async fn release_claim(&self, call: &BuyCall<'_>) -> redis::RedisResult<()> {
         let _: i64 = RELEASE_CLAIM
-            .key(self.request_key(call.take.sale, call.take.buyer.0, call.request_id))
+            .key(
+                self.0
+                    .request_key(call.take.sale, call.take.buyer.0, call.request_id),
+            )
             .arg(in_flight_marker(call.order))
-            .invoke_async(&mut self.connection())
+            .invoke_async(&mut self.0.connection())
             .await?;
         Ok(())
     }
@@ -168,16 +169,16 @@ impl RedisStore {
         units: Units,
     ) -> redis::RedisResult<Option<i64>> {
         let released: i64 = RELEASE_DEDUCTION
-            .key(self.stock_key(sale))
-            .key(self.bought_key(sale))
-            .key(self.seats_key(sale))
-            .key(self.pending_key(sale))
+            .key(self.0.stock_key(sale))
+            .key(self.0.bought_key(sale))
+            .key(self.0.seats_key(sale))
+            .key(self.0.pending_key(sale))
             .arg(order.to_string())
             .arg(match units {
                 Units::BackToStock => "1",
                 Units::Kept => "0",
             })
-            .invoke_async(&mut self.connection())
+            .invoke_async(&mut self.0.connection())
             .await?;
         Ok((released >= 0).then_some(released))
     }

@@ -31,9 +31,9 @@ fn invalid(message: impl Into<String>) -> Invalid {
     }
 }
 
-impl From<Invalid> for crate::error::ApiError {
+impl From<Invalid> for base::error::ApiError {
     fn from(Invalid { code, message }: Invalid) -> Self {
-        crate::error::ApiError::Invalid { code, message }
+        base::error::ApiError::Invalid { code, message }
     }
 }
 

@@ -13,10 +13,10 @@ use crate::{
         rules::{validate_activity, validate_item},
         store::{self, ActivityWrite},
     },
-    error::{ApiError, ApiResult},
     rehearsal::copies,
     state::AppState,
 };
+use base::error::{ApiError, ApiResult};
 
 /// The merchant a catalogue write lands on: only roles that may write the catalogue get
 /// one; a merchant always writes its own rows (a different `requested` id is refused); an

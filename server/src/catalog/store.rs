@@ -9,7 +9,8 @@ use chrono::{DateTime, Utc};
 use contract::{ActivityInput, ActivityKind, ActivitySummary, Item, ItemInput};
 use sqlx::{PgPool, Postgres, Transaction};
 
-use crate::{baselines::path, rehearsal::copies::REAL_ACTIVITY};
+use crate::rehearsal::copies::REAL_ACTIVITY;
+use base::tally;
 
 pub(crate) async fn insert_item(
     pool: &PgPool,
@@ -339,7 +340,7 @@ pub(crate) async fn get_activity(
         rehearsal_of: Option<i64>,
     }
     // A buy that misses the activity cache pays these three statements (its path counts them).
-    path::db_statement_alone();
+    tally::db_statement_alone();
     let head: Option<Head> = sqlx::query_as(
         "SELECT id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s, rehearsal_of FROM activities
          WHERE id = $1 AND ($2::BIGINT IS NULL OR merchant_id = $2)",
@@ -349,7 +350,7 @@ pub(crate) async fn get_activity(
     .fetch_optional(pool)
     .await?;
     let Some(head) = head else { return Ok(None) };
-    path::db_statement_alone();
+    tally::db_statement_alone();
     let lines: Vec<StoredLine> = sqlx::query_as(
         "SELECT ai.item_id, i.name, i.description, ai.total_stock, ai.allocated, ai.sold, ai.per_user_limit,
                 ai.price_cents
@@ -359,7 +360,7 @@ pub(crate) async fn get_activity(
     .bind(id)
     .fetch_all(pool)
     .await?;
-    path::db_statement_alone();
+    tally::db_statement_alone();
     let seats: Vec<String> =
         sqlx::query_scalar("SELECT seat_code FROM seats WHERE activity_id = $1 ORDER BY seat_code")
             .bind(id)

@@ -213,7 +213,7 @@ impl DiskSnapshot {
 mod tests {
     use super::*;
     use crate::control::keys::LimitName;
-    use crate::infra::config::{BuySettings, DeductionMode};
+    use base::config::{BuySettings, DeductionMode};
 
     fn put<'a>(path: &'a str, value: &'a str, mod_revision: i64) -> Observed<'a> {
         Observed {

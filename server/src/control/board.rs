@@ -25,13 +25,13 @@ use crate::control::{
 };
 use crate::{
     admin::audit::{self, PendingFlip},
-    error::{ApiError, ApiResult},
-    infra::{
-        config::Settings,
-        etcd::{EtcdCall, EtcdLink},
-        paging::PageWindow,
-    },
     state::AppState,
+};
+use base::{
+    config::Settings,
+    error::{ApiError, ApiResult},
+    etcd::{EtcdCall, EtcdLink},
+    paging::PageWindow,
 };
 
 /// Longest wait a flip may ask for.

@@ -25,7 +25,8 @@ use crate::control::{
     leader::LeadershipSignal,
     status::{Backoff, Complaint},
 };
-use crate::{infra::etcd::EtcdCall, state::AppState};
+use crate::state::AppState;
+use base::etcd::EtcdCall;
 
 /// Bound on every single election call that is not the campaign itself.
 const CALL: Duration = Duration::from_secs(3);

@@ -7,7 +7,7 @@ use std::fmt;
 use contract::{HotKeyKind, HotKeyRule};
 
 use crate::control::switches::{Limits, SwitchValues};
-use crate::infra::config::{AsyncMode, DeductionMode};
+use base::config::{AsyncMode, DeductionMode};
 
 /// A switch or limit key, relative to the prefix (`switches/entry`, `limits/max_in_flight`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -457,7 +457,7 @@ pub(crate) fn values_from<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::infra::config::BuySettings;
+    use base::config::BuySettings;
 
     fn defaults() -> SwitchValues {
         SwitchValues::from_settings(&BuySettings::default())

@@ -15,7 +15,8 @@ use crate::control::{
     layout::{now_us, Layout},
     status::{Complaint, RecentApply},
 };
-use crate::{infra::etcd::EtcdCall, state::AppState};
+use crate::state::AppState;
+use base::etcd::EtcdCall;
 
 /// The JSON under `{prefix}/nodes/{node_id}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use crate::{
     control::board::{Board, Flip},
-    error::ApiResult,
     state::AppState,
 };
+use base::error::ApiResult;
 
 pub(crate) async fn list(
     State(state): State<AppState>,

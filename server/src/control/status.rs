@@ -14,7 +14,7 @@ use std::{
 use tokio::sync::Notify;
 
 use crate::control::accepted::Accepted;
-use crate::infra::{config::ControlSettings, quiet_log::Budget};
+use base::{config::ControlSettings, quiet_log::Budget};
 
 /// Recent applies kept for the node report: enough for a burst of flips, small enough
 /// for a heartbeat.

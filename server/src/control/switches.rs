@@ -6,7 +6,7 @@ use contract::{HotKeyKind, HotKeyRule};
 use std::{collections::HashSet, sync::Arc};
 use tokio::sync::watch;
 
-use crate::infra::config::{AsyncMode, BuySettings, DeductionMode};
+use base::config::{AsyncMode, BuySettings, DeductionMode};
 
 /// Thresholds of the funnel that ops can change during a sale (`/seckill/limits/{name}`).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -26,9 +26,8 @@ use crate::control::{
     status::{Backoff, Complaint, RecentApply, ValuesFrom},
     switches::SwitchValues,
 };
-use crate::{
-    admin::audit, hotkeys::table::Entry as HotKeyEntry, infra::etcd::EtcdCall, state::AppState,
-};
+use crate::{admin::audit, hotkeys::table::Entry as HotKeyEntry, state::AppState};
+use base::etcd::EtcdCall;
 
 /// How long start-up waits for the first read of etcd before serving with what it has.
 const FIRST_READ: Duration = Duration::from_secs(2);

@@ -18,7 +18,8 @@ use tokio::sync::broadcast;
 
 use contract::{Actor, DashboardFrame};
 
-use crate::{error::ApiResult, state::AppState};
+use crate::state::AppState;
+use base::error::ApiResult;
 
 /// How many frames a viewer gets on connecting: five minutes, so a page opened during a
 /// sale starts with its recent history rather than empty.

@@ -11,7 +11,8 @@ use futures::{stream, Stream, StreamExt};
 use std::{convert::Infallible, sync::Arc};
 use tokio::sync::broadcast::{error::RecvError, Receiver};
 
-use crate::{admin::routes::AdminRoutes, error::ApiResult, state::AppState};
+use crate::{admin::routes::AdminRoutes, state::AppState};
+use base::error::ApiResult;
 
 async fn stream_frames(
     State(state): State<AppState>,

@@ -3,6 +3,7 @@
 //! instances from their heartbeats in etcd. The ledger's figures are also exported as the
 //! business gauges of every live item (`seckill_item_units`).
 
+use base::percentiles::quantile;
 use contract::{
     AdmissionFigures, BuyFigures, DashboardFrame, InstanceHealth, ItemStock, PipelineFigures,
     PoolFigures, SaleItem, StageFigures, BUY_ROUTES,
@@ -14,13 +15,14 @@ use std::{
 };
 
 use crate::{
-    baselines::{live::LivePath, path::PathTotals, store::live_baselines},
+    baselines::{live::LivePath, store::live_baselines},
     control::board::Board,
     control::status::Complaint,
     orders::admin_store,
     rehearsal::copies::Copies,
     state::AppState,
 };
+use base::tally::PathTotals;
 
 /// The funnel's stages in the order a buy request meets them; a stage not listed here
 /// (added later) is shown after these.
@@ -247,33 +249,6 @@ fn buy_buckets(families: &[MetricFamily]) -> Buckets {
     summed
 }
 
-/// The `q` quantile of cumulative bucket counts, interpolated within its bucket the way
-/// Prometheus's `histogram_quantile` does; the highest finite bound when it falls in `+Inf`.
-pub(crate) fn quantile(buckets: &[(f64, u64)], q: f64) -> Option<f64> {
-    let total = buckets.last()?.1;
-    if total == 0 {
-        return None;
-    }
-    let rank = q * total as f64;
-    let mut lower = (0.0, 0u64);
-    for &(bound, count) in buckets {
-        if count as f64 >= rank {
-            if bound.is_infinite() {
-                return Some(lower.0);
-            }
-            let within = (count - lower.1) as f64;
-            let share = if within == 0.0 {
-                1.0
-            } else {
-                (rank - lower.1 as f64) / within
-            };
-            return Some(lower.0 + (bound - lower.0) * share);
-        }
-        lower = (bound, count);
-    }
-    Some(lower.0)
-}
-
 /// Paid units per live item, counted from the orders every [`PAID_EVERY`] frames; the
 /// frames between show the last count, which is still the best figure known (a frame that
 /// did not count knows nothing new, and showing 0 there drew a sawtooth).
@@ -411,7 +386,8 @@ fn gauges(families: &[MetricFamily], by: &str) -> BTreeMap<String, i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{quantile, PaidUnits, SaleItem, PAID_EVERY};
+    use super::{PaidUnits, SaleItem, PAID_EVERY};
+    use base::percentiles::quantile;
     use std::collections::HashMap;
 
     #[test]

@@ -26,7 +26,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use crate::infra::{metrics::Metrics, token_bucket::TokenBucket};
+use base::{metrics::Metrics, token_bucket::TokenBucket};
 
 mod cluster;
 mod publish;

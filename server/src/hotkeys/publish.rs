@@ -25,9 +25,9 @@ use crate::{
         store::{self, Opening},
         table::Published,
     },
-    infra::etcd::EtcdCall,
     state::AppState,
 };
+use base::etcd::EtcdCall;
 
 /// How often a hot key's lease and value are renewed.
 const RENEW_EVERY: Duration = Duration::from_secs(1);

@@ -16,10 +16,10 @@ use serde::Deserialize;
 use crate::{
     admin::{authorize, routes::AdminRoutes},
     control::board::Board,
-    error::ApiResult,
     hotkeys::service,
     state::AppState,
 };
+use base::error::ApiResult;
 
 async fn view(State(state): State<AppState>, actor: Actor) -> ApiResult<Json<HotKeysView>> {
     Ok(Json(service::view(&state, &actor)?))

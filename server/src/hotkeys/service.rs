@@ -17,14 +17,17 @@ use crate::{
         reason::audited_reason,
     },
     control::{board::Board, layout::Layout},
-    error::{ApiError, ApiResult},
     hotkeys::{
         store::{self, Opening},
         table::{Entry, HotKeyTable, Published},
         window::WINDOW_MS,
     },
-    infra::{client_address, etcd::EtcdCall},
     state::AppState,
+};
+use base::{
+    client_address,
+    error::{ApiError, ApiResult},
+    etcd::EtcdCall,
 };
 
 /// Periods the history shows at most.

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use contract::{HotKeyId, HotKeyPeriod};
 use sqlx::PgPool;
 
-use crate::infra::db::decode_name;
+use base::db::decode_name;
 
 /// A period about to open.
 pub(super) struct Opening<'a> {
@@ -137,7 +137,7 @@ pub(crate) async fn prune_older_than(
     before: DateTime<Utc>,
     limit: i64,
 ) -> sqlx::Result<u64> {
-    crate::infra::db::prune_batch(
+    base::db::prune_batch(
         db,
         "DELETE FROM hotkey_periods WHERE id IN (
              SELECT id FROM hotkey_periods WHERE ended_at < $1

@@ -9,12 +9,9 @@ use contract::Actor;
 use sqlx::PgPool;
 use std::net::IpAddr;
 
+use crate::identity::users;
 use crate::identity::{password, rules, secret_token};
-use crate::{
-    error::ApiError,
-    identity::users,
-    infra::{metrics::Metrics, redis::RedisStore},
-};
+use base::{error::ApiError, metrics::Metrics, redis::RedisStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoginError {
@@ -50,7 +47,7 @@ impl Authenticator {
         db: PgPool,
         redis: RedisStore,
         metrics: Metrics,
-        settings: &crate::infra::config::Settings,
+        settings: &base::config::Settings,
     ) -> Self {
         Self {
             db,

@@ -81,6 +81,16 @@ impl BuyerTokens {
         }
     }
 
+    /// The buyer named by a request's bearer token, or 401: the buyer API's own routes
+    /// (an order, a payment) ask this; the buy funnel verifies in its step 3.
+    pub fn bearer(&self, headers: &axum::http::HeaderMap) -> base::error::ApiResult<Buyer> {
+        let authorization = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        self.verify(authorization)
+            .ok_or(base::error::ApiError::Unauthenticated)
+    }
+
     /// The buyer id of a valid, unexpired token from `Authorization: Bearer ...`.
     pub fn buyer(&self, authorization: Option<&str>) -> Option<i64> {
         self.verify(authorization).map(|buyer| buyer.id)

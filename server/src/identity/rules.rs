@@ -7,7 +7,7 @@
 use sha2::{Digest, Sha256};
 use std::net::IpAddr;
 
-use crate::infra::client_address;
+use base::client_address;
 
 /// Longest username a user can be created with, and so the longest a login looks up.
 pub const MAX_USERNAME_BYTES: usize = 64;

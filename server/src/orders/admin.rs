@@ -8,10 +8,12 @@ use contract::{OrderDetail, OrderPage, OrderQuery, OrderRows, OrderStatus, Order
 use uuid::Uuid;
 
 use crate::{
-    error::{ApiError, ApiResult},
-    infra::paging::PageWindow,
     orders::admin_store::{self as store, OrderFilter},
     state::AppState,
+};
+use base::{
+    error::{ApiError, ApiResult},
+    paging::PageWindow,
 };
 
 /// Orders per page of the listing.

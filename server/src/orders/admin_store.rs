@@ -14,7 +14,8 @@ use contract::{
     OrderStatus, OrderSummary, OrderTransition, PaymentTradeView, StockRestoreView, TradeStatus,
 };
 
-use crate::{infra::db::decode_name, rehearsal::copies::REAL_ACTIVITY};
+use crate::rehearsal::copies::REAL_ACTIVITY;
+use base::db::decode_name;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -248,7 +249,7 @@ pub(crate) async fn prune_events_older_than(
     before: DateTime<Utc>,
     limit: i64,
 ) -> Result<u64, sqlx::Error> {
-    crate::infra::db::prune_batch(
+    base::db::prune_batch(
         pool,
         "DELETE FROM order_events WHERE id IN (
              SELECT id FROM (SELECT id, at FROM order_events ORDER BY id LIMIT $2) oldest

@@ -9,14 +9,13 @@ use axum::{
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::{
-    buy::routes::buyer,
+use crate::state::AppState;
+use base::{
     error::{ApiError, ApiResult},
-    infra::route_table::RouteTable,
-    state::AppState,
+    route_table::RouteTable,
 };
 
-pub(crate) fn routes(routes: RouteTable) -> RouteTable {
+pub(crate) fn routes(routes: RouteTable<AppState>) -> RouteTable<AppState> {
     routes.get("/orders/{id}", order)
 }
 
@@ -26,7 +25,7 @@ async fn order(
     headers: HeaderMap,
     id: Result<Path<Uuid>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Json<OrderView>> {
-    let user_id = buyer(&state, &headers)?;
+    let user_id = state.buyer_tokens.bearer(&headers)?.id;
     let Path(id) = id?;
     owned_order(&state.db, id, user_id)
         .await?

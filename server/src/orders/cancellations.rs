@@ -2,7 +2,7 @@
 //! transaction with its restore journal, the bookkeeping of the Redis give-back that follows
 //! the commit, and the scanner's searches for what a lost message or a failed give-back left.
 
-use crate::infra::quiet_log::quiet;
+use base::quiet_log::quiet;
 use sqlx::PgPool;
 use std::time::Duration;
 use uuid::Uuid;

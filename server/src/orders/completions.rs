@@ -18,13 +18,13 @@ use sqlx::{PgPool, Postgres, Transaction};
 use std::collections::{BTreeMap, HashSet};
 use uuid::Uuid;
 
-use crate::infra::db::MeteredPool;
 use crate::orders::{
     cancellations::GiveBack,
     release::{self as stock, Released},
     rules::{fit_within_stock, Claim},
     status::OrderStatus,
 };
+use base::db::MeteredPool;
 
 /// An order this batch moved to `UNPAID`.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -316,7 +316,7 @@ pub(crate) async fn prune_processed_older_than(
     before: chrono::DateTime<chrono::Utc>,
     limit: i64,
 ) -> Result<u64, sqlx::Error> {
-    crate::infra::db::prune_batch(
+    base::db::prune_batch(
         pool,
         "DELETE FROM processed_events WHERE (consumer, event_id) IN (
              SELECT consumer, event_id FROM processed_events WHERE processed_at < $1

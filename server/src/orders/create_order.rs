@@ -13,13 +13,12 @@
 //! * if the pay timeouts cannot be published, the batch goes back to the queue; its orders
 //!   are completed already, so the redelivery only schedules their timeouts again.
 
-use crate::infra::{db::is_outage, quiet_log::quiet};
+use base::{db::is_outage, quiet_log::quiet};
 use lapin::message::Delivery;
 use std::{future::Future, time::Duration};
 use uuid::Uuid;
 
 use crate::{
-    infra::db::MeteredPool,
     orders::{
         completions::{self, BatchOutcome},
         mq::{
@@ -30,6 +29,7 @@ use crate::{
     },
     state::AppState,
 };
+use base::db::MeteredPool;
 
 /// The consumer's name in `processed_events`.
 pub(crate) const CONSUMER: &str = "create-order";

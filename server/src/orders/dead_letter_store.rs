@@ -214,7 +214,7 @@ pub(crate) async fn prune_older_than(
     before: DateTime<Utc>,
     limit: i64,
 ) -> Result<u64, sqlx::Error> {
-    crate::infra::db::prune_batch(
+    base::db::prune_batch(
         pool,
         "DELETE FROM dead_letters WHERE id IN (
              SELECT id FROM dead_letters WHERE received_at < $1

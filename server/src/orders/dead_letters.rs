@@ -5,7 +5,7 @@
 //!
 //! The console and the admin API call the same [`list`], [`requeue`] and [`requeue_all`].
 
-use crate::infra::quiet_log::quiet;
+use base::quiet_log::quiet;
 use contract::Actor;
 use contract::Source;
 use contract::{DeadLetterPage, DeadLetterView, RequeueReport};
@@ -16,8 +16,6 @@ use std::time::Duration;
 use crate::{
     admin::ops_audit::{self, OpsAction},
     admin::reason::audited_reason,
-    error::{ApiError, ApiResult},
-    infra::paging::PageWindow,
     orders::{
         dead_letter_store::{self as store, Lookup, NewDeadLetter, Waiting},
         mq::{
@@ -27,6 +25,10 @@ use crate::{
         },
     },
     state::AppState,
+};
+use base::{
+    error::{ApiError, ApiResult},
+    paging::PageWindow,
 };
 
 /// Dead letters per page of the listing.

@@ -30,19 +30,29 @@ pub mod pay_timeout;
 pub(crate) mod recordings;
 pub mod relay;
 pub(crate) mod release;
-pub(crate) mod release_scripts;
+pub mod release_scripts;
 pub(crate) mod routes;
 pub(crate) mod rules;
 pub(crate) mod status;
 pub(crate) mod workers;
 
+use contract::{SaleItem, UserId};
 use sqlx::PgPool;
 use std::{sync::Arc, time::Duration};
 
-use crate::infra::{amqp::AmqpLink, config::Settings, metrics::Metrics};
+use base::{amqp::AmqpLink, config::Settings, metrics::Metrics};
 use mq::broker::Broker;
 use mq::publisher::Publisher;
 use mq::topology::Topology;
+
+/// Units one buyer takes of (or holds in) one sale item: what an order is of, as the stock
+/// scripts take them and the release scripts give them back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holding {
+    pub sale: SaleItem,
+    pub buyer: UserId,
+    pub quantity: i64,
+}
 
 /// Offers the buy path may queue ahead of the publisher before new ones are dropped (the
 /// relay resends dropped ones).

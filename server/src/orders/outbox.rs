@@ -224,7 +224,7 @@ pub(crate) async fn prune_sent_older_than(
     before: chrono::DateTime<chrono::Utc>,
     limit: i64,
 ) -> Result<u64, sqlx::Error> {
-    crate::infra::db::prune_batch(
+    base::db::prune_batch(
         pool,
         "DELETE FROM outbox WHERE id IN (
              SELECT id FROM outbox WHERE status = 'sent' AND sent_at < $1

@@ -11,10 +11,10 @@ use serde_json::json;
 use crate::{
     admin::ops_audit::{self, OpsAction},
     admin::reason::audited_reason,
-    error::{ApiError, ApiResult},
     orders::outbox,
     state::AppState,
 };
+use base::error::{ApiError, ApiResult};
 
 /// Hands failed outbox rows back to the relay: the row `row`, or every failed row when it is
 /// `None`. A row that is not `failed` answers 409 `NOT_FAILED` (the relay or the publisher

@@ -13,8 +13,9 @@
 //! a retried give-back can restore twice. A give-back that keeps failing is left with
 //! `redis_restored_at` NULL for the scanner to retry.
 
-use crate::buy::stock_scripts::Holding;
-use crate::infra::quiet_log::quiet;
+use crate::orders::release_scripts::ReleaseClient;
+use crate::orders::Holding;
+use base::quiet_log::quiet;
 use contract::{SaleItem, UserId};
 use futures::StreamExt;
 use lapin::{
@@ -156,8 +157,7 @@ pub(crate) async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -
     let attempts = state.settings.pipeline.redis_giveback_attempts.max(1);
     let mut wait = GIVEBACK_FIRST_WAIT;
     for attempt in 1..=attempts {
-        let restored = state
-            .redis
+        let restored = ReleaseClient(&state.redis)
             .restore_order(
                 &give_back.order_id.to_string(),
                 Holding {

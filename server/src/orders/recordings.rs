@@ -14,10 +14,10 @@ use serde_json::json;
 use crate::{
     admin::ops_audit::{self, OpsAction},
     admin::reason::audited_reason,
-    error::ApiResult,
     orders::{outbox, relay},
     state::AppState,
 };
+use base::error::ApiResult;
 
 /// Recorded rows claimed and published per round.
 const REPLAY_CHUNK: i64 = 500;

@@ -12,7 +12,6 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::{
-    error::ApiResult,
     orders::{
         mq::{broker::Broker, consume::QuietWarnings},
         outbox::{self, Claimed, Failure},
@@ -20,6 +19,7 @@ use crate::{
     },
     state::AppState,
 };
+use base::error::ApiResult;
 
 /// Rows published per claim.
 const RELAY_BATCH: i64 = 500;

@@ -18,13 +18,13 @@ use std::net::SocketAddr;
 use uuid::Uuid;
 
 use crate::{
-    infra::metrics::Metrics,
     orders::status::PaymentEffect,
     payment::{
         status::TradeStatus,
         store::{self as payments, Recorded},
     },
 };
+use base::metrics::Metrics;
 
 /// An order about to be paid.
 #[derive(Clone, Copy, Debug)]

@@ -6,7 +6,8 @@ use secrecy::SecretString;
 use sqlx::PgPool;
 
 use crate::payment::{record_payment, signature, status::TradeStatus, PayNotice, Settled};
-use crate::{infra::metrics::Metrics, orders::status::OrderStatus, payment::store as payments};
+use crate::{orders::status::OrderStatus, payment::store as payments};
+use base::metrics::Metrics;
 
 /// What an accepted callback did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,18 +14,19 @@ use axum::{
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::buy::routes::buyer;
 use crate::{
-    error::{ApiError, ApiResult},
-    infra::route_table::RouteTable,
     payment::{
         notice::{self, Accepted, Refused},
         signature, Payable, Settled, StartError,
     },
     state::AppState,
 };
+use base::{
+    error::{ApiError, ApiResult},
+    route_table::RouteTable,
+};
 
-pub(crate) fn routes(routes: RouteTable) -> RouteTable {
+pub(crate) fn routes(routes: RouteTable<AppState>) -> RouteTable<AppState> {
     routes
         .post("/orders/{id}/pay", pay)
         .post("/pay/notify", notify)
@@ -46,7 +47,7 @@ async fn pay(
     headers: HeaderMap,
     id: Result<Path<Uuid>, PathRejection>,
 ) -> ApiResult<Json<TradeStarted>> {
-    let user_id = buyer(&state, &headers)?;
+    let user_id = state.buyer_tokens.bearer(&headers)?.id;
     let Path(id) = id?;
     let order = crate::orders::buyer::owned_order(&state.db, id, user_id)
         .await?

@@ -15,14 +15,12 @@ use std::{
 };
 use uuid::Uuid;
 
+use crate::payment::store::{self as payments, Trade};
 use crate::payment::{
     signature, status::TradeStatus, GatewayError, PayNotice, Payable, PaymentGateway, PaymentState,
     StartError,
 };
-use crate::{
-    infra::{config::PaymentSettings, metrics::Metrics},
-    payment::store::{self as payments, Trade},
-};
+use base::{config::PaymentSettings, metrics::Metrics};
 
 /// First wait between callback attempts; it doubles up to [`MAX_RETRY_WAIT`].
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(250);

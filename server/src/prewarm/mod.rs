@@ -13,6 +13,7 @@
 pub(crate) mod expiry;
 pub(crate) mod routes;
 
+use crate::buy::bloom::BloomClient;
 use contract::{Actor, PrewarmReport, PrewarmedItem, Source};
 use serde_json::json;
 
@@ -20,7 +21,6 @@ use crate::{
     admin::ops_audit::{self, OpsAction},
     buy::bloom,
     catalog::store::{self as catalog, StoredActivity},
-    error::{ApiError, ApiResult},
     reconcile::{
         fence,
         service::{ActivityLock, LOCK_WAIT},
@@ -28,6 +28,7 @@ use crate::{
     },
     state::AppState,
 };
+use base::error::{ApiError, ApiResult};
 
 /// An operator's pre-warm of an activity, audited (`activity.prewarm` in the audit log,
 /// with what it loaded, or why it failed): it rewrites what buyers are sold from, so who
@@ -82,8 +83,7 @@ pub(crate) async fn load(
     let activity_id = activity.id;
     state.redis.load_scripts().await?;
     let shape = state.funnel.catalogue.bloom();
-    let mut bloom_bits_set = state
-        .redis
+    let mut bloom_bits_set = BloomClient(&state.redis)
         .bloom_add(&shape.positions(&bloom::activity_key(activity_id)))
         .await?;
     let lock = ActivityLock::wait(&state.db, activity_id, LOCK_WAIT)
@@ -98,8 +98,7 @@ pub(crate) async fn load(
         let loaded = fence::rederive_item(state, &lock, activity, line.item_id)
             .await
             .map_err(ApiError::Unavailable)?;
-        bloom_bits_set += state
-            .redis
+        bloom_bits_set += BloomClient(&state.redis)
             .bloom_add(&shape.positions(&bloom::item_key(activity_id, line.item_id)))
             .await?;
         let total_stock = i64::from(line.total_stock);

@@ -7,7 +7,8 @@ use axum::{
 use contract::Actor;
 use contract::PrewarmReport;
 
-use crate::{error::ApiResult, prewarm, state::AppState};
+use crate::{prewarm, state::AppState};
+use base::error::ApiResult;
 
 pub(crate) async fn prewarm(
     State(state): State<AppState>,

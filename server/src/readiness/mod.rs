@@ -10,6 +10,7 @@
 pub(crate) mod checks;
 pub(crate) mod routes;
 
+use crate::buy::bloom::BloomClient;
 use contract::{
     Actor, Permission, Readiness, ReadinessCheck, ReadinessCheckName as Name, RehearsalStatus,
 };
@@ -21,12 +22,14 @@ use crate::{
     buy::bloom,
     catalog::store::{self as catalog, StoredActivity},
     control::{board::Board, election, keys::SwitchKey, layout::Layout, switches::SwitchValues},
-    error::{ApiError, ApiResult},
-    infra::lua,
     orders::{dead_letter_store, mq::broker::queue_states, outbox},
     reconcile::{ledger, rules, store as reconcile_store},
     rehearsal::store as rehearsal_store,
     state::AppState,
+};
+use base::{
+    error::{ApiError, ApiResult},
+    lua,
 };
 use checks::{BloomProbe, ClockSample, ItemState, SwitchState};
 
@@ -148,10 +151,11 @@ async fn lookups(
     shape: bloom::BloomShape,
     keys: &[String],
 ) -> redis::RedisResult<Vec<bloom::BloomAnswer>> {
-    futures::future::try_join_all(
-        keys.iter()
-            .map(|key| async move { state.redis.bloom_lookup(&shape.positions(key)).await }),
-    )
+    futures::future::try_join_all(keys.iter().map(|key| async move {
+        BloomClient(&state.redis)
+            .bloom_lookup(&shape.positions(key))
+            .await
+    }))
     .await
 }
 

@@ -7,7 +7,8 @@ use axum::{
 use contract::{Actor, Readiness};
 use serde::Deserialize;
 
-use crate::{admin::routes::AdminRoutes, error::ApiResult, readiness, state::AppState};
+use crate::{admin::routes::AdminRoutes, readiness, state::AppState};
+use base::error::ApiResult;
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -28,6 +28,7 @@
 //!    A cancel committed before the snapshot is in the restore set, so its retried
 //!    give-back gives nothing; one committed after gives its units back as it should.
 
+use crate::reconcile::redis_state::ItemStateClient;
 use std::{collections::HashMap, time::Duration};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -37,7 +38,6 @@ use contract::{SaleItem, UserId};
 use crate::{
     buy::preorders,
     catalog::store::StoredActivity,
-    infra::redis::RedisStore,
     reconcile::{
         redis_state::Derived,
         service::ActivityLock,
@@ -45,6 +45,7 @@ use crate::{
     },
     state::AppState,
 };
+use base::redis::RedisStore;
 
 /// How long a fence holds an item after its last renewal, if its run dies.
 const FENCE_TTL_MS: u64 = 10_000;
@@ -103,7 +104,9 @@ struct Fence {
 impl Fence {
     async fn raise(redis: &RedisStore, sale: SaleItem) -> redis::RedisResult<Fence> {
         let run = Uuid::new_v4().to_string();
-        redis.raise_fence(sale, &run, FENCE_TTL_MS).await?;
+        ItemStateClient(redis)
+            .raise_fence(sale, &run, FENCE_TTL_MS)
+            .await?;
         let renewer = tokio::spawn(keep_up(redis.clone(), sale, run.clone()));
         Ok(Fence { sale, run, renewer })
     }
@@ -112,7 +115,10 @@ impl Fence {
     async fn lower(self, state: &AppState) {
         self.renewer.abort();
         let (activity, item) = (self.sale.activity.0, self.sale.item.0);
-        match state.redis.lower_fence(self.sale, &self.run).await {
+        match ItemStateClient(&state.redis)
+            .lower_fence(self.sale, &self.run)
+            .await
+        {
             Ok(true) => {}
             Ok(false) => {
                 refused(state, "lower");
@@ -145,7 +151,10 @@ async fn keep_up(redis: RedisStore, sale: SaleItem, run: String) {
             );
             return;
         }
-        match redis.renew_fence(sale, &run, FENCE_TTL_MS).await {
+        match ItemStateClient(&redis)
+            .renew_fence(sale, &run, FENCE_TTL_MS)
+            .await
+        {
             Ok(true) => {}
             Ok(false) => return,
             Err(error) => {
@@ -190,11 +199,10 @@ async fn fenced(
         Vec::new()
     };
     let restored = super::store::restored_orders(&mut tx, sale.activity.0, sale.item.0).await?;
-    let (before, _) = state.redis.item_counters(sale).await?;
+    let (before, _) = ItemStateClient(&state.redis).item_counters(sale).await?;
     let recorded: HashMap<i64, i64> = all_buyers(state, sale).await?;
     let stock = i64::from(total - allocated);
-    let committed = state
-        .redis
+    let committed = ItemStateClient(&state.redis)
         .rederive(
             sale,
             run,
@@ -225,7 +233,7 @@ async fn fenced(
 async fn quiesce(state: &AppState, sale: SaleItem) -> anyhow::Result<Vec<Deduction>> {
     let started = tokio::time::Instant::now();
     loop {
-        let (counters, _) = state.redis.item_counters(sale).await?;
+        let (counters, _) = ItemStateClient(&state.redis).item_counters(sale).await?;
         let ids: Vec<Uuid> = counters.markers.iter().map(|m| m.order).collect();
         let committed = settle::existing_orders(&state.db, &ids).await?;
         let open: Vec<_> = counters
@@ -262,7 +270,9 @@ async fn all_buyers(state: &AppState, sale: SaleItem) -> anyhow::Result<HashMap<
     let mut recorded = HashMap::new();
     let mut cursor = 0;
     loop {
-        let (next, chunk) = state.redis.scan_buyers(sale, cursor).await?;
+        let (next, chunk) = ItemStateClient(&state.redis)
+            .scan_buyers(sale, cursor)
+            .await?;
         recorded.extend(chunk);
         if next == 0 {
             return Ok(recorded);

@@ -9,6 +9,7 @@
 //! shows for one cut (as negative drift); that is why the automatic repair acts on a drift
 //! only once two cuts in a row agree.
 
+use crate::reconcile::redis_state::ItemStateClient;
 use std::time::Duration;
 
 use contract::{LedgerItem, SaleItem};
@@ -58,7 +59,7 @@ pub(crate) async fn observe(
     let mut observed = Vec::with_capacity(figures.len());
     for figures in figures {
         let sale = SaleItem::new(activity_id, figures.item_id);
-        let (counters, now) = state.redis.item_counters(sale).await?;
+        let (counters, now) = ItemStateClient(&state.redis).item_counters(sale).await?;
         let ids: Vec<_> = counters.markers.iter().map(|m| m.order).collect();
         let visible = store::visible_orders(&mut tx, &ids).await?;
         let (settled, in_flight): (Vec<Marker>, Vec<Marker>) = counters
@@ -68,7 +69,7 @@ pub(crate) async fn observe(
             .partition(|marker| visible.contains(&marker.order));
         let in_flight_units: i64 = in_flight.iter().map(|m| m.units).sum();
         let redis_buyer_units = if counters.buyers <= SUMMED_BUYERS_MAX {
-            Some(state.redis.buyer_unit_sum(sale).await?)
+            Some(ItemStateClient(&state.redis).buyer_unit_sum(sale).await?)
         } else {
             None
         };

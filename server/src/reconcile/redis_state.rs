@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use contract::SaleItem;
 
-use crate::infra::{
+use base::{
     lua::{FENCE_LOWER, FENCE_RENEW, REDERIVE_COMMIT},
     redis::RedisStore,
 };
@@ -66,7 +66,12 @@ pub struct Derived<'a> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RedisNow(pub(crate) i64);
 
-impl RedisStore {
+/// A typed client over the Redis connection for an item's Redis state as reconciliation reads, fences and re-derives it: these scripts and keys are
+/// reached only through it.
+#[derive(Clone, Copy)]
+pub struct ItemStateClient<'a>(pub &'a RedisStore);
+
+impl ItemStateClient<'_> {
     /// Stock, buyer count, markers and fence in one MULTI, with Redis's clock.
     pub(crate) async fn item_counters(
         &self,
@@ -75,12 +80,12 @@ impl RedisStore {
         type Read = (Option<i64>, i64, HashMap<String, String>, bool, (i64, i64));
         let (stock, buyers, pending, fenced, (seconds, micros)): Read = redis::pipe()
             .atomic()
-            .get(self.stock_key(sale))
-            .hlen(self.bought_key(sale))
-            .hgetall(self.pending_key(sale))
-            .exists(self.fence_key(sale))
+            .get(self.0.stock_key(sale))
+            .hlen(self.0.bought_key(sale))
+            .hgetall(self.0.pending_key(sale))
+            .exists(self.0.fence_key(sale))
             .cmd("TIME")
-            .query_async(&mut self.connection())
+            .query_async(&mut self.0.connection())
             .await?;
         let mut markers = Vec::with_capacity(pending.len());
         let mut unreadable_markers = 0;
@@ -105,12 +110,12 @@ impl RedisStore {
 
     /// Units each buyer holds of an item, as Redis records them.
     pub async fn holders(&self, sale: SaleItem) -> redis::RedisResult<Vec<(i64, i64)>> {
-        self.connection().hgetall(self.bought_key(sale)).await
+        self.0.connection().hgetall(self.0.bought_key(sale)).await
     }
 
     /// Units of every buyer record of the item, summed (HVALS: for small hashes only).
     pub(crate) async fn buyer_unit_sum(&self, sale: SaleItem) -> redis::RedisResult<i64> {
-        let units: Vec<i64> = self.connection().hvals(self.bought_key(sale)).await?;
+        let units: Vec<i64> = self.0.connection().hvals(self.0.bought_key(sale)).await?;
         Ok(units.iter().sum())
     }
 
@@ -124,7 +129,10 @@ impl RedisStore {
             return Ok(());
         }
         let ids: Vec<String> = orders.iter().map(Uuid::to_string).collect();
-        self.connection().hdel(self.pending_key(sale), ids).await
+        self.0
+            .connection()
+            .hdel(self.0.pending_key(sale), ids)
+            .await
     }
 
     /// One chunk of the item's buyer records (HSCAN); cursor 0 starts and ends a scan.
@@ -134,11 +142,11 @@ impl RedisStore {
         cursor: u64,
     ) -> redis::RedisResult<(u64, Vec<(i64, i64)>)> {
         redis::cmd("HSCAN")
-            .arg(self.bought_key(sale))
+            .arg(self.0.bought_key(sale))
             .arg(cursor)
             .arg("COUNT")
             .arg(1000)
-            .query_async(&mut self.connection())
+            .query_async(&mut self.0.connection())
             .await
     }
 
@@ -152,9 +160,9 @@ impl RedisStore {
             return Ok(Vec::new());
         }
         let units: Vec<Option<i64>> = redis::cmd("HMGET")
-            .arg(self.bought_key(sale))
+            .arg(self.0.bought_key(sale))
             .arg(buyers)
-            .query_async(&mut self.connection())
+            .query_async(&mut self.0.connection())
             .await?;
         Ok(units.into_iter().map(Option::unwrap_or_default).collect())
     }
@@ -163,8 +171,9 @@ impl RedisStore {
     /// ([`RedisStore::lower_fence`]) or `ttl_ms` passes without a renewal. Taken over from a
     /// run that died with it up: that run can no longer renew, write or lower it.
     pub async fn raise_fence(&self, sale: SaleItem, run: &str, ttl_ms: u64) -> RedisResult<()> {
-        self.connection()
-            .pset_ex(self.fence_key(sale), run, ttl_ms)
+        self.0
+            .connection()
+            .pset_ex(self.0.fence_key(sale), run, ttl_ms)
             .await
     }
 
@@ -176,10 +185,10 @@ impl RedisStore {
         ttl_ms: u64,
     ) -> RedisResult<bool> {
         let renewed: i64 = FENCE_RENEW
-            .key(self.fence_key(sale))
+            .key(self.0.fence_key(sale))
             .arg(run)
             .arg(ttl_ms)
-            .invoke_async(&mut self.connection())
+            .invoke_async(&mut self.0.connection())
             .await?;
         Ok(renewed == 1)
     }
@@ -187,16 +196,16 @@ impl RedisStore {
     /// Lowers the fence if it is still `run`'s (`lua/fence_lower.lua`); whether it was.
     pub async fn lower_fence(&self, sale: SaleItem, run: &str) -> RedisResult<bool> {
         let lowered: i64 = FENCE_LOWER
-            .key(self.fence_key(sale))
+            .key(self.0.fence_key(sale))
             .arg(run)
-            .invoke_async(&mut self.connection())
+            .invoke_async(&mut self.0.connection())
             .await?;
         Ok(lowered == 1)
     }
 
     /// Where run `run` stages one of the item's keys (`what`) before swapping it in.
     fn staged_key(&self, sale: SaleItem, run: &str, what: &str) -> String {
-        self.item_key(sale, format_args!("rederive:{run}:{what}"))
+        self.0.item_key(sale, format_args!("rederive:{run}:{what}"))
     }
 
     /// Replaces the item's stock, buyer records, seat map and restore set with PostgreSQL's
@@ -236,19 +245,19 @@ impl RedisStore {
                 .await?;
         }
         let committed: i64 = REDERIVE_COMMIT
-            .key(self.fence_key(sale))
-            .key(self.stock_key(sale))
-            .key(self.bought_key(sale))
-            .key(self.seats_key(sale))
-            .key(self.restored_key(sale))
-            .key(self.pending_key(sale))
+            .key(self.0.fence_key(sale))
+            .key(self.0.stock_key(sale))
+            .key(self.0.bought_key(sale))
+            .key(self.0.seats_key(sale))
+            .key(self.0.restored_key(sale))
+            .key(self.0.pending_key(sale))
             .key(bought)
             .key(seat_map)
             .key(restored)
             .arg(run)
             .arg(derived.stock)
             .arg(derived.expires_at.timestamp())
-            .invoke_async(&mut self.connection())
+            .invoke_async(&mut self.0.connection())
             .await?;
         Ok(committed == 1)
     }
@@ -263,7 +272,7 @@ impl RedisStore {
         let mut pipe = redis::pipe();
         write(&mut pipe).ignore();
         pipe.pexpire(key, STAGED_TTL_MS).ignore();
-        pipe.query_async(&mut self.connection()).await
+        pipe.query_async(&mut self.0.connection()).await
     }
 }
 

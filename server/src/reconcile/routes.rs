@@ -14,7 +14,8 @@ use contract::{
 };
 use serde::Deserialize;
 
-use crate::{admin::routes::AdminRoutes, error::ApiResult, reconcile::service, state::AppState};
+use crate::{admin::routes::AdminRoutes, reconcile::service, state::AppState};
+use base::error::ApiResult;
 
 async fn start(
     State(state): State<AppState>,

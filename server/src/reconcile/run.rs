@@ -22,6 +22,8 @@
 //! Differences seen in the cut are confirmed behind the fence before anything is rewritten:
 //! what the fenced re-derivation changed is what the run reports as repaired.
 
+use crate::buy::bloom::BloomClient;
+use crate::reconcile::redis_state::ItemStateClient;
 use std::{collections::HashMap, time::Duration};
 
 use contract::{Finding, FindingAction, FindingClass, RunTrigger, SaleItem, UserId};
@@ -192,7 +194,9 @@ impl ItemCheck<'_> {
         let mut findings = self.overdue_markers().await?;
         if self.mode.repair {
             let settled: Vec<Uuid> = self.item.settled.iter().map(|m| m.order).collect();
-            state.redis.forget_markers(self.sale, &settled).await?;
+            ItemStateClient(&state.redis)
+                .forget_markers(self.sale, &settled)
+                .await?;
         }
         if !redis_judged(state) {
             return Ok(findings);
@@ -234,9 +238,7 @@ impl ItemCheck<'_> {
         }
         let shape = self.state.funnel.catalogue.bloom();
         let key = bloom::item_key(self.sale.activity.0, self.sale.item.0);
-        if self
-            .state
-            .redis
+        if BloomClient(&self.state.redis)
             .bloom_lookup(&shape.positions(&key))
             .await?
             != BloomAnswer::MaybePresent
@@ -266,7 +268,9 @@ impl ItemCheck<'_> {
             bloom::activity_key(self.activity.id),
             bloom::item_key(self.activity.id, ledger.item_id),
         ] {
-            self.state.redis.bloom_add(&shape.positions(&key)).await?;
+            BloomClient(&self.state.redis)
+                .bloom_add(&shape.positions(&key))
+                .await?;
         }
         self.state.funnel.catalogue.forget(self.activity.id);
         finding.action = FindingAction::Repaired;
@@ -348,7 +352,9 @@ impl ItemCheck<'_> {
         loop {
             let mut tx = taken_snapshot(state).await?;
             let in_flight = self.in_flight(&mut tx).await?;
-            let (next, chunk) = state.redis.scan_buyers(self.sale, cursor).await?;
+            let (next, chunk) = ItemStateClient(&state.redis)
+                .scan_buyers(self.sale, cursor)
+                .await?;
             let buyers: Vec<i64> = chunk.iter().map(|(buyer, _)| *buyer).collect();
             let held = store::holdings_of(&mut tx, activity_id, item_id, &buyers).await?;
             tx.rollback().await?;
@@ -373,7 +379,9 @@ impl ItemCheck<'_> {
             let Some(last) = chunk.last() else { break };
             after = last.0;
             let buyers: Vec<i64> = chunk.iter().map(|(buyer, _)| *buyer).collect();
-            let recorded = state.redis.buyer_units(self.sale, &buyers).await?;
+            let recorded = ItemStateClient(&state.redis)
+                .buyer_units(self.sale, &buyers)
+                .await?;
             for ((buyer, held), recorded) in chunk.into_iter().zip(recorded) {
                 if recorded == 0 {
                     differences.push((buyer, 0, held));
@@ -399,7 +407,9 @@ impl ItemCheck<'_> {
         &self,
         tx: &mut Transaction<'static, Postgres>,
     ) -> anyhow::Result<HashMap<i64, i64>> {
-        let (now, _) = self.state.redis.item_counters(self.sale).await?;
+        let (now, _) = ItemStateClient(&self.state.redis)
+            .item_counters(self.sale)
+            .await?;
         let orders: Vec<Uuid> = now.markers.iter().map(|m| m.order).collect();
         let visible = store::visible_orders(tx, &orders).await?;
         let mut in_flight: HashMap<i64, i64> = HashMap::new();

@@ -17,7 +17,6 @@ use crate::{
         reason::audited_reason,
     },
     catalog::store::{self as catalog, StoredActivity},
-    error::{ApiError, ApiResult},
     reconcile::{
         ledger,
         run::{self, Mode, SeenDrifts, Sink},
@@ -25,6 +24,7 @@ use crate::{
     },
     state::AppState,
 };
+use base::error::{ApiError, ApiResult};
 
 /// Runs listed at most.
 const LISTED_RUNS: i64 = 100;

@@ -8,12 +8,14 @@
 //! after the void fails its batch member (and its buyer is told 503); a void coming after
 //! the commit inserts nothing and gives nothing back.
 
+use crate::buy::stock_scripts::StockClient;
 use contract::{SaleItem, UserId};
 use sqlx::PgPool;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
-use crate::{buy::stock_scripts::Units, infra::redis::RedisStore};
+use crate::buy::stock_scripts::Units;
+use base::redis::RedisStore;
 
 /// One Redis deduction, as its marker or the buy path knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +47,7 @@ pub(crate) async fn void_and_release(
         return Ok(Settled::OrderExists);
     }
     Ok(
-        match redis
+        match StockClient(redis)
             .release_deduction(deduction.sale, deduction.order, Units::BackToStock)
             .await?
         {
@@ -72,7 +74,7 @@ pub(crate) async fn release_unanswered(
     let started = Instant::now();
     let mut pause = RETRY_PAUSE_FIRST;
     loop {
-        match redis
+        match StockClient(redis)
             .release_deduction(deduction.sale, deduction.order, Units::BackToStock)
             .await
         {

@@ -14,10 +14,8 @@ use contract::{
     RunTrigger,
 };
 
-use crate::{
-    infra::db::decode_name,
-    rehearsal::copies::{Copies, REAL_ACTIVITY},
-};
+use crate::rehearsal::copies::{Copies, REAL_ACTIVITY};
+use base::db::decode_name;
 
 /// An item's counters as PostgreSQL keeps them.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -581,7 +579,7 @@ pub(crate) async fn prune_runs_older_than(
     before: DateTime<Utc>,
     limit: i64,
 ) -> Result<u64, sqlx::Error> {
-    crate::infra::db::prune_batch(
+    base::db::prune_batch(
         db,
         "DELETE FROM reconciliation_runs WHERE id IN (
              SELECT id FROM reconciliation_runs WHERE status <> 'running' AND ended_at < $1

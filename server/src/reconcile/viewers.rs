@@ -16,7 +16,7 @@ use tokio::sync::OnceCell;
 
 use contract::ActivityLedger;
 
-use crate::infra::token_bucket::TokenBucket;
+use base::token_bucket::TokenBucket;
 
 /// How long a computed ledger is served to every viewer before the next one is computed.
 const FRESH_FOR: Duration = Duration::from_secs(1);

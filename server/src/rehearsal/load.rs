@@ -24,12 +24,12 @@ use uuid::Uuid;
 
 use crate::{
     identity::buyer_token,
-    infra::{fault, percentiles::nearest_rank},
     rehearsal::{
         plan::{synthetic_buyer, Attempt, PlannedBuy},
         service::Stop,
     },
 };
+use base::{fault, percentiles::nearest_rank};
 
 /// Requests outstanding at once, at most: a server slower than the asked rate is then
 /// sent to as fast as it answers, and the latencies say how long it takes, not how long a

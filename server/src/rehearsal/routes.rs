@@ -12,7 +12,8 @@ use axum::{
 use contract::{Actor, Rehearsal, Source, StartRehearsal, StartedRehearsal};
 use serde::Deserialize;
 
-use crate::{admin::routes::AdminRoutes, error::ApiResult, rehearsal::service, state::AppState};
+use crate::{admin::routes::AdminRoutes, rehearsal::service, state::AppState};
+use base::error::ApiResult;
 
 async fn start(
     State(state): State<AppState>,

@@ -31,8 +31,6 @@ use crate::{
     },
     catalog::store::{self as catalog, StoredActivity},
     control::status::Complaint,
-    error::{ApiError, ApiResult},
-    infra::fault,
     rehearsal::{
         check, copies,
         load::{self, own_address, Load, Planned},
@@ -42,6 +40,10 @@ use crate::{
         store::{self, NewRehearsal},
     },
     state::AppState,
+};
+use base::{
+    error::{ApiError, ApiResult},
+    fault,
 };
 
 /// Rehearsals listed at most.

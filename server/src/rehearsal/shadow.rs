@@ -24,18 +24,19 @@
 //! deleted shadow's id passes the filter and is answered by the null cache; a shadow that
 //! skipped the filter would not exercise the funnel's Bloom stage, which is the point.
 
+use crate::buy::stock_scripts::StockClient;
 use chrono::{DateTime, Utc};
 use contract::SaleItem;
 use std::time::Duration;
 
 use crate::{
     catalog::store::{self as catalog, StoredActivity},
-    infra::{fault, redis::RedisStore},
     prewarm,
     reconcile::service::ActivityLock,
     rehearsal::plan::{synthetic_buyer, PlannedBuy},
     state::AppState,
 };
+use base::{fault, redis::RedisStore};
 
 /// How long the clean-up waits for the leader's reconciliation pass to let go of the shadow.
 const LOCK_WAIT: Duration = Duration::from_secs(30);
@@ -159,7 +160,7 @@ async fn remove(state: &AppState, leftovers: &Leftovers<'_>) -> anyhow::Result<(
     for (index, &item) in leftovers.items.iter().enumerate() {
         let keys = item_keys(&state.redis, leftovers, index, item);
         for chunk in keys.chunks(DELETED_AT_ONCE) {
-            state.redis.delete_keys(chunk).await?;
+            ShadowClient(&state.redis).delete_keys(chunk).await?;
         }
     }
     fault::point("rehearsal.cleanup_keys_deleted");
@@ -238,7 +239,7 @@ fn item_keys(
         let buyer = synthetic_buyer(leftovers.rehearsal_id, send.buyer);
         keys.push(redis.request_key(sale, buyer, &send.request_id(leftovers.rehearsal_id)));
         if buyers_seen.insert(buyer) {
-            let windows = redis.window_keys(sale, buyer, leftovers.client);
+            let windows = StockClient(redis).window_keys(sale, buyer, leftovers.client);
             keys.extend(windows);
         }
     }
@@ -247,7 +248,12 @@ fn item_keys(
     keys
 }
 
-impl RedisStore {
+/// A typed client over the Redis connection for the clean-up of a rehearsal copy's keys: these scripts and keys are
+/// reached only through it.
+#[derive(Clone, Copy)]
+pub struct ShadowClient<'a>(pub &'a RedisStore);
+
+impl ShadowClient<'_> {
     /// Deletes `keys` in one command: they must share a hash slot on a cluster.
     async fn delete_keys(&self, keys: &[String]) -> redis::RedisResult<()> {
         if keys.is_empty() {
@@ -255,7 +261,7 @@ impl RedisStore {
         }
         redis::cmd("DEL")
             .arg(keys)
-            .query_async(&mut self.connection())
+            .query_async(&mut self.0.connection())
             .await
     }
 }

@@ -9,7 +9,8 @@ use sqlx::PgPool;
 use std::{collections::HashMap, time::Duration};
 use uuid::Uuid;
 
-use crate::{infra::db::decode_name, rehearsal::copies::REAL_ACTIVITY};
+use crate::rehearsal::copies::REAL_ACTIVITY;
+use base::db::decode_name;
 
 /// A rehearsal about to start.
 pub(crate) struct NewRehearsal<'a> {

@@ -24,14 +24,14 @@ use std::{sync::Arc, time::Duration};
 
 use crate::{
     hotkeys,
-    infra::{
-        clock::{Clock, SwappableClock},
-        config::RetentionSettings,
-    },
     orders::mq::consume::QuietWarnings,
     orders::{admin_store, completions, dead_letter_store, outbox},
     reconcile::store as reconcile,
     state::AppState,
+};
+use base::{
+    clock::{Clock, SwappableClock},
+    config::RetentionSettings,
 };
 
 /// The retention job's clock.

@@ -20,12 +20,10 @@ pub use site::SalePages;
 use contract::{Actor, Permission, PublishedPage};
 use std::{collections::HashSet, time::Duration};
 
-use crate::{
-    admin::authorize,
-    catalog::store as catalog,
+use crate::{admin::authorize, catalog::store as catalog, state::AppState};
+use base::{
     error::{ApiError, ApiResult},
-    infra::quiet_log::quiet,
-    state::AppState,
+    quiet_log::quiet,
 };
 
 /// Renders and writes the activity's page as a new version and serves it. The owning

@@ -15,10 +15,8 @@ use axum::{
 use contract::{Actor, PublishedPage};
 
 use super::render::page_url;
-use crate::{
-    error::{ApiError, ApiResult},
-    state::AppState,
-};
+use crate::state::AppState;
+use base::error::{ApiError, ApiResult};
 
 pub(crate) async fn publish(
     State(state): State<AppState>,

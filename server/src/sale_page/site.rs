@@ -31,7 +31,7 @@ use super::{
     render::{button_script, Rendered},
     rules::{entity_tag, matches_tag, ButtonPhase},
 };
-use crate::infra::{
+use base::{
     clock::{Clock, SwappableClock},
     config::SalePageSettings,
 };

@@ -4,13 +4,12 @@
 
 use super::fixtures::Caller;
 use app::backend::SESSION_COOKIE;
+use base::config::Settings;
 use reqwest::{
     header::{AUTHORIZATION, COOKIE, ORIGIN},
     Client, RequestBuilder, Response,
 };
-use seckill::{
-    control::ControlPlane, infra::config::Settings, startup::Application, state::AppState,
-};
+use seckill::{control::ControlPlane, startup::Application, state::AppState};
 use secrecy::ExposeSecret;
 use serde_json::Value;
 use sqlx::{Connection, Executor, PgConnection, PgPool};
@@ -58,7 +57,7 @@ pub(crate) async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestAp
 pub(crate) async fn isolated_settings() -> Settings {
     TRACING.call_once(|| {
         if std::env::var("TEST_LOG").is_ok() {
-            seckill::infra::telemetry::init();
+            base::telemetry::init();
         }
     });
     let id = Uuid::new_v4().simple().to_string();

@@ -5,13 +5,13 @@
 //! A helper that only one test file needs stays beside its tests, private.
 
 use super::app::{json, TestApp};
+use base::config::Settings;
 use contract::Role;
 use futures::{stream, StreamExt};
 use seckill::{
     buy::challenge::Clock,
     cli::create_user,
     identity::{buyer_token, secret_token, users},
-    infra::config::Settings,
     orders::mq::message::{CreateOrders, OrderCreated},
 };
 use serde_json::{json, Value};

@@ -5,8 +5,8 @@
 //! port of its own, with a node id and switch snapshot of its own. Killed when dropped.
 
 use super::{spare_port, wait};
+use base::config::Settings;
 use reqwest::Client;
-use seckill::infra::config::Settings;
 use secrecy::ExposeSecret;
 use std::{
     path::PathBuf,

@@ -9,9 +9,10 @@
 //! delivers the event. Targets: switch p99 within 2x of the bare p99, and under 50 ms.
 
 use anyhow::Context;
+use base::config::Settings;
 use clap::Args;
 use etcd_client::{EventType, GetOptions, WatchOptions};
-use seckill::{infra::config::Settings, startup::Application};
+use seckill::startup::Application;
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use std::{
@@ -47,7 +48,7 @@ const GIVE_UP: Duration = Duration::from_secs(10);
 
 pub async fn run(common: &Common, args: &ControlArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.flips > 0, "--flips must be positive");
-    seckill::infra::telemetry::init();
+    base::telemetry::init();
     let mut settings = Settings::load()?;
     let bins = binaries::prepare(&common.root, common.build, &["seckill"])?;
     let run = Run::start(&common.root, "control-")?;

@@ -23,9 +23,9 @@ pub mod soak;
 mod summary;
 
 use anyhow::Context;
+use base::config::Settings;
 use chrono::{Duration as Span, Utc};
 use clap::{builder::BoolishValueParser, ArgAction, Args};
-use seckill::infra::config::Settings;
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection};

@@ -16,6 +16,7 @@
 //! Prints orders/s, bare msgs/s, their ratio (target >= 0.5) and the peak connections in use.
 
 use anyhow::Context;
+use base::config::Settings;
 use clap::Args;
 use futures::StreamExt;
 use lapin::{
@@ -26,7 +27,6 @@ use lapin::{
     types::{AMQPValue, FieldTable, LongString},
     BasicProperties, Channel, Consumer,
 };
-use seckill::infra::config::Settings;
 use secrecy::ExposeSecret;
 use serde::Serialize;
 use sqlx::{postgres::PgPoolOptions, PgPool};

@@ -28,8 +28,8 @@ mod probes;
 mod seed;
 
 use anyhow::Context;
+use base::config::Settings;
 use clap::Args;
-use seckill::infra::config::Settings;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};

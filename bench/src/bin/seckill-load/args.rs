@@ -1,8 +1,8 @@
 //! The command line of `seckill-load`: what to hit, how hard, for how long, and whether to
 //! check the stock invariants afterwards.
 
+use base::config::Settings;
 use clap::{ArgGroup, Parser, ValueEnum};
-use seckill::infra::config::Settings;
 use serde::Serialize;
 use std::time::Duration;
 

@@ -4,8 +4,8 @@
 //! buyer got with a 200 is in `orders`. (4) only warns: orders may still be in flight.
 
 use anyhow::Context;
+use base::config::Settings;
 use redis::aio::MultiplexedConnection;
-use seckill::infra::config::Settings;
 use secrecy::ExposeSecret;
 use serde::Serialize;
 use sqlx::{postgres::PgPoolOptions, PgPool};

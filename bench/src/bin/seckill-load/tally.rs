@@ -1,7 +1,7 @@
 //! What came back: each worker keeps its own [`Tally`] (no locks in the hot loop); the
 //! merged tally becomes the run's [`Summary`] and the set of order ids the check looks up.
 
-use seckill::infra::percentiles::nearest_rank;
+use base::percentiles::nearest_rank;
 use serde::Serialize;
 use std::{
     collections::{BTreeMap, HashSet},

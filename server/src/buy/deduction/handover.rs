@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use crate::{
-    catalog::store as catalog, error::ApiResult, infra::config::DeductionMode, prewarm, reconcile,
-    rehearsal::copies::Copies, state::AppState,
+    catalog::store as catalog, prewarm, reconcile, rehearsal::copies::Copies, state::AppState,
 };
+use base::{config::DeductionMode, error::ApiResult};
 
 /// Pause before retrying a failed re-derivation.
 const RETRY_AFTER: Duration = Duration::from_secs(1);

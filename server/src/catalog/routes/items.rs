@@ -9,7 +9,8 @@ use contract::Actor;
 use contract::{Item, ItemInput};
 use serde_json::{json, Value};
 
-use crate::{catalog::service as catalog, error::ApiResult, state::AppState};
+use crate::{catalog::service as catalog, state::AppState};
+use base::error::ApiResult;
 
 pub(crate) async fn create(
     State(state): State<AppState>,

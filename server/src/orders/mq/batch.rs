@@ -1,7 +1,7 @@
 //! Gathering deliveries into batches, and settling a batch with one multiple-ack: the
 //! consumers' share of "fewer, larger transactions", so the database sees a steady rate.
 
-use crate::infra::quiet_log::quiet;
+use base::quiet_log::quiet;
 use futures::StreamExt;
 use lapin::{
     message::Delivery,

@@ -22,10 +22,8 @@ use std::{
 };
 use tokio::sync::Mutex;
 
-use crate::{
-    infra::{amqp::AmqpLink, metrics::Metrics},
-    orders::mq::topology::{Outgoing, Topology},
-};
+use crate::orders::mq::topology::{Outgoing, Topology};
+use base::{amqp::AmqpLink, metrics::Metrics};
 
 /// Orders one pay-timeout message carries at most: the consumer settles them together and
 /// acks the message once all are settled.

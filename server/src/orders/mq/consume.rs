@@ -16,14 +16,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::{
-    infra::{amqp::AmqpLink, quiet_log::Budget},
-    orders::mq::{
-        batch::{ack_all, next_batch, requeue, requeue_all},
-        broker::{open_channel, BrokerError},
-        topology::Topology,
-    },
+use crate::orders::mq::{
+    batch::{ack_all, next_batch, requeue, requeue_all},
+    broker::{open_channel, BrokerError},
+    topology::Topology,
 };
+use base::{amqp::AmqpLink, quiet_log::Budget};
 
 /// What a consumer consumes, and how.
 #[derive(Clone, Debug)]

@@ -23,13 +23,14 @@ use std::{sync::Arc, time::Duration};
 use tokio::sync::{mpsc, Semaphore};
 use uuid::Uuid;
 
-use crate::{
-    baselines::path::{Call, PathTotals},
-    infra::{metrics::Metrics, quiet_log::quiet},
-    orders::{
-        mq::{broker::Broker, message::OrderCreated},
-        outbox,
-    },
+use crate::orders::{
+    mq::{broker::Broker, message::OrderCreated},
+    outbox,
+};
+use base::{
+    metrics::Metrics,
+    quiet_log::quiet,
+    tally::{Call, PathTotals},
 };
 
 /// Batches whose confirms may be awaited at once; more would only queue on the broker.

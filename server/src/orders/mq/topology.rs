@@ -24,11 +24,11 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
-use crate::{
-    buy::preorders::CREATE_ORDER_TOPIC,
-    infra::config::PipelineSettings,
-    orders::mq::message::{CreateOrders, OrderCreated, PayTimeouts},
-};
+use crate::orders::mq::message::{CreateOrders, OrderCreated, PayTimeouts};
+
+/// Outbox topic of a pre-order waiting for the create-order consumer.
+pub(crate) const CREATE_ORDER_TOPIC: &str = "order.create";
+use base::config::PipelineSettings;
 
 /// Routing key of create-order messages on the order exchange.
 pub(crate) const CREATE_KEY: &str = "create";

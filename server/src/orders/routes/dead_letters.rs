@@ -12,7 +12,8 @@ use contract::Source;
 use contract::{DeadLetterPage, DeadLetterView, OpsReason, RequeueReport};
 use serde::Deserialize;
 
-use crate::{error::ApiResult, orders::dead_letters, state::AppState};
+use crate::{orders::dead_letters, state::AppState};
+use base::error::ApiResult;
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

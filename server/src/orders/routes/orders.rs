@@ -11,11 +11,8 @@ use contract::Actor;
 use contract::{OrderDetail, OrderPage, OrderQuery};
 use serde::Deserialize;
 
-use crate::{
-    error::{ApiError, ApiResult},
-    orders::admin as order_admin,
-    state::AppState,
-};
+use crate::{orders::admin as order_admin, state::AppState};
+use base::error::{ApiError, ApiResult};
 
 /// The query string as typed: `?activity_id=&status=` (empty means "any", as a form sends it).
 #[derive(Deserialize, utoipa::IntoParams)]

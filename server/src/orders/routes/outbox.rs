@@ -11,10 +11,10 @@ use axum::{
 use contract::{Actor, OpsReason, OutboxRetryReport, OutboxSummary, Source};
 
 use crate::{
-    error::ApiResult,
     orders::{outbox_retry, relay},
     state::AppState,
 };
+use base::error::ApiResult;
 
 pub(crate) async fn summary(
     State(state): State<AppState>,

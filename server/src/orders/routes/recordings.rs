@@ -9,7 +9,8 @@ use contract::Actor;
 use contract::Source;
 use contract::{OpsReason, ReplayReport};
 
-use crate::{error::ApiResult, orders::recordings, state::AppState};
+use crate::{orders::recordings, state::AppState};
+use base::error::ApiResult;
 
 pub(crate) async fn replay(
     State(state): State<AppState>,

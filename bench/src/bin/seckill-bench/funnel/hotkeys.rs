@@ -22,9 +22,9 @@
 //! prefixes `bench-hotkeys`), so it never meets another benchmark's server or keys.
 
 use anyhow::Context;
+use base::config::Settings;
 use clap::Args;
 use futures::{stream::FuturesUnordered, StreamExt};
-use seckill::infra::config::Settings;
 use serde_json::{json, Value};
 use std::{
     fmt::Write as _,

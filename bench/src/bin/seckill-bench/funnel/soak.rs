@@ -8,9 +8,10 @@
 //! the end of the run: every table's rows (counted) and the server's resident memory.
 
 use anyhow::Context;
+use base::config::Settings;
 use chrono::{Duration as Span, Utc};
 use clap::Args;
-use seckill::{identity::buyer_token, infra::config::Settings};
+use seckill::identity::buyer_token;
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection};
 use std::{

@@ -20,11 +20,11 @@ use std::{
 
 use prometheus::{Counter, IntCounter};
 
-use crate::infra::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// What a buy can cost, each counted in calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Call {
+pub enum Call {
     /// A request sent to Redis and its answer awaited (a pipeline is one).
     RedisRoundTrip,
     /// A command sent to Redis (each of a pipeline's; a script's call is one).
@@ -38,7 +38,7 @@ pub(crate) enum Call {
 }
 
 impl Call {
-    pub(crate) const ALL: [Call; 5] = [
+    pub const ALL: [Call; 5] = [
         Call::RedisRoundTrip,
         Call::RedisCommand,
         Call::DbStatement,
@@ -47,7 +47,7 @@ impl Call {
     ];
 
     /// The `call` label of `seckill_buy_path_calls_total`.
-    pub(crate) fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             Call::RedisRoundTrip => "redis_round_trip",
             Call::RedisCommand => "redis_command",
@@ -64,7 +64,7 @@ impl Call {
 
 /// How a buy request ended, for the totals it is added to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// Answered 200: a pre-order was written (or replayed).
     Success,
     /// Answered anything else.
@@ -72,16 +72,16 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
-    pub(crate) const ALL: [Outcome; 2] = [Outcome::Success, Outcome::Refused];
+    pub const ALL: [Outcome; 2] = [Outcome::Success, Outcome::Refused];
 
-    pub(crate) fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             Outcome::Success => "success",
             Outcome::Refused => "refused",
         }
     }
 
-    pub(crate) fn of_status(status: u16) -> Self {
+    pub fn of_status(status: u16) -> Self {
         if status == 200 {
             Outcome::Success
         } else {
@@ -95,7 +95,7 @@ const UNIT: u64 = 1_000_000;
 
 /// One request's (or one batch's) calls so far.
 #[derive(Debug, Default)]
-pub(crate) struct Tally([AtomicU64; 5]);
+pub struct Tally([AtomicU64; 5]);
 
 impl Tally {
     fn add_units(&self, call: Call, millionths: u64) {
@@ -103,12 +103,12 @@ impl Tally {
     }
 
     /// The calls of `call` counted so far.
-    pub(crate) fn calls(&self, call: Call) -> f64 {
+    pub fn calls(&self, call: Call) -> f64 {
         self.0[call.index()].load(Ordering::Relaxed) as f64 / UNIT as f64
     }
 
     /// Each member's part of this batch's calls when `members` share them.
-    pub(crate) fn share(&self, members: usize) -> Share {
+    pub fn share(&self, members: usize) -> Share {
         let members = members.max(1) as u64;
         Share(Call::ALL.map(|call| self.0[call.index()].load(Ordering::Relaxed) / members))
     }
@@ -116,11 +116,11 @@ impl Tally {
 
 /// One member's part of a batch's calls, in millionths.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Share([u64; 5]);
+pub struct Share([u64; 5]);
 
 impl Share {
     /// Adds this share to the tally of the buy in scope, if any.
-    pub(crate) fn count(self) {
+    pub fn count(self) {
         let _ = TALLY.try_with(|tally| {
             for call in Call::ALL {
                 tally.add_units(call, self.0[call.index()]);
@@ -134,50 +134,50 @@ tokio::task_local! {
 }
 
 /// Counts `calls` of `call` on the tally in scope; nothing outside a buy or a batch.
-pub(crate) fn count(call: Call, calls: u64) {
+pub fn count(call: Call, calls: u64) {
     let _ = TALLY.try_with(|tally| tally.add_units(call, calls * UNIT));
 }
 
 /// One Redis round trip carrying `commands` commands.
-pub(crate) fn redis(commands: usize) {
+pub fn redis(commands: usize) {
     count(Call::RedisRoundTrip, 1);
     count(Call::RedisCommand, commands as u64);
 }
 
 /// One statement run in a transaction of its own.
-pub(crate) fn db_statement_alone() {
+pub fn db_statement_alone() {
     count(Call::DbStatement, 1);
     count(Call::DbTransaction, 1);
 }
 
 /// Each of `members`' part of the calls counted so far on the batch's tally in scope.
-pub(crate) fn current_share(members: usize) -> Share {
+pub fn current_share(members: usize) -> Share {
     TALLY
         .try_with(|tally| tally.share(members))
         .unwrap_or_default()
 }
 
 /// Runs `work` with `tally` in scope.
-pub(crate) fn scoped<F: Future>(tally: Arc<Tally>, work: F) -> impl Future<Output = F::Output> {
+pub fn scoped<F: Future>(tally: Arc<Tally>, work: F) -> impl Future<Output = F::Output> {
     TALLY.scope(tally, work)
 }
 
 /// `work` for a task of its own, counting on the tally of the buy that spawns it (when a
 /// buy does).
-pub(crate) fn carried<F: Future>(work: F) -> impl Future<Output = F::Output> {
+pub fn carried<F: Future>(work: F) -> impl Future<Output = F::Output> {
     let tally = TALLY.try_with(Arc::clone).unwrap_or_default();
     TALLY.scope(tally, work)
 }
 
 /// The totals per outcome, as `seckill_buy_path_*` count them; every label resolved once.
 #[derive(Clone)]
-pub(crate) struct PathTotals {
+pub struct PathTotals {
     requests: [IntCounter; 2],
     calls: [[Counter; 5]; 2],
 }
 
 impl PathTotals {
-    pub(crate) fn of(metrics: &Metrics) -> Self {
+    pub fn of(metrics: &Metrics) -> Self {
         let path = &metrics.buy_path;
         Self {
             requests: Outcome::ALL
@@ -192,7 +192,7 @@ impl PathTotals {
     }
 
     /// Adds a finished request's tally to its outcome's totals.
-    pub(crate) fn finished(&self, outcome: Outcome, tally: &Tally) {
+    pub fn finished(&self, outcome: Outcome, tally: &Tally) {
         self.requests[outcome as usize].inc();
         for call in Call::ALL {
             let calls = tally.calls(call);
@@ -204,17 +204,17 @@ impl PathTotals {
 
     /// Calls made for the successful buys as a whole, after their answer (the publishes,
     /// the stored answers).
-    pub(crate) fn after_success(&self, call: Call, calls: u64) {
+    pub fn after_success(&self, call: Call, calls: u64) {
         self.calls[Outcome::Success as usize][call.index()].inc_by(calls as f64);
     }
 
     /// Requests finished with `outcome` so far.
-    pub(crate) fn requests(&self, outcome: Outcome) -> u64 {
+    pub fn requests(&self, outcome: Outcome) -> u64 {
         self.requests[outcome as usize].get()
     }
 
     /// Calls of `call` counted for `outcome` so far.
-    pub(crate) fn calls(&self, outcome: Outcome, call: Call) -> f64 {
+    pub fn calls(&self, outcome: Outcome, call: Call) -> f64 {
         self.calls[outcome as usize][call.index()].get()
     }
 }

@@ -4,17 +4,17 @@
 
 /// A checked page request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PageWindow {
-    pub(crate) page: i64,
-    pub(crate) per_page: i64,
+pub struct PageWindow {
+    pub page: i64,
+    pub per_page: i64,
     /// Rows skipped before this page.
-    pub(crate) offset: i64,
+    pub offset: i64,
 }
 
 impl PageWindow {
     /// Page `page` (1-based) of `per_page` rows; refused (with what to tell the caller) for a
     /// page below 1 or one so far out that the offset would overflow.
-    pub(crate) fn new(page: i64, per_page: i64) -> Result<Self, String> {
+    pub fn new(page: i64, per_page: i64) -> Result<Self, String> {
         page.checked_sub(1)
             .filter(|skipped| *skipped >= 0)
             .and_then(|skipped| skipped.checked_mul(per_page))
@@ -27,12 +27,12 @@ impl PageWindow {
     }
 
     /// Rows to fetch: one more than a page.
-    pub(crate) fn fetch_limit(&self) -> i64 {
+    pub fn fetch_limit(&self) -> i64 {
         self.per_page + 1
     }
 
     /// The page's rows out of what was fetched, and whether another page follows.
-    pub(crate) fn split<T>(&self, mut fetched: Vec<T>) -> (Vec<T>, bool) {
+    pub fn split<T>(&self, mut fetched: Vec<T>) -> (Vec<T>, bool) {
         let per_page = usize::try_from(self.per_page).unwrap_or(usize::MAX);
         let has_more = fetched.len() > per_page;
         fetched.truncate(per_page);

@@ -19,7 +19,7 @@ impl Clock for WallClock {
 }
 
 /// The wall clock until [`SwappableClock::set`] puts another in its place.
-pub(crate) struct SwappableClock(RwLock<Arc<dyn Clock>>);
+pub struct SwappableClock(RwLock<Arc<dyn Clock>>);
 
 impl Default for SwappableClock {
     fn default() -> Self {
@@ -28,11 +28,11 @@ impl Default for SwappableClock {
 }
 
 impl SwappableClock {
-    pub(crate) fn set(&self, clock: Arc<dyn Clock>) {
+    pub fn set(&self, clock: Arc<dyn Clock>) {
         *self.0.write().unwrap_or_else(PoisonError::into_inner) = clock;
     }
 
-    pub(crate) fn now_ms(&self) -> i64 {
+    pub fn now_ms(&self) -> i64 {
         self.0
             .read()
             .unwrap_or_else(PoisonError::into_inner)

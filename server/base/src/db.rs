@@ -13,10 +13,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::infra::{config::Settings, metrics::Metrics};
+use crate::{config::Settings, metrics::Metrics};
 
 /// The schema of `migrations/`, compiled into the binary.
-static MIGRATIONS: Migrator = sqlx::migrate!("../migrations");
+static MIGRATIONS: Migrator = sqlx::migrate!("../../migrations");
 
 /// The advisory lock under which one instance at a time migrates the database ("seckillm").
 const MIGRATION_LOCK: i64 = 0x7365_636b_696c_6c6d;
@@ -28,7 +28,7 @@ const MIGRATION_LOCK_POLL: Duration = Duration::from_millis(200);
 /// for. A restart answers with errors of both kinds: a lost socket while it goes, and
 /// `57P0x` ("terminating connection", "the database system is starting up") while it comes
 /// back, which are database errors though no statement was judged.
-pub(crate) fn is_outage(error: &sqlx::Error) -> bool {
+pub fn is_outage(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
@@ -43,7 +43,7 @@ pub(crate) fn is_outage(error: &sqlx::Error) -> bool {
     }
 }
 
-pub(crate) async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
+pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
     PgPoolOptions::new()
         .max_connections(settings.db_max_connections)
         .acquire_timeout(Duration::from_secs(5))
@@ -55,14 +55,14 @@ pub(crate) async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> 
 /// its waits for a connection are timed, by caller, and counted while they last, since a
 /// saturated pool shows as time queued here long before it shows as errors.
 #[derive(Clone)]
-pub(crate) struct MeteredPool {
+pub struct MeteredPool {
     pool: PgPool,
     waiting: IntGauge,
     acquire: Histogram,
 }
 
 impl MeteredPool {
-    pub(crate) fn new(pool: PgPool, metrics: &Metrics, caller: &'static str) -> Self {
+    pub fn new(pool: PgPool, metrics: &Metrics, caller: &'static str) -> Self {
         Self {
             pool,
             waiting: metrics.db_pool_waiting.clone(),
@@ -71,13 +71,13 @@ impl MeteredPool {
     }
 
     /// A transaction on a connection of the pool, once one is free.
-    pub(crate) async fn begin(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    pub async fn begin(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
         self.timed(self.pool.begin()).await
     }
 
     /// A connection of the pool, once one is free, for one statement in its own
     /// transaction.
-    pub(crate) async fn acquire(&self) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+    pub async fn acquire(&self) -> Result<PoolConnection<Postgres>, sqlx::Error> {
         self.timed(self.pool.acquire()).await
     }
 
@@ -106,7 +106,7 @@ impl MeteredPool {
 /// lock the builder holds. PostgreSQL breaks such a deadlock by failing one of them, and a
 /// failed concurrent build leaves an invalid index. Between two asks an instance holds no
 /// snapshot.
-pub(crate) async fn migrate(pool: &PgPool) -> Result<(), MigrateError> {
+pub async fn migrate(pool: &PgPool) -> Result<(), MigrateError> {
     let mut connection = pool.acquire().await?;
     while !sqlx::query_scalar::<_, bool>("SELECT pg_try_advisory_lock($1)")
         .bind(MIGRATION_LOCK)
@@ -134,7 +134,7 @@ pub(crate) async fn migrate(pool: &PgPool) -> Result<(), MigrateError> {
 
 /// A text column that holds one of an enum's names, as the enum. Any other text is data this
 /// version does not know, reported as a decode error naming the column rather than guessed.
-pub(crate) fn decode_name<T>(
+pub fn decode_name<T>(
     column: &'static str,
     text: &str,
     parse: impl Fn(&str) -> Option<T>,
@@ -147,7 +147,7 @@ pub(crate) fn decode_name<T>(
 
 /// Runs one batch of a prune: `statement` deletes the rows older than `$1` among at most `$2`
 /// of them (the retention job's `prune_older_than` of each table); how many went.
-pub(crate) async fn prune_batch(
+pub async fn prune_batch(
     pool: &PgPool,
     statement: &'static str,
     before: chrono::DateTime<chrono::Utc>,

@@ -23,30 +23,30 @@ use utoipa::{
     IntoParams, PartialSchema, ToSchema,
 };
 
-use crate::{error::ApiError, state::AppState};
+use crate::error::ApiError;
 
 /// What a handler's extractors tell about its request, collected for the OpenAPI document.
 #[derive(Default)]
-pub(crate) struct RequestShape {
+pub struct RequestShape {
     /// The query parameters, from a `Query<T>` extractor.
-    pub(crate) query: Vec<Parameter>,
+    pub query: Vec<Parameter>,
     /// The name of the JSON body's schema, from a `Json<T>` extractor.
-    pub(crate) body: Option<String>,
+    pub body: Option<String>,
     /// The types of the path's parameters in template order, from a `Path<T>` extractor.
-    pub(crate) path: Vec<RefOr<Schema>>,
+    pub path: Vec<RefOr<Schema>>,
     /// Every schema the body refers to, by name.
-    pub(crate) schemas: Vec<(String, RefOr<Schema>)>,
+    pub schemas: Vec<(String, RefOr<Schema>)>,
 }
 
 /// An extractor's part of [`RequestShape`]; extractors that the document does not describe
 /// (state, headers read by hand, the actor) add nothing.
-pub(crate) trait DescribesRequest {
+pub trait DescribesRequest {
     fn describe(_shape: &mut RequestShape) {}
 }
 
 /// A handler's arguments as axum types them, `(marker, extractor, ...)`: each extractor
 /// describes its part.
-pub(crate) trait HandlerArguments {
+pub trait HandlerArguments {
     fn describe(shape: &mut RequestShape);
 }
 
@@ -68,10 +68,12 @@ handler_arguments!(A, B, C, D);
 handler_arguments!(A, B, C, D, E);
 handler_arguments!(A, B, C, D, E, F);
 
-impl DescribesRequest for State<AppState> {}
+impl<S> DescribesRequest for State<S> {}
 impl DescribesRequest for HeaderMap {}
 impl DescribesRequest for ConnectInfo<SocketAddr> {}
-impl DescribesRequest for crate::infra::client_address::ClientAddress {}
+impl DescribesRequest for crate::client_address::ClientAddress {}
+// The document describes the credentials as the admin API's security schemes instead.
+impl DescribesRequest for contract::Actor {}
 impl DescribesRequest for Request {}
 // Bodies read raw are parsed by the handler, which answers their errors itself.
 impl DescribesRequest for Body {}
@@ -92,7 +94,7 @@ impl<T: ToSchema> DescribesRequest for Result<Json<T>, JsonRejection> {
 }
 
 /// The types of a path's parameters, in the order the template names them.
-pub(crate) trait PathValues {
+pub trait PathValues {
     fn schemas() -> Vec<RefOr<Schema>>;
 }
 
@@ -137,22 +139,30 @@ impl<T: PathValues> DescribesRequest for Result<Path<T>, PathRejection> {
 }
 
 /// One route as the table lists it.
-pub(crate) struct Listed {
-    pub(crate) method: Method,
-    pub(crate) path: &'static str,
+pub struct Listed {
+    pub method: Method,
+    pub path: &'static str,
     /// Fills in what the handler's extractors say about the request.
-    pub(crate) describe: fn(&mut RequestShape),
+    pub describe: fn(&mut RequestShape),
 }
 
 /// Routes being assembled: the router and every route's entry.
-#[derive(Default)]
-pub(crate) struct RouteTable {
-    router: Router<AppState>,
+pub struct RouteTable<S> {
+    router: Router<S>,
     listed: Vec<Listed>,
 }
 
-impl RouteTable {
-    pub(crate) fn get<H: Handler<T, AppState>, T: HandlerArguments + 'static>(
+impl<S: Clone + Send + Sync + 'static> Default for RouteTable<S> {
+    fn default() -> Self {
+        Self {
+            router: Router::new(),
+            listed: Vec::new(),
+        }
+    }
+}
+
+impl<S: Clone + Send + Sync + 'static> RouteTable<S> {
+    pub fn get<H: Handler<T, S>, T: HandlerArguments + 'static>(
         self,
         path: &'static str,
         handler: H,
@@ -160,7 +170,7 @@ impl RouteTable {
         self.add::<T>(Method::GET, path, routing::get(handler))
     }
 
-    pub(crate) fn post<H: Handler<T, AppState>, T: HandlerArguments + 'static>(
+    pub fn post<H: Handler<T, S>, T: HandlerArguments + 'static>(
         self,
         path: &'static str,
         handler: H,
@@ -168,7 +178,7 @@ impl RouteTable {
         self.add::<T>(Method::POST, path, routing::post(handler))
     }
 
-    pub(crate) fn put<H: Handler<T, AppState>, T: HandlerArguments + 'static>(
+    pub fn put<H: Handler<T, S>, T: HandlerArguments + 'static>(
         self,
         path: &'static str,
         handler: H,
@@ -176,7 +186,7 @@ impl RouteTable {
         self.add::<T>(Method::PUT, path, routing::put(handler))
     }
 
-    pub(crate) fn delete<H: Handler<T, AppState>, T: HandlerArguments + 'static>(
+    pub fn delete<H: Handler<T, S>, T: HandlerArguments + 'static>(
         self,
         path: &'static str,
         handler: H,
@@ -188,7 +198,7 @@ impl RouteTable {
         mut self,
         method: Method,
         path: &'static str,
-        route: MethodRouter<AppState>,
+        route: MethodRouter<S>,
     ) -> Self {
         // axum merges method routers registered under the same path.
         self.router = self.router.route(path, route);
@@ -201,13 +211,13 @@ impl RouteTable {
     }
 
     /// Every route, in the order they were added.
-    pub(crate) fn listed(&self) -> &[Listed] {
+    pub fn listed(&self) -> &[Listed] {
         &self.listed
     }
 
     /// The router, answering an unknown path or a method a path does not take with the
     /// API's JSON error body rather than axum's empty 404 and 405.
-    pub(crate) fn into_router(self) -> Router<AppState> {
+    pub fn into_router(self) -> Router<S> {
         self.router
             .fallback(|| async { ApiError::NotFound("route") })
             .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

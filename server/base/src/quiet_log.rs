@@ -20,7 +20,7 @@ const REQUEST_INTERVAL: Duration = Duration::from_secs(30);
 
 /// At most `limit` lines per `interval`; counts the ones it holds back.
 #[derive(Debug)]
-pub(crate) struct Budget {
+pub struct Budget {
     limit: u32,
     interval: Duration,
     window_start: Option<Instant>,
@@ -29,7 +29,7 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    pub(crate) const fn new(limit: u32, interval: Duration) -> Self {
+    pub const fn new(limit: u32, interval: Duration) -> Self {
         Self {
             limit,
             interval,
@@ -41,7 +41,7 @@ impl Budget {
 
     /// `Some(lines held back since the last one let through)` when a line may be written
     /// at `now`, else `None` (and the line is counted as held back).
-    pub(crate) fn admit(&mut self, now: Instant) -> Option<u64> {
+    pub fn admit(&mut self, now: Instant) -> Option<u64> {
         let window_over = self
             .window_start
             .is_none_or(|start| now.saturating_duration_since(start) >= self.interval);
@@ -59,13 +59,13 @@ impl Budget {
     }
 
     /// Whether any line came since the budget was made or last reset.
-    pub(crate) fn in_use(&self) -> bool {
+    pub fn in_use(&self) -> bool {
         self.window_start.is_some()
     }
 
     /// Starts afresh (the failure is over): the next line goes through at once. Returns
     /// how many lines were held back since the last one let through.
-    pub(crate) fn reset(&mut self) -> u64 {
+    pub fn reset(&mut self) -> u64 {
         self.window_start = None;
         self.used = 0;
         std::mem::take(&mut self.suppressed)
@@ -74,14 +74,14 @@ impl Budget {
 
 /// One [`Budget`] per kind, all with the same limit. Kinds are few static names, so a
 /// short list under a mutex held for a few comparisons is all it takes.
-pub(crate) struct QuietLog {
+pub struct QuietLog {
     limit: u32,
     interval: Duration,
     kinds: Mutex<Vec<(&'static str, Budget)>>,
 }
 
 impl QuietLog {
-    pub(crate) const fn new(limit: u32, interval: Duration) -> Self {
+    pub const fn new(limit: u32, interval: Duration) -> Self {
         Self {
             limit,
             interval,
@@ -90,7 +90,7 @@ impl QuietLog {
     }
 
     /// [`Budget::admit`] for `kind`'s budget.
-    pub(crate) fn admit(&self, kind: &'static str, now: Instant) -> Option<u64> {
+    pub fn admit(&self, kind: &'static str, now: Instant) -> Option<u64> {
         let mut kinds = self
             .kinds
             .lock()
@@ -108,7 +108,7 @@ impl QuietLog {
 static REQUEST_PATH: QuietLog = QuietLog::new(REQUEST_LINES, REQUEST_INTERVAL);
 
 /// Whether a request-path line of `kind` may be written now; `Some(held back since)` if so.
-pub(crate) fn let_through(kind: &'static str) -> Option<u64> {
+pub fn let_through(kind: &'static str) -> Option<u64> {
     REQUEST_PATH.admit(kind, Instant::now())
 }
 
@@ -116,15 +116,18 @@ pub(crate) fn let_through(kind: &'static str) -> Option<u64> {
 /// message, rate-limited per kind:
 /// a line let through carries `kind` and `suppressed` (lines held back since the last
 /// one); a line held back goes to debug.
-macro_rules! quiet {
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __quiet {
     ($level:ident, $kind:literal, $($line:tt)+) => {
-        match $crate::infra::quiet_log::let_through($kind) {
+        match $crate::quiet_log::let_through($kind) {
             Some(suppressed) => ::tracing::$level!(kind = $kind, suppressed, $($line)+),
             None => ::tracing::debug!(kind = $kind, $($line)+),
         }
     };
 }
-pub(crate) use quiet;
+// Exported at the crate's root, as every `#[macro_export]` macro is; named here as well.
+pub use crate::__quiet as quiet;
 
 #[cfg(test)]
 mod tests {

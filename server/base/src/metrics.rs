@@ -14,96 +14,96 @@ pub struct Metrics(Arc<Inner>);
 pub struct Inner {
     registry: Registry,
     /// HTTP requests by matched route, method and status.
-    pub(crate) http_requests: IntCounterVec,
+    pub http_requests: IntCounterVec,
     /// HTTP connections open now, those accepted only after the listener waited at its
     /// cap (`max_connections`) for one to close, and those closed after waiting
     /// `connection_idle_s` for a request's head to arrive whole.
-    pub(crate) http_connections_open: IntGauge,
-    pub(crate) http_connections_waited: IntCounter,
-    pub(crate) http_connections_idle_closed: IntCounter,
+    pub http_connections_open: IntGauge,
+    pub http_connections_waited: IntCounter,
+    pub http_connections_idle_closed: IntCounter,
     /// HTTP latency by matched route; buckets from 50 µs, since the buy path lives below a millisecond.
-    pub(crate) http_duration: HistogramVec,
+    pub http_duration: HistogramVec,
     /// Console logins by outcome: accepted, rejected, rate_limited.
-    pub(crate) admin_logins: IntCounterVec,
+    pub admin_logins: IntCounterVec,
     /// 1 when the last readiness probe reached the dependency, else 0.
-    pub(crate) dependency_up: IntGaugeVec,
+    pub dependency_up: IntGaugeVec,
     /// Buy requests per funnel stage: `outcome` is `pass` or the code that stopped them.
-    pub(crate) funnel: IntCounterVec,
+    pub funnel: IntCounterVec,
     /// The same for a rehearsal's synthetic buyers, apart from the real sale's.
-    pub(crate) rehearsal_funnel: IntCounterVec,
+    pub rehearsal_funnel: IntCounterVec,
     /// Pre-orders per group-commit batch.
-    pub(crate) preorder_batch_size: Histogram,
+    pub preorder_batch_size: Histogram,
     /// Duration of calls to a dependency, by `call` (`redis`: every Redis command, script
     /// or pipeline; `preorder_batch`: one group-commit transaction in PostgreSQL) and
     /// `outcome` (`ok`, `error`); buckets from 100 µs.
-    pub(crate) dependency_calls: HistogramVec,
+    pub dependency_calls: HistogramVec,
     /// The USE view of the instance's pools, refreshed on every scrape: PostgreSQL
     /// connections by `state` (`in_use`, `idle`, `max`), buy requests holding an admission
     /// slot, pre-orders waiting for the group-commit writer.
-    pub(crate) db_pool_connections: IntGaugeVec,
-    pub(crate) admission_in_flight: IntGauge,
-    pub(crate) preorder_queue_depth: IntGauge,
+    pub db_pool_connections: IntGaugeVec,
+    pub admission_in_flight: IntGauge,
+    pub preorder_queue_depth: IntGauge,
     /// Hot callers waiting for a PostgreSQL connection now, and how long each wait took
     /// (`caller`: `preorder_batch`, `create_order`); buckets from 10 µs.
-    pub(crate) db_pool_waiting: IntGauge,
-    pub(crate) db_pool_acquire: HistogramVec,
+    pub db_pool_waiting: IntGauge,
+    pub db_pool_acquire: HistogramVec,
     /// Stock script answers outside the codes the scripts document, by script
     /// (`buy`): the script and the server are out of step.
-    pub(crate) stock_script_unknown_answers: IntCounterVec,
+    pub stock_script_unknown_answers: IntCounterVec,
     /// Money recorded against orders, by where it was learnt (`notify`, `timeout_check`) and
     /// outcome (`paid`, `refund_pending`, `repeated`, `refused`, `amount_mismatch`).
-    pub(crate) payments: IntCounterVec,
+    pub payments: IntCounterVec,
     /// Payment callbacks refused before changing anything, by reason (`bad_signature`, ...).
-    pub(crate) pay_notify_rejected: IntCounterVec,
+    pub pay_notify_rejected: IntCounterVec,
     /// Callback attempts of the simulated payment center: `delivered` or `failed`.
-    pub(crate) pay_callbacks: IntCounterVec,
+    pub pay_callbacks: IntCounterVec,
     /// Trades the simulated payment center settled once the buyer's delay was over:
     /// `paid`, `failed`, or `closed` (closed unpaid before the money came).
-    pub(crate) pay_center_settlements: IntCounterVec,
+    pub pay_center_settlements: IntCounterVec,
     /// Unpaid orders cancelled at their pay deadline, by what found them (`message`, `scan`).
-    pub(crate) order_cancellations: IntCounterVec,
+    pub order_cancellations: IntCounterVec,
     /// Redis give-backs of cancelled orders that failed every attempt (left to the scanner:
     /// `stock_restore_journal.redis_restored_at` stays NULL).
-    pub(crate) redis_giveback_failures: IntCounter,
+    pub redis_giveback_failures: IntCounter,
     /// Per live activity item: units missing from `total = Redis stock + allocated + in
     /// flight + restores owed` (positive: nobody holds them; negative: Redis would sell
     /// units orders hold). Items leave the gauge when their activity stops being live.
-    pub(crate) stock_drift: IntGaugeVec,
+    pub stock_drift: IntGaugeVec,
     /// Per live activity item, its units by `figure`: `total` on sale, `redis_stock` left
     /// to sell (absent before the pre-warm), `allocated` to pre-orders and orders, `sold`
     /// (orders completed), `paid`. Refreshed every second by the dashboard sampler of
     /// every instance; items leave it when their activity stops being live.
-    pub(crate) item_units: IntGaugeVec,
+    pub item_units: IntGaugeVec,
     /// Reconciliation findings by class and what was done (`repaired`, `flagged`, `none`).
-    pub(crate) reconcile_findings: IntCounterVec,
+    pub reconcile_findings: IntCounterVec,
     /// The leader's automatic reconciliation passes that completed: the drift gauge is as
     /// fresh as the last of them.
-    pub(crate) reconcile_passes: IntCounter,
+    pub reconcile_passes: IntCounter,
     /// Steps of a re-derivation (`commit`, `lower`) that found the item's fence no longer
     /// its run's (expired, or raised again by another run), and so did nothing.
-    pub(crate) fence_refused: IntCounterVec,
+    pub fence_refused: IntCounterVec,
     /// Times an instance computed an activity's live ledger (shared by every viewer for
     /// a second).
-    pub(crate) ledger_computations: IntCounter,
+    pub ledger_computations: IntCounter,
     /// The etcd control plane: sync, propagation, invalid values, leadership.
-    pub(crate) control: ControlMetrics,
+    pub control: ControlMetrics,
     /// The RabbitMQ order pipeline: publishing, consuming, outbox, dead letters.
     pub pipeline: PipelineMetrics,
     /// Hot-key detection and reactions.
-    pub(crate) hotkeys: HotKeyMetrics,
+    pub hotkeys: HotKeyMetrics,
     /// What buys cost the stores, per outcome (`baselines::path`).
-    pub(crate) buy_path: BuyPathMetrics,
+    pub buy_path: BuyPathMetrics,
     /// Every command this instance sent to Redis (each of a pipeline's), whoever sent it.
-    pub(crate) redis_commands: IntCounter,
+    pub redis_commands: IntCounter,
     /// Activity reads the buy path's catalogue sent to PostgreSQL (a copy missing or
     /// expired); lookups that miss the same activity at once share one read.
-    pub(crate) catalogue_reads: IntCounter,
+    pub catalogue_reads: IntCounter,
     /// Refreshes of the holder sets of items refused from memory, by `store` (`redis`,
     /// `postgres`) and `outcome`: `unchanged` (its version had not moved), `read_whole`,
     /// `kept_last` (PostgreSQL did not answer; the holders read before stand in).
-    pub(crate) holder_set_refreshes: IntCounterVec,
+    pub holder_set_refreshes: IntCounterVec,
     /// The growing tables and what the leader's retention job prunes of them.
-    pub(crate) retention: RetentionMetrics,
+    pub retention: RetentionMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -282,7 +282,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every metric.
-    pub(crate) fn render(&self) -> String {
+    pub fn render(&self) -> String {
         let mut buffer = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut buffer)
@@ -292,22 +292,22 @@ impl Metrics {
 }
 
 /// The control plane's metrics.
-pub(crate) struct HotKeyMetrics {
+pub struct HotKeyMetrics {
     /// Samples the counting task could not take (its queue was full): counts run low by this.
-    pub(crate) samples_dropped: IntCounter,
+    pub samples_dropped: IntCounter,
     /// This instance's reports of its top keys, by `outcome` (`sent`, `failed`), and the
     /// reports it received from every instance (`received`, `malformed`).
-    pub(crate) reports: IntCounterVec,
+    pub reports: IntCounterVec,
     /// Hot keys the leader wrote to etcd by `kind` and `outcome` (`published`, `renewed`,
     /// `lost`: no longer under its lease, lifted or replaced by an operator; `failed`).
-    pub(crate) publishes: IntCounterVec,
+    pub publishes: IntCounterVec,
     /// Requests a hot key acted on, by `kind` and `action` (`block`, `limit`: refused;
     /// `cache`: served from memory past the cache's lifetime).
-    pub(crate) reactions: IntCounterVec,
+    pub reactions: IntCounterVec,
     /// Hot keys in force on this instance.
-    pub(crate) in_force: IntGauge,
+    pub in_force: IntGauge,
     /// The most memory the counting sketches can hold, whatever the traffic.
-    pub(crate) sketch_bytes: IntGauge,
+    pub sketch_bytes: IntGauge,
 }
 
 impl HotKeyMetrics {
@@ -345,13 +345,13 @@ impl HotKeyMetrics {
 }
 
 /// The path counters of `baselines::path`.
-pub(crate) struct BuyPathMetrics {
+pub struct BuyPathMetrics {
     /// Buy requests answered, by `outcome` (`success`: 200, `refused`: anything else).
-    pub(crate) requests: IntCounterVec,
+    pub requests: IntCounterVec,
     /// Calls buy requests made, by `outcome` and `call` (`redis_round_trip`,
     /// `redis_command`, `db_statement`, `db_transaction`, `mq_publish`); a batch's call
     /// counts in equal shares for its members, so the values are fractional.
-    pub(crate) calls: CounterVec,
+    pub calls: CounterVec,
 }
 
 impl BuyPathMetrics {
@@ -373,26 +373,26 @@ impl BuyPathMetrics {
     }
 }
 
-pub(crate) struct ControlMetrics {
+pub struct ControlMetrics {
     /// Seconds since etcd last confirmed this instance had every switch change; grows
     /// while etcd is unreachable (the last values stay in force meanwhile).
-    pub(crate) sync_age: Gauge,
+    pub sync_age: Gauge,
     /// 1 while the watch on the prefix is open.
-    pub(crate) etcd_connected: IntGauge,
+    pub etcd_connected: IntGauge,
     /// The etcd revision up to which this instance applied every change.
-    pub(crate) applied_revision: IntGauge,
+    pub applied_revision: IntGauge,
     /// Values in etcd refused (unknown key or malformed value), by setting.
-    pub(crate) invalid_values: IntCounterVec,
+    pub invalid_values: IntCounterVec,
     /// Watch re-establishments: `resume` (from the last revision seen) or `reload` (full read).
-    pub(crate) resyncs: IntCounterVec,
+    pub resyncs: IntCounterVec,
     /// From a control-plane write to this instance applying it, in seconds.
-    pub(crate) propagation: Histogram,
+    pub propagation: Histogram,
     /// 1 while this instance holds the etcd election (runs the singleton jobs).
-    pub(crate) leader: IntGauge,
+    pub leader: IntGauge,
     /// Changes written straight into etcd that this instance offered to the audit, by
     /// outcome: `recorded`, `known` (another instance recorded it first), or `failed` for
     /// every attempt the database refused (the change is retried until its row commits).
-    pub(crate) external_audits: IntCounterVec,
+    pub external_audits: IntCounterVec,
 }
 
 impl ControlMetrics {
@@ -441,35 +441,35 @@ impl ControlMetrics {
 /// The order pipeline's metrics.
 pub struct PipelineMetrics {
     /// From a publish to its broker confirm, by publishing role (`offer`, `scheduler`, `relay`).
-    pub(crate) publish_confirm_seconds: HistogramVec,
+    pub publish_confirm_seconds: HistogramVec,
     /// Publishes by role and outcome: `confirmed`, `nacked`, `returned` (unroutable),
     /// `unconfirmed` (no confirm in time), `failed`, `dropped` (offer not taken: the relay resends).
     pub published: IntCounterVec,
     /// From a pre-order's commit to the create-order consumer completing it.
-    pub(crate) consumer_lag_seconds: Histogram,
+    pub consumer_lag_seconds: Histogram,
     /// Deliveries per create-order batch (one DB transaction each).
-    pub(crate) order_batch_size: Histogram,
+    pub order_batch_size: Histogram,
     /// Create-order events by outcome: `unpaid` (completed), `failed` (stock no longer
     /// covered it), `duplicate` (processed before or repeated: nothing changed).
     pub orders_completed: IntCounterVec,
     /// Outbox rows by status (`pending`, `failed`, `recorded`).
-    pub(crate) outbox_rows: IntGaugeVec,
+    pub outbox_rows: IntGaugeVec,
     /// Seconds since the oldest outbox row still to be published was written (0: none).
-    pub(crate) outbox_oldest_pending: Gauge,
+    pub outbox_oldest_pending: Gauge,
     /// Dead letters not requeued yet (the DLQ depth as ops see it).
-    pub(crate) dead_letters_waiting: IntGauge,
+    pub dead_letters_waiting: IntGauge,
     /// Pre-orders still `PRE_CREATED` past `fail_stuck_after_s` since their event last
     /// reached RabbitMQ (or since they were written), by their outbox row's status
     /// (`recorded`, `pending`, `sent`, `failed`, `missing`): answered orders a person has to
     /// look at, since no timer fails them.
-    pub(crate) preorders_stuck: IntGaugeVec,
+    pub preorders_stuck: IntGaugeVec,
     /// Messages ready in the pipeline's queues (the MQ backlog), by queue role.
-    pub(crate) queue_depth: IntGaugeVec,
+    pub queue_depth: IntGaugeVec,
     /// Passes of the outbox relay completed (whatever each found to resend).
     pub relay_passes: IntCounter,
     /// Pay-timeout messages the consumer is done with, by outcome: `acked` (settled, or put
     /// back into a delay queue when early), `requeued` (failed) or `rejected` (malformed).
-    pub(crate) pay_timeout_messages: IntCounterVec,
+    pub pay_timeout_messages: IntCounterVec,
 }
 
 impl PipelineMetrics {
@@ -534,15 +534,15 @@ impl PipelineMetrics {
 }
 
 /// The tables' sizes and the retention job's work, set by the leader at each of its passes.
-pub(crate) struct RetentionMetrics {
+pub struct RetentionMetrics {
     /// Completed passes of the retention job.
-    pub(crate) passes: IntCounter,
+    pub passes: IntCounter,
     /// Rows (and sale-page files, `table` `sale_pages_dir`/`sale_assets`) pruned, by `table`.
-    pub(crate) pruned: IntCounterVec,
+    pub pruned: IntCounterVec,
     /// Rows of each table: the planner's estimate, counted exactly on small tables.
-    pub(crate) table_rows: IntGaugeVec,
+    pub table_rows: IntGaugeVec,
     /// Age of each pruned table's oldest row, in seconds.
-    pub(crate) oldest_age: IntGaugeVec,
+    pub oldest_age: IntGaugeVec,
 }
 
 impl RetentionMetrics {

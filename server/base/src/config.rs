@@ -14,7 +14,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{de::Error as _, Deserialize, Deserializer};
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use crate::infra::client_address::TrustedProxies;
+use crate::client_address::TrustedProxies;
 
 /// Everything a `seckill` process needs to know about its environment.
 #[derive(Clone, Debug, Deserialize)]
@@ -54,10 +54,10 @@ pub struct Settings {
     /// Longest one Redis command may take, waiting for a connection included, in
     /// milliseconds (2000): past it the command fails, so a Redis that went away costs a
     /// request this much at most. Also the connect and response timeouts of the connection.
-    pub(crate) redis_timeout_ms: u64,
+    pub redis_timeout_ms: u64,
     /// While Redis is unreachable, how often the instance tries to reach it again, in
     /// milliseconds (250): the connection is back within about this long of Redis returning.
-    pub(crate) redis_reconnect_ms: u64,
+    pub redis_reconnect_ms: u64,
     /// RabbitMQ; its vhost is honoured (`AMQP_URL`).
     pub amqp_url: SecretString,
     /// Prepended to every exchange and queue name (`SECKILL_AMQP_PREFIX`).
@@ -78,11 +78,11 @@ pub struct Settings {
     /// Shared secret of the payment center's callback signature (`SECKILL_PAY_SECRET`).
     pub pay_secret: SecretString,
     /// Folder with the console's `pkg/` bundle and public assets (`SECKILL_SITE_ROOT` or `LEPTOS_SITE_ROOT`).
-    pub(crate) site_root: PathBuf,
+    pub site_root: PathBuf,
     /// Lifetime of a console session, in seconds (`SECKILL_SESSION_TTL_S`).
-    pub(crate) session_ttl_s: i64,
+    pub session_ttl_s: i64,
     /// Mark session cookies `Secure`; turn on behind HTTPS (`SECKILL_SECURE_COOKIES`).
-    pub(crate) secure_cookies: bool,
+    pub secure_cookies: bool,
     /// Login attempts allowed per (username, client address) in one window
     /// (`SECKILL_LOGIN_ATTEMPTS`): past it that pair waits, the same user from elsewhere does not.
     pub login_attempts_per_window: u32,
@@ -95,9 +95,9 @@ pub struct Settings {
     #[serde(deserialize_with = "an_origin")]
     pub public_origin: Option<String>,
     /// Length of that window, in seconds (`SECKILL_LOGIN_WINDOW_S`).
-    pub(crate) login_window_s: u32,
+    pub login_window_s: u32,
     /// How long a readiness probe waits for each dependency, in milliseconds.
-    pub(crate) probe_timeout_ms: u64,
+    pub probe_timeout_ms: u64,
     /// Thresholds of the buy funnel; etcd's switches and limits override them live.
     pub buy: BuySettings,
     /// The RabbitMQ order pipeline and its workers.
@@ -143,7 +143,7 @@ pub struct PipelineSettings {
     /// Attempts at giving a cancelled order's stock back to Redis before counting a failure
     /// (`seckill_redis_giveback_failures_total`); the journal row then keeps
     /// `redis_restored_at` empty.
-    pub(crate) redis_giveback_attempts: u32,
+    pub redis_giveback_attempts: u32,
     /// Queues unused this long are deleted by the broker (`x-expires`). Unset in
     /// production; tests set it so their per-test queues go away.
     pub idle_queue_expiry_ms: Option<u64>,
@@ -229,7 +229,7 @@ impl Default for ReconcileSettings {
 #[serde(default, deny_unknown_fields)]
 pub struct PaymentSettings {
     /// Where the center posts its callbacks; unset: this instance's own `/api/pay/notify`.
-    pub(crate) notify_url: Option<String>,
+    pub notify_url: Option<String>,
     /// How long after a trade starts the center "receives the money" (or fails the trade).
     pub delay_ms: u64,
     /// How long after that the first callback goes out: a late callback, as when the
@@ -378,7 +378,7 @@ pub struct BuySettings {
     /// Buy requests in flight at once; the rest get 503 `OVERLOADED` at once (`SECKILL_BUY_MAX_IN_FLIGHT`).
     pub max_in_flight: usize,
     /// Local token bucket: buy requests per second this instance admits to Redis.
-    pub(crate) local_rate_per_s: u32,
+    pub local_rate_per_s: u32,
     /// Fixed-window length of the Redis rate limits, in seconds.
     pub rate_window_s: u32,
     /// Buy requests one buyer may send per item and window (`SECKILL_BUY_USER_RATE`).
@@ -394,22 +394,22 @@ pub struct BuySettings {
     /// Whether buys publish to RabbitMQ or only record (`SECKILL_ASYNC`, `mq`/`record`).
     pub async_mode: AsyncMode,
     /// Largest buy body accepted, in bytes.
-    pub(crate) max_body_bytes: usize,
+    pub max_body_bytes: usize,
     /// Activity items the Bloom filter is sized for, and its false-positive rate.
-    pub(crate) bloom_capacity: u64,
-    pub(crate) bloom_false_positive_rate: f64,
+    pub bloom_capacity: u64,
+    pub bloom_false_positive_rate: f64,
     /// How long this instance trusts its copy of an activity, in milliseconds.
     pub activity_cache_ms: u64,
     /// How long an id that passed the Bloom filter but does not exist is remembered.
-    pub(crate) null_cache_ms: u64,
+    pub null_cache_ms: u64,
     /// How long a local sold-out flag answers without asking Redis (stock can come back
     /// when unpaid orders are cancelled).
     pub sold_out_flag_ms: u64,
     /// Pre-orders written in one PostgreSQL transaction at most, and how long the first of
     /// a batch waits for company, in microseconds, at most: only while some admitted
     /// request may still bring a pre-order.
-    pub(crate) preorder_batch_max: usize,
-    pub(crate) preorder_batch_wait_us: u64,
+    pub preorder_batch_max: usize,
+    pub preorder_batch_wait_us: u64,
     /// Count the item, buyer and address of every request for hot-key detection
     /// (`SECKILL_HOTKEYS`, `on`/`off`); off, nothing is counted and nothing is detected,
     /// while keys published by hand still apply.
@@ -614,15 +614,15 @@ impl Settings {
         Ok(())
     }
 
-    pub(crate) fn probe_timeout(&self) -> Duration {
+    pub fn probe_timeout(&self) -> Duration {
         Duration::from_millis(self.probe_timeout_ms)
     }
 
-    pub(crate) fn redis_timeout(&self) -> Duration {
+    pub fn redis_timeout(&self) -> Duration {
         Duration::from_millis(self.redis_timeout_ms)
     }
 
-    pub(crate) fn redis_reconnect_interval(&self) -> Duration {
+    pub fn redis_reconnect_interval(&self) -> Duration {
         Duration::from_millis(self.redis_reconnect_ms)
     }
 }

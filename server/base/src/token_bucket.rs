@@ -3,18 +3,24 @@
 
 use std::{sync::Mutex, time::Instant};
 
-pub(crate) struct TokenBucket {
+pub struct TokenBucket {
     state: Mutex<(f64, Instant)>,
 }
 
+impl Default for TokenBucket {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl TokenBucket {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             state: Mutex::new((f64::INFINITY, Instant::now())),
         }
     }
 
-    pub(crate) fn try_take(&self, rate_per_s: u64) -> bool {
+    pub fn try_take(&self, rate_per_s: u64) -> bool {
         let rate = rate_per_s.max(1) as f64;
         let Ok(mut state) = self.state.lock() else {
             return false;

@@ -6,22 +6,22 @@
 use redis::Script;
 use std::{collections::HashMap, sync::LazyLock};
 
-use crate::infra::redis::RedisStore;
+use crate::redis::RedisStore;
 
 macro_rules! scripts {
     ($($(#[$doc:meta])* $static:ident => $file:literal),* $(,)?) => {
         $(
             $(#[$doc])*
-            pub(crate) static $static: LazyLock<Script> = LazyLock::new(|| {
+            pub static $static: LazyLock<Script> = LazyLock::new(|| {
                 Script::new(include_str!(concat!("../../../lua/", $file, ".lua")))
             });
         )*
 
         /// Every script's file name (without `.lua`), in the order above.
-        pub(crate) const NAMES: &[&str] = &[$($file),*];
+        pub const NAMES: &[&str] = &[$($file),*];
 
         /// Every script with its file name, in the order above.
-        pub(crate) fn all() -> Vec<(&'static str, &'static Script)> {
+        pub fn all() -> Vec<(&'static str, &'static Script)> {
             vec![$(($file, &*$static)),*]
         }
 
@@ -54,7 +54,7 @@ scripts! {
 }
 
 /// The script whose SHA-1 is `hash`, if it is one of ours.
-pub(crate) fn name_of(hash: &[u8]) -> Option<&'static str> {
+pub fn name_of(hash: &[u8]) -> Option<&'static str> {
     std::str::from_utf8(hash)
         .ok()
         .and_then(|hash| BY_HASH.get(hash).copied())
@@ -63,7 +63,7 @@ pub(crate) fn name_of(hash: &[u8]) -> Option<&'static str> {
 impl RedisStore {
     /// Loads every script (SCRIPT LOAD), so the first buys after a Redis restart or a
     /// SCRIPT FLUSH do not each pay a NOSCRIPT round trip and a body upload.
-    pub(crate) async fn load_scripts(&self) -> redis::RedisResult<()> {
+    pub async fn load_scripts(&self) -> redis::RedisResult<()> {
         let mut connection = self.connection();
         for (_, script) in all() {
             script.prepare_invoke().load_async(&mut connection).await?;
@@ -72,7 +72,7 @@ impl RedisStore {
     }
 
     /// The scripts Redis does not hold (SCRIPT EXISTS), by file name.
-    pub(crate) async fn missing_scripts(&self) -> redis::RedisResult<Vec<&'static str>> {
+    pub async fn missing_scripts(&self) -> redis::RedisResult<Vec<&'static str>> {
         let scripts = all();
         let hashes: Vec<&str> = scripts
             .iter()

@@ -36,7 +36,7 @@ pub struct AmqpLink {
 }
 
 impl AmqpLink {
-    pub(crate) fn new(url: SecretString) -> Self {
+    pub fn new(url: SecretString) -> Self {
         Self {
             url,
             slot: Arc::default(),
@@ -44,7 +44,7 @@ impl AmqpLink {
     }
 
     /// The open connection, connecting first if there is none or it has closed.
-    pub(crate) async fn connection(&self) -> Result<Arc<Connection>, lapin::Error> {
+    pub async fn connection(&self) -> Result<Arc<Connection>, lapin::Error> {
         let connecting = {
             let mut slot = self
                 .slot

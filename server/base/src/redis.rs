@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 
 use contract::SaleItem;
 
-use crate::infra::{config::Settings, lua, lua::FIXED_WINDOW, metrics::Metrics};
+use crate::{config::Settings, lua, lua::FIXED_WINDOW, metrics::Metrics};
 
 #[derive(Clone)]
 pub struct RedisStore {
@@ -108,7 +108,7 @@ const CLUSTER_RETRY_WAIT_MS: (u64, u64) = (10, 250);
 impl RedisStore {
     /// Connects once (failing at once if Redis, or every cluster node named, does not
     /// answer), then keeps the connection.
-    pub(crate) async fn connect(settings: &Settings, metrics: &Metrics) -> RedisResult<Self> {
+    pub async fn connect(settings: &Settings, metrics: &Metrics) -> RedisResult<Self> {
         let timeout = settings.redis_timeout();
         let (link, subscribers, cluster) = if settings.redis_cluster_nodes.is_empty() {
             let client = redis::Client::open(settings.redis_url.expose_secret())?;
@@ -173,7 +173,7 @@ impl RedisStore {
     /// A connection of its own for a pub/sub subscription, to the one Redis or to the first
     /// cluster node that answers (a message published on any node of a cluster reaches the
     /// subscribers of every node). Each attempt is bounded by the Redis timeout.
-    pub(crate) async fn subscription(&self) -> RedisResult<PubSub> {
+    pub async fn subscription(&self) -> RedisResult<PubSub> {
         let timeout = self.connection.timeout;
         let mut failure = None;
         for client in self.subscribers.iter() {
@@ -193,12 +193,12 @@ impl RedisStore {
 
     /// The full key for `rest`, under this deployment's prefix; `rest` may be a
     /// `format_args!`, written straight into the key.
-    pub(crate) fn key(&self, rest: impl std::fmt::Display) -> String {
+    pub fn key(&self, rest: impl std::fmt::Display) -> String {
         format!("{}{rest}", self.prefix)
     }
 
     /// Counter of failed-or-attempted logins for one subject (username or address).
-    pub(crate) fn login_attempts_key(&self, subject: &str) -> String {
+    pub fn login_attempts_key(&self, subject: &str) -> String {
         self.key(format_args!("login:{{{subject}}}"))
     }
 
@@ -249,34 +249,29 @@ impl RedisStore {
 
     /// One of an item's keys: every key of one item shares its hash tag, so one script can
     /// touch them all, on Redis Cluster too. Formatted in one go: a buy names ten of them.
-    pub(crate) fn item_key(&self, sale: SaleItem, rest: impl std::fmt::Display) -> String {
+    pub fn item_key(&self, sale: SaleItem, rest: impl std::fmt::Display) -> String {
         let (activity, item) = (sale.activity, sale.item);
         self.key(format_args!("{{a{activity}.i{item}}}:{rest}"))
     }
 
     /// The Bloom filter of every pre-warmed activity item.
-    pub(crate) fn bloom_key(&self) -> String {
+    pub fn bloom_key(&self) -> String {
         self.key("bloom:{items}")
     }
 
     /// The buyer's open human challenge, handed out and not answered yet.
-    pub(crate) fn challenge_key(&self, user_id: i64) -> String {
+    pub fn challenge_key(&self, user_id: i64) -> String {
         self.key(format_args!("challenge:{{{user_id}}}"))
     }
 
     /// Stores a request's final response for replay.
-    pub(crate) async fn store_response(
-        &self,
-        key: &str,
-        response: &[u8],
-        ttl_s: u64,
-    ) -> RedisResult<()> {
+    pub async fn store_response(&self, key: &str, response: &[u8], ttl_s: u64) -> RedisResult<()> {
         self.connection().set_ex(key, response, ttl_s).await
     }
 
     /// Sets each key to its value, all with one expiry, in one round trip. The keys share
     /// a hash tag (one cluster slot).
-    pub(crate) async fn store_responses(
+    pub async fn store_responses(
         &self,
         responses: &[(&str, &[u8])],
         ttl_s: u64,
@@ -289,12 +284,12 @@ impl RedisStore {
     }
 
     /// Reads and deletes a key in one step (GETDEL), for one-shot values.
-    pub(crate) async fn take_bytes(&self, key: &str) -> RedisResult<Option<Vec<u8>>> {
+    pub async fn take_bytes(&self, key: &str) -> RedisResult<Option<Vec<u8>>> {
         self.connection().get_del(key).await
     }
 
     /// Counts one hit in a fixed window and returns the hits so far (`lua/fixed_window.lua`).
-    pub(crate) async fn hit_fixed_window(&self, key: &str, window_s: u32) -> RedisResult<u64> {
+    pub async fn hit_fixed_window(&self, key: &str, window_s: u32) -> RedisResult<u64> {
         FIXED_WINDOW
             .key(key)
             .arg(window_s)
@@ -302,7 +297,7 @@ impl RedisStore {
             .await
     }
 
-    pub(crate) async fn delete(&self, key: &str) -> RedisResult<()> {
+    pub async fn delete(&self, key: &str) -> RedisResult<()> {
         self.connection().del(key).await
     }
 
@@ -315,7 +310,7 @@ impl RedisStore {
         self.connection().mget(keys).await
     }
 
-    pub(crate) async fn ping(&self) -> RedisResult<()> {
+    pub async fn ping(&self) -> RedisResult<()> {
         redis::cmd("PING").query_async(&mut self.connection()).await
     }
 }
@@ -414,7 +409,7 @@ impl RedisConnection {
     ) -> RedisResult<T> {
         // Sent or not, it is what the caller asked of Redis: a buy's path counts it.
         self.commands.inc_by(commands as u64);
-        crate::baselines::path::redis(commands);
+        crate::tally::redis(commands);
         let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(self.timeout, command)
             .await
@@ -533,7 +528,7 @@ async fn ping(link: &mut Link, timeout: Duration) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::infra::lua::BUY;
+    use crate::lua::BUY;
 
     #[test]
     fn a_call_is_named_by_its_script_or_its_command() {

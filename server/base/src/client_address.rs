@@ -17,17 +17,14 @@
 //! him a fresh window per request.
 
 use axum::{
-    extract::{ConnectInfo, FromRequestParts, State},
+    extract::ConnectInfo,
     http::{request::Parts, HeaderMap},
 };
 use serde::{Deserialize, Deserializer};
 use std::{
-    convert::Infallible,
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     str::FromStr,
 };
-
-use crate::state::AppState;
 
 /// One network of trusted proxies: an address and how many leading bits of it count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,34 +196,15 @@ pub fn counted(address: IpAddr) -> IpAddr {
 }
 
 /// The request's client as [`TrustedProxies::client`] resolves it, for handlers and the
-/// request's span. [`remember`] resolves it once per request, outermost, and keeps it in the
+/// request's span. The binary's HTTP layer resolves it once per request, outermost, and keeps it in the
 /// request's extensions; everything after reads it from there.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ClientAddress(pub(crate) IpAddr);
+pub struct ClientAddress(pub IpAddr);
 
-impl FromRequestParts<AppState> for ClientAddress {
-    type Rejection = Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Infallible> {
-        Ok(Self(resolve(&state.settings.trusted_proxies, parts)))
-    }
-}
-
-/// Middleware: resolves the client once and keeps it with the request.
-pub(crate) async fn remember(
-    State(state): State<AppState>,
-    request: axum::extract::Request,
-) -> axum::extract::Request {
-    let (mut parts, body) = request.into_parts();
-    let client = resolve(&state.settings.trusted_proxies, &parts);
-    parts.extensions.insert(ClientAddress(client));
-    axum::extract::Request::from_parts(parts, body)
-}
-
-/// The client of a request's head: as [`remember`] kept it, else resolved now; without a
+/// The client of a request's head: as the HTTP layer kept it, else resolved now; without a
 /// peer (a request made inside the process) the unspecified address, which no window or hot
 /// key of a real client shares.
-pub(crate) fn resolve(trusted: &TrustedProxies, parts: &Parts) -> IpAddr {
+pub fn resolve(trusted: &TrustedProxies, parts: &Parts) -> IpAddr {
     if let Some(ClientAddress(client)) = parts.extensions.get::<ClientAddress>() {
         return *client;
     }

@@ -6,7 +6,7 @@ use prometheus::HistogramVec;
 use std::{future::Future, sync::Arc, time::Duration};
 use tokio::sync::Mutex;
 
-use crate::infra::metrics::Metrics;
+use crate::metrics::Metrics;
 
 #[derive(Clone)]
 pub struct EtcdLink {
@@ -17,7 +17,7 @@ pub struct EtcdLink {
 
 /// The etcd calls the timings tell apart.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum EtcdCall {
+pub enum EtcdCall {
     /// A read (the switch board's, a watcher's full reload, the live instances).
     Get,
     /// A node report written under its lease.
@@ -40,7 +40,7 @@ impl EtcdCall {
 }
 
 impl EtcdLink {
-    pub(crate) fn new(endpoints: Vec<String>, metrics: &Metrics) -> Self {
+    pub fn new(endpoints: Vec<String>, metrics: &Metrics) -> Self {
         Self {
             endpoints: endpoints.into(),
             client: Arc::default(),
@@ -49,7 +49,7 @@ impl EtcdLink {
     }
 
     /// Runs one etcd call, timed into `seckill_dependency_call_duration_seconds`.
-    pub(crate) async fn timed<T>(
+    pub async fn timed<T>(
         &self,
         call: EtcdCall,
         request: impl Future<Output = Result<T, etcd_client::Error>>,
@@ -64,7 +64,7 @@ impl EtcdLink {
     }
 
     /// A connected client (clones share one channel), connecting first if needed.
-    pub(crate) async fn client(&self) -> Result<Client, etcd_client::Error> {
+    pub async fn client(&self) -> Result<Client, etcd_client::Error> {
         let mut slot = self.client.lock().await;
         if let Some(client) = slot.as_ref() {
             return Ok(client.clone());
@@ -78,7 +78,7 @@ impl EtcdLink {
     }
 
     /// Whether etcd answers now (a status call on the first endpoint that replies).
-    pub(crate) async fn probe(&self) -> Result<(), etcd_client::Error> {
+    pub async fn probe(&self) -> Result<(), etcd_client::Error> {
         let mut client = self.client().await?;
         client.status().await.map(|_| ())
     }

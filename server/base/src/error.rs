@@ -7,9 +7,10 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
+use contract::ConsoleError;
 use serde::Serialize;
 
-use crate::infra::quiet_log::quiet;
+use crate::quiet_log::quiet;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -44,15 +45,15 @@ pub enum ApiError {
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct ErrorBody<'a> {
+pub struct ErrorBody<'a> {
     /// What went wrong, for programs: e.g. `BAD_REQUEST`, `SOLD_OUT`.
-    pub(crate) code: &'a str,
+    pub code: &'a str,
     /// What went wrong, for people.
-    pub(crate) message: String,
+    pub message: String,
 }
 
 impl ApiError {
-    pub(crate) fn status(&self) -> StatusCode {
+    pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -68,7 +69,7 @@ impl ApiError {
         }
     }
 
-    pub(crate) fn code(&self) -> &'static str {
+    pub fn code(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "BAD_REQUEST",
             ApiError::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
@@ -127,14 +128,14 @@ impl IntoResponse for ApiError {
 /// retry; anything else the database says is a bug of ours.
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
-        database_error(crate::infra::db::is_outage(&error), error.into())
+        database_error(crate::db::is_outage(&error), error.into())
     }
 }
 
 /// The same, for an error several requests share (one read answering them all).
 impl From<std::sync::Arc<sqlx::Error>> for ApiError {
     fn from(error: std::sync::Arc<sqlx::Error>) -> Self {
-        database_error(crate::infra::db::is_outage(&error), error.into())
+        database_error(crate::db::is_outage(&error), error.into())
     }
 }
 
@@ -175,7 +176,46 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
     }
 }
 
-pub(crate) type ApiResult<T> = Result<T, ApiError>;
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A console server function refuses as the admin API would, with the same code.
+impl From<ApiError> for ConsoleError {
+    fn from(error: ApiError) -> Self {
+        match error {
+            ApiError::BadRequest(_)
+            | ApiError::Invalid { .. }
+            | ApiError::PayloadTooLarge
+            | ApiError::BadSignature => ConsoleError::Invalid {
+                code: error.code(),
+                message: error.to_string(),
+            },
+            ApiError::Conflict { code, message } => ConsoleError::Conflict { code, message },
+            ApiError::Unauthenticated => ConsoleError::Unauthenticated,
+            ApiError::Forbidden | ApiError::CrossSite => ConsoleError::Forbidden,
+            ApiError::NotFound(_) | ApiError::MethodNotAllowed => ConsoleError::NotFound,
+            ApiError::RateLimited { .. } => ConsoleError::RateLimited,
+            ApiError::Unavailable(cause) => {
+                quiet!(
+                    warn,
+                    "console.unavailable",
+                    error = format!("{cause:#}"),
+                    "console call found a store away"
+                );
+                // The outermost context names the store ("etcd", "RabbitMQ did not take ...").
+                ConsoleError::Unavailable(cause.to_string())
+            }
+            ApiError::Internal(cause) => {
+                quiet!(
+                    error,
+                    "console.internal",
+                    error = format!("{cause:#}"),
+                    "console call failed"
+                );
+                ConsoleError::Internal
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
