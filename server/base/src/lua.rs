@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn every_file_of_the_lua_folder_is_listed_and_found_by_its_hash() {
-        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../lua");
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../../lua");
         let mut files: Vec<String> = std::fs::read_dir(folder)
             .expect("lua/")
             .filter_map(|entry| {
