@@ -7,7 +7,7 @@
 //! `identity`, `dashboard` (the live figures the console draws), `hotkeys` (hot-key
 //! detection, its reactions and manual keys), `readiness` (the pre-sale go/no-go), `rehearsal` (a sale's load against a shadow copy, with the invariant check), `sale_page` (the static
 //! sale page: publish, serve, the button script), `admin` (the admin router, permissions, console backend, audit). `openapi` documents both APIs. What every capability stands on is the crate `base`
-//! (`server/base`); the HTTP plumbing beneath the routes is in `http`; `startup` and `state`
+//! (`server/base`); the HTTP plumbing beneath the routes is in `web`; `startup` and `state`
 //! put the pieces together.
 
 pub mod admin;
@@ -18,7 +18,6 @@ pub mod cli;
 pub mod control;
 pub(crate) mod dashboard;
 pub mod hotkeys;
-pub(crate) mod http;
 pub mod identity;
 pub mod openapi;
 pub mod orders;
@@ -31,3 +30,4 @@ pub mod retention;
 pub mod sale_page;
 pub mod startup;
 pub mod state;
+pub(crate) mod web;

@@ -9,7 +9,7 @@ use tower_http::{
     trace::{DefaultOnFailure, TraceLayer},
 };
 
-use crate::http::connections::{CappedListener, ConnectionGauges};
+use crate::web::connections::{CappedListener, ConnectionGauges};
 use crate::{
     admin, buy,
     buy::{
@@ -260,17 +260,20 @@ fn workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
 
 pub(crate) fn router(state: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(crate::http::health::healthz))
-        .route("/readyz", get(crate::http::health::readyz))
-        .route("/metrics", get(crate::http::http_metrics::render))
+        .route("/healthz", get(crate::web::health::healthz))
+        .route("/readyz", get(crate::web::health::readyz))
+        .route("/metrics", get(crate::web::http_metrics::render))
         .route("/api/openapi.json", get(crate::openapi::serve))
         .nest("/api", crate::openapi::buyer_routes().into_router())
         .nest("/admin/api", admin::routes::router())
         .merge(crate::sale_page::routes::router())
         .merge(admin::console::router(state.clone()))
-        .layer(middleware::from_fn_with_state(state.clone(), crate::http::slow_bodies::patience))
+        .layer(middleware::from_fn_with_state(
+            Duration::from_millis(state.settings.body_patience_ms),
+            base::slow_bodies::patience,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), admin::csrf::guard))
-        .layer(middleware::from_fn_with_state(state.clone(), crate::http::http_metrics::track))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::web::http_metrics::track))
         .layer(DefaultBodyLimit::max(MAX_JSON_BYTES))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         // The span carries the client's X-Request-ID when it is a valid one, else an id made
@@ -296,7 +299,7 @@ pub(crate) fn router(state: AppState) -> Router {
         // A 5xx is logged (rate-limited) where its cause is known; one line per failed
         // response here would let a storm fill the disk.
         .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)))
-        .layer(middleware::map_request_with_state(state.clone(), crate::http::client_address::remember))
+        .layer(middleware::map_request_with_state(state.clone(), crate::web::client_address::remember))
         .with_state(state)
 }
 

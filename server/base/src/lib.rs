@@ -5,7 +5,7 @@
 //! process, the call tally a buy's store calls are counted in, the API error every route
 //! answers with, the route table routers and the OpenAPI document are built from, who a
 //! request comes from (behind trusted proxies), the clock rules read, the fault points tests
-//! crash a process at, percentiles, the paging window of admin listings, the rate limit on
+//! crash a process at, percentiles, the paging window of admin listings, the patience with slow request bodies, the rate limit on
 //! warning lines and the token bucket of local rate limits.
 //!
 //! The lowest storey of the server: it depends on the contract alone, and Cargo keeps it
@@ -26,6 +26,7 @@ pub mod percentiles;
 pub mod quiet_log;
 pub mod redis;
 pub mod route_table;
+pub mod slow_bodies;
 pub mod tally;
 pub mod telemetry;
 pub mod token_bucket;

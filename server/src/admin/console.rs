@@ -30,7 +30,6 @@ use leptos::server_fn::ServerFn;
 use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
 use std::sync::Arc;
 
-use crate::http::slow_bodies;
 use crate::{
     admin::authorize,
     catalog::service as catalog,
@@ -43,6 +42,7 @@ use crate::{
     rehearsal::service as rehearsal,
     state::AppState,
 };
+use base::slow_bodies;
 use base::{client_address, error::ApiError};
 
 /// The console's view of the platform.

@@ -16,7 +16,7 @@
 //! behind: only a success is stored (an hour) and replayed byte for byte; a request refused
 //! after its claim frees its request id again.
 //!
-//! The client's address is the one `infra::client_address` resolves (behind trusted proxies,
+//! The client's address is the one `base::client_address` resolves (behind trusted proxies,
 //! the forwarded client), counted by its /64 when it is IPv6, in the windows and hot keys.
 //! Hot keys (`hotkeys`): once the buyer token is checked, the request's item, buyer and
 //! address are handed to the hot-key counter without waiting, and a buyer or address under a
@@ -47,7 +47,6 @@ use tokio::sync::Semaphore;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::http::slow_bodies;
 use crate::{
     buy::{
         activity_cache::{CachedActivity, CachedItem, Catalogue, LookupError},
@@ -71,6 +70,7 @@ use crate::{
     reconcile::settle::{self, Deduction},
     rehearsal::copies,
 };
+use base::slow_bodies;
 use base::{
     client_address,
     config::{AsyncMode, BuySettings, DeductionMode},
@@ -604,7 +604,7 @@ impl Funnel {
 
     /// Step 2 begins: the body, read only now that the request holds a place in flight, no
     /// more of it than `max_body_bytes`; the router's patience with slow bodies
-    /// (`infra::slow_bodies`) ends one that does not arrive in time, and its place is freed
+    /// (`base::slow_bodies`) ends one that does not arrive in time, and its place is freed
     /// with the answer.
     async fn read_body(&self, body: Body) -> Passed<Bytes> {
         axum::body::to_bytes(body, self.settings.max_body_bytes)

@@ -5,7 +5,8 @@
 //! likes, and on the buy route a place in flight too. A few thousand such senders, signed in
 //! or not (a login's body is read before anyone is known), would shut the sale out.
 //!
-//! So every request body is given `body_patience_ms` from the moment it is found not to
+//! So every request body is given `body_patience_ms` (the state this middleware is built
+//! with) from the moment it is found not to
 //! have come whole with the head; past that it ends in an error, which the route answers
 //! 400 `BAD_REQUEST`, and the connection is closed with it. A body that came with its head
 //! (nearly all of them) arms no timer: the storm pays a wrapper, not a clock.
@@ -25,18 +26,16 @@ use std::{
 };
 use tokio::time::Sleep;
 
-use crate::state::AppState;
-
 /// What a refusal of such a body says.
-pub(crate) const TOO_SLOW: &str = "the request body did not arrive in time";
+pub const TOO_SLOW: &str = "the request body did not arrive in time";
 
 /// Why a body ended before its sender finished it.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", TOO_SLOW)]
-pub(crate) struct TooSlow;
+pub struct TooSlow;
 
 /// Whether `error`, or one of its causes, is a body that did not arrive in time.
-pub(crate) fn too_slow(error: &(dyn std::error::Error + 'static)) -> bool {
+pub fn too_slow(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(error);
     while let Some(error) = cause {
         if error.is::<TooSlow>() {
@@ -49,15 +48,10 @@ pub(crate) fn too_slow(error: &(dyn std::error::Error + 'static)) -> bool {
 
 /// Gives the request's body `body_patience_ms` once it is found waiting for its sender. A
 /// request without a body (a health check, a page) is passed on as it is.
-pub(crate) async fn patience(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub async fn patience(State(patience): State<Duration>, request: Request, next: Next) -> Response {
     if request.body().is_end_stream() {
         return next.run(request).await;
     }
-    let patience = Duration::from_millis(state.settings.body_patience_ms);
     next.run(request.map(|body| Body::new(Patient::new(body, patience))))
         .await
 }
