@@ -1,6 +1,8 @@
 //! Numbered pages of the admin listings (orders, dead letters, audit): page 1 is the newest,
 //! a page number that cannot be a page is refused before any query runs, and a listing
 //! fetches one row more than a page to know whether another page exists without counting.
+//! And the filter the short listings (reconciliation runs, rehearsals, baselines) take
+//! instead of pages.
 
 /// A checked page request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +40,16 @@ impl PageWindow {
         fetched.truncate(per_page);
         (fetched, has_more)
     }
+}
+
+/// `?activity_id=`: only this activity's rows, else every activity's.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ByActivity {
+    /// Only this activity's rows.
+    #[serde(default)]
+    pub activity_id: Option<i64>,
 }
 
 #[cfg(test)]

@@ -10,24 +10,14 @@ use axum::{
     Json,
 };
 use contract::{Actor, BaselineRun, MarkBaseline, Source};
-use serde::Deserialize;
 
 use crate::{admin::routes::AdminRoutes, baselines::runs, state::AppState};
-use base::error::ApiResult;
-
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-struct RunsQuery {
-    /// Only this activity's runs.
-    #[serde(default)]
-    activity_id: Option<i64>,
-}
+use base::{error::ApiResult, paging::ByActivity};
 
 async fn list(
     State(state): State<AppState>,
     actor: Actor,
-    query: Result<Query<RunsQuery>, QueryRejection>,
+    query: Result<Query<ByActivity>, QueryRejection>,
 ) -> ApiResult<Json<Vec<BaselineRun>>> {
     crate::admin::authorize(&actor, contract::Permission::WatchOperations)?;
     let Query(query) = query?;

@@ -12,10 +12,9 @@ use axum::{
 use contract::{
     ActivityLedger, Actor, ReconciliationRun, RunSummary, Source, StartReconciliation, StartedRun,
 };
-use serde::Deserialize;
 
 use crate::{admin::routes::AdminRoutes, reconcile::service, state::AppState};
-use base::error::ApiResult;
+use base::{error::ApiResult, paging::ByActivity};
 
 async fn start(
     State(state): State<AppState>,
@@ -29,17 +28,10 @@ async fn start(
     Ok((StatusCode::ACCEPTED, Json(started)))
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-struct RunsQuery {
-    activity_id: Option<i64>,
-}
-
 async fn list(
     State(state): State<AppState>,
     actor: Actor,
-    query: Result<Query<RunsQuery>, QueryRejection>,
+    query: Result<Query<ByActivity>, QueryRejection>,
 ) -> ApiResult<Json<Vec<RunSummary>>> {
     let Query(query) = query?;
     Ok(Json(

@@ -10,10 +10,9 @@ use axum::{
     Json,
 };
 use contract::{Actor, Rehearsal, Source, StartRehearsal, StartedRehearsal};
-use serde::Deserialize;
 
 use crate::{admin::routes::AdminRoutes, rehearsal::service, state::AppState};
-use base::error::ApiResult;
+use base::{error::ApiResult, paging::ByActivity};
 
 async fn start(
     State(state): State<AppState>,
@@ -29,17 +28,10 @@ async fn start(
     Ok((StatusCode::ACCEPTED, Json(started)))
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-struct RehearsalsQuery {
-    activity_id: Option<i64>,
-}
-
 async fn list(
     State(state): State<AppState>,
     actor: Actor,
-    query: Result<Query<RehearsalsQuery>, QueryRejection>,
+    query: Result<Query<ByActivity>, QueryRejection>,
 ) -> ApiResult<Json<Vec<Rehearsal>>> {
     let Query(query) = query?;
     Ok(Json(
