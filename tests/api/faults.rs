@@ -4,8 +4,8 @@
 //! every 200 with its order, every Redis deduction either in an order or given back, every
 //! pre-order completed by the pipeline, and, with more buyers than units, nothing lost: the
 //! whole stock sold. Each test breaks a private instance (or a proxy) of its own, never the
-//! shared service, and prints its row of the README's reliability table (run with
-//! `--nocapture` to read them).
+//! shared service, and prints its row of the table in docs/invariants.md, "A service broken
+//! mid-storm" (run with `--nocapture` to read them).
 //!
 //! The pay timeout has its own fault: the leader instance (a `seckill serve` process)
 //! SIGKILLed while its scan closes expired orders; the other instance takes the lease over
