@@ -43,11 +43,16 @@ export async function flip(page, { path, value, reason, input = 'mouse' }) {
   if ((await field.inputValue()) !== value) throw new StepError(`the value typed reads ${await field.inputValue()}, not ${value}`);
   const confirmation = await textOf(page, `${ROW} label.confirm`);
   if (!confirmation.includes(`to ${value}`)) throw new StepError(`the confirmation does not name the change: ${confirmation}`);
-  // The browser itself refuses the form until the flip is confirmed.
+  // The browser itself refuses the form until the flip is confirmed: no server call leaves.
+  let calls = 0;
+  const count = (request) => {
+    if (request.method() === 'POST' && new URL(request.url()).pathname.startsWith('/console/fn/flip_switch')) calls += 1;
+  };
+  page.on('request', count);
   if (input === 'keyboard') await page.keyboard.press('Enter');
   else await step('submit without confirming', () => row.locator('button[type=submit]').click());
   await page.waitForTimeout(1_000);
-  if ((await page.locator('#flip-progress').count()) > 0) throw new StepError('the flip went through without its confirmation');
+  if (calls > 0) throw new StepError('the flip went through without its confirmation');
   if (input === 'keyboard') {
     // The refused form hands the focus to the box it wants checked.
     const at = await focused(page);
@@ -62,11 +67,20 @@ export async function flip(page, { path, value, reason, input = 'mouse' }) {
     });
   }
   try {
-    await page.waitForSelector('#flip-progress[data-state="complete"]', { timeout: STEP_TIMEOUT_MS });
+    await page.waitForFunction(
+      (key) => {
+        const panel = document.querySelector('#flip-progress[data-state="complete"]');
+        return panel?.querySelector('strong .mono')?.textContent === key;
+      },
+      path,
+      { timeout: STEP_TIMEOUT_MS },
+    );
   } catch {
     const shown = (await textOf(page, '#flip-progress')) || (await textOf(page, '[role=alert], .error'));
     throw new StepError(`${path} was not reported applied by every instance${shown ? ` (page says: ${shown})` : ''}`);
   }
+  page.off('request', count);
+  if (calls !== 1) throw new StepError(`the confirmed flip made ${calls} flip calls, not 1`);
   const total = await page.locator('#flip-progress li').count();
   // The banner has spoken; the row's figure must agree within a couple of the page's beats.
   try {
