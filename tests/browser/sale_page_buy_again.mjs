@@ -10,7 +10,7 @@
 // it and sees it paid. Says `paid` and waits for `go` on stdin (the test shortens the pay time
 // of the orders to come). Buys a second unit (a new order), then tries a third: refused, the
 // limit reached, in words. The second order is left unpaid: at its pay deadline the page shows
-// it cancelled, and a new try makes a third order. With `keyboard`, every button is reached
+// it cancelled (and the limit's refusal goes), and a new try makes a third order. With `keyboard`, every button is reached
 // with Tab alone (with a visible focus ring) and pressed with Enter or Space: no click.
 // Prints `first=ID`, `second=ID`, `third=ID` and `request_ids=N` (the distinct X-Request-IDs
 // of the buy requests). The browser's errors are watched (harness.mjs). Exit codes as there.
@@ -23,7 +23,11 @@ const [base, activityId, token, input, shots] = scenarioArgs(
 );
 if (!['mouse', 'keyboard'].includes(input)) throw new Error(`input must be mouse or keyboard, not ${input}`);
 const shot = async (page, name) => {
-  if (shots) await page.screenshot({ path: `${shots}/buyer-${input}-${name}.png`, fullPage: true });
+  if (!shots) return;
+  for (const size of [{ width: 1366, height: 900 }, { width: 390, height: 844 }]) {
+    await page.setViewportSize(size);
+    await page.screenshot({ path: `${shots}/buyer-${input}-${name}-${size.width}.png`, fullPage: true });
+  }
 };
 const words = stdinWords();
 
@@ -96,6 +100,8 @@ await runScenario(async (page) => {
     page.waitForSelector(`#order[data-order="${second}"][data-status="CANCELLED"]`, { timeout: 40_000 }),
   );
   if (await page.isVisible('#pay')) throw new StepError('the cancelled order still offers to pay');
+  const stale = await textOf(page, '#message');
+  if (stale) throw new StepError(`the page still says "${stale}" once the unpaid order gave its unit back`);
   await shot(page, '4-cancelled');
   await lit('after the cancellation');
   await press('#buy', 'Enter');

@@ -450,6 +450,8 @@
       el.pay.hidden = true;
       el.amount.textContent = '';
       showOrder(orderId, ORDER_WORDS[order.status], order.status);
+      // A refusal at the limit no longer holds once this order gave its unit back.
+      if (['ALREADY_PURCHASED', 'LIMIT_EXCEEDED'].includes(el.message.dataset.code)) say('', '');
       settled();
       return;
     }
