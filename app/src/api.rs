@@ -187,9 +187,13 @@ pub async fn save_item(
     merchant_id: Option<i64>,
 ) -> Result<i64, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
-    // The admin API takes whole cents; an amount that is no price is the same bad input.
-    let price_cents = contract::parse_cents(&price)
-        .map_err(|message| session::refuse(crate::backend::ConsoleError::bad_request(message)))?;
+    // The admin API takes whole cents; an amount that is no price is the same bad input,
+    // named by the form's label.
+    let price_cents = contract::parse_cents(&price).map_err(|message| {
+        session::refuse(crate::backend::ConsoleError::bad_request(format!(
+            "Price (yuan): {message}"
+        )))
+    })?;
     let input = contract::ItemInput {
         name,
         description,

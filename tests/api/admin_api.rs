@@ -208,6 +208,64 @@ async fn no_or_bad_credentials_get_401() {
     assert_eq!(app.count("items").await, 0);
 }
 
+/// A refusal of a form's input names the field by the console form's label (prices in
+/// yuan), never by its JSON name: the merchant who reads it typed into the form.
+#[tokio::test]
+async fn refusals_name_fields_by_the_forms_labels_and_prices_in_yuan() {
+    let app = spawn_app().await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let item_id = create_item(&app, &merchant, "Phone").await;
+    let (status, body) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&merchant),
+            &json!({ "name": "x", "price_cents": -1 }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["message"],
+        "Price (yuan) must be between 0.00 and 100000000.00"
+    );
+    type Breaker = fn(&mut Value, Value);
+    let cases: [(&str, Breaker); 6] = [
+        ("Ends must be after Starts", |a, _| {
+            a["ends_at"] = a["starts_at"].clone()
+        }),
+        ("Title must not be empty", |a, _| a["title"] = json!(" ")),
+        (
+            "Pay within (s) must be between 10 and 86400 seconds",
+            |a, _| a["pay_timeout_s"] = json!(1),
+        ),
+        ("Item 1, Stock must be between 1 and 10000000", |a, _| {
+            a["items"][0]["stock"] = json!(0)
+        }),
+        ("Item 1, Limit / user must not exceed its Stock", |a, _| {
+            a["items"][0]["per_user_limit"] = json!(101)
+        }),
+        (
+            "Item 2, Sale price (yuan) must be between 0.00 and 100000000.00",
+            |a, other| {
+                a["items"].as_array_mut().expect("items").push(
+                    json!({ "item_id": other, "stock": 5, "per_user_limit": 1, "price_cents": -5 }),
+                )
+            },
+        ),
+    ];
+    let other = create_item(&app, &merchant, "Case").await;
+    for (said, break_it) in cases {
+        let mut body = activity_body(item_id, 10);
+        break_it(&mut body, json!(other));
+        let (status, refusal) = create_activity(&app, &merchant, &body).await;
+        assert_eq!(status, 400, "{said}: {refusal}");
+        assert_eq!(refusal["code"], "BAD_REQUEST", "{refusal}");
+        assert_eq!(refusal["message"], said, "{refusal}");
+    }
+    assert_eq!(app.count("activities").await, 0);
+}
+
 #[tokio::test]
 async fn malformed_bodies_get_400_with_a_code_and_change_nothing() {
     let app = spawn_app().await;

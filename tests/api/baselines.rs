@@ -752,6 +752,13 @@ async fn an_activity_without_a_baseline_of_its_own_is_held_against_its_kind_s() 
         .console_page(&format!("/baselines?activity_id={last_week}"), &session)
         .await;
     assert!(page.contains("data-kind-baseline=\"standard\""), "{page}");
+    // The run's times as every console time: a `<time>` the browser shows in the viewer's zone.
+    for time in [&listed[0].started_at, &listed[0].ended_at] {
+        assert!(
+            page.contains(&format!(r#"<time datetime="{time}""#)),
+            "{time} not in a time cell: {page}"
+        );
+    }
 
     // Today's sale has no baseline of its own: its rehearsal is held against the kind's.
     let rehearsal: i64 = sqlx::query_scalar(

@@ -1,14 +1,16 @@
 //! The hydrated console in a real browser: Debian's headless Chromium, driven by
-//! playwright-core (`tests/browser/`), logs in and creates an item; an operator flips a
-//! switch on the switch board and watches it applied; an operator starts a repair run on the
-//! reconciliation page and follows it to its findings; SRE watches the live dashboard lose its
-//! stream (a proxy cut) and reconnect, and follows a storm of `seckill-load` on it; every role
-//! visits every page of the console it may use, at a desktop's and a phone's width, with the
-//! browser's errors watched; the switch board says what each key does; an edit of a
-//! published activity asks for a republish; an ended session signs in again and comes back.
+//! playwright-core (`tests/browser/`), as each role lives in it, with the browser's errors
+//! watched in every scenario: a merchant in Shanghai creates an item and an activity (its
+//! times typed in the viewer's zone), publishes, edits and republishes; ops pre-warms,
+//! rehearses, reads readiness, flips a switch, sets a hot-key rule and repairs lost stock, and
+//! flips a switch with the keyboard alone; SRE watches the live dashboard lose its stream (a
+//! proxy cut) and reconnect, and follows a storm of `seckill-load` on it, then reads the audit;
+//! every role visits every page of the console it may use, at a desktop's and a phone's
+//! width; the switch board says what each key does; an ended session signs in again and
+//! comes back.
 
 use crate::support::{
-    app::{json, spawn_app, spawn_app_with},
+    app::{json, spawn_app, spawn_app_with, TestApp},
     fixtures::{buy_body, open_for_sale, open_sale, shop, storm_settings},
     proxy::{target_of, through, Proxy},
 };
@@ -69,18 +71,24 @@ pub(crate) async fn finish_scenario(child: tokio::process::Child, said: &[String
     );
 }
 
+/// The merchant's flow, as a merchant in Shanghai: item → activity (its times typed in the
+/// viewer's zone) → publish → edit → republish.
 #[tokio::test]
-async fn a_merchant_logs_in_and_creates_an_item_in_the_hydrated_console() {
+async fn a_merchant_in_shanghai_creates_an_item_and_an_activity_publishes_edits_and_republishes() {
     let app = spawn_app().await;
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let item_name = format!("Browser item {}", &merchant.username[9..]);
-    run_scenario(
-        "console_login_create_item.mjs",
+    // Two days ahead, to the minute (a `datetime-local` input has no seconds).
+    let starts_at_ms = (chrono::Utc::now().timestamp_millis() / 60_000 + 2 * 24 * 60) * 60_000;
+    let said = run_scenario(
+        "console_merchant_flow.mjs",
         vec![
             app.address.clone(),
             merchant.username.clone(),
             merchant.password.clone(),
             item_name.clone(),
+            starts_at_ms.to_string(),
+            shots(),
         ],
     )
     .await;
@@ -93,6 +101,31 @@ async fn a_merchant_logs_in_and_creates_an_item_in_the_hydrated_console() {
     .expect("the item the browser created");
     assert_eq!(price, 1250);
     assert_eq!(merchant_name, "acme");
+    let activity: i64 = said
+        .lines()
+        .find_map(|line| line.strip_prefix("activity="))
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("no activity in {said}"));
+    // The times typed as Shanghai's wall clock are the intended instants.
+    let (starts_at, ends_at): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) =
+        sqlx::query_as("SELECT starts_at, ends_at FROM activities WHERE id = $1")
+            .bind(activity)
+            .fetch_one(&app.db)
+            .await
+            .expect("the activity the browser created");
+    assert_eq!(starts_at.timestamp_millis(), starts_at_ms);
+    assert_eq!(ends_at.timestamp_millis(), starts_at_ms + 3_600_000);
+    // The sale page buyers get is the republished one, at the edited price.
+    let html = app
+        .client
+        .get(format!("{}/sale/{activity}/", app.address))
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("page text");
+    assert!(html.contains("99.00"), "{html}");
 }
 
 #[tokio::test]
@@ -115,10 +148,10 @@ async fn a_merchant_who_types_a_bad_price_reads_why_in_the_item_form() {
 }
 
 #[tokio::test]
-async fn ops_flips_a_switch_with_a_reason_and_sees_it_applied_in_the_hydrated_console() {
+async fn ops_flips_a_switch_with_the_keyboard_alone() {
     let app = spawn_app().await;
     let ops = app.caller(Role::Ops, None).await;
-    let reason = format!("browser drill {}", &ops.username[4..]);
+    let reason = format!("keyboard drill {}", &ops.username[4..]);
     run_scenario(
         "console_flip_switch.mjs",
         vec![
@@ -126,21 +159,17 @@ async fn ops_flips_a_switch_with_a_reason_and_sees_it_applied_in_the_hydrated_co
             ops.username.clone(),
             ops.password.clone(),
             reason.clone(),
+            "keyboard".to_owned(),
         ],
     )
     .await;
     // One flip only (the unconfirmed submit never reached the server), audited as the console's.
-    let flips: Vec<(String, String, Option<String>, String, String)> = sqlx::query_as(
-        "SELECT actor, source, old_value, new_value, reason FROM switch_audit ORDER BY id",
-    )
-    .fetch_all(&app.db)
-    .await
-    .expect("switch audit");
     assert_eq!(
-        flips,
+        switch_flips(&app).await,
         [(
             ops.username.clone(),
             "console".into(),
+            "switches/entry".into(),
             None,
             "closed".into(),
             reason
@@ -149,71 +178,112 @@ async fn ops_flips_a_switch_with_a_reason_and_sees_it_applied_in_the_hydrated_co
     assert!(!app.state.switches.current().entry_open);
 }
 
+/// Every flip in the switch audit, oldest first: who, from where, the key, old, new, why.
+async fn switch_flips(
+    app: &TestApp,
+) -> Vec<(String, String, String, Option<String>, String, String)> {
+    sqlx::query_as(
+        "SELECT actor, source, path, old_value, new_value, reason FROM switch_audit ORDER BY id",
+    )
+    .fetch_all(&app.db)
+    .await
+    .expect("switch audit")
+}
+
+/// The operator's flow in the console: pre-warm → rehearsal → readiness → flip → hot-key
+/// rule → reconciliation, each step audited as the console's.
 #[tokio::test]
-async fn ops_sets_a_hot_key_rule_from_its_row_and_sees_it_applied_in_the_hydrated_console() {
-    let app = spawn_app().await;
+async fn ops_prewarms_rehearses_reads_readiness_flips_sets_a_hot_key_rule_and_repairs() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    // Without the leader's pass, which would repair the lost stock before the operator.
+    let app = spawn_app_with(|settings| settings.reconcile.interval_ms = 0).await;
+    let shop = shop(&app, "acme", "Ops flow").await;
+    let activity = shop.sale.activity_id;
     let ops = app.caller(Role::Ops, None).await;
-    let reason = format!("rule drill {}", &ops.username[4..]);
+    let reason = format!("ops drill {}", &ops.username[4..]);
     let rule = r#"{"threshold_per_s":50,"action":"watch","hold_s":10}"#;
-    run_scenario(
-        "console_set_hotkey_rule.mjs",
+    let mut child = start_scenario(
+        "console_ops_flow.mjs",
         vec![
             app.address.clone(),
             ops.username.clone(),
             ops.password.clone(),
+            activity.to_string(),
             reason.clone(),
             rule.to_owned(),
+            shots(),
         ],
+    );
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut said = Vec::new();
+    while let Some(line) = lines.next_line().await.expect("the scenario's output") {
+        if line == "break" {
+            // The sale opens, and the item's stock key goes, as in a Redis restart without
+            // persistence.
+            sqlx::query(
+                "UPDATE activities SET starts_at = now() - interval '1 minute' WHERE id = $1",
+            )
+            .bind(activity)
+            .execute(&app.db)
+            .await
+            .expect("open the sale");
+            let key = app
+                .state
+                .redis
+                .stock_key(contract::SaleItem::new(activity, shop.sale.item_id));
+            let _: i64 = redis::cmd("DEL")
+                .arg(&key)
+                .query_async(&mut app.state.redis.connection())
+                .await
+                .expect("del");
+            stdin.write_all(b"go\n").await.expect("tell the scenario");
+        }
+        said.push(line);
+    }
+    finish_scenario(child, &said).await;
+
+    let (source, sqlx::types::Json(detail)): (String, sqlx::types::Json<serde_json::Value>) = sqlx::query_as(
+        "SELECT source, detail FROM ops_audit WHERE action = 'activity.prewarm' AND target = $1",
     )
-    .await;
-    let (path, value): (String, String) =
-        sqlx::query_as("SELECT path, new_value FROM switch_audit ORDER BY id DESC LIMIT 1")
+    .bind(format!("activity:{activity}"))
+    .fetch_one(&app.db)
+    .await
+    .expect("the pre-warm audited");
+    assert_eq!(
+        (source.as_str(), &detail["outcome"]),
+        ("console", &serde_json::json!("loaded"))
+    );
+    let (rehearsal_source, rehearsal_reason): (String, String) =
+        sqlx::query_as("SELECT source, reason FROM rehearsals WHERE activity_id = $1")
+            .bind(activity)
             .fetch_one(&app.db)
             .await
-            .expect("switch audit");
-    assert_eq!(path, "rules/hotkeys/item");
-    let stored: serde_json::Value = serde_json::from_str(&value).expect("a JSON rule");
+            .expect("one rehearsal");
+    assert_eq!(
+        (rehearsal_source.as_str(), rehearsal_reason.as_str()),
+        ("console", reason.as_str())
+    );
+    let flips = switch_flips(&app).await;
+    assert_eq!(
+        flips
+            .iter()
+            .map(|(actor, source, path, _, _, why)| (actor, source.as_str(), path.as_str(), why))
+            .collect::<Vec<_>>(),
+        [
+            (&ops.username, "console", "switches/entry", &reason),
+            (&ops.username, "console", "rules/hotkeys/item", &reason),
+        ]
+    );
+    let stored: serde_json::Value = serde_json::from_str(&flips[1].4).expect("a JSON rule");
     assert_eq!(
         stored,
         serde_json::from_str::<serde_json::Value>(rule).expect("rule")
     );
-}
-
-#[tokio::test]
-async fn ops_starts_a_repair_run_in_the_hydrated_console_and_follows_it_to_its_findings() {
-    // Without the leader's pass, which would repair the lost stock before the operator.
-    let app = spawn_app_with(|settings| settings.reconcile.interval_ms = 0).await;
-    let shop = shop(&app, "acme", "Browser repair").await;
-    let ops = app.caller(Role::Ops, None).await;
-    open_for_sale(&app, &shop, &ops).await;
-    // The item's stock key goes, as in a Redis restart without persistence.
-    let key = app.state.redis.stock_key(contract::SaleItem::new(
-        shop.sale.activity_id,
-        shop.sale.item_id,
-    ));
-    let _: i64 = redis::cmd("DEL")
-        .arg(&key)
-        .query_async(&mut app.state.redis.connection())
-        .await
-        .expect("del");
-    let reason = format!("browser repair {}", &ops.username[4..]);
-    run_scenario(
-        "console_reconcile.mjs",
-        vec![
-            app.address.clone(),
-            ops.username.clone(),
-            ops.password.clone(),
-            shop.sale.activity_id.to_string(),
-            reason.clone(),
-        ],
-    )
-    .await;
     let (status, runs) = json(
         app.get(
-            &format!(
-                "/admin/api/reconciliations?activity_id={}",
-                shop.sale.activity_id
-            ),
+            &format!("/admin/api/reconciliations?activity_id={activity}"),
             Some(&ops),
         )
         .await,
@@ -255,7 +325,7 @@ async fn sre_watches_the_dashboard_lose_its_stream_and_reconnect_in_the_hydrated
 }
 
 #[tokio::test]
-async fn sre_follows_a_storm_on_the_dashboard_and_it_agrees_with_the_metrics() {
+async fn sre_follows_a_storm_on_the_dashboard_agreeing_with_the_metrics_then_reads_the_audit() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     const STOCK: i64 = 150;
@@ -445,51 +515,6 @@ async fn as_ops(script: &str) {
 #[tokio::test]
 async fn the_switch_board_says_what_each_key_does_and_its_forms_fit_the_page() {
     as_ops("console_switch_board_plain.mjs").await;
-}
-
-#[tokio::test]
-async fn an_edit_of_a_published_activity_says_saved_and_asks_for_a_republish() {
-    let app = spawn_app().await;
-    let shop = shop(&app, "acme", "Republish").await;
-    let activity = shop.sale.activity_id;
-    let (status, page) = json(
-        app.post_json(
-            &format!("/admin/api/activities/{activity}/publish"),
-            Some(&shop.merchant),
-            &serde_json::json!({}),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (status, &page["version"]),
-        (200, &serde_json::json!(1)),
-        "{page}"
-    );
-    run_scenario(
-        "console_republish_hint.mjs",
-        vec![
-            app.address.clone(),
-            shop.merchant.username.clone(),
-            shop.merchant.password.clone(),
-            activity.to_string(),
-            "Republish item".to_owned(),
-            "9.90".to_owned(),
-            shots(),
-        ],
-    )
-    .await;
-    // The sale page buyers get is the republished one, at the edited price.
-    let html = app
-        .client
-        .get(format!("{}/sale/{activity}/", app.address))
-        .send()
-        .await
-        .expect("page")
-        .text()
-        .await
-        .expect("page text");
-    assert!(html.contains("99.00"), "{html}");
 }
 
 #[tokio::test]

@@ -2,7 +2,9 @@
 //! hashed assets with their cache headers and entity tags, versions, the button script by
 //! the server's clock, bad input, and another instance serving what one published. In
 //! Chromium (`tests/browser/sale_page_*.mjs`): a visitor's clock an hour off does not light
-//! the button early or late, the buyer's whole flow from the countdown to paid, refusals in
+//! the button early or late, the buyer's whole flow from the countdown to paid, the flow with
+//! a limit of two (to the limit, an unpaid order timed out, a new try), by mouse and by the
+//! keyboard alone, refusals in
 //! words, a buy that timed out retried as the same order, the page without its API, and an
 //! order the pipeline holds said calmly to be in preparation, a page published before its
 //! pre-warm saying the sale is not open yet (never that the shop cannot be reached), and a
@@ -376,9 +378,19 @@ async fn the_console_publishes_from_the_activity_page() {
 /// A merchant's activity of one item, pre-warmed, starting `seconds` from now, its page
 /// published; the sale and its start (ms since the epoch).
 async fn opening_soon(app: &TestApp, seconds: i64, stock: i64) -> (Sale, i64) {
+    opening_soon_limited(app, seconds, stock, 1).await
+}
+
+/// [`opening_soon`] where one buyer may buy `per_user_limit` units.
+async fn opening_soon_limited(
+    app: &TestApp,
+    seconds: i64,
+    stock: i64,
+    per_user_limit: i64,
+) -> (Sale, i64) {
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
-    let sale = upcoming_activity(app, &merchant, &Listing::storm(stock, 1, &[])).await;
+    let sale = upcoming_activity(app, &merchant, &Listing::storm(stock, per_user_limit, &[])).await;
     prewarm(app, &ops, &sale).await;
     let starts_at = chrono::Utc::now() + chrono::Duration::seconds(seconds);
     sqlx::query("UPDATE activities SET starts_at = $2 WHERE id = $1")
@@ -506,34 +518,71 @@ async fn a_buyer_goes_from_the_countdown_to_paid_with_one_request_and_a_reload_b
     );
 }
 
-#[tokio::test]
-async fn a_buyer_with_a_limit_of_two_buys_a_second_unit_after_the_first_is_ready_to_pay() {
+/// The buyer's whole flow with a per-user limit of two, by `input` (`mouse` or `keyboard`):
+/// countdown → buy → pay → buy to the limit (a third unit refused) → the unpaid second
+/// order times out → a new try makes a third order.
+async fn buyer_flow_to_the_limit_and_again(input: &str, buyer: i64) {
     let app = spawn_app().await;
-    let shop = open_page_limited(&app, 10, 2).await;
-    const BUYER: i64 = 505;
-    let said = buyer_scenario(
-        &app,
+    let (sale, _) = opening_soon_limited(&app, 12, 10, 2).await;
+    let child = start_scenario(
         "sale_page_buy_again.mjs",
-        shop.sale.activity_id,
-        BUYER,
-        &[],
-    )
+        vec![
+            app.address.clone(),
+            sale.activity_id.to_string(),
+            token(&app, buyer),
+            input.to_owned(),
+            shots(),
+        ],
+    );
+    // Once the first order is paid, the orders to come have 20 s to be paid: more than the
+    // 10 s a click blocks the button, so the refused third try still finds the second unpaid.
+    let said = when_said(child, "paid", "go", || async {
+        sqlx::query("UPDATE activities SET pay_timeout_s = 20 WHERE id = $1")
+            .bind(sale.activity_id)
+            .execute(&app.db)
+            .await
+            .expect("shorten the time to pay");
+    })
     .await;
-    let (first, second) = (said_value(&said, "first"), said_value(&said, "second"));
-    assert!(first.is_some() && first != second, "{said:?}");
+    let shown = |key: &str| {
+        said_value(&said, key)
+            .unwrap_or_else(|| panic!("no {key} in {said:?}"))
+            .to_owned()
+    };
+    // The limit reached, in the page's words for either refusal the script may give.
+    assert!(
+        [
+            "You already hold as many as one buyer may.",
+            "That many would take you past the limit per buyer."
+        ]
+        .contains(&shown("refused").as_str()),
+        "{said:?}"
+    );
     assert_eq!(
         said_value(&said, "request_ids"),
-        Some("2"),
+        Some("4"),
         "a new id per click: {said:?}"
     );
-    let mut orders = orders_of(&app, BUYER, "status").await;
+    let mut orders = orders_of(&app, buyer, "status").await;
     orders.sort();
-    let mut shown = vec![
-        (first.expect("first").to_owned(), "UNPAID".to_owned()),
-        (second.expect("second").to_owned(), "UNPAID".to_owned()),
+    let mut expected = vec![
+        (shown("first"), "PAID".to_owned()),
+        (shown("second"), "CANCELLED".to_owned()),
+        (shown("third"), "UNPAID".to_owned()),
     ];
-    shown.sort();
-    assert_eq!(orders, shown);
+    expected.sort();
+    assert_eq!(orders, expected);
+}
+
+#[tokio::test]
+async fn a_buyer_counts_down_buys_to_the_limit_pays_and_buys_again_after_an_unpaid_order_times_out()
+{
+    buyer_flow_to_the_limit_and_again("mouse", 505).await;
+}
+
+#[tokio::test]
+async fn a_buyer_does_the_whole_flow_with_the_keyboard_alone() {
+    buyer_flow_to_the_limit_and_again("keyboard", 506).await;
 }
 
 /// Follows a started scenario to its end: when it says `cue`, the test does `act` and then

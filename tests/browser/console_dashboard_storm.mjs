@@ -10,11 +10,13 @@
 // one line to stdin: "deduction=<passed> admission=<passed> stock=<units>". The page must come
 // to show exactly those: the deduction and admission stages' passed counts summed over its
 // window, and the Redis stock of the item, with a stock line drawn. It prints what it read.
-// With SECKILL_SCREENSHOT_DIR set, it also saves a screenshot of the page there.
+// With SECKILL_SCREENSHOT_DIR set, it also saves a screenshot of the page there. Then, as SRE
+// does after a storm, it opens the audit log, keeps the operator actions mentioning the
+// activity, and must find its pre-warm (who loaded the stock the storm sold) in words.
 // Exit codes as in harness.mjs: 0 ok, 1 failure, 2 bad usage.
 
 import { createInterface } from 'node:readline';
-import { STEP_TIMEOUT_MS, StepError, login, openHydrated, runScenario, scenarioArgs, textOf } from './harness.mjs';
+import { STEP_TIMEOUT_MS, StepError, login, openHydrated, runScenario, scenarioArgs, step, textOf } from './harness.mjs';
 
 const [baseArg, username, password, itemKey, total] = scenarioArgs(
   'node console_dashboard_storm.mjs BASE_URL USERNAME PASSWORD ITEM_KEY TOTAL',
@@ -81,5 +83,20 @@ await runScenario(async (page) => {
   if (process.env.SECKILL_SCREENSHOT_DIR) {
     await page.screenshot({ path: `${process.env.SECKILL_SCREENSHOT_DIR}/dashboard-after-storm.png`, fullPage: true });
   }
-  console.log(`ok: ${username} saw ${JSON.stringify(seen)}`);
+
+  await openHydrated(page, base, '/audit');
+  const activity = itemKey.split('-')[0];
+  await step('keep the operator actions about the activity', async () => {
+    await page.selectOption('#audit-filters select', 'ops');
+    await page.fill('#audit-filters input[type=search]', `activity:${activity}`);
+  });
+  const prewarm = `#audit-list tbody tr[data-kind="ops"]:visible:has-text("activity.prewarm")`;
+  try {
+    await page.locator(prewarm).first().waitFor({ timeout: STEP_TIMEOUT_MS });
+  } catch {
+    throw new StepError(`the audit does not show the activity's pre-warm: ${await textOf(page, '#audit-list')}`);
+  }
+  const audited = await textOf(page, prewarm);
+  if (!audited.includes('outcome: loaded')) throw new StepError(`the pre-warm's row reads: ${audited}`);
+  console.log(`ok: ${username} saw ${JSON.stringify(seen)}; audited: ${audited}`);
 }, 120_000);

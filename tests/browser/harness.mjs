@@ -117,6 +117,33 @@ export async function login(page, base, username, password) {
   }
 }
 
+/**
+ * Moves the focus with Tab alone, as a keyboard user does, until `selector` has it (at most
+ * `most` presses); fails naming where the focus went when it never gets there, or when the
+ * element holds the focus without a visible ring (no outline, no shadow). Returns the presses.
+ */
+export async function tabTo(page, selector, most = 60) {
+  const trail = [];
+  for (let presses = 1; presses <= most; presses += 1) {
+    await page.keyboard.press('Tab');
+    const at = await page.evaluate((wanted) => {
+      const el = document.activeElement;
+      if (!el || el === document.body) return { name: '(page)' };
+      const name = `${el.tagName.toLowerCase()}${el.id ? `#${el.id}` : ''}${el.name ? `[name=${el.name}]` : ''}`;
+      if (!el.matches(wanted)) return { name };
+      const style = getComputedStyle(el);
+      const outline = style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) > 0;
+      return { name, there: true, ring: outline || style.boxShadow !== 'none', style: `${style.outlineStyle} ${style.outlineWidth}` };
+    }, selector);
+    trail.push(at.name);
+    if (at.there) {
+      if (!at.ring) throw new StepError(`${selector} has the focus without a visible ring (outline ${at.style})`);
+      return presses;
+    }
+  }
+  throw new StepError(`${selector} never got the focus in ${most} presses of Tab; it went ${trail.join(' → ')}`);
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -124,8 +151,10 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * exits: 0 when the scenario resolves, 1 (with the page's messages) when it throws or takes
  * longer than `overallMs`. `watch.faults` lists, as they come, the page's uncaught errors
  * (a wasm panic among them) and its console errors, for a scenario that must see none.
+ * `contextOptions` go to the browser context (e.g. `{ timezoneId: 'Asia/Shanghai' }` for a
+ * viewer outside UTC).
  */
-export async function runScenario(scenario, overallMs = 60_000) {
+export async function runScenario(scenario, overallMs = 60_000, contextOptions = {}) {
   const events = [];
   const watch = { faults: [] };
   let browser = null;
@@ -149,7 +178,7 @@ export async function runScenario(scenario, overallMs = 60_000) {
       ],
     });
     browser = await step(`launch ${executablePath}`, () => launching);
-    const context = await browser.newContext();
+    const context = await browser.newContext(contextOptions);
     context.setDefaultTimeout(STEP_TIMEOUT_MS);
     const page = await context.newPage();
     page.on('console', (msg) => {
@@ -167,6 +196,12 @@ export async function runScenario(scenario, overallMs = 60_000) {
       if (res.status() >= 400) events.push(`[http ${res.status()}] ${res.request().method()} ${res.url()}`);
     });
     await scenario(page, watch);
+    // The browser's own error log, watched in every scenario: an uncaught error or a panic
+    // fails it. A refused request (a 4xx a scenario provokes, a cut connection) is not one.
+    const faults = watch.faults.filter((fault) => !fault.includes('Failed to load resource'));
+    if (faults.length > 0) {
+      throw new StepError(`${faults.length} error(s) in the browser:\n  ${faults.join('\n  ')}`);
+    }
   })();
   const overall = new Promise((_, reject) => {
     timer = setTimeout(

@@ -3,9 +3,9 @@
 //! needs hydration.
 
 use super::{
-    error_box, listing, my_role, now_ms,
+    error_box, from_viewer_wall_clock, listing, my_role, now_ms,
     reconciliation::{ledger_resource, Ledger},
-    time_cell,
+    time_cell, viewer_wall_clock,
 };
 use crate::api::{
     get_activity, list_activities, list_items, PrewarmActivity, PublishSalePage, SaveActivity,
@@ -28,10 +28,19 @@ fn time_for_input(time: DateTime<Utc>) -> String {
     time.format(INPUT_TIME_FORMAT).to_string()
 }
 
-fn time_from_input(text: &str, field: &str) -> Result<DateTime<Utc>, String> {
-    NaiveDateTime::parse_from_str(text, INPUT_TIME_FORMAT)
-        .map(|naive| naive.and_utc())
-        .map_err(|_| format!("{field}: pick a date and time"))
+/// The instant a time field's text names: the viewer's wall clock once the form is `local`,
+/// UTC as the server rendered it before.
+fn input_instant(text: &str, local: bool) -> Option<DateTime<Utc>> {
+    let wall = NaiveDateTime::parse_from_str(text, INPUT_TIME_FORMAT).ok()?;
+    if local {
+        from_viewer_wall_clock(wall)
+    } else {
+        Some(wall.and_utc())
+    }
+}
+
+fn time_from_input(text: &str, local: bool, field: &str) -> Result<DateTime<Utc>, String> {
+    input_instant(text, local).ok_or_else(|| format!("{field}: pick a date and time"))
 }
 
 #[component]
@@ -427,6 +436,9 @@ struct ActivityFields {
     pay_timeout: RwSignal<String>,
     seats: RwSignal<String>,
     items: ItemRows,
+    /// The time fields hold the viewer's wall clock (true once the page is live) or UTC (as
+    /// the server rendered them).
+    local: RwSignal<bool>,
     /// Not shown in the form: sent back as it came.
     merchant_id: Option<i64>,
 }
@@ -451,17 +463,35 @@ impl ActivityFields {
             ),
             seats: RwSignal::new(initial.map(|a| a.seats.join(" ")).unwrap_or_default()),
             items: ItemRows::new(initial.map_or(&[], |a| &a.items)),
+            local: RwSignal::new(false),
             merchant_id: initial.and_then(|a| a.merchant_id),
         }
+    }
+
+    /// Once the page is live: the times the server rendered in UTC become the viewer's wall
+    /// clock, which is what a `datetime-local` input means to the person typing into it.
+    fn go_local(self) {
+        for field in [self.starts_at, self.ends_at] {
+            if let Some(time) = input_instant(&field.get_untracked(), false) {
+                field.set(
+                    viewer_wall_clock(time)
+                        .0
+                        .format(INPUT_TIME_FORMAT)
+                        .to_string(),
+                );
+            }
+        }
+        self.local.set(true);
     }
 
     /// What the save sends, or the first field that does not parse, items first.
     fn to_input(self) -> Result<ActivityInput, String> {
         let items = self.items.to_inputs()?;
+        let local = self.local.get_untracked();
         Ok(ActivityInput {
             title: self.title.get_untracked(),
-            starts_at: time_from_input(&self.starts_at.get_untracked(), "Starts (UTC)")?,
-            ends_at: time_from_input(&self.ends_at.get_untracked(), "Ends (UTC)")?,
+            starts_at: time_from_input(&self.starts_at.get_untracked(), local, "Starts")?,
+            ends_at: time_from_input(&self.ends_at.get_untracked(), local, "Ends")?,
             kind: self.kind.get_untracked(),
             pay_timeout_s: self
                 .pay_timeout
@@ -493,6 +523,8 @@ fn ActivityForm(
     catalogue: Vec<Item>,
 ) -> impl IntoView {
     let fields = ActivityFields::new(initial.as_ref());
+    // Effects run in the browser only, after hydration.
+    Effect::new(move |_| fields.go_local());
     let local_error = RwSignal::new(None::<String>);
     let on_submit = move |event: leptos::ev::SubmitEvent| {
         event.prevent_default();
@@ -513,13 +545,14 @@ fn ActivityForm(
         pay_timeout,
         seats,
         items,
+        local,
         ..
     } = fields;
 
     view! {
         <form class="card" id="activity-form" on:submit=on_submit>
             <label>"Title" <input type="text" name="title" required maxlength="200" bind:value=title/></label>
-            <ScheduleFields starts_at ends_at pay_timeout kind/>
+            <ScheduleFields starts_at ends_at local pay_timeout kind/>
             <ItemsFieldset items catalogue/>
             <SeatsField kind seats/>
             <button type="submit" disabled=move || save.pending().get()>"Save activity"</button>
@@ -547,18 +580,46 @@ fn open_when_saved(save: ServerAction<SaveActivity>) {
 fn ScheduleFields(
     starts_at: RwSignal<String>,
     ends_at: RwSignal<String>,
+    local: RwSignal<bool>,
     pay_timeout: RwSignal<String>,
     kind: RwSignal<ActivityKind>,
 ) -> AnyView {
     view! {
         <div class="row">
-            <label>"Starts (UTC)" <input type="datetime-local" name="starts_at" required bind:value=starts_at/></label>
-            <label>"Ends (UTC)" <input type="datetime-local" name="ends_at" required bind:value=ends_at/></label>
+            <ZonedTimeField label="Starts" name="starts_at" text=starts_at local/>
+            <ZonedTimeField label="Ends" name="ends_at" text=ends_at local/>
             <label>"Pay within (s)" <input type="number" name="pay_timeout_s" min="30" bind:value=pay_timeout/></label>
             <KindSelect kind/>
         </div>
     }
     .into_any()
+}
+
+/// A time typed in the viewer's zone (named in the label), with the UTC instant it names
+/// beside it; UTC alone as the server renders it, before the page is live.
+#[component]
+fn ZonedTimeField(
+    label: &'static str,
+    name: &'static str,
+    text: RwSignal<String>,
+    local: RwSignal<bool>,
+) -> impl IntoView {
+    let instant = move || input_instant(&text.get(), local.get());
+    let caption = move || match (local.get(), instant()) {
+        (true, Some(time)) => format!("{label} (your time, {})", viewer_wall_clock(time).1),
+        (true, None) => format!("{label} (your time)"),
+        (false, _) => format!("{label} (UTC)"),
+    };
+    let utc = move || {
+        instant()
+            .filter(|_| local.get())
+            .map(|time| format!("= {} UTC", time.format("%Y-%m-%d %H:%M")))
+    };
+    view! {
+        <label>{caption} <input type="datetime-local" name=name required bind:value=text/>
+            <small class="utc-beside" id=format!("{name}-utc")>{utc}</small>
+        </label>
+    }
 }
 
 #[component]

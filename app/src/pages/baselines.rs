@@ -5,7 +5,7 @@
 //! it gets the last column. Ops and admin mark a run as the activity's baseline, or as the
 //! baseline of every activity of its kind, with a reason the server audits.
 
-use super::{activity_picker, chosen_activity, error_box};
+use super::{activity_picker, chosen_activity, error_box, stamp_cell};
 use crate::api::{list_activities, list_baselines, whoami, MarkBaseline};
 use contract::{
     ActivityBaselines, ActivityKind, BaselineRun, BaselineScope, PathFigures, Permission,
@@ -92,6 +92,13 @@ fn row(label: String, cells: Vec<AnyView>) -> impl IntoView {
 fn text_cells(runs: &[BaselineRun], cell: impl Fn(&BaselineRun) -> String) -> Vec<AnyView> {
     runs.iter()
         .map(|run| view! { <td>{cell(run)}</td> }.into_any())
+        .collect()
+}
+
+/// A time of each run as every console time shows (the viewer's zone, UTC beside).
+fn time_cells(runs: &[BaselineRun], time: impl Fn(&BaselineRun) -> &str) -> Vec<AnyView> {
+    runs.iter()
+        .map(|run| view! { <td>{stamp_cell(time(run))}</td> }.into_any())
         .collect()
 }
 
@@ -183,16 +190,8 @@ fn runs_view(
         })
         .collect_view();
     let mut rows: Vec<AnyView> = vec![
-        row(
-            "Started (UTC)".into(),
-            text_cells(&runs, |run| run.started_at.clone()),
-        )
-        .into_any(),
-        row(
-            "Ended (UTC)".into(),
-            text_cells(&runs, |run| run.ended_at.clone()),
-        )
-        .into_any(),
+        row("Started".into(), time_cells(&runs, |run| &run.started_at)).into_any(),
+        row("Ended".into(), time_cells(&runs, |run| &run.ended_at)).into_any(),
         row(
             "Buy requests".into(),
             text_cells(&runs, |run| endpoint(run).requests.to_string()),

@@ -162,6 +162,56 @@ fn viewer_offset_min(ms: i64) -> i32 {
     -(js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(ms as f64)).get_timezone_offset() as i32)
 }
 
+/// The viewer's offset from UTC at `time`, in minutes east: 0 in the server's rendering,
+/// which knows no viewer's zone.
+fn offset_at(time: chrono::DateTime<chrono::Utc>) -> i32 {
+    #[cfg(feature = "hydrate")]
+    {
+        viewer_offset_min(time.timestamp_millis())
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = time;
+        0
+    }
+}
+
+/// The viewer's wall-clock time at `time` (what a `datetime-local` input shows), and the
+/// zone's name ("UTC+8"). UTC in the server's rendering.
+pub fn viewer_wall_clock(time: chrono::DateTime<chrono::Utc>) -> (chrono::NaiveDateTime, String) {
+    let offset = offset_at(time);
+    let wall = time.naive_utc() + chrono::Duration::minutes(i64::from(offset));
+    (wall, in_zone(time, offset).1)
+}
+
+/// The instant the viewer's wall-clock time `wall` names, by the browser's rules for its zone
+/// (summer time included); `wall` read as UTC in the server's rendering.
+pub fn from_viewer_wall_clock(
+    wall: chrono::NaiveDateTime,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    #[cfg(feature = "hydrate")]
+    {
+        use chrono::{Datelike, Timelike};
+        let ms = js_sys::Date::new_with_year_month_day_hr_min_sec(
+            u32::try_from(wall.year()).ok()?,
+            wall.month0() as i32,
+            wall.day() as i32,
+            wall.hour() as i32,
+            wall.minute() as i32,
+            wall.second() as i32,
+        )
+        .get_time();
+        if ms.is_nan() {
+            return None;
+        }
+        chrono::DateTime::from_timestamp_millis(ms as i64)
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        Some(wall.and_utc())
+    }
+}
+
 /// `time` in the zone `offset_min` minutes east of UTC, to the minute, and the zone's name.
 fn in_zone(time: chrono::DateTime<chrono::Utc>, offset_min: i32) -> (String, String) {
     let zone = chrono::FixedOffset::east_opt(offset_min * 60)
@@ -189,20 +239,7 @@ fn in_zone(time: chrono::DateTime<chrono::Utc>, offset_min: i32) -> (String, Str
 pub fn time_cell(time: chrono::DateTime<chrono::Utc>) -> impl IntoView {
     let live = RwSignal::new(false);
     Effect::new(move |_| live.set(true));
-    let text = move || {
-        #[cfg(feature = "hydrate")]
-        let offset = if live.get() {
-            viewer_offset_min(time.timestamp_millis())
-        } else {
-            0
-        };
-        #[cfg(not(feature = "hydrate"))]
-        let offset = {
-            live.track();
-            0
-        };
-        zoned_text(time, offset)
-    };
+    let text = move || zoned_text(time, if live.get() { offset_at(time) } else { 0 });
     view! {
         <time class="when" datetime=time.to_rfc3339() title=format!("{} UTC", when(time))>{text}</time>
     }

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use contract::{ActivityInput, ActivityKind, ItemInput};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Upper bounds that keep one request from allocating the world.
 pub(crate) const MAX_NAME_LEN: usize = 200;
@@ -16,7 +16,9 @@ pub(crate) const MAX_SEATS: usize = 100_000;
 pub(crate) const PAY_TIMEOUT_RANGE_S: std::ops::RangeInclusive<i64> = 10..=86_400;
 
 /// A rule the input breaks, worded for the person who typed it, with the code programs
-/// read (`BAD_REQUEST` unless the rule has a code of its own).
+/// read (`BAD_REQUEST` unless the rule has a code of its own). The words name each field by
+/// the console form's label ("Sale price (yuan)", "Ends"), not by its JSON name: the merchant
+/// reading them typed into the form; a program reads the code.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub(crate) struct Invalid {
@@ -47,24 +49,26 @@ fn check_text(field: &str, value: &str, max: usize, required: bool) -> Result<()
     Ok(())
 }
 
+/// Prices are typed in yuan, so the bounds are told in yuan too.
 fn check_price(field: &str, cents: i64) -> Result<(), Invalid> {
     if !(0..=MAX_PRICE_CENTS).contains(&cents) {
         return Err(invalid(format!(
-            "{field} must be between 0 and {MAX_PRICE_CENTS} cents"
+            "{field} must be between 0.00 and {}",
+            contract::format_cents(MAX_PRICE_CENTS)
         )));
     }
     Ok(())
 }
 
 pub(crate) fn validate_item(input: &ItemInput) -> Result<(), Invalid> {
-    check_text("name", &input.name, MAX_NAME_LEN, true)?;
+    check_text("Name", &input.name, MAX_NAME_LEN, true)?;
     check_text(
-        "description",
+        "Description",
         &input.description,
         MAX_DESCRIPTION_LEN,
         false,
     )?;
-    check_price("price_cents", input.price_cents)
+    check_price("Price (yuan)", input.price_cents)
 }
 
 /// A seat code as printed on a ticket: letters, digits and dashes, at most 16.
@@ -75,59 +79,60 @@ pub(crate) fn valid_seat_code(code: &str) -> bool {
 /// An activity as it may be written `now`: an activity entirely in the past could sell
 /// nothing, yet it would be offered a pre-warm and a sale page.
 pub(crate) fn validate_activity(input: &ActivityInput, now: DateTime<Utc>) -> Result<(), Invalid> {
-    check_text("title", &input.title, MAX_NAME_LEN, true)?;
+    check_text("Title", &input.title, MAX_NAME_LEN, true)?;
     if input.ends_at <= input.starts_at {
-        return Err(invalid("ends_at must be after starts_at"));
+        return Err(invalid("Ends must be after Starts"));
     }
     if input.ends_at <= now {
         return Err(Invalid {
             code: "ENDS_IN_THE_PAST",
-            message: "ends_at must be in the future: this activity would be over already".into(),
+            message: "Ends must be in the future: this activity would be over already".into(),
         });
     }
     if !PAY_TIMEOUT_RANGE_S.contains(&input.pay_timeout_s) {
         return Err(invalid(format!(
-            "pay_timeout_s must be between {} and {}",
+            "Pay within (s) must be between {} and {} seconds",
             PAY_TIMEOUT_RANGE_S.start(),
             PAY_TIMEOUT_RANGE_S.end()
         )));
     }
     if input.items.is_empty() {
-        return Err(invalid("an activity needs at least one item"));
+        return Err(invalid("Items: an activity needs at least one item"));
     }
     if input.items.len() > MAX_ITEMS_PER_ACTIVITY {
         return Err(invalid(format!(
-            "at most {MAX_ITEMS_PER_ACTIVITY} items per activity"
+            "Items: at most {MAX_ITEMS_PER_ACTIVITY} per activity"
         )));
     }
-    let mut seen = HashSet::new();
-    for item in &input.items {
-        if !seen.insert(item.item_id) {
-            return Err(invalid(format!("item {} is listed twice", item.item_id)));
+    // Rows are named as the form numbers them, from 1.
+    let mut seen = HashMap::new();
+    for (index, item) in input.items.iter().enumerate() {
+        let row = index + 1;
+        if let Some(first) = seen.insert(item.item_id, row) {
+            return Err(invalid(format!(
+                "Item {row} is the same item as Item {first}: list each item once"
+            )));
         }
         if !(1..=MAX_STOCK).contains(&item.stock) {
             return Err(invalid(format!(
-                "stock of item {} must be between 1 and {MAX_STOCK}",
-                item.item_id
+                "Item {row}, Stock must be between 1 and {MAX_STOCK}"
             )));
         }
         if !(1..=MAX_PER_USER_LIMIT).contains(&item.per_user_limit) {
             return Err(invalid(format!(
-                "per_user_limit of item {} must be between 1 and {MAX_PER_USER_LIMIT}",
-                item.item_id
+                "Item {row}, Limit / user must be between 1 and {MAX_PER_USER_LIMIT}"
             )));
         }
         if item.per_user_limit > item.stock {
             return Err(invalid(format!(
-                "per_user_limit of item {} exceeds its stock",
-                item.item_id
+                "Item {row}, Limit / user must not exceed its Stock"
             )));
         }
-        check_price("price_cents", item.price_cents)?;
+        check_price(&format!("Item {row}, Sale price (yuan)"), item.price_cents)?;
     }
     match input.kind {
         ActivityKind::Standard if !input.seats.is_empty() => {
-            Err(invalid("only seated activities take seats"))
+            Err(invalid("Seats: only a seated activity takes seats"))
         }
         ActivityKind::Standard => Ok(()),
         ActivityKind::Seated => validate_seats(input),
@@ -138,29 +143,29 @@ pub(crate) fn validate_activity(input: &ActivityInput, now: DateTime<Utc>) -> Re
 fn validate_seats(input: &ActivityInput) -> Result<(), Invalid> {
     if input.items.len() != 1 {
         return Err(invalid(
-            "a seated activity sells exactly one item (the ticket)",
+            "Items: a seated activity sells exactly one item (the ticket)",
         ));
     }
     if input.seats.is_empty() || input.seats.len() > MAX_SEATS {
         return Err(invalid(format!(
-            "a seated activity needs between 1 and {MAX_SEATS} seats"
+            "Seats: a seated activity needs between 1 and {MAX_SEATS} seats"
         )));
     }
     let mut seen = HashSet::new();
     for seat in &input.seats {
         if !valid_seat_code(seat) {
             return Err(invalid(format!(
-                "seat code `{seat}` must be 1-16 letters, digits or dashes"
+                "Seats: `{seat}` must be 1-16 letters, digits or dashes"
             )));
         }
         if !seen.insert(seat.as_str()) {
-            return Err(invalid(format!("seat {seat} is listed twice")));
+            return Err(invalid(format!("Seats: {seat} is listed twice")));
         }
     }
     let stock = input.items[0].stock;
     if usize::try_from(stock).ok() != Some(input.seats.len()) {
         return Err(invalid(format!(
-            "the ticket's stock ({stock}) must equal the number of seats ({})",
+            "Item 1, Stock ({stock}) must equal the number of Seats ({})",
             input.seats.len()
         )));
     }

@@ -409,6 +409,7 @@
           : `Amount: ${money(order.amount_cents)}`;
         el.pay.hidden = false;
         settled();
+        if (order.pay_deadline_ms) watchDeadline(orderId, order.pay_deadline_ms);
         return;
       }
       if (ORDER_WORDS[state]) {
@@ -429,6 +430,30 @@
         recheckNow = resolve;
         setTimeout(resolve, pause);
       });
+    }
+  }
+
+  // An unpaid order on display is read again once its time to pay is over, by the server's
+  // clock: the shop cancels it then and gives its unit back, so the buyer sees it cancelled
+  // rather than a pay button that no longer works, and may try again.
+  const FINAL = ['PAID', 'CANCELLED', 'FAILED', 'REFUND_PENDING'];
+  async function watchDeadline(orderId, deadlineMs) {
+    for (;;) {
+      const now = serverNow();
+      await sleep(now === null ? 2000 : Math.min(Math.max(deadlineMs - now, 0) + 1000, 30000));
+      if (shown !== orderId || FINAL.includes(el.order.dataset.status)) return;
+      const later = serverNow();
+      if (later === null || later < deadlineMs || el.order.dataset.status === 'PAYING') continue;
+      const order = await readOrder(orderId);
+      if (shown !== orderId || !order || !FINAL.includes(order.status)) continue;
+      if (FINAL.includes(el.order.dataset.status)) return;
+      el.pay.hidden = true;
+      el.amount.textContent = '';
+      showOrder(orderId, ORDER_WORDS[order.status], order.status);
+      // A refusal at the limit no longer holds once this order gave its unit back.
+      if (['ALREADY_PURCHASED', 'LIMIT_EXCEEDED'].includes(el.message.dataset.code)) say('', '');
+      settled();
+      return;
     }
   }
 
