@@ -130,7 +130,7 @@ impl RedisStore {
             .key(self.pending_key(sale))
             .key(self.fence_key(sale))
             .key(self.seats_key(sale))
-            .key(self.holders_version_key(sale))
+            .key(self.holders_log_key(sale))
             .arg(steps.letters())
             .arg(in_flight_marker(call.order))
             .arg(IN_FLIGHT_MS)

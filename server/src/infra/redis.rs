@@ -229,10 +229,11 @@ impl RedisStore {
         self.item_key(sale, "pending")
     }
 
-    /// A number every Redis deduction of the item moves (`lua/buy.lua`): an instance that
-    /// refuses the item from memory reads its buyer records whole only when it moved.
-    pub fn holders_version_key(&self, sale: SaleItem) -> String {
-        self.item_key(sale, "holders_version")
+    /// List every Redis deduction of the item appends its buyer and order id to
+    /// (`lua/buy.lua`): an instance that refuses the item from memory reads only the entries
+    /// appended since it last read, not the buyer records whole.
+    pub fn holders_log_key(&self, sale: SaleItem) -> String {
+        self.item_key(sale, "holders")
     }
 
     /// Present while a reconciliation run holds the item: no deduction runs then.
