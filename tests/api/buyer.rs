@@ -1256,13 +1256,13 @@ async fn a_holder_with_fresh_request_ids_meets_his_window_before_postgresql() {
 /// more deduction costs the next refresh one entry; and with the log lost (Redis's data),
 /// the records are read whole again.
 #[tokio::test]
-async fn a_holder_set_is_read_whole_again_only_when_the_item_gained_holders() {
+async fn a_holder_set_reads_only_the_holders_gained_since_it_last_read() {
     for deduction in [DeductionMode::Redis, DeductionMode::Db] {
-        holder_set_read_again_only_on_a_new_holder(deduction).await;
+        holder_set_reads_only_new_holders(deduction).await;
     }
 }
 
-async fn holder_set_read_again_only_on_a_new_holder(deduction: DeductionMode) {
+async fn holder_set_reads_only_new_holders(deduction: DeductionMode) {
     let app = spawn_app_with(|settings| {
         storm_settings(settings);
         settings.buy.deduction = deduction;
