@@ -527,21 +527,6 @@ CREATE SEQUENCE public.baseline_runs_id_seq
 ALTER SEQUENCE public.baseline_runs_id_seq OWNED BY public.baseline_runs.id;
 
 --
--- Name: buyer_holdings; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.buyer_holdings (
-    activity_id bigint NOT NULL,
-    item_id bigint NOT NULL,
-    user_id bigint NOT NULL,
-    units integer NOT NULL,
-    per_user_limit integer NOT NULL,
-    gained bigint,
-    CONSTRAINT buyer_holdings_check CHECK ((units <= per_user_limit)),
-    CONSTRAINT buyer_holdings_units_check CHECK ((units >= 0))
-);
-
---
 -- Name: buyer_holdings_gains; Type: SEQUENCE; Schema: public; Owner: -
 --
 
@@ -551,6 +536,21 @@ CREATE SEQUENCE public.buyer_holdings_gains
     NO MINVALUE
     NO MAXVALUE
     CACHE 1;
+
+--
+-- Name: buyer_holdings; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.buyer_holdings (
+    activity_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    user_id bigint NOT NULL,
+    units integer NOT NULL,
+    per_user_limit integer NOT NULL,
+    gained bigint DEFAULT nextval('public.buyer_holdings_gains'::regclass),
+    CONSTRAINT buyer_holdings_check CHECK ((units <= per_user_limit)),
+    CONSTRAINT buyer_holdings_units_check CHECK ((units >= 0))
+);
 
 --
 -- Name: dead_letters; Type: TABLE; Schema: public; Owner: -
@@ -1588,16 +1588,10 @@ CREATE INDEX switch_audit_recent ON public.switch_audit USING btree (created_at 
 CREATE TRIGGER activity_items_holders_version BEFORE UPDATE OF allocated ON public.activity_items FOR EACH ROW WHEN ((new.allocated > old.allocated)) EXECUTE FUNCTION public.next_holders_version();
 
 --
--- Name: buyer_holdings buyer_holdings_gained_insert; Type: TRIGGER; Schema: public; Owner: -
+-- Name: buyer_holdings buyer_holdings_gained; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER buyer_holdings_gained_insert BEFORE INSERT ON public.buyer_holdings FOR EACH ROW EXECUTE FUNCTION public.number_holding_gain();
-
---
--- Name: buyer_holdings buyer_holdings_gained_update; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER buyer_holdings_gained_update BEFORE UPDATE OF units ON public.buyer_holdings FOR EACH ROW WHEN ((new.units > old.units)) EXECUTE FUNCTION public.number_holding_gain();
+CREATE TRIGGER buyer_holdings_gained BEFORE UPDATE OF units ON public.buyer_holdings FOR EACH ROW WHEN ((new.units > old.units)) EXECUTE FUNCTION public.number_holding_gain();
 
 --
 -- Name: orders orders_status_history; Type: TRIGGER; Schema: public; Owner: -
