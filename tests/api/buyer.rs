@@ -1290,6 +1290,12 @@ async fn holder_set_reads_only_new_holders(deduction: DeductionMode) {
             .await
         }
     };
+    let read_whole = || async {
+        [
+            refreshes("redis", "read_whole").await,
+            refreshes("postgres", "read_whole").await,
+        ]
+    };
     // Five holders, and one unit left.
     const HOLDERS: i64 = 5;
     let sale = open_sale(&app, HOLDERS + 1, 1).await;
@@ -1325,10 +1331,7 @@ async fn holder_set_reads_only_new_holders(deduction: DeductionMode) {
     );
 
     // The refusals go on; nobody can gain units: the versions are read, the holders are not.
-    let whole = [
-        refreshes("redis", "read_whole").await,
-        refreshes("postgres", "read_whole").await,
-    ];
+    let whole = read_whole().await;
     let unchanged = [
         refreshes("redis", "unchanged").await,
         refreshes("postgres", "unchanged").await,
@@ -1344,10 +1347,7 @@ async fn holder_set_reads_only_new_holders(deduction: DeductionMode) {
         );
     }
     assert_eq!(
-        [
-            refreshes("redis", "read_whole").await,
-            refreshes("postgres", "read_whole").await,
-        ],
+        read_whole().await,
         whole,
         "{deduction:?}: no holder gained, nothing read whole"
     );
@@ -1392,10 +1392,7 @@ async fn holder_set_reads_only_new_holders(deduction: DeductionMode) {
         "{deduction:?}"
     );
     assert_eq!(
-        [
-            refreshes("redis", "read_whole").await,
-            refreshes("postgres", "read_whole").await,
-        ],
+        read_whole().await,
         whole,
         "{deduction:?}: nothing read whole again"
     );
