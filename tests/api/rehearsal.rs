@@ -646,7 +646,8 @@ async fn a_failed_clean_up_shows_as_such_and_is_retried_by_the_leader_until_it_s
 const SYNTHETIC_FROM: i64 = 8_000_000_000_000_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rehearsals_traffic_reaches_no_real_listing_run_list_hot_key_counter_gauge_or_dashboard_item() {
+async fn a_rehearsals_traffic_reaches_no_real_listing_run_list_hot_key_counter_gauge_or_dashboard_item(
+) {
     let app = spawn_app_with(|_| {}).await;
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
