@@ -1415,6 +1415,46 @@ async fn holder_set_reads_only_new_holders(deduction: DeductionMode) {
     }
 }
 
+/// The numbers PostgreSQL's half of a holder set reads new holders by: a holding written, or
+/// one that gains units again, takes a number past every one before; a release keeps its
+/// number. A buyer whose units were all given back is left out of a whole read (0 units), so
+/// were his next purchase to keep the old number, the next read would miss a holder.
+#[tokio::test]
+async fn a_holding_takes_a_new_gain_number_whenever_it_gains_units() {
+    let app = spawn_app_with(|_| {}).await;
+    let gained = |statement: &'static str, buyer: i64| {
+        let app = &app;
+        async move {
+            let gained: Option<i64> = sqlx::query_scalar(statement)
+                .bind(buyer)
+                .fetch_one(&app.db)
+                .await
+                .expect(statement);
+            gained.expect("numbered")
+        }
+    };
+    const BUY: &str =
+        "INSERT INTO buyer_holdings (activity_id, item_id, user_id, units, per_user_limit)
+         VALUES (1, 1, $1, 1, 2)
+         ON CONFLICT (activity_id, item_id, user_id)
+         DO UPDATE SET units = buyer_holdings.units + EXCLUDED.units
+         RETURNING gained";
+    const RELEASE: &str = "UPDATE buyer_holdings SET units = 0
+         WHERE activity_id = 1 AND item_id = 1 AND user_id = $1 RETURNING gained";
+    let first = gained(BUY, 7).await;
+    let other = gained(BUY, 8).await;
+    assert!(other > first);
+    let again = gained(BUY, 7).await;
+    assert!(again > other, "a second unit: {again} after {other}");
+    assert_eq!(
+        gained(RELEASE, 7).await,
+        again,
+        "a release keeps its number"
+    );
+    let after_release = gained(BUY, 7).await;
+    assert!(after_release > again, "bought again after a release");
+}
+
 /// Waits until buyer 1's new request ids are refused as `sale` ended. He holds his limit,
 /// so while the sale is still open to this instance they take nothing.
 async fn until_ended(app: &TestApp, sale: &Sale, end: &str) {
