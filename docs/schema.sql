@@ -317,6 +317,19 @@ END;
 $$;
 
 --
+-- Name: number_holding_gain(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.number_holding_gain() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NEW.gained := nextval('buyer_holdings_gains');
+    RETURN NEW;
+END;
+$$;
+
+--
 -- Name: record_order_event(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -514,6 +527,17 @@ CREATE SEQUENCE public.baseline_runs_id_seq
 ALTER SEQUENCE public.baseline_runs_id_seq OWNED BY public.baseline_runs.id;
 
 --
+-- Name: buyer_holdings_gains; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.buyer_holdings_gains
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
 -- Name: buyer_holdings; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -523,6 +547,7 @@ CREATE TABLE public.buyer_holdings (
     user_id bigint NOT NULL,
     units integer NOT NULL,
     per_user_limit integer NOT NULL,
+    gained bigint DEFAULT nextval('public.buyer_holdings_gains'::regclass),
     CONSTRAINT buyer_holdings_check CHECK ((units <= per_user_limit)),
     CONSTRAINT buyer_holdings_units_check CHECK ((units >= 0))
 );
@@ -1401,6 +1426,12 @@ CREATE UNIQUE INDEX baseline_runs_one_baseline ON public.baseline_runs USING btr
 CREATE UNIQUE INDEX baseline_runs_one_sale ON public.baseline_runs USING btree (activity_id) WHERE (kind = 'sale'::text);
 
 --
+-- Name: buyer_holdings_by_gain; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX buyer_holdings_by_gain ON public.buyer_holdings USING btree (activity_id, item_id, gained);
+
+--
 -- Name: dead_letters_waiting; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1555,6 +1586,12 @@ CREATE INDEX switch_audit_recent ON public.switch_audit USING btree (created_at 
 --
 
 CREATE TRIGGER activity_items_holders_version BEFORE UPDATE OF allocated ON public.activity_items FOR EACH ROW WHEN ((new.allocated > old.allocated)) EXECUTE FUNCTION public.next_holders_version();
+
+--
+-- Name: buyer_holdings buyer_holdings_gained; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER buyer_holdings_gained BEFORE UPDATE OF units ON public.buyer_holdings FOR EACH ROW WHEN ((new.units > old.units)) EXECUTE FUNCTION public.number_holding_gain();
 
 --
 -- Name: orders orders_status_history; Type: TRIGGER; Schema: public; Owner: -

@@ -14,10 +14,11 @@
 -- the item (KEYS[8] exists) nothing is deducted, so the run sees every deduction it must
 -- account for.
 --
--- Every deduction moves the holders' version (KEYS[10]): an instance that refuses the item from
--- memory keeps its buyer records, and reads them whole again only when the version moved. The
--- version starts from Redis's clock, not from 1, so that one lost with Redis's data never
--- comes back to a value an instance saw before the loss.
+-- Every deduction appends "<buyer> <order id>" to the holders' log (KEYS[10]): an instance that
+-- refuses the item from memory keeps its holders, and reads only the entries appended since
+-- the last one it read, in place of the whole buyer records. The order id makes each entry
+-- unique, so an instance finding a different entry (or none) where its last one was learns
+-- that Redis lost or went back on its data, and reads the records whole again.
 --
 -- The item's keys expire with its stock key (the activity's end and a grace, set by the
 -- pre-warm): the buyer records and markers this script may create take the stock key's
@@ -37,7 +38,7 @@
 -- KEYS[7]  {a<activity>.i<item>}:pending   hash: order id -> "<deducted at ms> <buyer> <units>[ <seat>...]"
 -- KEYS[8]  {a<activity>.i<item>}:fence     present while a reconciliation run holds the item
 -- KEYS[9]  {a<activity>.i<item>}:seats     hash: seat code -> '' (free) or holder's buyer id
--- KEYS[10] {a<activity>.i<item>}:holders_version   moves with every deduction
+-- KEYS[10] {a<activity>.i<item>}:holders   list: "<buyer> <order id>" of every deduction, in order
 -- ARGV[1]  the steps to run: any of `w`, `c`, `d` (the lookup always runs first)
 -- ARGV[2]  the in-flight marker stored under KEYS[1] with the deduction
 -- ARGV[3]  how long the marker lives, in milliseconds
@@ -170,8 +171,7 @@ if created then
   hand_on_expiry(KEYS[6])
   hand_on_expiry(KEYS[7])
 end
-if redis.call('INCR', KEYS[10]) == 1 then
-  redis.call('SET', KEYS[10], ms .. '000')
+if redis.call('RPUSH', KEYS[10], buyer .. ' ' .. ARGV[11]) == 1 then
   hand_on_expiry(KEYS[10])
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])

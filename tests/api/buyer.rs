@@ -1245,14 +1245,20 @@ async fn a_holder_with_fresh_request_ids_meets_his_window_before_postgresql() {
 /// of every holding, each second on every instance. Each half is now read whole only when
 /// its store's version of the item's holders moved; and a winner who won after the set was
 /// read still gets his answer on replay.
+///
+/// Found next (issue 39): a new Redis deduction still had every instance read the whole
+/// buyer records again, up to the item's stock, at each new holder. Redis's half now reads
+/// only the holders' log entries appended since it last read: with five holders read, one
+/// more deduction costs the next refresh one entry; and with the log lost (Redis's data),
+/// the records are read whole again.
 #[tokio::test]
-async fn a_holder_set_is_read_whole_again_only_when_the_item_gained_holders() {
+async fn a_holder_set_reads_only_the_holders_gained_since_it_last_read() {
     for deduction in [DeductionMode::Redis, DeductionMode::Db] {
-        holder_set_read_again_only_on_a_new_holder(deduction).await;
+        holder_set_reads_only_new_holders(deduction).await;
     }
 }
 
-async fn holder_set_read_again_only_on_a_new_holder(deduction: DeductionMode) {
+async fn holder_set_reads_only_new_holders(deduction: DeductionMode) {
     let app = spawn_app_with(|settings| {
         storm_settings(settings);
         settings.buy.deduction = deduction;
@@ -1271,9 +1277,30 @@ async fn holder_set_read_again_only_on_a_new_holder(deduction: DeductionMode) {
             .await
         }
     };
-    let sale = open_sale(&app, 2, 1).await;
+    let entries_read = |store: &'static str| {
+        let app = &app;
+        async move {
+            app.metric(&format!(
+                "seckill_holder_set_entries_read_total{{store=\"{store}\"}}"
+            ))
+            .await
+        }
+    };
+    let read_whole = || async {
+        [
+            refreshes("redis", "read_whole").await,
+            refreshes("postgres", "read_whole").await,
+        ]
+    };
+    // Five holders, and one unit left.
+    const HOLDERS: i64 = 5;
+    let sale = open_sale(&app, HOLDERS + 1, 1).await;
     let won = app.buy_bytes(1, "won", &sale).await;
     assert_eq!(won.0, 200, "{won:?}");
+    for buyer in 2..=HOLDERS {
+        let (status, answer) = app.buy_bytes(100 + buyer, "won", &sale).await;
+        assert_eq!(status, 200, "{answer}");
+    }
     let set_end = |ends_at: &'static str| {
         let app = &app;
         async move {
@@ -1288,12 +1315,19 @@ async fn holder_set_read_again_only_on_a_new_holder(deduction: DeductionMode) {
     };
     set_end("now() - interval '1 second'").await;
     until_ended(&app, &sale, "first").await;
+    // Each store's holders, read once: Redis's buyer records only on the Redis path.
+    let redis_holders = match deduction {
+        DeductionMode::Redis => HOLDERS as f64,
+        DeductionMode::Db => 0.0,
+    };
+    assert_eq!(
+        [entries_read("redis").await, entries_read("postgres").await],
+        [redis_holders, HOLDERS as f64],
+        "{deduction:?}"
+    );
 
     // The refusals go on; nobody can gain units: the versions are read, the holders are not.
-    let whole = [
-        refreshes("redis", "read_whole").await,
-        refreshes("postgres", "read_whole").await,
-    ];
+    let whole = read_whole().await;
     let unchanged = [
         refreshes("redis", "unchanged").await,
         refreshes("postgres", "unchanged").await,
@@ -1309,10 +1343,7 @@ async fn holder_set_read_again_only_on_a_new_holder(deduction: DeductionMode) {
         );
     }
     assert_eq!(
-        [
-            refreshes("redis", "read_whole").await,
-            refreshes("postgres", "read_whole").await,
-        ],
+        read_whole().await,
         whole,
         "{deduction:?}: no holder gained, nothing read whole"
     );
@@ -1344,16 +1375,80 @@ async fn holder_set_read_again_only_on_a_new_holder(deduction: DeductionMode) {
     let late = late.into_inner().expect("not poisoned");
     set_end("now() - interval '1 second'").await;
     until_ended(&app, &sale, "again").await;
-    // His replay is not refused: the version moved, and the set was read whole again.
+    // His replay is not refused: the set read him, and only him, from each store that
+    // names him.
     assert_eq!(app.buy_bytes(9, "late", &sale).await, late, "{deduction:?}");
-    let (store, whole_before) = match deduction {
-        DeductionMode::Redis => ("redis", whole[0]),
-        DeductionMode::Db => ("postgres", whole[1]),
+    let redis_after = match deduction {
+        DeductionMode::Redis => redis_holders + 1.0,
+        DeductionMode::Db => 0.0,
     };
-    assert!(
-        refreshes(store, "read_whole").await > whole_before,
-        "{deduction:?}: {store} read whole after the new holder"
+    assert_eq!(
+        [entries_read("redis").await, entries_read("postgres").await],
+        [redis_after, (HOLDERS + 1) as f64],
+        "{deduction:?}"
     );
+    assert_eq!(
+        read_whole().await,
+        whole,
+        "{deduction:?}: nothing read whole again"
+    );
+    assert!(refreshes("postgres", "read_new").await >= 1.0);
+    if deduction == DeductionMode::Redis {
+        assert!(refreshes("redis", "read_new").await >= 1.0);
+        // Redis lost the log: the buyer records are read whole again, the late winner
+        // with them.
+        let log = app
+            .state
+            .redis
+            .holders_log_key(contract::SaleItem::new(sale.activity_id, sale.item_id));
+        let _: () = redis::cmd("DEL")
+            .arg(log)
+            .query_async(&mut app.state.redis.connection())
+            .await
+            .expect("drop the log");
+        assert_eq!(app.buy_bytes(9, "late", &sale).await, late);
+        assert_eq!(refreshes("redis", "read_whole").await, whole[0] + 1.0);
+    }
+}
+
+/// The numbers PostgreSQL's half of a holder set reads new holders by: a holding written, or
+/// one that gains units again, takes a number past every one before; a release keeps its
+/// number. A buyer whose units were all given back is left out of a whole read (0 units), so
+/// were his next purchase to keep the old number, the next read would miss a holder.
+#[tokio::test]
+async fn a_holding_takes_a_new_gain_number_whenever_it_gains_units() {
+    let app = spawn_app_with(|_| {}).await;
+    let gained = |statement: &'static str, buyer: i64| {
+        let app = &app;
+        async move {
+            let gained: Option<i64> = sqlx::query_scalar(statement)
+                .bind(buyer)
+                .fetch_one(&app.db)
+                .await
+                .expect(statement);
+            gained.expect("numbered")
+        }
+    };
+    const BUY: &str =
+        "INSERT INTO buyer_holdings (activity_id, item_id, user_id, units, per_user_limit)
+         VALUES (1, 1, $1, 1, 2)
+         ON CONFLICT (activity_id, item_id, user_id)
+         DO UPDATE SET units = buyer_holdings.units + EXCLUDED.units
+         RETURNING gained";
+    const RELEASE: &str = "UPDATE buyer_holdings SET units = 0
+         WHERE activity_id = 1 AND item_id = 1 AND user_id = $1 RETURNING gained";
+    let first = gained(BUY, 7).await;
+    let other = gained(BUY, 8).await;
+    assert!(other > first);
+    let again = gained(BUY, 7).await;
+    assert!(again > other, "a second unit: {again} after {other}");
+    assert_eq!(
+        gained(RELEASE, 7).await,
+        again,
+        "a release keeps its number"
+    );
+    let after_release = gained(BUY, 7).await;
+    assert!(after_release > again, "bought again after a release");
 }
 
 /// Waits until buyer 1's new request ids are refused as `sale` ended. He holds his limit,
@@ -1707,7 +1802,7 @@ async fn a_storm_through_the_buy_script_on_a_redis_cluster_sells_exactly_the_sto
                     "pending".to_owned(),
                     "fence".to_owned(),
                     "seats".to_owned(),
-                    "holders_version".to_owned(),
+                    "holders".to_owned(),
                 ] {
                     call.key(key(item, &rest));
                 }

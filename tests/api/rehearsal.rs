@@ -11,7 +11,10 @@ use crate::support::{
 use base::config::Settings;
 use contract::Role;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashSet,
+    time::{Duration, Instant},
+};
 
 /// Instances report their figures often, so the leader records a rehearsal's run soon
 /// after its load.
@@ -643,7 +646,8 @@ async fn a_failed_clean_up_shows_as_such_and_is_retried_by_the_leader_until_it_s
 const SYNTHETIC_FROM: i64 = 8_000_000_000_000_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rehearsals_traffic_reaches_no_real_listing_hot_key_counter_gauge_or_dashboard_item() {
+async fn a_rehearsals_traffic_reaches_no_real_listing_run_list_hot_key_counter_gauge_or_dashboard_item(
+) {
     let app = spawn_app_with(|_| {}).await;
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
@@ -708,6 +712,42 @@ async fn a_rehearsals_traffic_reaches_no_real_listing_hot_key_counter_gauge_or_d
     let drift = |activity: i64| format!(r#"seckill_stock_drift_units{{activity="{activity}","#);
     assert!(metrics.contains(&drift(activity_id)), "{metrics}");
     assert!(!metrics.contains(&drift(shadow)), "{metrics}");
+
+    // The leader's runs: a run of the copy (stored as the pass stores one that found
+    // something) is listed only when the copy is asked for by id.
+    for activity in [activity_id, shadow] {
+        sqlx::query(
+            "INSERT INTO reconciliation_runs (activity_id, repair, trigger, actor, reason, status)
+             VALUES ($1, true, 'auto', 'leader', 'automatic reconciliation of a live activity', 'done')",
+        )
+        .bind(activity)
+        .execute(&app.db)
+        .await
+        .expect("a run");
+    }
+    let listed = |query: String| {
+        let (app, ops) = (&app, &ops);
+        async move {
+            let (status, runs) = json(
+                app.get(&format!("/admin/api/reconciliations{query}"), Some(ops))
+                    .await,
+            )
+            .await;
+            assert_eq!(status, 200, "{runs}");
+            let activities: HashSet<i64> = runs
+                .as_array()
+                .expect("runs")
+                .iter()
+                .filter_map(|run| run["activity_id"].as_i64())
+                .collect();
+            activities
+        }
+    };
+    assert_eq!(listed(String::new()).await, HashSet::from([activity_id]));
+    assert_eq!(
+        listed(format!("?activity_id={shadow}")).await,
+        HashSet::from([shadow])
+    );
 
     // Hot keys: a real buyer's requests show in the cluster's top buyers; the synthetic
     // buyers' never do.

@@ -382,7 +382,7 @@ async fn every_key_of_a_prewarmed_activity_expires_two_days_after_its_end() {
         (
             standard.sale.activity_id,
             standard.sale.item_id,
-            &["stock", "bought", "pending", "restored", "holders_version"][..],
+            &["stock", "bought", "pending", "restored", "holders"][..],
         ),
         (seated.activity_id, seated.item_id, &["stock", "seats"][..]),
     ] {

@@ -99,9 +99,13 @@ pub struct Inner {
     /// expired); lookups that miss the same activity at once share one read.
     pub catalogue_reads: IntCounter,
     /// Refreshes of the holder sets of items refused from memory, by `store` (`redis`,
-    /// `postgres`) and `outcome`: `unchanged` (its version had not moved), `read_whole`,
-    /// `kept_last` (PostgreSQL did not answer; the holders read before stand in).
+    /// `postgres`) and `outcome`: `unchanged` (nothing changed), `read_new` (only the
+    /// holders added since), `read_whole`, `kept_last` (PostgreSQL did not answer; the
+    /// holders read before stand in).
     pub holder_set_refreshes: IntCounterVec,
+    /// Holders those refreshes read, by `store`: buyer records or holders' log entries
+    /// (`redis`), holdings (`postgres`).
+    pub holder_set_entries_read: IntCounterVec,
     /// The growing tables and what the leader's retention job prunes of them.
     pub retention: RetentionMetrics,
 }
@@ -273,6 +277,11 @@ impl Metrics {
                 "seckill_holder_set_refreshes_total",
                 "Holder set refreshes of items refused from memory, by store and outcome",
                 &["store", "outcome"],
+            ),
+            holder_set_entries_read: add.counters(
+                "seckill_holder_set_entries_read_total",
+                "Holders the holder set refreshes read, by store",
+                &["store"],
             ),
             retention: RetentionMetrics::register(&add),
             // Last: the fields above borrow it through `add`.

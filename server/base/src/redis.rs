@@ -1,9 +1,9 @@
 //! Redis: one multiplexed connection, to a single Redis or to a Redis Cluster, that is
 //! reached again on its own when Redis comes back, with every command bounded in time, the
 //! key layout every capability shares, and the generic commands. The Lua scripts (`lua/`) are
-//! loaded in `infra::lua`; each capability's calls of them are methods it adds to
-//! [`RedisStore`] in its own folder (`buy::stock_scripts`, `buy::bloom`,
-//! `orders::release_scripts`, `prewarm::load`).
+//! loaded in [`crate::lua`]; each capability calls its own through a typed client over this
+//! connection, in its own folder (`StockClient` in the server's `buy::stock_scripts`,
+//! `BloomClient`, `ReleaseClient`, `ItemStateClient`, `ShadowClient`).
 //!
 //! Every key starts with the configured prefix so deployments and tests can share one
 //! Redis. Keys one script, MULTI or pipeline touches share a hash tag (`{...}`), so each
@@ -229,10 +229,11 @@ impl RedisStore {
         self.item_key(sale, "pending")
     }
 
-    /// A number every Redis deduction of the item moves (`lua/buy.lua`): an instance that
-    /// refuses the item from memory reads its buyer records whole only when it moved.
-    pub fn holders_version_key(&self, sale: SaleItem) -> String {
-        self.item_key(sale, "holders_version")
+    /// List every Redis deduction of the item appends its buyer and order id to
+    /// (`lua/buy.lua`): an instance that refuses the item from memory reads only the entries
+    /// appended since it last read, not the buyer records whole.
+    pub fn holders_log_key(&self, sale: SaleItem) -> String {
+        self.item_key(sale, "holders")
     }
 
     /// Present while a reconciliation run holds the item: no deduction runs then.

@@ -459,6 +459,7 @@ impl Funnel {
                 db.clone(),
                 Duration::from_millis(settings.sold_out_flag_ms),
                 metrics.holder_set_refreshes.clone(),
+                metrics.holder_set_entries_read.clone(),
             ),
             settings,
             switches,

@@ -128,7 +128,7 @@ impl StockClient<'_> {
             .key(self.0.pending_key(sale))
             .key(self.0.fence_key(sale))
             .key(self.0.seats_key(sale))
-            .key(self.0.holders_version_key(sale))
+            .key(self.0.holders_log_key(sale))
             .arg(steps.letters())
             .arg(in_flight_marker(call.order))
             .arg(IN_FLIGHT_MS)

@@ -502,7 +502,9 @@ pub(crate) async fn get_run(
     }))
 }
 
-/// Runs newest first, with their findings counted.
+/// Runs newest first, with their findings counted: of real sales only, unless one activity
+/// is asked for by id (the leader's pass stores runs of rehearsals' copies too, whose
+/// figures are their rehearsal's own, never listed with a real sale's).
 pub(crate) async fn list_runs(
     db: &PgPool,
     activity_id: Option<i64>,
@@ -526,6 +528,7 @@ pub(crate) async fn list_runs(
          JOIN activities a ON a.id = r.activity_id
          LEFT JOIN reconciliation_findings f ON f.run_id = r.id
          WHERE ($1::BIGINT IS NULL OR r.activity_id = $1)
+           AND ($1::BIGINT IS NOT NULL OR {REAL_ACTIVITY})
            AND ($2::BIGINT IS NULL OR a.merchant_id = $2)
          GROUP BY r.id ORDER BY r.id DESC LIMIT $3"
     ))

@@ -232,7 +232,7 @@ fn item_keys(
         redis.restored_key(sale),
         redis.pending_key(sale),
         redis.fence_key(sale),
-        redis.holders_version_key(sale),
+        redis.holders_log_key(sale),
     ];
     let mut buyers_seen = std::collections::HashSet::new();
     for send in leftovers.sends.iter().filter(|send| send.item == index) {

@@ -793,7 +793,7 @@ impl<'a> Funnel<'a> {
                 pending.clone(),
                 key("fence"),
                 key("seats"),
-                key("holders_version"),
+                key("holders"),
             ])
             .args([
                 "wcd",
@@ -820,7 +820,7 @@ impl<'a> Funnel<'a> {
             .arg(&stock)
             .arg(&bought)
             .arg(&pending)
-            .arg(key("holders_version"))
+            .arg(key("holders"))
             .query_async::<()>(&mut redis)
             .await?;
         Ok(())
