@@ -15,6 +15,7 @@ use crate::{
     buy::{
         activity_cache::Catalogue,
         deduction,
+        deduction::DeductionGate,
         funnel::{Funnel, FunnelParts},
         preorders::PreorderWriter,
     },
@@ -161,16 +162,19 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
     );
     let hotkeys = Arc::new(HotKeys::new(buy.hotkey_detection, metrics.clone()));
     let buyer_tokens = Arc::new(BuyerTokens::new(&settings.jwt_secret));
+    let catalogue = Arc::new(Catalogue::new(
+        db.clone(),
+        redis.clone(),
+        buy,
+        hotkeys.clone(),
+        metrics.catalogue_reads.clone(),
+    ));
+    let deduction = Arc::new(DeductionGate::new(switches.current().deduction));
     let funnel = Arc::new(Funnel::new(FunnelParts {
         settings: buy.clone(),
         switches: switches.clone(),
-        catalogue: Catalogue::new(
-            db.clone(),
-            redis.clone(),
-            buy,
-            hotkeys.clone(),
-            metrics.catalogue_reads.clone(),
-        ),
+        catalogue: catalogue.clone(),
+        deduction: deduction.clone(),
         hotkeys: hotkeys.clone(),
         tokens: buyer_tokens.clone(),
         preorders,
@@ -212,6 +216,8 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         auth,
         leptos,
         buyer_tokens,
+        catalogue,
+        deduction,
         funnel,
         switches,
         leadership,

@@ -71,7 +71,13 @@ pub struct Shared {
     pub(crate) leptos: LeptosOptions,
     /// Verifies buyer tokens, for every buyer route (the funnel holds the same).
     pub buyer_tokens: Arc<crate::identity::buyer_token::BuyerTokens>,
-    /// The buy funnel with its in-memory catalogue, limits and pre-order writer.
+    /// The activities and items as the buy path reads them from memory (the funnel holds the
+    /// same); the pre-warm, readiness and reconciliation refresh or read it.
+    pub catalogue: Arc<crate::buy::activity_cache::Catalogue>,
+    /// Which layer deducts now (the funnel holds the same); the hand-over and reconciliation
+    /// read it.
+    pub deduction: Arc<crate::buy::deduction::DeductionGate>,
+    /// The buy funnel with its limits and pre-order writer.
     pub funnel: Arc<Funnel>,
     /// Switches and limits as this instance applies them (watched from etcd).
     pub switches: Switches,

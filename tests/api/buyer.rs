@@ -509,7 +509,7 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
         ("UPDATE activities SET starts_at = now() - interval '2 hours', ends_at = now() - interval '1 hour' WHERE id = $1", "ACTIVITY_ENDED"),
     ] {
         sqlx::query(sql).bind(sale.activity_id).execute(&app.db).await.expect("move the sale");
-        app.state.funnel.catalogue.forget(sale.activity_id);
+        app.state.catalogue.forget(sale.activity_id);
         let (status, body) = app.buy(5, &format!("t-{code}"), &buy_body(&sale, 1)).await;
         assert_eq!((status, body["code"].as_str()), (403, Some(code)), "{body}");
     }

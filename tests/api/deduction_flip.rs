@@ -87,7 +87,7 @@ async fn flipping_deduction_mid_storm_sells_exactly_the_stock_within_limits() {
             "Redis re-derived and serving again",
             Duration::from_secs(10),
             || async {
-                instance.state.funnel.deduction.mode(DeductionMode::Redis) == DeductionMode::Redis
+                instance.state.deduction.mode(DeductionMode::Redis) == DeductionMode::Redis
             },
         )
         .await;
@@ -191,7 +191,7 @@ async fn back_on_redis_only_after_redis_is_re_derived_from_postgresql() {
     values.deduction = DeductionMode::Redis;
     app.state.switches.replace(values);
     wait::until("Redis serving again", Duration::from_secs(10), || async {
-        app.state.funnel.deduction.mode(DeductionMode::Redis) == DeductionMode::Redis
+        app.state.deduction.mode(DeductionMode::Redis) == DeductionMode::Redis
     })
     .await;
     assert_eq!(

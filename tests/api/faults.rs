@@ -400,7 +400,6 @@ async fn deduct_in(app: &TestApp, mode: DeductionMode, reason: &str) {
         PATIENCE,
         || async {
             app.state
-                .funnel
                 .deduction
                 .mode(app.state.switches.current().deduction)
                 == mode

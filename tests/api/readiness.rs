@@ -113,7 +113,7 @@ async fn rehearse_switches(app: &TestApp, ops: &Caller, sale: &Sale) {
     // Back on `redis`, the instance re-derives Redis from PostgreSQL before Redis serves
     // again; a buy in between would deduct in PostgreSQL behind the re-derivation's back.
     wait::until("Redis deducting again", PATIENCE, || async {
-        app.state.funnel.deduction.mode(DeductionMode::Redis) == DeductionMode::Redis
+        app.state.deduction.mode(DeductionMode::Redis) == DeductionMode::Redis
     })
     .await;
 }

@@ -1041,12 +1041,12 @@ async fn one_item_re_derived_from_three_places_at_once_mid_storm_sells_exactly_i
                 instance.state.switches.replace(values);
                 // As the first request under `db` does: Redis stops serving, so the flip
                 // back re-derives it.
-                instance.state.funnel.deduction.mode(mode);
+                instance.state.deduction.mode(mode);
             }
         }
         for instance in [&app, &sibling] {
             until("the hand-over re-derived Redis", PATIENCE, || async {
-                instance.state.funnel.deduction.mode(DeductionMode::Redis) == DeductionMode::Redis
+                instance.state.deduction.mode(DeductionMode::Redis) == DeductionMode::Redis
             })
             .await;
         }

@@ -395,10 +395,12 @@ pub struct Funnel {
     switches: Switches,
     admission: Admission,
     bucket: TokenBucket,
-    pub catalogue: Catalogue,
+    /// The in-memory catalogue, shared with the pre-warm, readiness and reconciliation
+    /// (`AppState::catalogue`), which refresh or read it.
+    catalogue: Arc<Catalogue>,
     pub challenges: Challenges,
-    /// Which layer deducts now, and the db → redis hand-over's state.
-    pub deduction: DeductionGate,
+    /// Which layer deducts now, and the db → redis hand-over's state (`AppState::deduction`).
+    deduction: Arc<DeductionGate>,
     /// Hot-key counting and the reactions to keys in force.
     hotkeys: Arc<HotKeys>,
     /// Who holds units of the items this instance refuses from memory.
@@ -423,7 +425,8 @@ pub struct Funnel {
 pub(crate) struct FunnelParts {
     pub(crate) settings: BuySettings,
     pub(crate) switches: Switches,
-    pub(crate) catalogue: Catalogue,
+    pub(crate) catalogue: Arc<Catalogue>,
+    pub(crate) deduction: Arc<DeductionGate>,
     pub(crate) hotkeys: Arc<HotKeys>,
     pub(crate) tokens: Arc<BuyerTokens>,
     pub(crate) preorders: PreorderWriter,
@@ -438,6 +441,7 @@ impl Funnel {
             settings,
             switches,
             catalogue,
+            deduction,
             hotkeys,
             tokens,
             preorders,
@@ -450,7 +454,7 @@ impl Funnel {
                 in_flight: AtomicU64::new(0),
             },
             bucket: TokenBucket::new(),
-            deduction: DeductionGate::new(switches.current().deduction),
+            deduction,
             challenges: Challenges::new(redis.clone()),
             running: Running::new(),
             kept: KeptAnswers::start(redis.clone(), SUCCESS_TTL_S, PathTotals::of(&metrics)),

@@ -80,7 +80,7 @@ async fn cached_activity(
     id: i64,
     caller_rehearsal: Option<i64>,
 ) -> ApiResult<std::sync::Arc<CachedActivity>> {
-    match state.funnel.catalogue.activity(id).await {
+    match state.catalogue.activity(id).await {
         Ok(activity) if activity.shown_to(caller_rehearsal) => Ok(activity),
         Ok(_) | Err(LookupError::Missing) => Err(ApiError::NotFound("activity")),
         Err(LookupError::Redis(error)) => Err(error.into()),
@@ -161,7 +161,7 @@ async fn status(
         .iter()
         .map(|item| state.redis.stock_key(SaleItem::new(id, item.item_id)))
         .collect();
-    let catalogue = &state.funnel.catalogue;
+    let catalogue = &state.catalogue;
     let stock = if catalogue.is_hot(&activity) {
         catalogue.hot_stock(id, keys).await?
     } else {

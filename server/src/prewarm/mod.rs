@@ -82,7 +82,7 @@ pub(crate) async fn load(
 ) -> ApiResult<(Vec<PrewarmedItem>, i64)> {
     let activity_id = activity.id;
     state.redis.load_scripts().await?;
-    let shape = state.funnel.catalogue.bloom();
+    let shape = state.catalogue.bloom();
     let mut bloom_bits_set = BloomClient(&state.redis)
         .bloom_add(&shape.positions(&bloom::activity_key(activity_id)))
         .await?;
@@ -112,6 +112,6 @@ pub(crate) async fn load(
     }
     lock.release().await;
     reconcile_store::mark_prewarmed(&state.db, activity_id).await?;
-    state.funnel.catalogue.forget(activity_id);
+    state.catalogue.forget(activity_id);
     Ok((items, bloom_bits_set))
 }

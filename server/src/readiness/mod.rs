@@ -107,7 +107,7 @@ async fn redis_state(state: &AppState, activity_id: i64) -> Vec<ReadinessCheck> 
 
 /// The activity's own keys, then made-up keys nobody added, all at once.
 async fn bloom_check(state: &AppState, activity: &StoredActivity) -> ReadinessCheck {
-    let shape = state.funnel.catalogue.bloom();
+    let shape = state.catalogue.bloom();
     let own: Vec<String> = std::iter::once(bloom::activity_key(activity.id))
         .chain(
             activity

@@ -154,7 +154,6 @@ pub(crate) async fn execute(
 /// which leaves Redis alone; it is re-derived when the switch comes back.
 fn redis_judged(state: &AppState) -> bool {
     state
-        .funnel
         .deduction
         .redis_serves(state.switches.current().deduction)
 }
@@ -236,7 +235,7 @@ impl ItemCheck<'_> {
         if self.item.counters.stock.is_none() {
             return Ok(Some("the item's stock key is gone from Redis"));
         }
-        let shape = self.state.funnel.catalogue.bloom();
+        let shape = self.state.catalogue.bloom();
         let key = bloom::item_key(self.sale.activity.0, self.sale.item.0);
         if BloomClient(&self.state.redis)
             .bloom_lookup(&shape.positions(&key))
@@ -263,7 +262,7 @@ impl ItemCheck<'_> {
             return Ok(vec![finding]);
         }
         let rederived = self.rederive().await?;
-        let shape = self.state.funnel.catalogue.bloom();
+        let shape = self.state.catalogue.bloom();
         for key in [
             bloom::activity_key(self.activity.id),
             bloom::item_key(self.activity.id, ledger.item_id),
@@ -272,7 +271,7 @@ impl ItemCheck<'_> {
                 .bloom_add(&shape.positions(&key))
                 .await?;
         }
-        self.state.funnel.catalogue.forget(self.activity.id);
+        self.state.catalogue.forget(self.activity.id);
         finding.action = FindingAction::Repaired;
         finding.units = rederived.stock_after;
         finding.detail = format!(

@@ -265,7 +265,7 @@ async fn compute_ledger(state: &AppState, activity_id: i64) -> anyhow::Result<Ac
     let switched = state.switches.current().deduction;
     Ok(ActivityLedger {
         activity_id,
-        deduction: if state.funnel.deduction.redis_serves(switched) {
+        deduction: if state.deduction.redis_serves(switched) {
             "redis"
         } else {
             "db"

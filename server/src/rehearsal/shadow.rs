@@ -103,7 +103,7 @@ pub(crate) async fn open(
         .bind(closes_at)
         .execute(&state.db)
         .await?;
-    state.funnel.catalogue.forget(shadow);
+    state.catalogue.forget(shadow);
     let stored = catalog::get_activity(&state.db, shadow, None)
         .await?
         .ok_or_else(|| anyhow::anyhow!("the shadow copy {shadow} vanished"))?;
@@ -139,7 +139,7 @@ pub(crate) async fn clean_up(state: &AppState, leftovers: &Leftovers<'_>) -> any
         .ok_or_else(|| anyhow::anyhow!("the shadow {shadow} stayed locked by a reconciliation"))?;
     let removed = remove(state, leftovers).await;
     lock.release().await;
-    state.funnel.catalogue.forget(shadow);
+    state.catalogue.forget(shadow);
     removed
 }
 

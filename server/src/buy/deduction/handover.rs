@@ -18,7 +18,7 @@ pub(crate) fn spawn(state: AppState) {
         let mut changes = state.switches.subscribe();
         loop {
             let switched = changes.borrow_and_update().deduction;
-            let gate = &state.funnel.deduction;
+            let gate = &state.deduction;
             if gate.mode(switched) != switched {
                 if let Err(error) = reopen_redis(&state).await {
                     tracing::error!(error = %error, "re-deriving Redis for the deduction switch failed; staying on the database path");
@@ -36,7 +36,7 @@ pub(crate) fn spawn(state: AppState) {
 
 /// Steps (1) to (3) of the db → redis hand-over, as `buy::deduction` lays them out.
 async fn reopen_redis(state: &AppState) -> ApiResult<()> {
-    let gate = &state.funnel.deduction;
+    let gate = &state.deduction;
     if !gate.drained().await {
         tracing::warn!("database-path pre-orders still in flight after the drain wait; re-deriving anyway, the arbiter covers them");
     }
