@@ -26,8 +26,10 @@ case ":$PATH:" in
 esac
 export PATH
 
-# schemathesis (the OpenAPI fuzz test's), in a venv of its own that scripts/setup.sh makes.
+# schemathesis and openapi-python-client (the OpenAPI tests'), each in a venv of its own that
+# scripts/setup.sh makes.
 export SECKILL_SCHEMATHESIS="${SECKILL_SCHEMATHESIS:-$SECKILL_CACHE_DIR/schemathesis/bin/st}"
+export SECKILL_OPENAPI_PYTHON_CLIENT="${SECKILL_OPENAPI_PYTHON_CLIENT:-$SECKILL_CACHE_DIR/openapi-python-client/bin/openapi-python-client}"
 
 # Data of the services this project starts itself (gitignored).
 export SECKILL_LOCAL_DIR="${SECKILL_LOCAL_DIR:-$SECKILL_ROOT/.local}"

@@ -13,7 +13,8 @@
 #      wasm32 target and the std sources for -Zbuild-std; `rustup target add` cannot download here),
 #      clippy/rustfmt on the default toolchain, wasm-bindgen-cli at exactly Cargo.lock's version,
 #      npm binaryen@132's wasm-opt (Debian's binaryen 108 breaks hydration), the browser test's deps.
-#   4. schemathesis (PyPI, pinned) in a venv under the cache, for the OpenAPI fuzz test.
+#   4. schemathesis and openapi-python-client (PyPI, pinned), each in a venv under the cache,
+#      for the OpenAPI tests (the fuzz, and a client generated from the document).
 # Usage: scripts/setup.sh [packages] [services] [rust] [node] [python]   (default: all five, in this order)
 set -euo pipefail
 # shellcheck source=scripts/env.sh
@@ -284,17 +285,26 @@ setup_node_tools() {
   fi
 }
 
-# The OpenAPI fuzz test runs schemathesis against a live server; a venv keeps it off the system Python.
+# The OpenAPI tests run schemathesis against a live server and drive one through a client
+# that openapi-python-client generates from its document; a venv each keeps them off the
+# system Python and out of each other's dependencies.
 setup_python_tools() {
-  local version="4.32.5" venv="$SECKILL_CACHE_DIR/schemathesis"
-  if [[ "$("$SECKILL_SCHEMATHESIS" --version 2>/dev/null)" == *" $version" ]]; then
-    log "schemathesis: $version present"
+  python_tool schemathesis 4.32.5 "$SECKILL_SCHEMATHESIS" "schemathesis"
+  python_tool openapi-python-client 0.29.1 "$SECKILL_OPENAPI_PYTHON_CLIENT" "openapi-python-client"
+}
+
+# python_tool PACKAGE VERSION BINARY VENV_NAME: PACKAGE==VERSION in its own venv, unless
+# BINARY already says it is that version.
+python_tool() {
+  local package="$1" version="$2" binary="$3" venv="$SECKILL_CACHE_DIR/$4"
+  if [[ "$("$binary" --version 2>/dev/null)" == *" $version" ]]; then
+    log "$package: $version present"
     return
   fi
-  log "schemathesis: installing $version into $venv"
+  log "$package: installing $version into $venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$version"
-  [[ "$("$SECKILL_SCHEMATHESIS" --version)" == *" $version" ]] || die "schemathesis at $SECKILL_SCHEMATHESIS is not $version"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$package==$version"
+  [[ "$("$binary" --version)" == *" $version" ]] || die "$package at $binary is not $version"
 }
 
 # Usage: setup.sh [packages] [services] [rust] [node] [python]   (no argument: all of them, in this order)

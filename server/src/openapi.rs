@@ -1,8 +1,9 @@
 //! `GET /api/openapi.json`: the OpenAPI document of the buyer API (`/api`) and the admin API
 //! (`/admin/api`), built from the same route tables the routers are, so a route cannot be
 //! served without being documented. Every operation has its path parameters, query
-//! parameters and JSON body as the handler's extractors type them, its security scheme and
-//! the `{code, message}` error body every failure answers with.
+//! parameters and JSON body as the handler's extractors type them, its successful answer
+//! as the handler's return type does, its security scheme and the `{code, message}` error
+//! body every failure answers with.
 
 use axum::{http::Method, response::IntoResponse, Json};
 use std::sync::LazyLock;
@@ -22,10 +23,13 @@ use utoipa::{
 use crate::state::AppState;
 use base::{
     error::ErrorBody,
-    route_table::{Listed, RequestShape, RouteTable},
+    route_table::{Listed, RequestShape, RouteTable, Success},
 };
 
 const BUYER_PREFIX: &str = "/api";
+/// The success of an operation whose answer is not a JSON body (an event stream), whose
+/// page in docs/ describes it.
+pub const BY_HAND: &str = "the operation succeeded; its answer is not JSON (see its docs/ page)";
 const ADMIN_PREFIX: &str = "/admin/api";
 
 /// The buyer API's routes, served under [`BUYER_PREFIX`].
@@ -133,14 +137,26 @@ fn add_operations(
         let mut shape = RequestShape::default();
         (route.describe)(&mut shape);
         let (path, names) = openapi_path(prefix, route.path);
+        let success = match shape.success {
+            Some(Success { status, body }) => {
+                let answer = ResponseBuilder::new().description("the operation succeeded");
+                let answer = match body {
+                    Some(schema) => answer.content(
+                        "application/json",
+                        ContentBuilder::new().schema(Some(schema)).build(),
+                    ),
+                    None => answer,
+                };
+                (status, answer)
+            }
+            // Built by hand (a stream): only its success is promised here.
+            None => ("2XX", ResponseBuilder::new().description(BY_HAND)),
+        };
         let mut operation = OperationBuilder::new()
             .operation_id(Some(operation_id(&route.method, &path)))
             .tag(tag)
             .securities(Some(security(caller(route.path))))
-            .response(
-                "2XX",
-                ResponseBuilder::new().description("the operation succeeded"),
-            )
+            .response(success.0, success.1)
             .response(
                 "4XX",
                 ResponseBuilder::new()

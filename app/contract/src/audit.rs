@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::Page;
 
 /// One row of the audit log: a switch flip or another operator action.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEntry {
     /// With `id`, unique.
@@ -30,12 +31,14 @@ pub struct AuditEntry {
 /// `GET /admin/api/audit`: switch flips and operator actions merged, newest first.
 pub type AuditPage = Page<AuditEntries>;
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEntries {
     pub entries: Vec<AuditEntry>,
 }
 
 /// Where a flip or another operator action came from.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
@@ -79,6 +82,7 @@ impl std::fmt::Display for Source {
 }
 
 /// Which log an audit row comes from.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AuditKind {

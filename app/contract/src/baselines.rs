@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 pub const BUY_ROUTES: [&str; 2] = ["/api/seckill/buy", "/api/seckill/seats"];
 
 /// What a run recorded.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunKind {
@@ -38,6 +39,7 @@ impl RunKind {
 
 /// The console's Baselines page for one activity: its runs, and the run its figures are
 /// held against.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ActivityBaselines {
     /// The activity's runs, newest first.
@@ -47,6 +49,7 @@ pub struct ActivityBaselines {
 }
 
 /// One recorded run.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BaselineRun {
     pub id: i64,
@@ -66,6 +69,7 @@ pub struct BaselineRun {
 }
 
 /// Performance per endpoint (matched route) over the run.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunPerf {
     pub endpoints: Vec<EndpointFigures>,
@@ -81,6 +85,7 @@ impl RunPerf {
     }
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EndpointFigures {
     pub route: String,
@@ -99,6 +104,7 @@ pub struct EndpointFigures {
 }
 
 /// What the run cost.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunCost {
     /// Every instance that reported during the run.
@@ -115,6 +121,7 @@ pub struct RunCost {
     pub mq_publishes: u64,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct InstanceCost {
     pub node_id: String,
@@ -124,6 +131,7 @@ pub struct InstanceCost {
 }
 
 /// What one buy cost the stores, per outcome.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunPath {
     /// Buys answered 200.
@@ -133,6 +141,7 @@ pub struct RunPath {
 }
 
 /// Calls per buy (averages over `requests`; a batch's call is shared by its members).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PathFigures {
     pub requests: u64,
@@ -172,6 +181,7 @@ impl PathFigures {
 
 /// A live figure held against the same figure of the activity's baseline run, as the
 /// live dashboard shows it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FigureAgainst {
     /// What is compared, e.g. `buy p99`.
@@ -263,6 +273,7 @@ impl BaselineScope {
 }
 
 /// One live activity's figures against its baseline run.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgainstBaseline {
     pub activity_id: i64,

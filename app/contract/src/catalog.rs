@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Item {
     pub id: i64,
@@ -10,6 +11,13 @@ pub struct Item {
     pub name: String,
     pub description: String,
     pub price_cents: i64,
+}
+
+/// Answer of a catalogue write (`POST` 201, `PUT` 200): the written row's id.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Written {
+    pub id: i64,
 }
 
 /// Body of `POST /admin/api/items` and `PUT /admin/api/items/{id}`.
@@ -84,6 +92,7 @@ pub struct ActivityInput {
 }
 
 /// A line of the activity list.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActivitySummary {
     pub id: i64,
@@ -132,6 +141,7 @@ impl SaleWindow {
 }
 
 /// One item of an activity with its live figures.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActivityItem {
     pub item_id: i64,
@@ -145,6 +155,7 @@ pub struct ActivityItem {
 }
 
 /// `GET /admin/api/activities/{id}`: the activity with live figures.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActivityDetail {
     pub id: i64,

@@ -7,6 +7,7 @@ use crate::Source;
 
 /// `GET /admin/api/switches`: every switch and limit, where etcd stands, and
 /// which live instance has applied what.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SwitchBoard {
     /// The etcd prefix of this deployment, e.g. `/seckill`.
@@ -20,6 +21,7 @@ pub struct SwitchBoard {
 }
 
 /// Whether etcd answered this request, and at which revision.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EtcdReach {
     pub reachable: bool,
@@ -30,6 +32,7 @@ pub struct EtcdReach {
 /// How current one instance's switches are. `synced_ago_ms` is the time since etcd last
 /// confirmed this instance had every change (a watch event or progress report); it grows
 /// while etcd is unreachable, and the last values stay in force meanwhile.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceSync {
     pub node_id: String,
@@ -41,6 +44,7 @@ pub struct InstanceSync {
 }
 
 /// One switch or limit.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SwitchRow {
     /// Relative to the prefix: `switches/entry`, `switches/entry/42`, `limits/max_in_flight`.
@@ -76,6 +80,7 @@ pub struct SwitchRow {
 }
 
 /// Who wrote a switch through the control plane, and when.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchWrite {
     pub actor: String,
@@ -85,6 +90,7 @@ pub struct SwitchWrite {
 }
 
 /// One instance's view of one write.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeApplied {
     pub node_id: String,
@@ -98,6 +104,7 @@ pub struct NodeApplied {
 }
 
 /// A live instance as its heartbeat describes it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeState {
     pub node_id: String,
@@ -113,6 +120,7 @@ pub struct NodeState {
 }
 
 /// `PUT /admin/api/switches/{path}`: a new value with the reason for it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchInput {
     pub value: String,
@@ -120,6 +128,7 @@ pub struct SwitchInput {
 }
 
 /// The answer to a flip: in etcd at `revision`, audited; with a wait, who applied it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SwitchChange {
     pub path: String,
@@ -131,6 +140,7 @@ pub struct SwitchChange {
 }
 
 /// How a flip reached the live instances within the wait.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Propagation {
     /// Every live instance applied the revision before the wait ran out.
@@ -140,6 +150,7 @@ pub struct Propagation {
 }
 
 /// Where the switch values an instance applies came from.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ValuesFrom {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 /// One second of one instance. Counts are deltas over the second before `at_ms`; stock,
 /// queues and pool are levels at `at_ms`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DashboardFrame {
     /// Wall-clock milliseconds since the epoch when the frame was taken.
@@ -33,6 +34,7 @@ pub struct DashboardFrame {
 }
 
 /// One funnel stage over the second.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageFigures {
     pub stage: String,
@@ -49,6 +51,7 @@ impl StageFigures {
 }
 
 /// The buy routes (`/api/seckill/buy`, `/api/seckill/seats`) over the second.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BuyFigures {
     /// Requests answered in the second.
@@ -59,6 +62,7 @@ pub struct BuyFigures {
 }
 
 /// One live item's stock.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ItemStock {
     pub activity_id: i64,
@@ -76,6 +80,7 @@ pub struct ItemStock {
     pub paid: i64,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PipelineFigures {
     /// Messages ready in the order pipeline's queues, by queue role.
@@ -86,6 +91,7 @@ pub struct PipelineFigures {
     pub dead_letters: i64,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolFigures {
     /// Connections open.
@@ -96,6 +102,7 @@ pub struct PoolFigures {
     pub max: u32,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdmissionFigures {
     pub in_flight: u64,
@@ -103,6 +110,7 @@ pub struct AdmissionFigures {
 }
 
 /// One live instance.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceHealth {
     pub node_id: String,

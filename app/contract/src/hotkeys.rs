@@ -192,6 +192,7 @@ pub const MAX_RATE_PER_S: u64 = 1_000_000_000;
 
 /// `{prefix}/rules/hotkeys/{kind}`: when a key of the kind is hot, and what is done for
 /// how long.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HotKeyRule {
@@ -244,6 +245,7 @@ pub fn check_hold(hold_s: u64) -> Result<(), String> {
 }
 
 /// Where a hot key in force came from.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HotKeySource {
@@ -263,6 +265,7 @@ impl HotKeySource {
 }
 
 /// A hot key in force on the answering instance.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HotKey {
     pub kind: HotKeyKind,
@@ -285,6 +288,7 @@ pub struct HotKey {
 }
 
 /// One key of a cluster-wide top list, with its rate over the last window.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopKey {
     pub key: String,
@@ -292,6 +296,7 @@ pub struct TopKey {
 }
 
 /// The cluster-wide top keys per kind.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopKeys {
     pub item: Vec<TopKey>,
@@ -318,6 +323,7 @@ impl TopKeys {
 }
 
 /// `GET /admin/api/hotkeys`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HotKeysView {
     pub hot: Vec<HotKey>,
@@ -344,6 +350,7 @@ pub struct NewHotKey {
 
 /// The console's form for a manual key: every field as the browser sends it, read into a
 /// [`NewHotKey`] by [`HotKeyForm::read`] once the caller is known to be allowed.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HotKeyForm {
     pub kind: String,
@@ -379,6 +386,7 @@ impl HotKeyForm {
 }
 
 /// One stored period of a key being hot (`GET /admin/api/hotkeys/history`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HotKeyPeriod {
     pub id: i64,

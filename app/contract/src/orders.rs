@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::Page;
 
 /// Filters of `GET /admin/api/orders` and of the console's order list; absent means "any".
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderQuery {
     pub activity_id: Option<i64>,
@@ -16,6 +17,7 @@ pub struct OrderQuery {
 }
 
 /// An order as the admin console lists it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderSummary {
     pub id: String,
@@ -36,6 +38,7 @@ pub struct OrderSummary {
 /// `GET /admin/api/orders`: one page of orders, newest first.
 pub type OrderPage = Page<OrderRows>;
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderRows {
     pub orders: Vec<OrderSummary>,
@@ -44,6 +47,7 @@ pub struct OrderRows {
 }
 
 /// One step of an order's life: its creation (`from` absent), then every status change.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderTransition {
     pub from: Option<OrderStatus>,
@@ -52,6 +56,7 @@ pub struct OrderTransition {
 }
 
 /// A trade the payment center opened for an order.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaymentTradeView {
     pub trade_no: String,
@@ -64,6 +69,7 @@ pub struct PaymentTradeView {
 }
 
 /// The restore-journal row of an order whose stock went back.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StockRestoreView {
     pub quantity: i64,
@@ -73,6 +79,7 @@ pub struct StockRestoreView {
 }
 
 /// `GET /admin/api/orders/{id}`: the order with everything that happened to it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderDetail {
     pub order: OrderSummary,
@@ -87,6 +94,7 @@ pub struct OrderDetail {
 
 /// Where an order is in its life (docs/pipeline.md): `PRE_CREATED → UNPAID → PAID`,
 /// `UNPAID → CANCELLED`, `PRE_CREATED → FAILED`, `CANCELLED → REFUND_PENDING`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OrderStatus {
@@ -153,6 +161,7 @@ impl std::fmt::Display for OrderStatus {
 }
 
 /// State of a trade at the payment center.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TradeStatus {

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// A numbered page, newest first. `rows` is flattened, so each listing names its own rows
 /// (`orders`, `entries`, `dead_letters`) next to `page`, `per_page` and `has_more`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page<T> {
     #[serde(flatten)]

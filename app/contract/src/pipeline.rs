@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::Page;
 
 /// A message the order pipeline's dead-letter queue received, kept for inspection and requeue.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetterView {
     pub id: i64,
@@ -29,6 +30,7 @@ pub struct DeadLetterView {
 /// `GET /admin/api/dead-letters`: one page, the ones still waiting first, newest first.
 pub type DeadLetterPage = Page<DeadLetterRows>;
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetterRows {
     pub dead_letters: Vec<DeadLetterView>,
@@ -45,6 +47,7 @@ pub struct OpsReason {
 }
 
 /// `POST /admin/api/dead-letters/requeue-all`: how many were sent back.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequeueReport {
     pub requeued: i64,
@@ -52,6 +55,7 @@ pub struct RequeueReport {
 
 /// `POST /admin/api/recordings/replay`: recorded pre-orders handed to the pipeline, and how
 /// many of them RabbitMQ confirmed at once (the relay resends the rest).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayReport {
     pub replayed: i64,
@@ -60,12 +64,14 @@ pub struct ReplayReport {
 
 /// `POST /admin/api/outbox/{id}/retry` and `POST /admin/api/outbox/retry`: failed outbox
 /// rows handed back to the relay (`pending`, attempts from zero, due now).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutboxRetryReport {
     pub retried: i64,
 }
 
 /// An outbox row the relay gave up on.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailedOutboxRow {
     pub id: i64,
@@ -77,6 +83,7 @@ pub struct FailedOutboxRow {
 }
 
 /// `GET /admin/api/outbox`: rows waiting for the relay, given up on, and recorded for replay.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutboxSummary {
     pub pending: i64,

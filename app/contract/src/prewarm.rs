@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What pre-warm loaded into Redis for one item, next to the database figures it came from.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PrewarmedItem {
     pub item_id: i64,
@@ -16,6 +17,7 @@ pub struct PrewarmedItem {
 }
 
 /// What one pre-warm run loaded; the same JSON as `POST /admin/api/activities/{id}/prewarm`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PrewarmReport {
     pub activity_id: i64,

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What a check looks at; the wire name is the snake-case variant (`buyer_records`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadinessCheckName {
@@ -79,6 +80,7 @@ impl ReadinessCheckName {
 }
 
 /// One check's verdict.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadinessCheck {
     pub name: ReadinessCheckName,
@@ -88,6 +90,7 @@ pub struct ReadinessCheck {
 }
 
 /// `GET /admin/api/readiness?activity_id=`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Readiness {
     pub activity_id: i64,

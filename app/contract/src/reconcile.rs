@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The kind of difference a finding reports; the `class` field of the JSON.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum FindingClass {
@@ -50,6 +51,7 @@ impl FindingClass {
 }
 
 /// What a run did about a finding.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FindingAction {
@@ -78,6 +80,7 @@ impl FindingAction {
 }
 
 /// One difference between the stores.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     pub class: FindingClass,
@@ -92,6 +95,7 @@ pub struct Finding {
 }
 
 /// Where a run stands.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
@@ -117,6 +121,7 @@ impl RunStatus {
 }
 
 /// Who started a run.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunTrigger {
@@ -145,6 +150,7 @@ impl RunTrigger {
 }
 
 /// Items done out of items to do.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
     pub done: i64,
@@ -152,6 +158,7 @@ pub struct Progress {
 }
 
 /// A reconciliation run: `GET /admin/api/reconciliations/{id}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReconciliationRun {
     pub id: i64,
@@ -172,6 +179,7 @@ pub struct ReconciliationRun {
 }
 
 /// A run in a list: the run without its findings, with their count per class.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub id: i64,
@@ -202,6 +210,7 @@ pub struct StartReconciliation {
 }
 
 /// Answer of `POST /admin/api/reconciliations` (202).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartedRun {
     pub id: i64,
@@ -212,6 +221,7 @@ pub struct StartedRun {
 /// Where nothing is in flight, `total = redis_stock + allocated + in_flight + restore_owed`
 /// for an item that Redis serves; `drift` is what is missing from that sum (positive:
 /// units nobody holds, negative: Redis would sell units the orders hold).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerItem {
     pub item_id: i64,
@@ -238,6 +248,7 @@ pub struct LedgerItem {
 }
 
 /// The ledger of every item of an activity.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActivityLedger {
     pub activity_id: i64,

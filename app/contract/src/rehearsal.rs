@@ -21,6 +21,7 @@ pub struct StartRehearsal {
 
 /// Where a rehearsal stands: running, or over with its check passed or failed, or stopped by
 /// an error before its check could be made.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RehearsalStatus {
@@ -53,6 +54,7 @@ impl RehearsalStatus {
 }
 
 /// The step a rehearsal is at, in order.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RehearsalStage {
@@ -102,6 +104,7 @@ impl RehearsalStage {
 }
 
 /// The invariants a rehearsal checks at its end.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InvariantName {
@@ -133,6 +136,7 @@ impl InvariantName {
 }
 
 /// One invariant's verdict, for one item or for the whole rehearsal.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InvariantCheck {
     pub name: InvariantName,
@@ -143,6 +147,7 @@ pub struct InvariantCheck {
 }
 
 /// How many answers had one status and code (`OK` for a 200).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutcomeCount {
     pub status: u16,
@@ -151,6 +156,7 @@ pub struct OutcomeCount {
 }
 
 /// Latency percentiles of the answered requests (nearest rank), in milliseconds.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LatencyMs {
     pub p50: f64,
@@ -161,6 +167,7 @@ pub struct LatencyMs {
 }
 
 /// What a rehearsal came to.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RehearsalResult {
     pub requests: i64,
@@ -176,6 +183,7 @@ pub struct RehearsalResult {
 }
 
 /// A rehearsal: `GET /admin/api/rehearsals/{id}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Rehearsal {
     pub id: i64,
@@ -204,6 +212,7 @@ pub struct Rehearsal {
 }
 
 /// Answer of `POST /admin/api/activities/{id}/rehearsals` (202).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartedRehearsal {
     pub id: i64,

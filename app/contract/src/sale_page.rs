@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// The answer of `POST /admin/api/activities/{id}/publish`: where the page is served and
 /// which publication of it this is (1 for the first, one more for every publish after).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PublishedPage {
     pub activity_id: i64,
@@ -14,6 +15,7 @@ pub struct PublishedPage {
 }
 
 /// The current publication of an activity's sale page, as the activity's page shows it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Publication {
     pub version: i64,

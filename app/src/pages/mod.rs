@@ -8,6 +8,7 @@ pub mod dashboard;
 pub mod dead_letters;
 pub mod hotkeys;
 pub mod items;
+pub mod jobs;
 pub mod layout;
 pub mod login;
 pub mod orders;

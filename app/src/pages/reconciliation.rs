@@ -11,12 +11,15 @@
 //! role may not do, whatever the page showed.
 
 use super::{
-    activity_options, chosen_activity, ended_cell, error_box, listing, my_role, reason_field,
-    stamp_cell, ticker, when,
+    activity_options, ended_cell, error_box,
+    jobs::{
+        activity_filter, job_list, job_of_the_page, refetch_while, JobListText, LIST_REFRESH,
+        RUN_REFRESH,
+    },
+    listing, my_role, reason_field, stamp_cell, ticker, when,
 };
 use crate::api::{
-    get_activity_ledger, get_reconciliation, list_activities, list_reconciliations, whoami,
-    StartReconciliation,
+    get_activity_ledger, get_reconciliation, list_reconciliations, whoami, StartReconciliation,
 };
 use crate::error::ConsoleFnError;
 use contract::{
@@ -24,16 +27,8 @@ use contract::{
     Permission, Progress, ReconciliationRun, RunStatus, RunSummary,
 };
 use leptos::prelude::*;
-use leptos_router::{
-    components::{Form, A},
-    hooks::use_params_map,
-};
-use std::{collections::BTreeMap, time::Duration};
-
-/// How often a running run's page asks for its progress.
-const RUN_REFRESH: Duration = Duration::from_secs(1);
-/// How often the runs list and the stock ledger refresh.
-const LIST_REFRESH: Duration = Duration::from_secs(2);
+use leptos_router::components::A;
+use std::collections::BTreeMap;
 
 fn status_badge(status: RunStatus) -> impl IntoView {
     let name = status.as_str();
@@ -59,46 +54,25 @@ fn progress_text(progress: Progress) -> String {
 
 #[component]
 pub fn Reconciliations() -> impl IntoView {
-    let filter = chosen_activity();
-    let user = Resource::new(|| (), |_| whoami());
-    let activities = Resource::new(|| (), |_| list_activities());
     let start = ServerAction::<StartReconciliation>::new();
-    let runs = Resource::new(
-        move || (filter.get(), start.version().get()),
-        |(activity_id, _)| list_reconciliations(activity_id),
-    );
-    // Runs started elsewhere (the CLI, the API, the leader) show up, and running ones move;
-    // a refusal is not asked again.
-    let beat = ticker(LIST_REFRESH);
-    Effect::new(move |_| {
-        let listed = runs.with_untracked(|runs| matches!(runs, Some(Ok(_))));
-        if beat.get() > 0 && listed {
-            runs.refetch();
-        }
-    });
-    view! {
-        <h1>"Reconciliation"</h1>
-        <p class="meta">
-            "A run compares each item's stock and buyer records in Redis with PostgreSQL's orders "
-            "and restore journal, and reports every difference by class. A repair run also repairs "
-            "the classes that are safe to repair and flags the rest for a person; it never gives "
-            "back stock that an in-flight request is about to take, so it is safe during a sale."
-        </p>
-        // The forms live apart from the refreshing list, so what is typed in them stays.
-        <Transition fallback=|| view! { <p>"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                let user = user.await.ok();
-                let activities = activities.await.unwrap_or_default();
-                view! { <RunForms user activities chosen=filter.get_untracked() start/> }
-            })}
-        </Transition>
-        <h2>"Runs"</h2>
-        <Transition fallback=|| view! { <p>"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                listing(runs.await, "No reconciliation runs yet.", |runs| view! { <RunList runs/> }.into_any())
-            })}
-        </Transition>
-    }
+    job_list(
+        JobListText {
+            title: "Reconciliation",
+            about: "A run compares each item's stock and buyer records in Redis with \
+                PostgreSQL's orders and restore journal, and reports every difference by class. A \
+                repair run also repairs the classes that are safe to repair and flags the rest for \
+                a person; it never gives back stock that an in-flight request is about to take, so \
+                it is safe during a sale.",
+            list_heading: "Runs",
+            nothing: "No reconciliation runs yet.",
+        },
+        start.version(),
+        list_reconciliations,
+        move |user, activities, chosen| {
+            view! { <RunForms user activities chosen start/> }.into_any()
+        },
+        |runs| view! { <RunList runs/> }.into_any(),
+    )
 }
 
 /// The activity filter, and the start form for the roles that may start a run.
@@ -132,17 +106,8 @@ fn RunForms(
     } else {
         view! { <p class="meta">"Only ops, SRE and admins run reconciliations."</p> }.into_any()
     };
-    let filter_choices = activity_options(activities, chosen);
     view! {
-        <Form method="GET" action="/reconciliations" attr:class="row filters" attr:id="run-filter">
-            <label>"Activity"
-                <select name="activity_id">
-                    <option value="">"Any activity"</option>
-                    {filter_choices}
-                </select>
-            </label>
-            <button type="submit">"Filter"</button>
-        </Form>
+        {activity_filter("/reconciliations", "run-filter", activities, chosen)}
         {start_form}
     }
     .into_any()
@@ -198,33 +163,11 @@ fn RunList(runs: Vec<RunSummary>) -> AnyView {
 
 #[component]
 pub fn ReconciliationPage() -> impl IntoView {
-    let params = use_params_map();
-    let id = Memo::new(move |_| {
-        params
-            .read()
-            .get("id")
-            .and_then(|id| id.parse::<i64>().ok())
-    });
     let user = Resource::new(|| (), |_| whoami());
     let rerun = ServerAction::<StartReconciliation>::new();
-    let run = Resource::new(
-        move || id.get(),
-        |id| async move {
-            match id {
-                Some(id) => get_reconciliation(id).await,
-                None => Err(ConsoleFnError::not_found()),
-            }
-        },
-    );
+    let run = job_of_the_page(get_reconciliation);
     // Follows the run while it runs; a finished run is not asked again.
-    let beat = ticker(RUN_REFRESH);
-    Effect::new(move |_| {
-        let running = run
-            .with_untracked(|run| matches!(run, Some(Ok(run)) if run.status == RunStatus::Running));
-        if beat.get() > 0 && running {
-            run.refetch();
-        }
-    });
+    refetch_while(run, RUN_REFRESH, |run| run.status == RunStatus::Running);
     view! {
         <p><A href="/reconciliations">"← Reconciliation"</A></p>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>

@@ -8,24 +8,16 @@
 //! form, so it works before hydration too; the server refuses what a role may not do.
 
 use super::{
-    activity_options, chosen_activity, ended_cell, error_box, listing, stamp_cell, ticker,
+    activity_options, ended_cell, error_box,
+    jobs::{activity_filter, job_list, job_of_the_page, refetch_while, JobListText, RUN_REFRESH},
+    stamp_cell,
 };
-use crate::api::{get_rehearsal, list_activities, list_rehearsals, whoami, BeginRehearsal};
-use crate::error::ConsoleFnError;
+use crate::api::{get_rehearsal, list_rehearsals, BeginRehearsal};
 use contract::{
     ActivitySummary, CurrentUser, Permission, Progress, Rehearsal, RehearsalResult, RehearsalStatus,
 };
 use leptos::prelude::*;
-use leptos_router::{
-    components::{Form, A},
-    hooks::use_params_map,
-};
-use std::time::Duration;
-
-/// How often a running rehearsal's page asks for its progress.
-const RUN_REFRESH: Duration = Duration::from_secs(1);
-/// How often the list refreshes.
-const LIST_REFRESH: Duration = Duration::from_secs(2);
+use leptos_router::components::A;
 
 fn status_badge(status: RehearsalStatus) -> impl IntoView {
     let name = status.as_str();
@@ -38,43 +30,25 @@ fn progress_text(progress: Progress) -> String {
 
 #[component]
 pub fn Rehearsals() -> impl IntoView {
-    let filter = chosen_activity();
-    let user = Resource::new(|| (), |_| whoami());
-    let activities = Resource::new(|| (), |_| list_activities());
     let start = ServerAction::<BeginRehearsal>::new();
-    let rehearsals = Resource::new(
-        move || (filter.get(), start.version().get()),
-        |(activity_id, _)| list_rehearsals(activity_id),
-    );
-    let beat = ticker(LIST_REFRESH);
-    Effect::new(move |_| {
-        let listed = rehearsals.with_untracked(|listed| matches!(listed, Some(Ok(_))));
-        if beat.get() > 0 && listed {
-            rehearsals.refetch();
-        }
-    });
-    view! {
-        <h1>"Rehearsals"</h1>
-        <p class="meta">
-            "A rehearsal copies an activity (same items, stock, limits and prices, invisible to "
-            "buyers), sends a flash sale's load through the real buy path to the copy (most buyers "
-            "on the item with the most stock, the rest spread, some buyers retrying), checks that "
-            "nothing was oversold or lost, then removes the copy with everything it left."
-        </p>
-        <Transition fallback=|| view! { <p>"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                let user = user.await.ok();
-                let activities = activities.await.unwrap_or_default();
-                view! { <StartForm user activities chosen=filter.get_untracked() start/> }
-            })}
-        </Transition>
-        <h2>"Rehearsals"</h2>
-        <Transition fallback=|| view! { <p>"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                listing(rehearsals.await, "No rehearsals yet.", |listed| view! { <RehearsalList listed/> }.into_any())
-            })}
-        </Transition>
-    }
+    job_list(
+        JobListText {
+            title: "Rehearsals",
+            about: "A rehearsal copies an activity (same items, stock, limits and prices, \
+                invisible to buyers), sends a flash sale's load through the real buy path to the \
+                copy (most buyers on the item with the most stock, the rest spread, some buyers \
+                retrying), checks that nothing was oversold or lost, then removes the copy with \
+                everything it left.",
+            list_heading: "Rehearsals",
+            nothing: "No rehearsals yet.",
+        },
+        start.version(),
+        list_rehearsals,
+        move |user, activities, chosen| {
+            view! { <StartForm user activities chosen start/> }.into_any()
+        },
+        |listed| view! { <RehearsalList listed/> }.into_any(),
+    )
 }
 
 /// The activity filter, and the start form for the roles that may rehearse.
@@ -113,17 +87,8 @@ fn StartForm(
     } else {
         view! { <p class="meta">"Only ops and admins start rehearsals."</p> }.into_any()
     };
-    let filter_choices = activity_options(activities, chosen);
     view! {
-        <Form method="GET" action="/rehearsals" attr:class="row filters" attr:id="rehearsal-filter">
-            <label>"Activity"
-                <select name="activity_id">
-                    <option value="">"Any activity"</option>
-                    {filter_choices}
-                </select>
-            </label>
-            <button type="submit">"Filter"</button>
-        </Form>
+        {activity_filter("/rehearsals", "rehearsal-filter", activities, chosen)}
         {start_form}
     }
     .into_any()
@@ -160,31 +125,10 @@ fn RehearsalList(listed: Vec<Rehearsal>) -> AnyView {
 
 #[component]
 pub fn RehearsalPage() -> impl IntoView {
-    let params = use_params_map();
-    let id = Memo::new(move |_| {
-        params
-            .read()
-            .get("id")
-            .and_then(|id| id.parse::<i64>().ok())
-    });
-    let rehearsal = Resource::new(
-        move || id.get(),
-        |id| async move {
-            match id {
-                Some(id) => get_rehearsal(id).await,
-                None => Err(ConsoleFnError::not_found()),
-            }
-        },
-    );
+    let rehearsal = job_of_the_page(get_rehearsal);
     // Follows the rehearsal while it runs; one that is over is not asked again.
-    let beat = ticker(RUN_REFRESH);
-    Effect::new(move |_| {
-        let running = rehearsal.with_untracked(|rehearsal| {
-            matches!(rehearsal, Some(Ok(rehearsal)) if rehearsal.status == RehearsalStatus::Running)
-        });
-        if beat.get() > 0 && running {
-            rehearsal.refetch();
-        }
+    refetch_while(rehearsal, RUN_REFRESH, |rehearsal| {
+        rehearsal.status == RehearsalStatus::Running
     });
     view! {
         <p><A href="/rehearsals">"← Rehearsals"</A></p>

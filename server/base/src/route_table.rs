@@ -1,7 +1,8 @@
 //! A router that remembers what it serves: every route goes in with its method, its path
-//! template and what its handler's extractors say about the request (query parameters,
-//! JSON body, path value types), so the OpenAPI document and the RBAC matrix are built from
-//! the same list the router is, and neither can miss a route or drift from a handler.
+//! template, what its handler's extractors say about the request (query parameters, JSON
+//! body, path value types) and what its return type says about a successful answer (its
+//! status and JSON body), so the OpenAPI document and the RBAC matrix are built from the
+//! same list the router is, and neither can miss a route or drift from a handler.
 
 use axum::{
     body::{Body, Bytes},
@@ -10,11 +11,11 @@ use axum::{
         ConnectInfo, Path, Query, Request, State,
     },
     handler::Handler,
-    http::{HeaderMap, Method},
+    http::{HeaderMap, HeaderName, Method, StatusCode},
     routing::{self, MethodRouter},
     Json, Router,
 };
-use std::net::SocketAddr;
+use std::{future::Future, net::SocketAddr};
 use utoipa::{
     openapi::{
         path::{Parameter, ParameterIn},
@@ -25,7 +26,8 @@ use utoipa::{
 
 use crate::error::ApiError;
 
-/// What a handler's extractors tell about its request, collected for the OpenAPI document.
+/// What a handler's extractors tell about its request, and its return type about its
+/// answer, collected for the OpenAPI document.
 #[derive(Default)]
 pub struct RequestShape {
     /// The query parameters, from a `Query<T>` extractor.
@@ -34,8 +36,19 @@ pub struct RequestShape {
     pub body: Option<String>,
     /// The types of the path's parameters in template order, from a `Path<T>` extractor.
     pub path: Vec<RefOr<Schema>>,
-    /// Every schema the body refers to, by name.
+    /// Every schema the request's or the answer's body refers to, by name.
     pub schemas: Vec<(String, RefOr<Schema>)>,
+    /// The successful answer, when the handler's return type says what it is; a handler
+    /// that builds its response by hand (a page, a stream, a redirect) leaves it unsaid.
+    pub success: Option<Success>,
+}
+
+/// A successful answer as the document describes it.
+pub struct Success {
+    /// `200`, or `2XX` when the handler chooses the status as it runs (201, 202, 204).
+    pub status: &'static str,
+    /// The JSON body's schema, when there is a body.
+    pub body: Option<RefOr<Schema>>,
 }
 
 /// An extractor's part of [`RequestShape`]; extractors that the document does not describe
@@ -138,6 +151,106 @@ impl<T: PathValues> DescribesRequest for Result<Path<T>, PathRejection> {
     }
 }
 
+/// What a handler's return type tells about its successful answer.
+pub trait DescribesAnswer {
+    fn describe_answer(_shape: &mut RequestShape) {}
+}
+
+/// A JSON body: its schema is written in place, and the schemas it refers to are added.
+fn json_body<T: ToSchema>(shape: &mut RequestShape) -> Option<RefOr<Schema>> {
+    T::schemas(&mut shape.schemas);
+    Some(T::schema())
+}
+
+impl<T: ToSchema> DescribesAnswer for Json<T> {
+    fn describe_answer(shape: &mut RequestShape) {
+        let body = json_body::<T>(shape);
+        shape.success = Some(Success {
+            status: "200",
+            body,
+        });
+    }
+}
+
+impl<T: ToSchema> DescribesAnswer for (StatusCode, Json<T>) {
+    fn describe_answer(shape: &mut RequestShape) {
+        let body = json_body::<T>(shape);
+        shape.success = Some(Success {
+            status: "2XX",
+            body,
+        });
+    }
+}
+
+// Headers beside the body (a read's `Cache-Control`) change nothing the document says.
+impl<T: ToSchema, const N: usize> DescribesAnswer for ([(HeaderName, &'static str); N], Json<T>) {
+    fn describe_answer(shape: &mut RequestShape) {
+        Json::<T>::describe_answer(shape);
+    }
+}
+
+impl DescribesAnswer for StatusCode {
+    fn describe_answer(shape: &mut RequestShape) {
+        shape.success = Some(Success {
+            status: "2XX",
+            body: None,
+        });
+    }
+}
+
+impl DescribesAnswer for () {
+    fn describe_answer(shape: &mut RequestShape) {
+        shape.success = Some(Success {
+            status: "200",
+            body: None,
+        });
+    }
+}
+
+// A stream of server-sent events: its events are described in docs/, not as a JSON body.
+impl<S> DescribesAnswer for axum::response::Sse<S> {}
+
+impl<T: DescribesAnswer> DescribesAnswer for Result<T, ApiError> {
+    fn describe_answer(shape: &mut RequestShape) {
+        T::describe_answer(shape);
+    }
+}
+
+/// A handler as axum types it (its arguments `(marker, extractor, ...)`): its output
+/// describes its answer.
+pub trait HandlerAnswer<T> {
+    fn describe_answer(shape: &mut RequestShape);
+}
+
+macro_rules! handler_answer {
+    ($($extractor:ident),*) => {
+        impl<F, Fut, M, $($extractor),*> HandlerAnswer<(M, $($extractor,)*)> for F
+        where
+            F: FnOnce($($extractor),*) -> Fut,
+            Fut: Future,
+            Fut::Output: DescribesAnswer,
+        {
+            fn describe_answer(shape: &mut RequestShape) {
+                <Fut::Output as DescribesAnswer>::describe_answer(shape);
+            }
+        }
+    };
+}
+
+handler_answer!();
+handler_answer!(A);
+handler_answer!(A, B);
+handler_answer!(A, B, C);
+handler_answer!(A, B, C, D);
+handler_answer!(A, B, C, D, E);
+handler_answer!(A, B, C, D, E, F2);
+
+/// Everything a route's handler tells the document.
+fn describe_route<H: HandlerAnswer<T>, T: HandlerArguments>(shape: &mut RequestShape) {
+    T::describe(shape);
+    H::describe_answer(shape);
+}
+
 /// One route as the table lists it.
 pub struct Listed {
     pub method: Method,
@@ -162,39 +275,39 @@ impl<S: Clone + Send + Sync + 'static> Default for RouteTable<S> {
 }
 
 impl<S: Clone + Send + Sync + 'static> RouteTable<S> {
-    pub fn get<H: Handler<T, S>, T: HandlerArguments + 'static>(
+    pub fn get<H: Handler<T, S> + HandlerAnswer<T>, T: HandlerArguments + 'static>(
         self,
         path: &'static str,
         handler: H,
     ) -> Self {
-        self.add::<T>(Method::GET, path, routing::get(handler))
+        self.add::<H, T>(Method::GET, path, routing::get(handler))
     }
 
-    pub fn post<H: Handler<T, S>, T: HandlerArguments + 'static>(
+    pub fn post<H: Handler<T, S> + HandlerAnswer<T>, T: HandlerArguments + 'static>(
         self,
         path: &'static str,
         handler: H,
     ) -> Self {
-        self.add::<T>(Method::POST, path, routing::post(handler))
+        self.add::<H, T>(Method::POST, path, routing::post(handler))
     }
 
-    pub fn put<H: Handler<T, S>, T: HandlerArguments + 'static>(
+    pub fn put<H: Handler<T, S> + HandlerAnswer<T>, T: HandlerArguments + 'static>(
         self,
         path: &'static str,
         handler: H,
     ) -> Self {
-        self.add::<T>(Method::PUT, path, routing::put(handler))
+        self.add::<H, T>(Method::PUT, path, routing::put(handler))
     }
 
-    pub fn delete<H: Handler<T, S>, T: HandlerArguments + 'static>(
+    pub fn delete<H: Handler<T, S> + HandlerAnswer<T>, T: HandlerArguments + 'static>(
         self,
         path: &'static str,
         handler: H,
     ) -> Self {
-        self.add::<T>(Method::DELETE, path, routing::delete(handler))
+        self.add::<H, T>(Method::DELETE, path, routing::delete(handler))
     }
 
-    fn add<T: HandlerArguments>(
+    fn add<H: HandlerAnswer<T>, T: HandlerArguments>(
         mut self,
         method: Method,
         path: &'static str,
@@ -205,7 +318,7 @@ impl<S: Clone + Send + Sync + 'static> RouteTable<S> {
         self.listed.push(Listed {
             method,
             path,
-            describe: T::describe,
+            describe: describe_route::<H, T>,
         });
         self
     }

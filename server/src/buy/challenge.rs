@@ -24,7 +24,7 @@ pub struct Challenges {
     clock: SwappableClock,
 }
 
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub(crate) struct Challenge {
     pub(crate) challenge_id: String,
     pub(crate) question: String,

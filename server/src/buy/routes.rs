@@ -23,8 +23,9 @@ use crate::{
 use base::{
     client_address::ClientAddress,
     error::{ApiError, ApiResult},
-    route_table::RouteTable,
+    route_table::{DescribesAnswer, RequestShape, RouteTable, Success},
 };
+use utoipa::openapi::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
 
 pub(crate) fn routes(routes: RouteTable<AppState>) -> RouteTable<AppState> {
     routes
@@ -50,6 +51,33 @@ impl IntoResponse for Answer {
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
+    }
+}
+
+/// A read's caching header, beside its body.
+type Headers = [(header::HeaderName, &'static str); 1];
+
+// The winner's body as `funnel::ordered` writes it (bytes, not a serialised struct: one
+// per successful buy); every refusal is the error body the document describes anyway.
+impl DescribesAnswer for Answer {
+    fn describe_answer(shape: &mut RequestShape) {
+        let order_id = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)));
+        let status = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(["PRE_CREATED"]));
+        shape.success = Some(Success {
+            status: "200",
+            body: Some(
+                ObjectBuilder::new()
+                    .property("order_id", order_id)
+                    .required("order_id")
+                    .property("status", status)
+                    .required("status")
+                    .into(),
+            ),
+        });
     }
 }
 
@@ -88,48 +116,59 @@ async fn cached_activity(
     }
 }
 
-#[derive(Serialize)]
-struct PublicItem<'a> {
+#[derive(Serialize, utoipa::ToSchema)]
+struct PublicItem {
     id: i64,
-    name: &'a str,
+    name: String,
     price_cents: i64,
     per_user_limit: i64,
     total_stock: i64,
     kind: &'static str,
 }
 
+/// `GET /api/activities/{id}`.
+#[derive(Serialize, utoipa::ToSchema)]
+struct PublicActivity {
+    id: i64,
+    title: String,
+    kind: &'static str,
+    starts_at_ms: i64,
+    ends_at_ms: i64,
+    items: Vec<PublicItem>,
+}
+
 /// Static facts of an activity; cacheable by a CDN for a few seconds.
 async fn activity(
     State(state): State<AppState>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
-) -> ApiResult<Response> {
+) -> ApiResult<(Headers, Json<PublicActivity>)> {
     let Path(id) = id?;
     let activity = cached_activity(&state, id, None).await?;
     sample_read(&state, &activity);
-    let items: Vec<PublicItem> = activity
+    let items = activity
         .items
         .iter()
         .map(|item| PublicItem {
             id: item.item_id,
-            name: &item.name,
+            name: item.name.clone(),
             price_cents: item.price_cents,
             per_user_limit: item.per_user_limit,
             total_stock: item.total_stock,
             kind: activity.kind.as_str(),
         })
         .collect();
-    let body = serde_json::json!({
-        "id": activity.id,
-        "title": activity.title,
-        "kind": activity.kind.as_str(),
-        "starts_at_ms": activity.starts_at.timestamp_millis(),
-        "ends_at_ms": activity.ends_at.timestamp_millis(),
-        "items": items,
-    });
-    Ok(([(header::CACHE_CONTROL, "public, max-age=5")], Json(body)).into_response())
+    let body = PublicActivity {
+        id: activity.id,
+        title: activity.title.clone(),
+        kind: activity.kind.as_str(),
+        starts_at_ms: activity.starts_at.timestamp_millis(),
+        ends_at_ms: activity.ends_at.timestamp_millis(),
+        items,
+    };
+    Ok(([(header::CACHE_CONTROL, "public, max-age=5")], Json(body)))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ItemStatus {
     item_id: i64,
     sold_out: bool,
@@ -137,7 +176,7 @@ struct ItemStatus {
     units_left: i64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct Status {
     server_time_ms: i64,
     starts_at_ms: i64,
@@ -151,7 +190,7 @@ struct Status {
 async fn status(
     State(state): State<AppState>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
-) -> ApiResult<Response> {
+) -> ApiResult<(Headers, Json<Status>)> {
     let Path(id) = id?;
     let activity = cached_activity(&state, id, None).await?;
     sample_read(&state, &activity);
@@ -195,7 +234,7 @@ async fn status(
         items,
         challenge_required: switches.challenge_required,
     };
-    Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
+    Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)))
 }
 
 /// Counts a read of the activity's items for hot keys until its sale is over: a read names
@@ -219,10 +258,10 @@ async fn challenge(
     State(state): State<AppState>,
     headers: HeaderMap,
     query: Result<Query<ChallengeQuery>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult<Response> {
+) -> ApiResult<(Headers, Json<Challenge>)> {
     let Query(query) = query?;
     let caller = state.buyer_tokens.bearer(&headers)?;
     cached_activity(&state, query.activity_id, caller.rehearsal).await?;
     let challenge: Challenge = state.funnel.challenges.issue(caller.id).await?;
-    Ok(([(header::CACHE_CONTROL, "no-store")], Json(challenge)).into_response())
+    Ok(([(header::CACHE_CONTROL, "no-store")], Json(challenge)))
 }

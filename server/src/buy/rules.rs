@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 /// Where an activity stands at a moment; `Closed` is an ops decision, not a time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Phase {
     Upcoming,

@@ -34,7 +34,7 @@ async fn order(
 }
 
 /// An order as its owner sees it.
-#[derive(Debug, sqlx::FromRow, serde::Serialize)]
+#[derive(Debug, sqlx::FromRow, serde::Serialize, utoipa::ToSchema)]
 pub(crate) struct OrderView {
     pub(crate) order_id: Uuid,
     pub(crate) activity_id: i64,

@@ -32,7 +32,7 @@ pub(crate) fn routes(routes: RouteTable<AppState>) -> RouteTable<AppState> {
         .post("/pay/notify", notify)
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct TradeStarted {
     trade_no: String,
 }
@@ -69,7 +69,7 @@ async fn pay(
     Ok(Json(TradeStarted { trade_no }))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct NoticeTaken {
     code: &'static str,
     /// What the notice did: `paid`, `refund_pending`, `already_applied` or `trade_failed`.

@@ -9,8 +9,7 @@ use axum::{
     Json,
 };
 use contract::Actor;
-use contract::{ActivityDetail, ActivityInput, ActivitySummary};
-use serde_json::{json, Value};
+use contract::{ActivityDetail, ActivityInput, ActivitySummary, Written};
 
 use crate::{catalog::service as catalog, state::AppState};
 use base::error::ApiResult;
@@ -19,10 +18,10 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     actor: Actor,
     input: Result<Json<ActivityInput>, JsonRejection>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<Written>)> {
     let Json(input) = input?;
     let id = catalog::create_activity(&state, &actor, input).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
+    Ok((StatusCode::CREATED, Json(Written { id })))
 }
 
 pub(crate) async fn update(
@@ -30,10 +29,10 @@ pub(crate) async fn update(
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,
     input: Result<Json<ActivityInput>, JsonRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Written>> {
     let (Path(id), Json(input)) = (id?, input?);
     catalog::update_activity(&state, &actor, id, input).await?;
-    Ok(Json(json!({ "id": id })))
+    Ok(Json(Written { id }))
 }
 
 pub(crate) async fn list(

@@ -6,8 +6,7 @@ use axum::{
     Json,
 };
 use contract::Actor;
-use contract::{Item, ItemInput};
-use serde_json::{json, Value};
+use contract::{Item, ItemInput, Written};
 
 use crate::{catalog::service as catalog, state::AppState};
 use base::error::ApiResult;
@@ -16,10 +15,10 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     actor: Actor,
     input: Result<Json<ItemInput>, JsonRejection>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<Written>)> {
     let Json(input) = input?;
     let id = catalog::create_item(&state, &actor, input).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
+    Ok((StatusCode::CREATED, Json(Written { id })))
 }
 
 pub(crate) async fn update(
@@ -27,10 +26,10 @@ pub(crate) async fn update(
     actor: Actor,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
     input: Result<Json<ItemInput>, JsonRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Written>> {
     let (Path(id), Json(input)) = (id?, input?);
     catalog::update_item(&state, &actor, id, input).await?;
-    Ok(Json(json!({ "id": id })))
+    Ok(Json(Written { id }))
 }
 
 pub(crate) async fn list(
