@@ -35,6 +35,11 @@ step() {
   current=""
 }
 
+# A failing test's message is what a reader of the run needs, and a CI log shows its tail: a
+# backtrace of a hundred lines after every message would push the message out of it. One
+# test run by hand gets its backtrace with RUST_BACKTRACE=1.
+export RUST_BACKTRACE=0
+
 step setup bash scripts/setup.sh
 step build-front bash scripts/build-front.sh
 step fmt cargo fmt --all --check
