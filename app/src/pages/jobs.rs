@@ -88,6 +88,19 @@ pub fn activity_filter(
     .into_any()
 }
 
+/// The activity a start form starts its job for: one must be picked.
+pub fn activity_to_start(activities: Vec<ActivitySummary>, chosen: Option<i64>) -> AnyView {
+    view! {
+        <label>"Activity"
+            <select name="activity_id" required>
+                <option value="">"Pick an activity"</option>
+                {activity_options(activities, chosen)}
+            </select>
+        </label>
+    }
+    .into_any()
+}
+
 /// What a job list page says: its heading and what the job does, the list's heading and
 /// the note shown when there is nothing to list.
 pub struct JobListText {

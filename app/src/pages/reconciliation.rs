@@ -11,10 +11,10 @@
 //! role may not do, whatever the page showed.
 
 use super::{
-    activity_options, ended_cell, error_box,
+    ended_cell, error_box,
     jobs::{
-        activity_filter, job_list, job_of_the_page, refetch_while, JobListText, LIST_REFRESH,
-        RUN_REFRESH,
+        activity_filter, activity_to_start, job_list, job_of_the_page, refetch_while, JobListText,
+        LIST_REFRESH, RUN_REFRESH,
     },
     listing, my_role, reason_field, stamp_cell, ticker, when,
 };
@@ -87,16 +87,11 @@ fn RunForms(
     let may_start = may(Permission::Reconcile);
     let may_repair = may(Permission::RepairStock);
     let start_form = if may_start {
-        let choices = activity_options(activities.clone(), chosen);
+        let choices = activity_to_start(activities.clone(), chosen);
         view! {
             <h2>"Start a run"</h2>
             <ActionForm action=start attr:class="card change-form" attr:id="start-run">
-                <label>"Activity"
-                    <select name="activity_id" required>
-                        <option value="">"Pick an activity"</option>
-                        {choices}
-                    </select>
-                </label>
+                {choices}
                 {may_repair.then(|| view! { <RepairFields/> })}
                 <button type="submit" disabled=move || start.pending().get()>"Start run"</button>
             </ActionForm>

@@ -8,8 +8,11 @@
 //! form, so it works before hydration too; the server refuses what a role may not do.
 
 use super::{
-    activity_options, ended_cell, error_box,
-    jobs::{activity_filter, job_list, job_of_the_page, refetch_while, JobListText, RUN_REFRESH},
+    ended_cell, error_box,
+    jobs::{
+        activity_filter, activity_to_start, job_list, job_of_the_page, refetch_while, JobListText,
+        RUN_REFRESH,
+    },
     stamp_cell,
 };
 use crate::api::{get_rehearsal, list_rehearsals, BeginRehearsal};
@@ -63,16 +66,11 @@ fn StartForm(
         .as_ref()
         .is_some_and(|user| user.role.may(Permission::Rehearse));
     let start_form = if may_start {
-        let choices = activity_options(activities.clone(), chosen);
+        let choices = activity_to_start(activities.clone(), chosen);
         view! {
             <h2>"Rehearse"</h2>
             <ActionForm action=start attr:class="card change-form" attr:id="start-rehearsal">
-                <label>"Activity"
-                    <select name="activity_id" required>
-                        <option value="">"Pick an activity"</option>
-                        {choices}
-                    </select>
-                </label>
+                {choices}
                 <label>"Buyers" <input type="number" name="buyers" min="1" value="3000" required/></label>
                 <label>"Requests per second" <input type="number" name="rate_per_s" min="1" value="1500" required/></label>
                 <label>"Reason (audited)"

@@ -42,7 +42,9 @@ impl PageWindow {
     }
 }
 
-/// `?activity_id=`: only this activity's rows, else every activity's.
+/// `?activity_id=`: only this activity's rows, else every activity's. An extractor of its
+/// own, so a listing's handler takes the filter and a bad query is refused as every bad
+/// query is.
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +52,26 @@ pub struct ByActivity {
     /// Only this activity's rows.
     #[serde(default)]
     pub activity_id: Option<i64>,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ByActivity {
+    type Rejection = crate::error::ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let axum::extract::Query(filter) =
+            axum::extract::Query::<ByActivity>::from_request_parts(parts, state).await?;
+        Ok(filter)
+    }
+}
+
+impl crate::route_table::DescribesRequest for ByActivity {
+    fn describe(shape: &mut crate::route_table::RequestShape) {
+        use utoipa::IntoParams;
+        shape.query = Self::into_params(|| Some(utoipa::openapi::path::ParameterIn::Query));
+    }
 }
 
 #[cfg(test)]

@@ -251,6 +251,34 @@ fn describe_route<H: HandlerAnswer<T>, T: HandlerArguments>(shape: &mut RequestS
     H::describe_answer(shape);
 }
 
+/// A route's one numeric `{id}`, refused as every bad path value is.
+pub struct Id(pub i64);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Id {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let Path(id) = Path::<i64>::from_request_parts(parts, state).await?;
+        Ok(Id(id))
+    }
+}
+
+// An extractor of ours whose refusal the handler answers after its own checks.
+impl<T: DescribesRequest> DescribesRequest for Result<T, ApiError> {
+    fn describe(shape: &mut RequestShape) {
+        T::describe(shape);
+    }
+}
+
+impl DescribesRequest for Id {
+    fn describe(shape: &mut RequestShape) {
+        shape.path = <i64 as PathValues>::schemas();
+    }
+}
+
 /// One route as the table lists it.
 pub struct Listed {
     pub method: Method,

@@ -4,24 +4,26 @@
 
 use axum::{
     extract::{
-        rejection::{JsonRejection, PathRejection, QueryRejection},
-        Path, Query, State,
+        rejection::{JsonRejection, PathRejection},
+        Path, State,
     },
     Json,
 };
 use contract::{Actor, BaselineRun, MarkBaseline, Source};
 
 use crate::{admin::routes::AdminRoutes, baselines::runs, state::AppState};
-use base::{error::ApiResult, paging::ByActivity};
+use base::{
+    error::{ApiError, ApiResult},
+    paging::ByActivity,
+};
 
 async fn list(
     State(state): State<AppState>,
     actor: Actor,
-    query: Result<Query<ByActivity>, QueryRejection>,
+    filter: Result<ByActivity, ApiError>,
 ) -> ApiResult<Json<Vec<BaselineRun>>> {
     crate::admin::authorize(&actor, contract::Permission::WatchOperations)?;
-    let Query(query) = query?;
-    Ok(Json(runs::list(&state, &actor, query.activity_id).await?))
+    Ok(Json(runs::list(&state, &actor, filter?.activity_id).await?))
 }
 
 async fn mark(

@@ -2,10 +2,7 @@
 //! `GET /admin/api/reconciliations/{id}` and `GET /admin/api/activities/{id}/ledger`.
 
 use axum::{
-    extract::{
-        rejection::{JsonRejection, PathRejection, QueryRejection},
-        Path, Query, State,
-    },
+    extract::{rejection::JsonRejection, State},
     http::StatusCode,
     Json,
 };
@@ -14,7 +11,7 @@ use contract::{
 };
 
 use crate::{admin::routes::AdminRoutes, reconcile::service, state::AppState};
-use base::{error::ApiResult, paging::ByActivity};
+use base::{error::ApiResult, paging::ByActivity, route_table::Id};
 
 async fn start(
     State(state): State<AppState>,
@@ -31,29 +28,26 @@ async fn start(
 async fn list(
     State(state): State<AppState>,
     actor: Actor,
-    query: Result<Query<ByActivity>, QueryRejection>,
+    filter: ByActivity,
 ) -> ApiResult<Json<Vec<RunSummary>>> {
-    let Query(query) = query?;
     Ok(Json(
-        service::list(&state, &actor, query.activity_id).await?,
+        service::list(&state, &actor, filter.activity_id).await?,
     ))
 }
 
 async fn get(
     State(state): State<AppState>,
     actor: Actor,
-    id: Result<Path<i64>, PathRejection>,
+    Id(id): Id,
 ) -> ApiResult<Json<ReconciliationRun>> {
-    let Path(id) = id?;
     Ok(Json(service::get(&state, &actor, id).await?))
 }
 
 async fn ledger(
     State(state): State<AppState>,
     actor: Actor,
-    id: Result<Path<i64>, PathRejection>,
+    Id(id): Id,
 ) -> ApiResult<Json<ActivityLedger>> {
-    let Path(id) = id?;
     Ok(Json(service::ledger(&state, &actor, id).await?))
 }
 

@@ -2,27 +2,28 @@
 //! and `GET /admin/api/rehearsals/{id}`.
 
 use axum::{
-    extract::{
-        rejection::{JsonRejection, PathRejection, QueryRejection},
-        Path, Query, State,
-    },
+    extract::{rejection::JsonRejection, State},
     http::StatusCode,
     Json,
 };
 use contract::{Actor, Rehearsal, Source, StartRehearsal, StartedRehearsal};
 
 use crate::{admin::routes::AdminRoutes, rehearsal::service, state::AppState};
-use base::{error::ApiResult, paging::ByActivity};
+use base::{
+    error::{ApiError, ApiResult},
+    paging::ByActivity,
+    route_table::Id,
+};
 
 async fn start(
     State(state): State<AppState>,
     actor: Actor,
-    id: Result<Path<i64>, PathRejection>,
+    id: Result<Id, ApiError>,
     body: Result<Json<StartRehearsal>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<StartedRehearsal>)> {
     // A role that may not rehearse learns nothing about its input.
     crate::admin::authorize(&actor, contract::Permission::Rehearse)?;
-    let Path(id) = id?;
+    let Id(id) = id?;
     let Json(request) = body?;
     let started = service::start(&state, &actor, Source::Api, id, request).await?;
     Ok((StatusCode::ACCEPTED, Json(started)))
@@ -31,20 +32,18 @@ async fn start(
 async fn list(
     State(state): State<AppState>,
     actor: Actor,
-    query: Result<Query<ByActivity>, QueryRejection>,
+    filter: ByActivity,
 ) -> ApiResult<Json<Vec<Rehearsal>>> {
-    let Query(query) = query?;
     Ok(Json(
-        service::list(&state, &actor, query.activity_id).await?,
+        service::list(&state, &actor, filter.activity_id).await?,
     ))
 }
 
 async fn get(
     State(state): State<AppState>,
     actor: Actor,
-    id: Result<Path<i64>, PathRejection>,
+    Id(id): Id,
 ) -> ApiResult<Json<Rehearsal>> {
-    let Path(id) = id?;
     Ok(Json(service::get(&state, &actor, id).await?))
 }
 
