@@ -104,21 +104,28 @@ pub fn activity_to_start(activities: Vec<ActivitySummary>, chosen: Option<i64>) 
 /// What a job list page says: its heading and what the job does, the list's heading and
 /// the note shown when there is nothing to list.
 pub struct JobListText {
+    /// The page's own path, which its activity filter reloads.
+    pub path: &'static str,
+    /// The filter form's id.
+    pub filter_id: &'static str,
     pub title: &'static str,
     pub about: &'static str,
+    /// Said instead of the start form to a role that may not start the job.
+    pub may_not_start: &'static str,
     pub list_heading: &'static str,
     pub nothing: &'static str,
 }
 
-/// A job list page: its text, the `forms` (filter and start) for the signed-in user, these
-/// activities and the chosen one, then the `table` of the chosen activity's jobs (all when
+/// A job list page: its text, the activity filter and the `start` form for the signed-in
+/// user, these activities and the chosen one (none for a role that may not start the job),
+/// then the `table` of the chosen activity's jobs (all when
 /// none is chosen) as `list` answers them, refreshed every two seconds and whenever
 /// `started` moves (the page's start action's version: a job was started here).
 pub fn job_list<T, ListFut>(
     text: JobListText,
     started: RwSignal<usize>,
     list: impl Fn(Option<i64>) -> ListFut + Send + Sync + 'static,
-    forms: impl Fn(Option<CurrentUser>, Vec<ActivitySummary>, Option<i64>) -> AnyView
+    start: impl Fn(Option<CurrentUser>, Vec<ActivitySummary>, Option<i64>) -> Option<AnyView>
         + Clone
         + Send
         + Sync
@@ -130,8 +137,11 @@ where
     ListFut: Future<Output = Result<Vec<T>, ConsoleFnError>> + Send + 'static,
 {
     let JobListText {
+        path,
+        filter_id,
         title,
         about,
+        may_not_start,
         list_heading,
         nothing,
     } = text;
@@ -150,11 +160,18 @@ where
         // The forms live apart from the refreshing list, so what is typed in them stays.
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || {
-                let forms = forms.clone();
+                let start = start.clone();
                 Suspend::new(async move {
                     let user = user.await.ok();
                     let activities = activities.await.unwrap_or_default();
-                    forms(user, activities, filter.get_untracked())
+                    let chosen = filter.get_untracked();
+                    let form = start(user, activities.clone(), chosen).unwrap_or_else(|| {
+                        view! { <p class="meta">{may_not_start}</p> }.into_any()
+                    });
+                    view! {
+                        {activity_filter(path, filter_id, activities, chosen)}
+                        {form}
+                    }
                 })
             }}
         </Transition>

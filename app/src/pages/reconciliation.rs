@@ -13,8 +13,8 @@
 use super::{
     ended_cell, error_box,
     jobs::{
-        activity_filter, activity_to_start, job_list, job_of_the_page, refetch_while, JobListText,
-        LIST_REFRESH, RUN_REFRESH,
+        activity_to_start, job_list, job_of_the_page, refetch_while, JobListText, LIST_REFRESH,
+        RUN_REFRESH,
     },
     listing, my_role, reason_field, stamp_cell, ticker, when,
 };
@@ -57,7 +57,10 @@ pub fn Reconciliations() -> impl IntoView {
     let start = ServerAction::<StartReconciliation>::new();
     job_list(
         JobListText {
+            path: "/reconciliations",
+            filter_id: "run-filter",
             title: "Reconciliation",
+            may_not_start: "Only ops, SRE and admins run reconciliations.",
             about: "A run compares each item's stock and buyer records in Redis with \
                 PostgreSQL's orders and restore journal, and reports every difference by class. A \
                 repair run also repairs the classes that are safe to repair and flags the rest for \
@@ -68,25 +71,21 @@ pub fn Reconciliations() -> impl IntoView {
         },
         start.version(),
         list_reconciliations,
-        move |user, activities, chosen| {
-            view! { <RunForms user activities chosen start/> }.into_any()
-        },
+        move |user, activities, chosen| start_form(user, activities, chosen, start),
         |runs| view! { <RunList runs/> }.into_any(),
     )
 }
 
-/// The activity filter, and the start form for the roles that may start a run.
-#[component]
-fn RunForms(
+/// The start form, for the roles that may start a run.
+fn start_form(
     user: Option<CurrentUser>,
     activities: Vec<ActivitySummary>,
     chosen: Option<i64>,
     start: ServerAction<StartReconciliation>,
-) -> AnyView {
+) -> Option<AnyView> {
     let may = |permission| user.as_ref().is_some_and(|user| user.role.may(permission));
-    let may_start = may(Permission::Reconcile);
     let may_repair = may(Permission::RepairStock);
-    let start_form = if may_start {
+    may(Permission::Reconcile).then(|| {
         let choices = activity_to_start(activities.clone(), chosen);
         view! {
             <h2>"Start a run"</h2>
@@ -98,14 +97,7 @@ fn RunForms(
             {move || start.value().get().and_then(Result::err).map(error_box)}
         }
         .into_any()
-    } else {
-        view! { <p class="meta">"Only ops, SRE and admins run reconciliations."</p> }.into_any()
-    };
-    view! {
-        {activity_filter("/reconciliations", "run-filter", activities, chosen)}
-        {start_form}
-    }
-    .into_any()
+    })
 }
 
 /// The repair box and its reason, which a repair needs (the browser asks for it once the box

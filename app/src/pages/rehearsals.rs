@@ -9,10 +9,7 @@
 
 use super::{
     ended_cell, error_box,
-    jobs::{
-        activity_filter, activity_to_start, job_list, job_of_the_page, refetch_while, JobListText,
-        RUN_REFRESH,
-    },
+    jobs::{activity_to_start, job_list, job_of_the_page, refetch_while, JobListText, RUN_REFRESH},
     stamp_cell,
 };
 use crate::api::{get_rehearsal, list_rehearsals, BeginRehearsal};
@@ -36,7 +33,10 @@ pub fn Rehearsals() -> impl IntoView {
     let start = ServerAction::<BeginRehearsal>::new();
     job_list(
         JobListText {
+            path: "/rehearsals",
+            filter_id: "rehearsal-filter",
             title: "Rehearsals",
+            may_not_start: "Only ops and admins start rehearsals.",
             about: "A rehearsal copies an activity (same items, stock, limits and prices, \
                 invisible to buyers), sends a flash sale's load through the real buy path to the \
                 copy (most buyers on the item with the most stock, the rest spread, some buyers \
@@ -47,25 +47,22 @@ pub fn Rehearsals() -> impl IntoView {
         },
         start.version(),
         list_rehearsals,
-        move |user, activities, chosen| {
-            view! { <StartForm user activities chosen start/> }.into_any()
-        },
+        move |user, activities, chosen| start_form(user, activities, chosen, start),
         |listed| view! { <RehearsalList listed/> }.into_any(),
     )
 }
 
-/// The activity filter, and the start form for the roles that may rehearse.
-#[component]
-fn StartForm(
+/// The start form, for the roles that may rehearse.
+fn start_form(
     user: Option<CurrentUser>,
     activities: Vec<ActivitySummary>,
     chosen: Option<i64>,
     start: ServerAction<BeginRehearsal>,
-) -> AnyView {
+) -> Option<AnyView> {
     let may_start = user
         .as_ref()
         .is_some_and(|user| user.role.may(Permission::Rehearse));
-    let start_form = if may_start {
+    may_start.then(|| {
         let choices = activity_to_start(activities.clone(), chosen);
         view! {
             <h2>"Rehearse"</h2>
@@ -82,14 +79,7 @@ fn StartForm(
             {move || start.value().get().and_then(Result::err).map(error_box)}
         }
         .into_any()
-    } else {
-        view! { <p class="meta">"Only ops and admins start rehearsals."</p> }.into_any()
-    };
-    view! {
-        {activity_filter("/rehearsals", "rehearsal-filter", activities, chosen)}
-        {start_form}
-    }
-    .into_any()
+    })
 }
 
 #[component]
