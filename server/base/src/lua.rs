@@ -51,6 +51,8 @@ scripts! {
     FENCE_LOWER => "fence_lower",
     /// Swaps a re-derivation's staged keys in, only while its run holds the fence.
     REDERIVE_COMMIT => "rederive_commit",
+    /// Records a buyer event in his log and announces it to every instance.
+    BUYER_EVENT => "buyer_event",
 }
 
 /// The script whose SHA-1 is `hash`, if it is one of ours.

@@ -7,6 +7,9 @@ use prometheus::{
 };
 use std::sync::Arc;
 
+mod events;
+pub use events::EventMetrics;
+
 /// Cheap to clone; all clones share one registry.
 #[derive(Clone)]
 pub struct Metrics(Arc<Inner>);
@@ -108,6 +111,8 @@ pub struct Inner {
     pub holder_set_entries_read: IntCounterVec,
     /// The growing tables and what the leader's retention job prunes of them.
     pub retention: RetentionMetrics,
+    /// The buyers' event streams (`GET /api/events`).
+    pub events: EventMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -284,6 +289,7 @@ impl Metrics {
                 &["store"],
             ),
             retention: RetentionMetrics::register(&add),
+            events: EventMetrics::register(&add),
             // Last: the fields above borrow it through `add`.
             registry,
         };
