@@ -74,6 +74,7 @@ impl Application {
         let control = control::start(&state, election, listener.local_addr()?).await;
         crate::dashboard::spawn(&state);
         crate::hotkeys::spawn(&state);
+        crate::changes::spawn(&state);
         crate::baselines::spawn(&state);
         if state.settings.workers {
             workers(&state);
@@ -229,6 +230,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         hotkeys,
         address: std::sync::OnceLock::new(),
         retention: Default::default(),
+        changes: Default::default(),
     });
     Ok((state, election))
 }

@@ -102,4 +102,6 @@ pub struct Shared {
     pub(crate) address: std::sync::OnceLock<std::net::SocketAddr>,
     /// The clock the leader's retention job reads ages by.
     pub retention: crate::retention::Retention,
+    /// The clock due switch changes are read by.
+    pub changes: crate::changes::Changes,
 }

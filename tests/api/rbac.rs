@@ -193,6 +193,22 @@ fn rows() -> Vec<Row> {
         ),
         admin(
             M::GET,
+            "/changes",
+            "/changes",
+            Body::None,
+            Needs(P::ReadSwitches),
+            200,
+        ),
+        admin(
+            M::DELETE,
+            "/changes/{id}",
+            &format!("/changes/{NO_ID}"),
+            Json(json!({ "reason": "" })),
+            Needs(P::FlipSwitch),
+            400,
+        ),
+        admin(
+            M::GET,
             "/orders",
             "/orders",
             Body::None,

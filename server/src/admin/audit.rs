@@ -14,6 +14,8 @@ pub(crate) struct PendingFlip<'a> {
     pub(crate) path: &'a str,
     pub(crate) new_value: &'a str,
     pub(crate) reason: &'a str,
+    /// The waiting change this flip applies or reverts, if any.
+    pub(crate) change_id: Option<i64>,
 }
 
 /// A flip whose audit row is committed, `pending`, before etcd is written: a crash between
@@ -28,17 +30,41 @@ pub(crate) struct OpenFlip {
 /// nothing is flipped.
 pub(crate) async fn open_flip(db: &PgPool, flip: &PendingFlip<'_>) -> sqlx::Result<OpenFlip> {
     let id = sqlx::query_scalar(
-        "INSERT INTO switch_audit (actor, source, path, new_value, reason, state)
-         VALUES ($1, $2, $3, $4, $5, 'pending') RETURNING id",
+        "INSERT INTO switch_audit (actor, source, path, new_value, reason, state, change_id)
+         VALUES ($1, $2, $3, $4, $5, 'pending', $6) RETURNING id",
     )
     .bind(flip.actor)
     .bind(flip.source.as_str())
     .bind(flip.path)
     .bind(flip.new_value)
     .bind(flip.reason)
+    .bind(flip.change_id)
     .fetch_one(db)
     .await?;
     Ok(OpenFlip { id })
+}
+
+/// The audit row of a change's flip: the one a leader opened before it died, if its flip
+/// of the same value is still `pending`, else a new one. The leader's claim of the change
+/// serializes the attempts, so two never race here.
+pub(crate) async fn open_change_flip(
+    db: &PgPool,
+    flip: &PendingFlip<'_>,
+) -> sqlx::Result<OpenFlip> {
+    let earlier: Option<i64> = sqlx::query_scalar(
+        "SELECT id FROM switch_audit
+         WHERE change_id = $1 AND path = $2 AND new_value = $3 AND state = 'pending'
+         ORDER BY id LIMIT 1",
+    )
+    .bind(flip.change_id)
+    .bind(flip.path)
+    .bind(flip.new_value)
+    .fetch_optional(db)
+    .await?;
+    match earlier {
+        Some(id) => Ok(OpenFlip { id }),
+        None => open_flip(db, flip).await,
+    }
 }
 
 impl OpenFlip {

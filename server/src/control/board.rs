@@ -11,7 +11,7 @@ use contract::{
     AuditPage, EtcdReach, InstanceSync, NodeApplied, NodeState, SwitchBoard, SwitchChange,
     SwitchRow, SwitchWrite,
 };
-use etcd_client::{GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     time::Duration,
@@ -63,7 +63,7 @@ impl From<KeyError> for ApiError {
     }
 }
 
-fn etcd_unavailable(error: impl Into<anyhow::Error>) -> ApiError {
+pub(crate) fn etcd_unavailable(error: impl Into<anyhow::Error>) -> ApiError {
     ApiError::Unavailable(error.into().context("etcd"))
 }
 
@@ -148,14 +148,31 @@ impl<'a> Board<'a> {
                 path: &checked.path,
                 new_value: &checked.value,
                 reason: checked.reason,
+                change_id: None,
             },
         )
         .await?;
         let audit_id = flip.id;
         let written = async {
             let mut client = self.etcd.client().await.map_err(etcd_unavailable)?;
-            let written = put_with_note(self.etcd, &mut client, layout, checked, note_json).await?;
-            Ok::<_, ApiError>((client, written))
+            let written = put_with_note(
+                self.etcd,
+                &mut client,
+                layout,
+                (&checked.path, &checked.value),
+                note_json,
+                Guard::default(),
+            )
+            .await?;
+            match written {
+                Put::Written {
+                    revision,
+                    old_value,
+                } => Ok::<_, ApiError>((client, (revision, old_value))),
+                Put::Refused => Err(etcd_unavailable(anyhow::anyhow!(
+                    "etcd refused a write without conditions"
+                ))),
+            }
         };
         let (client, (revision, old_value)) = match written.await {
             Ok(written) => written,
@@ -290,24 +307,29 @@ impl<'a> Board<'a> {
 
 /// A flip that passed its checks: the switch's path, the value as it is stored, the
 /// trimmed reason.
-struct Checked<'a> {
-    path: String,
-    value: String,
-    reason: &'a str,
+pub(crate) struct Checked<'a> {
+    pub(crate) path: String,
+    pub(crate) value: String,
+    pub(crate) reason: &'a str,
 }
 
 impl<'a> Checked<'a> {
     /// The reason, the switch and its value, the wait: each refused with its own code.
     fn of(flip: &Flip<'a>) -> ApiResult<Self> {
-        let reason = crate::admin::reason::audited_reason(flip.reason)?;
-        let key = SwitchKey::parse(flip.path.trim_matches('/'))?;
-        let value = key.parse_value(flip.value)?.to_string();
         if flip.wait.is_some_and(|wait| wait > MAX_WAIT) {
             return Err(ApiError::Invalid {
                 code: "INVALID_WAIT",
                 message: format!("wait at most {} ms", MAX_WAIT.as_millis()),
             });
         }
+        Self::change(flip.path, flip.value, flip.reason)
+    }
+
+    /// The reason, the switch and its value, each refused with its own code.
+    pub(crate) fn change(path: &str, value: &str, reason: &'a str) -> ApiResult<Self> {
+        let reason = crate::admin::reason::audited_reason(reason)?;
+        let key = SwitchKey::parse(path.trim_matches('/'))?;
+        let value = key.parse_value(value)?.to_string();
         Ok(Self {
             path: key.path(),
             value,
@@ -323,24 +345,45 @@ struct Written {
     old_value: Option<String>,
 }
 
-/// The value and its note in one etcd transaction; returns the revision it made and the
-/// value it replaced.
-async fn put_with_note(
+/// What a write waits on: conditions etcd checks in the write's own transaction, and keys
+/// it writes along when they hold. The board's flips have none; a change the leader
+/// applies has one, so it lands once.
+#[derive(Default)]
+pub(crate) struct Guard {
+    pub(crate) compares: Vec<Compare>,
+    pub(crate) also: Vec<TxnOp>,
+}
+
+/// How a guarded write ended.
+pub(crate) enum Put {
+    /// In etcd at `revision`, replacing `old_value`.
+    Written {
+        revision: i64,
+        old_value: Option<String>,
+    },
+    /// A condition did not hold: nothing was written.
+    Refused,
+}
+
+/// The value and its note in one etcd transaction, if `guard`'s conditions hold.
+pub(crate) async fn put_with_note(
     etcd: &EtcdLink,
     client: &mut etcd_client::Client,
     layout: &Layout,
-    checked: &Checked<'_>,
+    (path, value): (&str, &str),
     note_json: Vec<u8>,
-) -> ApiResult<(i64, Option<String>)> {
-    let (path, value) = (&checked.path, &checked.value);
-    let txn = Txn::new().and_then(vec![
+    guard: Guard,
+) -> ApiResult<Put> {
+    let mut writes = vec![
         TxnOp::put(
             layout.key(path),
-            value.clone(),
+            value,
             Some(PutOptions::new().with_prev_key()),
         ),
         TxnOp::put(layout.note_key(path), note_json, None),
-    ]);
+    ];
+    writes.extend(guard.also);
+    let txn = Txn::new().when(guard.compares).and_then(writes);
     let response = etcd
         .timed(EtcdCall::Txn, client.txn(txn))
         .await
@@ -349,6 +392,9 @@ async fn put_with_note(
             tracing::warn!(path, value, error = %error, "etcd did not confirm a flip; not audited");
             etcd_unavailable(error)
         })?;
+    if !response.succeeded() {
+        return Ok(Put::Refused);
+    }
     let revision = response
         .header()
         .map(|header| header.revision())
@@ -360,7 +406,10 @@ async fn put_with_note(
             .map(str::to_owned),
         _ => None,
     });
-    Ok((revision, old_value))
+    Ok(Put::Written {
+        revision,
+        old_value,
+    })
 }
 
 /// What etcd holds under the prefix, read once.

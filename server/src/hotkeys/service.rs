@@ -91,6 +91,7 @@ async fn open_audit(
         path: &path,
         new_value,
         reason,
+        change_id: None,
     };
     Ok(audit::open_flip(board.db, &flip).await?)
 }

@@ -1,0 +1,71 @@
+//! `GET /admin/api/changes?state=` and `DELETE /admin/api/changes/{id}` `{reason}`; a
+//! change is made through `PUT /admin/api/switches/{*path}` with `at` or `revert_after_s`.
+
+use axum::{
+    extract::{
+        rejection::{JsonRejection, PathRejection, QueryRejection},
+        Path, Query, State,
+    },
+    http::StatusCode,
+    Json,
+};
+use contract::{Actor, ChangeList, ChangeState, Permission, Source};
+use serde::Deserialize;
+
+use crate::{
+    admin::{authorize, routes::AdminRoutes},
+    changes::service,
+    control::board::Board,
+    state::AppState,
+};
+use base::error::{ApiError, ApiResult};
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    /// `scheduled`, `pending_approval`, `applied`, `reverted`, `cancelled` or `rejected`.
+    state: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    actor: Actor,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> ApiResult<Json<ChangeList>> {
+    authorize(&actor, Permission::ReadSwitches)?;
+    let Query(query) = query?;
+    let wanted = match query.state.as_deref() {
+        None => None,
+        Some(text) => Some(ChangeState::parse(text).ok_or_else(|| ApiError::Invalid {
+            code: "INVALID_STATE",
+            message: format!("no change state `{text}`"),
+        })?),
+    };
+    let changes = service::list(&Board::of(&state), &actor, wanted).await?;
+    Ok(Json(ChangeList { changes }))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DecisionBody {
+    #[serde(default)]
+    reason: String,
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+    body: Result<Json<DecisionBody>, JsonRejection>,
+) -> ApiResult<StatusCode> {
+    authorize(&actor, Permission::FlipSwitch)?;
+    let Path(id) = id?;
+    let Json(body) = body?;
+    service::cancel(&Board::of(&state), &actor, Source::Api, id, &body.reason).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {
+    routes.get("/changes", list).delete("/changes/{id}", cancel)
+}
