@@ -164,6 +164,10 @@ enum SwitchCommand {
         /// Set the key back to the value it replaced this many seconds after applying.
         #[arg(long = "revert-after")]
         revert_after_s: Option<u32>,
+        /// Flip a key that needs four eyes at once, without the second person (the CLI
+        /// acts as `admin`; the audit flags it).
+        #[arg(long)]
+        emergency: bool,
     },
 }
 
@@ -515,6 +519,7 @@ async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()
             wait_ms,
             at,
             revert_after_s,
+            emergency,
         } => {
             let waits = at.is_some() || revert_after_s.is_some();
             let submitted = change_service::submit(
@@ -530,6 +535,7 @@ async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()
                     },
                     at,
                     revert_after_s,
+                    emergency,
                     now: chrono::Utc::now(),
                 },
             )

@@ -12,7 +12,8 @@ use crate::{
     },
 };
 use base::clock::Clock;
-use contract::Role;
+use contract::{Actor, Role, Source};
+use seckill::control::board::{Board, Flip};
 use serde_json::{json, Value};
 use std::{
     sync::Arc,
@@ -403,4 +404,188 @@ async fn a_change_whose_write_landed_before_its_leader_died_is_recorded_not_writ
             .is_ok_and(|response| response.kvs().is_empty())
     })
     .await;
+}
+
+impl TestApp {
+    async fn decide(&self, caller: &Caller, id: i64, decision: &str, reason: &str) -> (u16, Value) {
+        json(
+            self.post_json(
+                &format!("/admin/api/changes/{id}/{decision}"),
+                Some(caller),
+                &json!({ "reason": reason }),
+            )
+            .await,
+        )
+        .await
+    }
+}
+
+/// Puts the four-eyes policy in etcd, as an operator does with `etcdctl`.
+async fn require_approval(app: &TestApp, patterns: &Value) {
+    etcd(app)
+        .await
+        .put(key(app, "policy/approval"), patterns.to_string(), None)
+        .await
+        .expect("policy written");
+}
+
+#[tokio::test]
+async fn four_eyes_a_second_person_applies_what_the_first_proposed_and_nothing_lands_before() {
+    let app = spawn_app_with(|_| {}).await;
+    require_approval(&app, &json!(["switches/deduction", "switches/entry*"])).await;
+    let (alice, bob) = (
+        app.caller(Role::Ops, None).await,
+        app.caller(Role::Ops, None).await,
+    );
+    let body = json!({ "value": "db", "reason": "Redis failover drill" });
+    let (status, answer) = app.flip(&alice, "switches/deduction", &body, None).await;
+    let id = accepted_id(status, &answer, "pending_approval");
+    assert_eq!(
+        stored(&app, "switches/deduction").await,
+        None,
+        "nothing in etcd"
+    );
+
+    let (status, answer) = app.decide(&alice, id, "approve", "looks fine to me").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (403, Some("SELF_APPROVAL"))
+    );
+    let sre = app.caller(Role::Sre, None).await;
+    let (status, _) = app.decide(&sre, id, "approve", "sre may not").await;
+    assert_eq!(status, 403);
+    assert_eq!(stored(&app, "switches/deduction").await, None);
+
+    let (status, change) = app.decide(&bob, id, "approve", "drill agreed").await;
+    assert_eq!(
+        (status, change["state"].as_str()),
+        (200, Some("applied")),
+        "{change}"
+    );
+    assert_eq!(change["decided_by"], bob.username.as_str());
+    assert_eq!(
+        stored(&app, "switches/deduction").await,
+        Some(("db".into(), 1))
+    );
+    let (actor, reason): (String, String) = sqlx::query_as(
+        "SELECT actor, reason FROM switch_audit WHERE change_id = $1 AND state = 'applied'",
+    )
+    .bind(id)
+    .fetch_one(&app.db)
+    .await
+    .expect("the flip's audit row");
+    assert_eq!(actor, alice.username);
+    assert!(
+        reason.contains(&format!("approved by {}", bob.username)),
+        "{reason}"
+    );
+    let (status, answer) = app.decide(&bob, id, "approve", "twice").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (409, Some("CHANGE_NOT_WAITING"))
+    );
+
+    // Rejected: never lands. A pattern with a star covers every activity's entry.
+    let body = json!({ "value": "closed", "reason": "close sale 7" });
+    let (status, answer) = app.flip(&alice, "switches/entry/7", &body, None).await;
+    let rejected = accepted_id(status, &answer, "pending_approval");
+    let (status, _) = app
+        .decide(&bob, rejected, "reject", "sale 7 stays open")
+        .await;
+    assert_eq!(status, 204);
+    let (status, answer) = app
+        .decide(&bob, rejected, "approve", "changed my mind")
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (409, Some("CHANGE_NOT_WAITING"))
+    );
+    assert_eq!(stored(&app, "switches/entry/7").await, None);
+    assert_eq!(app.change(&alice, rejected).await["state"], "rejected");
+
+    // Keys outside the policy flip at once.
+    let body = json!({ "value": 500, "reason": "shed load" });
+    let (status, answer) = app.flip(&alice, "limits/max_in_flight", &body, None).await;
+    assert_eq!(status, 200, "{answer}");
+}
+
+#[tokio::test]
+async fn four_eyes_an_admins_emergency_flip_applies_at_once_and_the_audit_flags_it() {
+    let app = spawn_app_with(|_| {}).await;
+    require_approval(&app, &json!(["switches/entry*"])).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let admin = app.caller(Role::Admin, None).await;
+    let body = json!({ "value": "closed", "reason": "fraud wave", "emergency": true });
+    let (status, answer) = app.flip(&ops, "switches/entry", &body, None).await;
+    assert_eq!((status, answer["code"].as_str()), (403, Some("FORBIDDEN")));
+    let scheduled = json!({
+        "value": "closed", "reason": "fraud wave", "emergency": true, "revert_after_s": 60,
+    });
+    let (status, answer) = app.flip(&admin, "switches/entry", &scheduled, None).await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("INVALID_EMERGENCY"))
+    );
+    assert_eq!(stored(&app, "switches/entry").await, None);
+
+    let (status, answer) = app.flip(&admin, "switches/entry", &body, None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        stored(&app, "switches/entry").await,
+        Some(("closed".into(), 1))
+    );
+    let (status, page) = json(app.get("/admin/api/audit", Some(&admin)).await).await;
+    assert_eq!(status, 200);
+    let entry = page["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|entry| entry["target"] == "switches/entry" && entry["action"] == "set")
+        .cloned()
+        .expect("the flip in the audit");
+    assert_eq!(entry["emergency"], true, "{entry}");
+    assert_eq!(entry["actor"], admin.username.as_str());
+
+    // The board's own flip (the console's path) never bypasses the policy.
+    let board = Board {
+        db: &app.state.db,
+        etcd: &app.state.etcd,
+        settings: &app.state.settings,
+        instance: None,
+    };
+    let refused = board
+        .flip(Flip {
+            actor: &Actor {
+                user_id: 0,
+                username: ops.username.clone(),
+                role: Role::Ops,
+                merchant_id: None,
+            },
+            source: Source::Console,
+            path: "switches/entry",
+            value: "open",
+            reason: "reopen",
+            wait: None,
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(refused.code(), "APPROVAL_REQUIRED");
+    assert_eq!(
+        stored(&app, "switches/entry").await,
+        Some(("closed".into(), 1))
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_policy_makes_every_key_wait_for_a_second_person() {
+    let app = spawn_app_with(|_| {}).await;
+    etcd(&app)
+        .await
+        .put(key(&app, "policy/approval"), "switches/*", None)
+        .await
+        .expect("policy written");
+    let ops = app.caller(Role::Ops, None).await;
+    let body = json!({ "value": 7, "reason": "r" });
+    let (status, answer) = app.flip(&ops, "limits/max_in_flight", &body, None).await;
+    accepted_id(status, &answer, "pending_approval");
 }

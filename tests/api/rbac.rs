@@ -208,6 +208,22 @@ fn rows() -> Vec<Row> {
             400,
         ),
         admin(
+            M::POST,
+            "/changes/{id}/approve",
+            &format!("/changes/{NO_ID}/approve"),
+            Json(json!({ "reason": "" })),
+            Needs(P::FlipSwitch),
+            400,
+        ),
+        admin(
+            M::POST,
+            "/changes/{id}/reject",
+            &format!("/changes/{NO_ID}/reject"),
+            Json(json!({ "reason": "" })),
+            Needs(P::FlipSwitch),
+            400,
+        ),
+        admin(
             M::GET,
             "/orders",
             "/orders",

@@ -16,6 +16,8 @@ pub(crate) struct PendingFlip<'a> {
     pub(crate) reason: &'a str,
     /// The waiting change this flip applies or reverts, if any.
     pub(crate) change_id: Option<i64>,
+    /// An admin's flip of a key that needs four eyes, without the second person.
+    pub(crate) emergency: bool,
 }
 
 /// A flip whose audit row is committed, `pending`, before etcd is written: a crash between
@@ -30,8 +32,9 @@ pub(crate) struct OpenFlip {
 /// nothing is flipped.
 pub(crate) async fn open_flip(db: &PgPool, flip: &PendingFlip<'_>) -> sqlx::Result<OpenFlip> {
     let id = sqlx::query_scalar(
-        "INSERT INTO switch_audit (actor, source, path, new_value, reason, state, change_id)
-         VALUES ($1, $2, $3, $4, $5, 'pending', $6) RETURNING id",
+        "INSERT INTO switch_audit
+             (actor, source, path, new_value, reason, state, change_id, emergency)
+         VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7) RETURNING id",
     )
     .bind(flip.actor)
     .bind(flip.source.as_str())
@@ -39,6 +42,7 @@ pub(crate) async fn open_flip(db: &PgPool, flip: &PendingFlip<'_>) -> sqlx::Resu
     .bind(flip.new_value)
     .bind(flip.reason)
     .bind(flip.change_id)
+    .bind(flip.emergency)
     .fetch_one(db)
     .await?;
     Ok(OpenFlip { id })
@@ -179,6 +183,8 @@ struct Row {
     reason: Option<String>,
     etcd_revision: Option<i64>,
     detail: Option<String>,
+    change_id: Option<i64>,
+    emergency: bool,
 }
 
 /// Switch flips and operator actions merged, newest first; `limit` rows after skipping
@@ -189,11 +195,11 @@ pub(crate) async fn page(db: &PgPool, limit: i64, offset: i64) -> sqlx::Result<V
              (SELECT 'switch' AS kind, id, created_at AS at, actor, source,
                      CASE state WHEN 'applied' THEN 'set' ELSE 'set_' || state END AS action,
                      path AS target, old_value, new_value, reason, etcd_revision,
-                     NULL::TEXT AS detail
+                     NULL::TEXT AS detail, change_id, emergency
                 FROM switch_audit ORDER BY created_at DESC, id DESC LIMIT $3)
              UNION ALL
              (SELECT 'ops', id, created_at, actor, source, action, target, NULL, NULL, NULL,
-                     NULL, detail::TEXT
+                     NULL, detail::TEXT, NULL, false
                 FROM ops_audit ORDER BY created_at DESC, id DESC LIMIT $3)
          ) merged
          ORDER BY at DESC, kind, id DESC
@@ -219,6 +225,8 @@ pub(crate) async fn page(db: &PgPool, limit: i64, offset: i64) -> sqlx::Result<V
                 reason: row.reason,
                 etcd_revision: row.etcd_revision,
                 detail: row.detail,
+                change_id: row.change_id,
+                emergency: row.emergency,
             })
         })
         .collect()

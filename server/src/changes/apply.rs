@@ -60,7 +60,13 @@ pub(crate) async fn apply(board: &Board<'_>, change: &SwitchChangeRow) -> anyhow
         change,
         name: "apply",
         value: change.value.clone(),
-        reason: format!("change #{}: {}", change.id, change.reason),
+        reason: match &change.decided_by {
+            Some(approver) => format!(
+                "change #{} approved by {approver}: {}",
+                change.id, change.reason
+            ),
+            None => format!("change #{}: {}", change.id, change.reason),
+        },
     };
     let seen = step.read().await?;
     let expected = seen.mod_revision;
@@ -144,6 +150,7 @@ impl Step<'_> {
             new_value: &self.value,
             reason: &self.reason,
             change_id: Some(self.change.id),
+            emergency: false,
         }
     }
 

@@ -1,5 +1,7 @@
-//! `GET /admin/api/changes?state=` and `DELETE /admin/api/changes/{id}` `{reason}`; a
-//! change is made through `PUT /admin/api/switches/{*path}` with `at` or `revert_after_s`.
+//! `GET /admin/api/changes?state=`, `POST /admin/api/changes/{id}/approve|reject` and
+//! `DELETE /admin/api/changes/{id}`, each with `{reason}`; a change is made through `PUT
+//! /admin/api/switches/{*path}` (with `at` or `revert_after_s`, or on a key that needs four
+//! eyes).
 
 use axum::{
     extract::{
@@ -9,12 +11,12 @@ use axum::{
     http::StatusCode,
     Json,
 };
-use contract::{Actor, ChangeList, ChangeState, Permission, Source};
+use contract::{Actor, ChangeList, ChangeState, Permission, Source, SwitchChangeRow};
 use serde::Deserialize;
 
 use crate::{
     admin::{authorize, routes::AdminRoutes},
-    changes::service,
+    changes::service::{self, Decision},
     control::board::Board,
     state::AppState,
 };
@@ -59,13 +61,53 @@ async fn cancel(
     id: Result<Path<i64>, PathRejection>,
     body: Result<Json<DecisionBody>, JsonRejection>,
 ) -> ApiResult<StatusCode> {
+    decide(state, actor, id, body, Decision::Cancel).await
+}
+
+async fn reject(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+    body: Result<Json<DecisionBody>, JsonRejection>,
+) -> ApiResult<StatusCode> {
+    decide(state, actor, id, body, Decision::Reject).await
+}
+
+async fn decide(
+    state: AppState,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+    body: Result<Json<DecisionBody>, JsonRejection>,
+    decision: Decision,
+) -> ApiResult<StatusCode> {
     authorize(&actor, Permission::FlipSwitch)?;
     let Path(id) = id?;
     let Json(body) = body?;
-    service::cancel(&Board::of(&state), &actor, Source::Api, id, &body.reason).await?;
+    let board = Board::of(&state);
+    service::decide(&board, &actor, Source::Api, id, decision, &body.reason).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The change as it stands after the approval (applied, or scheduled for its time).
+async fn approve(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+    body: Result<Json<DecisionBody>, JsonRejection>,
+) -> ApiResult<Json<SwitchChangeRow>> {
+    authorize(&actor, Permission::FlipSwitch)?;
+    let Path(id) = id?;
+    let Json(body) = body?;
+    let now = state.changes.now();
+    let board = Board::of(&state);
+    let change = service::approve(&board, &actor, Source::Api, id, &body.reason, now).await?;
+    Ok(Json(change))
+}
+
 pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {
-    routes.get("/changes", list).delete("/changes/{id}", cancel)
+    routes
+        .get("/changes", list)
+        .delete("/changes/{id}", cancel)
+        .post("/changes/{id}/approve", approve)
+        .post("/changes/{id}/reject", reject)
 }

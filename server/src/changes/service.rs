@@ -1,7 +1,8 @@
 //! The use cases of changes that wait, one set for the admin API, the console and the CLI:
-//! submit a flip (at once, or as a change the leader applies later), list changes, cancel
-//! one that still waits. Making and cancelling a change are operator actions, in
-//! `ops_audit`; the flips a change makes are in the switch audit like any other.
+//! submit a flip (at once, or as a change that waits for its time or for a second person),
+//! list changes, approve, reject or cancel one that still waits. Making and deciding on a
+//! change are operator actions, in `ops_audit`; the flips a change makes are in the switch
+//! audit like any other.
 
 use chrono::{DateTime, Utc};
 use contract::{
@@ -15,10 +16,11 @@ use crate::{
         ops_audit::{self, OpsAction},
     },
     changes::{
+        apply,
         rules::{Timing, TimingError},
         store::{self, NewChange},
     },
-    control::board::{Board, Checked, Flip},
+    control::board::{Approval, Board, Checked, Flip},
 };
 use base::error::{ApiError, ApiResult};
 
@@ -42,6 +44,8 @@ pub struct Submission<'a> {
     pub at: Option<DateTime<Utc>>,
     /// Set the key back this many seconds after applying.
     pub revert_after_s: Option<u32>,
+    /// An admin flips a key that needs four eyes at once (audited as such).
+    pub emergency: bool,
     /// The time `at` is checked against.
     pub now: DateTime<Utc>,
 }
@@ -55,25 +59,45 @@ pub enum Submitted {
     Waiting(ChangeAccepted),
 }
 
-/// Flips now, or stores a change for the leader: with `at`, at that time; with a revert
-/// but no `at`, at once, so the leader that reverts it also applied it.
+/// Flips now, or stores a change: for a second person when the key needs four eyes (the
+/// approval applies it), else for the leader: with `at`, at that time; with a revert but no
+/// `at`, at once, so the leader that reverts it also applied it. An admin's emergency flip
+/// applies now whatever the key, flagged in the audit.
 pub async fn submit(board: &Board<'_>, submission: Submission<'_>) -> ApiResult<Submitted> {
     let flip = submission.flip;
     let actor = flip.actor;
     authorize(actor, Permission::FlipSwitch)?;
     let timing = Timing::of(submission.at, submission.revert_after_s, submission.now)?;
-    let Timing::Waits { at, revert_after_s } = timing else {
-        return Ok(Submitted::Flipped(board.flip(flip).await?));
-    };
+    if submission.emergency {
+        if timing != Timing::Now {
+            return Err(ApiError::Invalid {
+                code: "INVALID_EMERGENCY",
+                message: "an emergency flip applies now: no `at`, no `revert_after_s`".into(),
+            });
+        }
+        let flipped = board.flip_as(flip, Approval::Emergency).await?;
+        return Ok(Submitted::Flipped(flipped));
+    }
     let checked = Checked::change(flip.path, flip.value, flip.reason)?;
+    let needs_approval = board.needs_approval(&checked.path).await?;
+    let (state, apply_at, revert_after_s) = match (timing, needs_approval) {
+        (Timing::Now, false) => return Ok(Submitted::Flipped(board.flip(flip).await?)),
+        (Timing::Now, true) => (ChangeState::PendingApproval, None, None),
+        (Timing::Waits { at, revert_after_s }, true) => {
+            (ChangeState::PendingApproval, at, revert_after_s)
+        }
+        (Timing::Waits { at, revert_after_s }, false) => (
+            ChangeState::Scheduled,
+            Some(at.unwrap_or(submission.now)),
+            revert_after_s,
+        ),
+    };
     if flip.wait.is_some() {
         return Err(ApiError::Invalid {
             code: "INVALID_WAIT",
             message: "a change that waits is followed in its list, not waited for".into(),
         });
     }
-    let state = ChangeState::Scheduled;
-    let apply_at = at.unwrap_or(submission.now);
     let mut tx = board.db.begin().await?;
     let change_id = store::insert(
         &mut *tx,
@@ -84,17 +108,21 @@ pub async fn submit(board: &Board<'_>, submission: Submission<'_>) -> ApiResult<
             proposer: &actor.username,
             source: flip.source,
             state,
-            apply_at: Some(apply_at),
+            apply_at,
             revert_after_s,
         },
     )
     .await?;
+    let action = match state {
+        ChangeState::PendingApproval => "change.propose",
+        _ => "change.schedule",
+    };
     ops_audit::record(
         &mut *tx,
         &OpsAction {
             actor: &actor.username,
             source: flip.source,
-            action: "change.schedule",
+            action,
             target: &format!("change:{change_id}"),
             detail: json!({
                 "path": checked.path, "value": checked.value, "reason": checked.reason,
@@ -107,6 +135,73 @@ pub async fn submit(board: &Board<'_>, submission: Submission<'_>) -> ApiResult<
     Ok(Submitted::Waiting(ChangeAccepted { change_id, state }))
 }
 
+/// A second person's yes to a change that waits for one: applied at once (its own time
+/// when that is still ahead: the leader applies it then). 403 `SELF_APPROVAL` for the
+/// proposer, 409 `CHANGE_NOT_WAITING` when it no longer waits for approval.
+pub async fn approve(
+    board: &Board<'_>,
+    actor: &Actor,
+    source: Source,
+    id: i64,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> ApiResult<SwitchChangeRow> {
+    authorize(actor, Permission::FlipSwitch)?;
+    let reason = crate::admin::reason::audited_reason(reason)?;
+    let mut tx = board.db.begin().await?;
+    let change = store::lock(&mut tx, id)
+        .await?
+        .ok_or(ApiError::NotFound("change"))?;
+    if change.state != ChangeState::PendingApproval {
+        return Err(not_waiting(id, change.state));
+    }
+    if change.proposer == actor.username {
+        return Err(ApiError::Refused {
+            code: "SELF_APPROVAL",
+            message: format!("change #{id} is yours: another person allowed to flip approves it"),
+        });
+    }
+    let apply_at = change.apply_at.filter(|at| *at > now).unwrap_or(now);
+    store::approve(&mut tx, id, &actor.username, reason, apply_at).await?;
+    ops_audit::record(
+        &mut *tx,
+        &OpsAction {
+            actor: &actor.username,
+            source,
+            action: "change.approve",
+            target: &format!("change:{id}"),
+            detail: json!({ "reason": reason, "proposer": change.proposer, "at": apply_at }),
+        },
+    )
+    .await?;
+    if apply_at <= now {
+        // The row stays locked: the leader skips it meanwhile, and the marker makes the
+        // write once even if this commit is lost.
+        let approved = SwitchChangeRow {
+            decided_by: Some(actor.username.clone()),
+            ..change
+        };
+        let landed = apply::apply(board, &approved)
+            .await
+            .map_err(ApiError::Unavailable)?;
+        let revision = landed.revision;
+        store::mark_applied(&mut tx, id, now, revision, landed.replaced.as_deref()).await?;
+    }
+    tx.commit().await?;
+    store::get(board.db, id)
+        .await?
+        .ok_or(ApiError::NotFound("change"))
+}
+
+/// What an operator decides on a change that waits, other than approving it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Taken back before it applied (scheduled, or waiting for approval).
+    Cancel,
+    /// The second person's no.
+    Reject,
+}
+
 /// The latest changes, of one state or all, newest first.
 pub async fn list(
     board: &Board<'_>,
@@ -117,37 +212,44 @@ pub async fn list(
     Ok(store::list(board.db, state, LIST_LIMIT).await?)
 }
 
-/// Takes back a change that has not applied yet; 404 for no such change, 409
+/// Cancels or rejects a change that still waits; 404 for no such change, 409
 /// `CHANGE_NOT_WAITING` for one applied or decided already.
-pub async fn cancel(
+pub async fn decide(
     board: &Board<'_>,
     actor: &Actor,
     source: Source,
     id: i64,
+    decision: Decision,
     reason: &str,
 ) -> ApiResult<()> {
     authorize(actor, Permission::FlipSwitch)?;
     let reason = crate::admin::reason::audited_reason(reason)?;
-    let waiting = [ChangeState::Scheduled, ChangeState::PendingApproval];
+    let (waiting, to, action): (&[ChangeState], _, _) = match decision {
+        Decision::Cancel => (
+            &[ChangeState::Scheduled, ChangeState::PendingApproval],
+            ChangeState::Cancelled,
+            "change.cancel",
+        ),
+        Decision::Reject => (
+            &[ChangeState::PendingApproval],
+            ChangeState::Rejected,
+            "change.reject",
+        ),
+    };
     let mut tx = board.db.begin().await?;
-    let cancelled = store::decide(
-        &mut *tx,
-        id,
-        &waiting,
-        ChangeState::Cancelled,
-        &actor.username,
-        reason,
-    )
-    .await?;
-    if !cancelled {
-        return Err(not_waiting(board, id).await);
+    let decided = store::decide(&mut *tx, id, waiting, to, &actor.username, reason).await?;
+    if !decided {
+        return Err(match store::get(board.db, id).await? {
+            Some(change) => not_waiting(id, change.state),
+            None => ApiError::NotFound("change"),
+        });
     }
     ops_audit::record(
         &mut *tx,
         &OpsAction {
             actor: &actor.username,
             source,
-            action: "change.cancel",
+            action,
             target: &format!("change:{id}"),
             detail: json!({ "reason": reason }),
         },
@@ -157,14 +259,9 @@ pub async fn cancel(
     Ok(())
 }
 
-/// Why a change cannot be decided on: gone, or no longer waiting.
-async fn not_waiting(board: &Board<'_>, id: i64) -> ApiError {
-    match store::get(board.db, id).await {
-        Ok(Some(change)) => ApiError::Conflict {
-            code: "CHANGE_NOT_WAITING",
-            message: format!("change #{id} is {} already", change.state.as_str()),
-        },
-        Ok(None) => ApiError::NotFound("change"),
-        Err(error) => ApiError::Internal(error.into()),
+fn not_waiting(id: i64, state: ChangeState) -> ApiError {
+    ApiError::Conflict {
+        code: "CHANGE_NOT_WAITING",
+        message: format!("change #{id} is {} already", state.as_str()),
     }
 }

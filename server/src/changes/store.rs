@@ -144,6 +144,45 @@ pub(crate) async fn decide<'e>(
     Ok(done.rows_affected() == 1)
 }
 
+/// A change locked for a decision on it (an approval), waiting for the lock if the leader
+/// holds it.
+pub(crate) async fn lock(
+    tx: &mut Transaction<'_, Postgres>,
+    id: i64,
+) -> sqlx::Result<Option<SwitchChangeRow>> {
+    let row: Option<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM switch_changes WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.map(Row::decode).transpose()
+}
+
+/// A second person approved a change: it is scheduled for `apply_at` (its own time, or
+/// now when it had none or it has passed).
+pub(crate) async fn approve(
+    tx: &mut Transaction<'_, Postgres>,
+    id: i64,
+    by: &str,
+    reason: &str,
+    apply_at: DateTime<Utc>,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE switch_changes
+         SET state = 'scheduled', apply_at = $4,
+             decided_by = $2, decided_reason = $3, decided_at = now()
+         WHERE id = $1 AND state = 'pending_approval'",
+    )
+    .bind(id)
+    .bind(by)
+    .bind(reason)
+    .bind(apply_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// What the leader looks for.
 #[derive(Clone, Copy)]
 pub(crate) enum Due {

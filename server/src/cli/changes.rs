@@ -1,9 +1,13 @@
-//! `seckill changes list|cancel`: the switch changes that wait, over PostgreSQL only.
+//! `seckill changes list|approve|reject|cancel`: the switch changes that wait, over
+//! PostgreSQL and etcd only.
 
 use clap::Subcommand;
 use contract::{Actor, ChangeState, Source};
 
-use crate::{changes::service, control::board::Board};
+use crate::{
+    changes::service::{self, Decision},
+    control::board::Board,
+};
 
 #[derive(Subcommand)]
 pub(super) enum ChangesCommand {
@@ -12,6 +16,19 @@ pub(super) enum ChangesCommand {
         /// `scheduled`, `pending_approval`, `applied`, `reverted`, `cancelled` or `rejected`.
         #[arg(long, value_parser = parse_state)]
         state: Option<ChangeState>,
+    },
+    /// Approve another person's change to a key that needs four eyes: applies it (at its
+    /// own time if that is still ahead); prints the change.
+    Approve {
+        id: i64,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Refuse a change that waits for approval.
+    Reject {
+        id: i64,
+        #[arg(long)]
+        reason: String,
     },
     /// Take back a change that has not applied yet.
     Cancel {
@@ -35,8 +52,17 @@ pub(super) async fn run(
             let changes = service::list(board, actor, state).await?;
             println!("{}", serde_json::to_string_pretty(&changes)?);
         }
+        ChangesCommand::Approve { id, reason } => {
+            let now = chrono::Utc::now();
+            let change = service::approve(board, actor, Source::Cli, id, &reason, now).await?;
+            println!("{}", serde_json::to_string_pretty(&change)?);
+        }
+        ChangesCommand::Reject { id, reason } => {
+            service::decide(board, actor, Source::Cli, id, Decision::Reject, &reason).await?;
+            println!("change #{id} rejected");
+        }
         ChangesCommand::Cancel { id, reason } => {
-            service::cancel(board, actor, Source::Cli, id, &reason).await?;
+            service::decide(board, actor, Source::Cli, id, Decision::Cancel, &reason).await?;
             println!("change #{id} cancelled");
         }
     }

@@ -21,6 +21,7 @@ use crate::control::{
     keys::{KeyError, SwitchKey},
     layout::{now_us, Layout, WriteNote},
     nodes::{self, NodeReport},
+    policy,
     switches::SwitchValues,
 };
 use crate::{
@@ -40,6 +41,15 @@ pub(crate) const MAX_WAIT: Duration = Duration::from_secs(10);
 pub(crate) const AUDIT_PER_PAGE: i64 = 50;
 /// How long the board waits for etcd before showing the last known values.
 const READ_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether a flip asks the approval policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Approval {
+    /// A key that needs four eyes is refused.
+    Required,
+    /// An admin flips at once; the audit says so.
+    Emergency,
+}
 
 /// A flip as asked for.
 pub struct Flip<'a> {
@@ -90,18 +100,42 @@ impl<'a> Board<'a> {
 
     /// Validates a flip, writes it to etcd with its note in one transaction, audits it, and
     /// waits for the live instances if asked. Nothing is written when anything is refused.
+    /// A key that needs four eyes is refused (409 `APPROVAL_REQUIRED`): it goes through a
+    /// change (`crate::changes`), or an admin's emergency flip.
     pub async fn flip(&self, flip: Flip<'_>) -> ApiResult<SwitchChange> {
+        self.flip_as(flip, Approval::Required).await
+    }
+
+    /// [`Board::flip`], or an admin's emergency flip of a key that needs four eyes.
+    pub(crate) async fn flip_as(
+        &self,
+        flip: Flip<'_>,
+        approval: Approval,
+    ) -> ApiResult<SwitchChange> {
         crate::admin::authorize(flip.actor, contract::Permission::FlipSwitch)?;
+        if approval == Approval::Emergency {
+            crate::admin::authorize(flip.actor, contract::Permission::EmergencyFlip)?;
+        }
         let checked = Checked::of(&flip)?;
         let layout = Layout::new(&self.settings.etcd_prefix);
+        if approval == Approval::Required && self.needs_approval(&checked.path).await? {
+            return Err(ApiError::Conflict {
+                code: "APPROVAL_REQUIRED",
+                message: format!(
+                    "{} needs a second person: propose the change, or flip it as an emergency",
+                    checked.path
+                ),
+            });
+        }
         let note = WriteNote {
             actor: flip.actor.username.clone(),
             source: flip.source,
             reason: checked.reason.to_owned(),
             written_at_us: now_us(),
         };
+        let emergency = approval == Approval::Emergency;
         let (mut client, written) = self
-            .write_audited(&layout, flip.source, &checked, &note)
+            .write_audited(&layout, flip.source, &checked, &note, emergency)
             .await?;
         let propagation = match flip.wait {
             Some(wait) => Some(
@@ -128,6 +162,16 @@ impl<'a> Board<'a> {
         })
     }
 
+    /// Whether a flip of `path` needs a second person, by the policy etcd holds now.
+    pub(crate) async fn needs_approval(&self, path: &str) -> ApiResult<bool> {
+        let layout = Layout::new(&self.settings.etcd_prefix);
+        let mut client = self.etcd.client().await.map_err(etcd_unavailable)?;
+        let policy = policy::read(self.etcd, &mut client, &layout)
+            .await
+            .map_err(etcd_unavailable)?;
+        Ok(policy.needs_approval(path))
+    }
+
     /// Writes a checked flip with its note and audits it. The row first, committed as
     /// `pending`: no flip lands in etcd unaudited, whether the database was away before or
     /// the instance died after; then `applied` once etcd has answered, or `failed`.
@@ -138,6 +182,7 @@ impl<'a> Board<'a> {
         source: Source,
         checked: &Checked<'_>,
         note: &WriteNote,
+        emergency: bool,
     ) -> ApiResult<(etcd_client::Client, Written)> {
         let note_json = serde_json::to_vec(note).map_err(anyhow::Error::from)?;
         let flip = audit::open_flip(
@@ -149,6 +194,7 @@ impl<'a> Board<'a> {
                 new_value: &checked.value,
                 reason: checked.reason,
                 change_id: None,
+                emergency,
             },
         )
         .await?;

@@ -105,6 +105,11 @@ impl Layout {
         self.key(&format!("{CHANGES}{change_id}/"))
     }
 
+    /// The key patterns that need a second person's approval (see `control::policy`).
+    pub(crate) fn approval_policy(&self) -> String {
+        self.key("policy/approval")
+    }
+
     /// The etcd election's name; candidates' keys are created beneath it.
     pub(crate) fn election(&self) -> String {
         self.key("election/leader")

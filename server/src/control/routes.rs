@@ -53,6 +53,9 @@ pub(crate) struct FlipBody {
     /// Set the key back to the value it replaced this many seconds after applying.
     #[serde(default)]
     revert_after_s: Option<u32>,
+    /// An admin flips a key that needs four eyes at once; the audit flags it.
+    #[serde(default)]
+    emergency: bool,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -93,6 +96,7 @@ pub(crate) async fn set(
             },
             at: body.at,
             revert_after_s: body.revert_after_s,
+            emergency: body.emergency,
             now: state.changes.now(),
         },
     )

@@ -92,6 +92,7 @@ async fn open_audit(
         new_value,
         reason,
         change_id: None,
+        emergency: false,
     };
     Ok(audit::open_flip(board.db, &flip).await?)
 }
