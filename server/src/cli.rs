@@ -12,7 +12,10 @@ use std::io::BufRead;
 
 use crate::{
     catalog::service as catalog,
-    changes::service::{self as change_service, Submission, Submitted},
+    changes::{
+        history as change_history,
+        service::{self as change_service, Submission, Submitted},
+    },
     control::board::{Board, Flip},
     hotkeys::service as hotkey_service,
     identity::{buyer_token, password, secret_token, users},
@@ -168,6 +171,17 @@ enum SwitchCommand {
         /// acts as `admin`; the audit flags it).
         #[arg(long)]
         emergency: bool,
+    },
+    /// The values a key held, newest first, with the revision a rollback names (JSON).
+    History { path: String },
+    /// Set the value the key held at --revision again (a new audited change; a key that
+    /// needs four eyes waits for a second person).
+    Rollback {
+        path: String,
+        #[arg(long)]
+        revision: i64,
+        #[arg(long)]
+        reason: String,
     },
 }
 
@@ -511,6 +525,32 @@ async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()
                 .find(|row| row.path == wanted)
                 .ok_or_else(|| anyhow::anyhow!("no switch or limit at `{wanted}`"))?;
             println!("{}", serde_json::to_string_pretty(row)?);
+        }
+        SwitchCommand::History { path } => {
+            let history = change_history::history(&board, &actor, &path).await?;
+            println!("{}", serde_json::to_string_pretty(&history)?);
+        }
+        SwitchCommand::Rollback {
+            path,
+            revision,
+            reason,
+        } => {
+            let flip = Flip {
+                actor: &actor,
+                source: Source::Cli,
+                path: &path,
+                value: "",
+                reason: &reason,
+                wait: None,
+            };
+            match change_history::rollback(&board, flip, revision, chrono::Utc::now()).await? {
+                Submitted::Flipped(change) => {
+                    println!("{}", serde_json::to_string_pretty(&change)?)
+                }
+                Submitted::Waiting(accepted) => {
+                    println!("{}", serde_json::to_string_pretty(&accepted)?)
+                }
+            }
         }
         SwitchCommand::Set {
             path,

@@ -407,6 +407,16 @@ async fn a_change_whose_write_landed_before_its_leader_died_is_recorded_not_writ
 }
 
 impl TestApp {
+    async fn history(&self, caller: &Caller, path: &str) -> (u16, Value) {
+        let path = format!("/admin/api/switches/{path}/history");
+        json(self.get(&path, Some(caller)).await).await
+    }
+
+    async fn rollback(&self, caller: &Caller, path: &str, body: Value) -> (u16, Value) {
+        let path = format!("/admin/api/switches/{path}/rollback");
+        json(self.post_json(&path, Some(caller), &body).await).await
+    }
+
     async fn decide(&self, caller: &Caller, id: i64, decision: &str, reason: &str) -> (u16, Value) {
         json(
             self.post_json(
@@ -588,4 +598,93 @@ async fn a_malformed_policy_makes_every_key_wait_for_a_second_person() {
     let body = json!({ "value": 7, "reason": "r" });
     let (status, answer) = app.flip(&ops, "limits/max_in_flight", &body, None).await;
     accepted_id(status, &answer, "pending_approval");
+}
+
+#[tokio::test]
+async fn a_rollback_sets_the_value_a_revision_held_again_audited_and_under_four_eyes() {
+    let app = spawn_app_with(|_| {}).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let mut revisions = Vec::new();
+    for (value, reason) in [(10, "tight"), (20, "looser"), (30, "loosest")] {
+        let body = json!({ "value": value, "reason": reason });
+        let (status, answer) = app.flip(&ops, "limits/max_in_flight", &body, None).await;
+        assert_eq!(status, 200, "{answer}");
+        revisions.push(answer["revision"].as_i64().expect("revision"));
+    }
+    let sre = app.caller(Role::Sre, None).await;
+    let (status, listed) = app.history(&sre, "limits/max_in_flight").await;
+    assert_eq!(status, 200, "{listed}");
+    let seen: Vec<(i64, &str, &str)> = listed
+        .as_array()
+        .expect("revisions")
+        .iter()
+        .map(|entry| {
+            (
+                entry["revision"].as_i64().unwrap_or(0),
+                entry["value"].as_str().unwrap_or("?"),
+                entry["reason"].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (revisions[2], "30", "loosest"),
+            (revisions[1], "20", "looser"),
+            (revisions[0], "10", "tight")
+        ],
+        "newest first"
+    );
+
+    let body = json!({ "revision": revisions[0], "reason": "back to tight" });
+    let (status, _) = app
+        .rollback(&sre, "limits/max_in_flight", body.clone())
+        .await;
+    assert_eq!(status, 403);
+    let (status, answer) = app.rollback(&ops, "limits/max_in_flight", body).await;
+    assert_eq!(
+        (status, answer["new_value"].as_str()),
+        (200, Some("10")),
+        "{answer}"
+    );
+    assert_eq!(answer["old_value"], "30");
+    wait::until("rolled back in force", Duration::from_secs(2), || async {
+        app.state.switches.current().limits.max_in_flight == 10
+    })
+    .await;
+    let (_, listed) = app.history(&ops, "limits/max_in_flight").await;
+    assert_eq!(listed[0]["value"], "10");
+    assert_eq!(
+        listed[0]["reason"],
+        format!("rollback to revision {}: back to tight", revisions[0])
+    );
+    assert_eq!(listed[0]["by"], ops.username.as_str());
+
+    let missing = json!({ "revision": 1, "reason": "nothing there" });
+    let (status, _) = app.rollback(&ops, "limits/max_in_flight", missing).await;
+    assert_eq!(status, 404);
+    let (status, answer) = app.history(&ops, "switches/nope").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("UNKNOWN_SWITCH"))
+    );
+
+    // A key that needs four eyes: the rollback waits for a second person.
+    let body = json!({ "value": "db", "reason": "drill" });
+    let (status, answer) = app.flip(&ops, "switches/deduction", &body, None).await;
+    assert_eq!(status, 200, "{answer}");
+    let drill = answer["revision"].as_i64().expect("revision");
+    let body = json!({ "value": "redis", "reason": "drill over" });
+    let (status, _) = app.flip(&ops, "switches/deduction", &body, None).await;
+    assert_eq!(status, 200);
+    require_approval(&app, &json!(["switches/deduction"])).await;
+    let body = json!({ "revision": drill, "reason": "drill again" });
+    let (status, answer) = app.rollback(&ops, "switches/deduction", body).await;
+    accepted_id(status, &answer, "pending_approval");
+    assert_eq!(
+        stored(&app, "switches/deduction")
+            .await
+            .map(|(value, _)| value),
+        Some("redis".into())
+    );
 }

@@ -193,6 +193,22 @@ fn rows() -> Vec<Row> {
         ),
         admin(
             M::GET,
+            "/switches/{*path}",
+            "/switches/switches/entry/history",
+            Body::None,
+            Needs(P::ReadSwitches),
+            200,
+        ),
+        admin(
+            M::POST,
+            "/switches/{*path}",
+            "/switches/switches/entry/rollback",
+            Json(json!({ "revision": 1, "reason": "" })),
+            Needs(P::FlipSwitch),
+            400,
+        ),
+        admin(
+            M::GET,
             "/changes",
             "/changes",
             Body::None,

@@ -90,3 +90,16 @@ pub struct SwitchChangeRow {
 pub struct ChangeList {
     pub changes: Vec<SwitchChangeRow>,
 }
+
+/// One value a key held, from the switch audit: `GET /admin/api/switches/{path}/history`
+/// answers them newest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchRevision {
+    /// The etcd revision the value was written at; a rollback names it.
+    pub revision: i64,
+    pub value: String,
+    pub by: String,
+    pub reason: String,
+    pub at: DateTime<Utc>,
+    pub source: Source,
+}

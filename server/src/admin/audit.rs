@@ -2,7 +2,7 @@
 //! other operator actions (`ops_audit`, written by their own features).
 
 use chrono::{DateTime, Utc};
-use contract::{AuditEntry, AuditKind, Source};
+use contract::{AuditEntry, AuditKind, Source, SwitchRevision};
 
 use base::db::decode_name;
 use sqlx::PgPool;
@@ -167,6 +167,51 @@ pub(crate) async fn flips_since(
     .bind(since)
     .fetch_all(db)
     .await
+}
+
+#[derive(sqlx::FromRow)]
+struct RevisionRow {
+    revision: i64,
+    value: String,
+    by: String,
+    reason: String,
+    at: DateTime<Utc>,
+    source: String,
+}
+
+/// The values etcd took for `path`, newest first, at most `limit`; with `revision`, only
+/// the one written at that revision.
+pub(crate) async fn revisions(
+    db: &PgPool,
+    path: &str,
+    revision: Option<i64>,
+    limit: i64,
+) -> sqlx::Result<Vec<SwitchRevision>> {
+    let rows: Vec<RevisionRow> = sqlx::query_as(
+        "SELECT etcd_revision AS revision, new_value AS value, actor AS by, reason,
+                created_at AS at, source
+         FROM switch_audit
+         WHERE path = $1 AND state = 'applied' AND etcd_revision IS NOT NULL
+           AND ($2::BIGINT IS NULL OR etcd_revision = $2)
+         ORDER BY etcd_revision DESC, id DESC LIMIT $3",
+    )
+    .bind(path)
+    .bind(revision)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(SwitchRevision {
+                revision: row.revision,
+                value: row.value,
+                by: row.by,
+                reason: row.reason,
+                at: row.at,
+                source: decode_name("source", &row.source, Source::parse)?,
+            })
+        })
+        .collect()
 }
 
 #[derive(sqlx::FromRow)]

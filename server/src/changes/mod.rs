@@ -3,10 +3,13 @@
 //! instances do not look (they watch etcd, and would take a waiting value for one in
 //! force). The leader applies each change when it falls due and reverts it when its revert
 //! does, exactly once across a change of leader ([`apply`]), each step audited like a flip.
+//! A key that needs four eyes waits for a second person's approval ([`service`]); a key's
+//! history and the rollback to one of its revisions are in [`history`].
 //!
 //! Time is read from [`Changes`]'s clock, which tests move by hand.
 
 pub(crate) mod apply;
+pub(crate) mod history;
 pub(crate) mod routes;
 pub(crate) mod rules;
 pub(crate) mod service;

@@ -3,6 +3,7 @@
 //! /admin/api/switches/{*path}` (with `at` or `revert_after_s`, or on a key that needs four
 //! eyes).
 
+use axum::response::{IntoResponse, Response};
 use axum::{
     extract::{
         rejection::{JsonRejection, PathRejection, QueryRejection},
@@ -11,13 +12,18 @@ use axum::{
     http::StatusCode,
     Json,
 };
-use contract::{Actor, ChangeList, ChangeState, Permission, Source, SwitchChangeRow};
+use contract::{
+    Actor, ChangeList, ChangeState, Permission, Source, SwitchChangeRow, SwitchRevision,
+};
 use serde::Deserialize;
 
 use crate::{
     admin::{authorize, routes::AdminRoutes},
-    changes::service::{self, Decision},
-    control::board::Board,
+    changes::{
+        history,
+        service::{self, Decision},
+    },
+    control::board::{Board, Flip},
     state::AppState,
 };
 use base::error::{ApiError, ApiResult};
@@ -104,8 +110,61 @@ async fn approve(
     Ok(Json(change))
 }
 
+/// `GET /admin/api/switches/{path}/history`: the key's revisions, newest first. A key's
+/// path may hold slashes, so the action is the path's last segment.
+async fn switch_history(
+    State(state): State<AppState>,
+    actor: Actor,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<Vec<SwitchRevision>>> {
+    authorize(&actor, Permission::ReadSwitches)?;
+    let Path(path) = path?;
+    let key = path
+        .strip_suffix("/history")
+        .ok_or(ApiError::NotFound("route"))?;
+    Ok(Json(
+        history::history(&Board::of(&state), &actor, key).await?,
+    ))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RollbackBody {
+    revision: i64,
+    #[serde(default)]
+    reason: String,
+}
+
+/// `POST /admin/api/switches/{path}/rollback` `{revision, reason}`: answered as a flip.
+async fn switch_rollback(
+    State(state): State<AppState>,
+    actor: Actor,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Json<RollbackBody>, JsonRejection>,
+) -> ApiResult<Response> {
+    authorize(&actor, Permission::FlipSwitch)?;
+    let Path(path) = path?;
+    let key = path
+        .strip_suffix("/rollback")
+        .ok_or(ApiError::NotFound("route"))?;
+    let Json(body) = body?;
+    let flip = Flip {
+        actor: &actor,
+        source: Source::Api,
+        path: key,
+        value: "",
+        reason: &body.reason,
+        wait: None,
+    };
+    let now = state.changes.now();
+    let submitted = history::rollback(&Board::of(&state), flip, body.revision, now).await?;
+    Ok(submitted.into_response())
+}
+
 pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {
     routes
+        .get("/switches/{*path}", switch_history)
+        .post("/switches/{*path}", switch_rollback)
         .get("/changes", list)
         .delete("/changes/{id}", cancel)
         .post("/changes/{id}/approve", approve)

@@ -59,6 +59,18 @@ pub enum Submitted {
     Waiting(ChangeAccepted),
 }
 
+/// A flip made now answers 200 with the write; a change that waits, 202 with its id.
+impl axum::response::IntoResponse for Submitted {
+    fn into_response(self) -> axum::response::Response {
+        match self {
+            Submitted::Flipped(change) => axum::Json(change).into_response(),
+            Submitted::Waiting(accepted) => {
+                (axum::http::StatusCode::ACCEPTED, axum::Json(accepted)).into_response()
+            }
+        }
+    }
+}
+
 /// Flips now, or stores a change: for a second person when the key needs four eyes (the
 /// approval applies it), else for the leader: with `at`, at that time; with a revert but no
 /// `at`, at once, so the leader that reverts it also applied it. An admin's emergency flip

@@ -6,7 +6,6 @@ use axum::{
         rejection::{JsonRejection, PathRejection, QueryRejection},
         Path, Query, State,
     },
-    http::StatusCode,
     response::{IntoResponse, Response},
     Json,
 };
@@ -17,7 +16,7 @@ use serde::Deserialize;
 use std::time::Duration;
 
 use crate::{
-    changes::service::{self, Submission, Submitted},
+    changes::service::{self, Submission},
     control::board::{Board, Flip},
     state::AppState,
 };
@@ -101,10 +100,7 @@ pub(crate) async fn set(
         },
     )
     .await?;
-    Ok(match submitted {
-        Submitted::Flipped(change) => Json(change).into_response(),
-        Submitted::Waiting(accepted) => (StatusCode::ACCEPTED, Json(accepted)).into_response(),
-    })
+    Ok(submitted.into_response())
 }
 
 pub(crate) fn admin(
