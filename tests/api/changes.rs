@@ -7,7 +7,7 @@ use crate::{
     control::{cluster, etcd, key, one_leader, quick},
     support::{
         app::{json, spawn_app_with, TestApp},
-        fixtures::{Caller, TestClock},
+        fixtures::{open_sale, Caller, TestClock},
         wait,
     },
 };
@@ -407,6 +407,20 @@ async fn a_change_whose_write_landed_before_its_leader_died_is_recorded_not_writ
 }
 
 impl TestApp {
+    /// The readiness report's `changes` check for an activity.
+    async fn changes_check(&self, caller: &Caller, activity_id: i64) -> Value {
+        let path = format!("/admin/api/readiness?activity_id={activity_id}");
+        let (status, report) = json(self.get(&path, Some(caller)).await).await;
+        assert_eq!(status, 200, "{report}");
+        report["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|check| check["name"] == "changes")
+            .cloned()
+            .expect("the changes check")
+    }
+
     async fn history(&self, caller: &Caller, path: &str) -> (u16, Value) {
         let path = format!("/admin/api/switches/{path}/history");
         json(self.get(&path, Some(caller)).await).await
@@ -686,5 +700,54 @@ async fn a_rollback_sets_the_value_a_revision_held_again_audited_and_under_four_
             .await
             .map(|(value, _)| value),
         Some("redis".into())
+    );
+}
+
+#[tokio::test]
+async fn readiness_lists_a_change_landing_during_the_sale_and_an_approval_left_waiting() {
+    let app = spawn_app_with(|_| {}).await;
+    let clock = TestClock::starting_now();
+    app.state.changes.use_clock(clock.clone());
+    let sale = open_sale(&app, 10, 1).await;
+    let ops = app.caller(Role::Ops, None).await;
+    assert_eq!(app.changes_check(&ops, sale.activity_id).await["ok"], true);
+
+    // The sale runs for the next hour: a flip scheduled in ten minutes lands during it.
+    let now = chrono::DateTime::from_timestamp_millis(clock.now_ms()).expect("a time");
+    let body = json!({
+        "value": "db", "reason": "drill", "at": now + chrono::Duration::minutes(10),
+    });
+    let (status, answer) = app.flip(&ops, "switches/deduction", &body, None).await;
+    let id = accepted_id(status, &answer, "scheduled");
+    let check = app.changes_check(&ops, sale.activity_id).await;
+    assert_eq!(check["ok"], false);
+    assert!(
+        check["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains(&format!("change #{id}"))),
+        "{check}"
+    );
+    let (status, _) = app.cancel(&ops, id, "not during the sale").await;
+    assert_eq!(status, 204);
+    assert_eq!(app.changes_check(&ops, sale.activity_id).await["ok"], true);
+
+    // A proposal nobody decided on for more than five minutes.
+    require_approval(&app, &json!(["switches/async"])).await;
+    let body = json!({ "value": "record", "reason": "broker upgrade" });
+    let (status, answer) = app.flip(&ops, "switches/async", &body, None).await;
+    let pending = accepted_id(status, &answer, "pending_approval");
+    assert_eq!(
+        app.changes_check(&ops, sale.activity_id).await["ok"],
+        true,
+        "a fresh proposal is fine"
+    );
+    clock.advance(Duration::from_secs(6 * 60));
+    let check = app.changes_check(&ops, sale.activity_id).await;
+    assert_eq!(check["ok"], false);
+    assert!(
+        check["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains(&format!("change #{pending}"))),
+        "{check}"
     );
 }
