@@ -366,7 +366,7 @@ mod waiting_changes {
             apply_at: Some(at(90)),
             ..change(1, "switches/entry/7", ChangeState::Scheduled)
         };
-        let verdict = check(&[during.clone()], 1);
+        let verdict = check(std::slice::from_ref(&during), 1);
         assert!(!verdict.ok);
         assert!(verdict.detail.contains("change #1"), "{}", verdict.detail);
         let other_activity = SwitchChangeRow {
@@ -382,7 +382,7 @@ mod waiting_changes {
             revert_at: Some(at(100)),
             ..change(2, "switches/deduction", ChangeState::Applied)
         };
-        assert!(!check(&[revert.clone()], 1).ok);
+        assert!(!check(std::slice::from_ref(&revert), 1).ok);
         let dropped = SwitchChangeRow {
             revert_dropped: Some("changed meanwhile".into()),
             ..revert
@@ -393,7 +393,10 @@ mod waiting_changes {
     #[test]
     fn a_change_waiting_long_for_approval_is_not_ready() {
         let pending = change(3, "switches/deduction", ChangeState::PendingApproval);
-        assert!(check(&[pending.clone()], 4).ok, "four minutes is fine");
+        assert!(
+            check(std::slice::from_ref(&pending), 4).ok,
+            "four minutes is fine"
+        );
         let verdict = check(&[pending], 6);
         assert!(!verdict.ok);
         assert!(verdict.detail.contains("alice"), "{}", verdict.detail);
