@@ -118,7 +118,20 @@ impl<'a> Board<'a> {
         }
         let checked = Checked::of(&flip)?;
         let layout = Layout::new(&self.settings.etcd_prefix);
-        if approval == Approval::Required && self.needs_approval(&checked.path).await? {
+        let needs_approval = match approval {
+            Approval::Required => self.needs_approval(&checked.path).await,
+            Approval::Emergency => Ok(false),
+        };
+        let needs_approval = match needs_approval {
+            Ok(needs) => needs,
+            Err(error) => {
+                // etcd out of reach: the attempt is audited as failed, as a write would be.
+                self.audit_unreached(flip.actor, flip.source, &checked)
+                    .await;
+                return Err(error);
+            }
+        };
+        if needs_approval {
             return Err(ApiError::Conflict {
                 code: "APPROVAL_REQUIRED",
                 message: format!(
@@ -160,6 +173,27 @@ impl<'a> Board<'a> {
             audit_id: written.audit_id,
             propagation,
         })
+    }
+
+    /// Records a flip that never reached etcd as `failed`; a database away as well leaves
+    /// no row, which is what it would have been without the flip.
+    async fn audit_unreached(&self, actor: &Actor, source: Source, checked: &Checked<'_>) {
+        let opened = audit::open_flip(
+            self.db,
+            &PendingFlip {
+                actor: &actor.username,
+                source,
+                path: &checked.path,
+                new_value: &checked.value,
+                reason: checked.reason,
+                change_id: None,
+                emergency: false,
+            },
+        )
+        .await;
+        if let Ok(flip) = opened {
+            flip.failed(self.db).await;
+        }
     }
 
     /// Whether a flip of `path` needs a second person, by the policy etcd holds now.
