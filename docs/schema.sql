@@ -1041,6 +1041,8 @@ CREATE TABLE public.switch_audit (
     etcd_revision bigint,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     state text DEFAULT 'applied'::text NOT NULL,
+    change_id bigint,
+    emergency boolean DEFAULT false NOT NULL,
     CONSTRAINT switch_audit_source_check CHECK ((source = ANY (ARRAY['console'::text, 'api'::text, 'cli'::text, 'external'::text]))),
     CONSTRAINT switch_audit_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'applied'::text, 'failed'::text])))
 );
@@ -1061,6 +1063,54 @@ CREATE SEQUENCE public.switch_audit_id_seq
 --
 
 ALTER SEQUENCE public.switch_audit_id_seq OWNED BY public.switch_audit.id;
+
+--
+-- Name: switch_changes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.switch_changes (
+    id bigint NOT NULL,
+    path text NOT NULL,
+    value text NOT NULL,
+    reason text NOT NULL,
+    proposer text NOT NULL,
+    source text NOT NULL,
+    state text NOT NULL,
+    apply_at timestamp with time zone,
+    revert_after_s integer,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    applied_at timestamp with time zone,
+    applied_revision bigint,
+    replaced_value text,
+    revert_at timestamp with time zone,
+    revert_dropped text,
+    decided_by text,
+    decided_reason text,
+    decided_at timestamp with time zone,
+    CONSTRAINT switch_changes_check CHECK (((state <> 'scheduled'::text) OR (apply_at IS NOT NULL))),
+    CONSTRAINT switch_changes_check1 CHECK (((state <> ALL (ARRAY['applied'::text, 'reverted'::text])) OR ((applied_at IS NOT NULL) AND (applied_revision IS NOT NULL)))),
+    CONSTRAINT switch_changes_check2 CHECK (((revert_at IS NULL) = ((revert_after_s IS NULL) OR (applied_at IS NULL)))),
+    CONSTRAINT switch_changes_revert_after_s_check CHECK ((revert_after_s > 0)),
+    CONSTRAINT switch_changes_source_check CHECK ((source = ANY (ARRAY['console'::text, 'api'::text, 'cli'::text]))),
+    CONSTRAINT switch_changes_state_check CHECK ((state = ANY (ARRAY['scheduled'::text, 'pending_approval'::text, 'applied'::text, 'reverted'::text, 'cancelled'::text, 'rejected'::text])))
+);
+
+--
+-- Name: switch_changes_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.switch_changes_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: switch_changes_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.switch_changes_id_seq OWNED BY public.switch_changes.id;
 
 --
 -- Name: activities id; Type: DEFAULT; Schema: public; Owner: -
@@ -1151,6 +1201,12 @@ ALTER TABLE ONLY public.rehearsals ALTER COLUMN id SET DEFAULT nextval('public.r
 --
 
 ALTER TABLE ONLY public.switch_audit ALTER COLUMN id SET DEFAULT nextval('public.switch_audit_id_seq'::regclass);
+
+--
+-- Name: switch_changes id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.switch_changes ALTER COLUMN id SET DEFAULT nextval('public.switch_changes_id_seq'::regclass);
 
 --
 -- Name: activities activities_copy_names_its_rehearsal; Type: CHECK CONSTRAINT; Schema: public; Owner: -
@@ -1384,6 +1440,13 @@ ALTER TABLE ONLY public.switch_audit
     ADD CONSTRAINT switch_audit_pkey PRIMARY KEY (id);
 
 --
+-- Name: switch_changes switch_changes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.switch_changes
+    ADD CONSTRAINT switch_changes_pkey PRIMARY KEY (id);
+
+--
 -- Name: activities_by_merchant; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1580,6 +1643,24 @@ CREATE UNIQUE INDEX switch_audit_external_once ON public.switch_audit USING btre
 --
 
 CREATE INDEX switch_audit_recent ON public.switch_audit USING btree (created_at DESC);
+
+--
+-- Name: switch_changes_created; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX switch_changes_created ON public.switch_changes USING btree (created_at DESC, id DESC);
+
+--
+-- Name: switch_changes_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX switch_changes_due ON public.switch_changes USING btree (apply_at) WHERE (state = 'scheduled'::text);
+
+--
+-- Name: switch_changes_revert_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX switch_changes_revert_due ON public.switch_changes USING btree (revert_at) WHERE ((state = 'applied'::text) AND (revert_at IS NOT NULL) AND (revert_dropped IS NULL));
 
 --
 -- Name: activity_items activity_items_holders_version; Type: TRIGGER; Schema: public; Owner: -

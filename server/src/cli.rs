@@ -1,6 +1,6 @@
 //! The `seckill` command line: `serve`, `worker`, `migrate`, `demo`, `prewarm`, `publish`,
-//! `token`, `admin`, `switch`, `hotkeys`, `replay-recorded`, `reconcile`, `readiness` and
-//! `rehearse`.
+//! `token`, `admin`, `switch`, `changes`, `hotkeys`, `replay-recorded`, `reconcile`,
+//! `readiness` and `rehearse`.
 
 use clap::{Parser, Subcommand};
 use contract::Actor;
@@ -12,6 +12,10 @@ use std::io::BufRead;
 
 use crate::{
     catalog::service as catalog,
+    changes::{
+        history as change_history,
+        service::{self as change_service, Submission, Submitted},
+    },
     control::board::{Board, Flip},
     hotkeys::service as hotkey_service,
     identity::{buyer_token, password, secret_token, users},
@@ -102,6 +106,9 @@ enum Command {
     /// Read or flip switches and limits in etcd (needs PostgreSQL and etcd only).
     #[command(subcommand)]
     Switch(SwitchCommand),
+    /// Switch changes that wait (scheduled, with a revert due): list or cancel them.
+    #[command(subcommand)]
+    Changes(changes::ChangesCommand),
     /// The hot keys in force (as etcd holds them), or add or remove one by hand (audited;
     /// needs PostgreSQL and etcd only).
     Hotkeys {
@@ -145,7 +152,8 @@ enum SwitchCommand {
         path: Option<String>,
     },
     /// Write a value (audited with source `cli` and the OS user), then wait until every
-    /// live instance applied it; exits non-zero if some did not within the wait.
+    /// live instance applied it; exits non-zero if some did not within the wait. With
+    /// --at or --revert-after, a change the leader applies later: prints it.
     Set {
         path: String,
         value: String,
@@ -153,6 +161,27 @@ enum SwitchCommand {
         reason: String,
         #[arg(long, default_value_t = 3000)]
         wait_ms: u64,
+        /// Apply at this time (RFC 3339, e.g. `2026-12-24T20:00:00+08:00`) instead of now.
+        #[arg(long)]
+        at: Option<chrono::DateTime<chrono::Utc>>,
+        /// Set the key back to the value it replaced this many seconds after applying.
+        #[arg(long = "revert-after")]
+        revert_after_s: Option<u32>,
+        /// Flip a key that needs four eyes at once, without the second person (the CLI
+        /// acts as `admin`; the audit flags it).
+        #[arg(long)]
+        emergency: bool,
+    },
+    /// The values a key held, newest first, with the revision a rollback names (JSON).
+    History { path: String },
+    /// Set the value the key held at --revision again (a new audited change; a key that
+    /// needs four eyes waits for a second person).
+    Rollback {
+        path: String,
+        #[arg(long)]
+        revision: i64,
+        #[arg(long)]
+        reason: String,
     },
 }
 
@@ -239,6 +268,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Demo => seed_demo(settings).await?,
         Command::Switch(command) => switch(settings, command).await?,
+        Command::Changes(command) => {
+            let stores = ControlStores::connect(&settings).await?;
+            changes::run(&stores.board(&settings), &keyboard_actor(), command).await?;
+        }
         Command::Hotkeys { command } => hotkeys(settings, command).await?,
         Command::Prewarm { activity } => {
             let state = startup::connect(settings).await?;
@@ -493,22 +526,67 @@ async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()
                 .ok_or_else(|| anyhow::anyhow!("no switch or limit at `{wanted}`"))?;
             println!("{}", serde_json::to_string_pretty(row)?);
         }
+        SwitchCommand::History { path } => {
+            let history = change_history::history(&board, &actor, &path).await?;
+            println!("{}", serde_json::to_string_pretty(&history)?);
+        }
+        SwitchCommand::Rollback {
+            path,
+            revision,
+            reason,
+        } => {
+            let flip = Flip {
+                actor: &actor,
+                source: Source::Cli,
+                path: &path,
+                value: "",
+                reason: &reason,
+                wait: None,
+            };
+            match change_history::rollback(&board, flip, revision, chrono::Utc::now()).await? {
+                Submitted::Flipped(change) => {
+                    println!("{}", serde_json::to_string_pretty(&change)?)
+                }
+                Submitted::Waiting(accepted) => {
+                    println!("{}", serde_json::to_string_pretty(&accepted)?)
+                }
+            }
+        }
         SwitchCommand::Set {
             path,
             value,
             reason,
             wait_ms,
+            at,
+            revert_after_s,
+            emergency,
         } => {
-            let change = board
-                .flip(Flip {
-                    actor: &actor,
-                    source: Source::Cli,
-                    path: &path,
-                    value: &value,
-                    reason: &reason,
-                    wait: Some(std::time::Duration::from_millis(wait_ms)),
-                })
-                .await?;
+            let waits = at.is_some() || revert_after_s.is_some();
+            let submitted = change_service::submit(
+                &board,
+                Submission {
+                    flip: Flip {
+                        actor: &actor,
+                        source: Source::Cli,
+                        path: &path,
+                        value: &value,
+                        reason: &reason,
+                        wait: (!waits).then(|| std::time::Duration::from_millis(wait_ms)),
+                    },
+                    at,
+                    revert_after_s,
+                    emergency,
+                    now: chrono::Utc::now(),
+                },
+            )
+            .await?;
+            let change = match submitted {
+                Submitted::Waiting(accepted) => {
+                    println!("{}", serde_json::to_string_pretty(&accepted)?);
+                    return Ok(());
+                }
+                Submitted::Flipped(change) => change,
+            };
             println!("{}", serde_json::to_string_pretty(&change)?);
             if let Some(propagation) = &change.propagation {
                 anyhow::ensure!(
@@ -642,6 +720,7 @@ async fn seed_demo(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
+mod changes;
 mod reports;
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,7 @@
 //! One folder per capability, each owning its routes, use cases and queries: `buy` (the buyer
 //! API and its funnel), `catalog`, `prewarm`, `orders` (the RabbitMQ pipeline, pay timeout,
 //! outbox relay, dead letters, order admin), `payment`, `control` (etcd switches, election),
+//! `changes` (switch changes that wait: scheduled, reverted later),
 //! `identity`, `dashboard` (the live figures the console draws), `hotkeys` (hot-key
 //! detection, its reactions and manual keys), `readiness` (the pre-sale go/no-go), `rehearsal` (a sale's load against a shadow copy, with the invariant check), `sale_page` (the static
 //! sale page: publish, serve, the button script), `admin` (the admin router, permissions, console backend, audit). `openapi` documents both APIs. What every capability stands on is the crate `base`
@@ -14,6 +15,7 @@ pub mod admin;
 pub(crate) mod baselines;
 pub mod buy;
 pub(crate) mod catalog;
+pub mod changes;
 pub mod cli;
 pub mod control;
 pub(crate) mod dashboard;

@@ -76,6 +76,7 @@ impl Application {
         crate::dashboard::spawn(&state);
         crate::events::hub::spawn(&state);
         crate::hotkeys::spawn(&state);
+        crate::changes::spawn(&state);
         crate::baselines::spawn(&state);
         if state.settings.workers {
             workers(&state);
@@ -235,6 +236,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         retention: Default::default(),
         events,
         event_hub,
+        changes: Default::default(),
     });
     Ok((state, election))
 }

@@ -106,4 +106,6 @@ pub struct Shared {
     pub events: crate::events::BuyerEvents,
     /// The buyer event streams this instance holds, fed by its one subscription.
     pub event_hub: Arc<crate::events::Hub>,
+    /// The clock due switch changes are read by.
+    pub changes: crate::changes::Changes,
 }

@@ -29,13 +29,13 @@ use std::{
 };
 
 /// Short leases and beats keep the failure tests quick; production uses 5 s and 1 s.
-fn quick(settings: &mut Settings) {
+pub(crate) fn quick(settings: &mut Settings) {
     settings.control.lease_ttl_s = 2;
     settings.control.heartbeat_ms = 200;
 }
 
 /// Three instances of one deployment: one database, Redis, AMQP and etcd prefix.
-async fn cluster(adjust: impl Fn(&mut Settings)) -> Vec<TestApp> {
+pub(crate) async fn cluster(adjust: impl Fn(&mut Settings)) -> Vec<TestApp> {
     let first = spawn_app_with(&adjust).await;
     let second = first.spawn_sibling(&adjust).await;
     let third = first.spawn_sibling(&adjust).await;
@@ -45,6 +45,20 @@ async fn cluster(adjust: impl Fn(&mut Settings)) -> Vec<TestApp> {
     })
     .await;
     apps
+}
+
+/// Waits until exactly one of `apps` leads; returns which.
+pub(crate) async fn one_leader(apps: &[TestApp]) -> usize {
+    wait::until("one leader", Duration::from_secs(5), || async {
+        apps.iter()
+            .filter(|app| app.state.leadership.is_leader())
+            .count()
+            == 1
+    })
+    .await;
+    apps.iter()
+        .position(|app| app.state.leadership.is_leader())
+        .expect("a leader")
 }
 
 async fn live_nodes(app: &TestApp) -> usize {
@@ -59,13 +73,13 @@ async fn live_nodes(app: &TestApp) -> usize {
         .unwrap_or(0)
 }
 
-async fn etcd(app: &TestApp) -> Client {
+pub(crate) async fn etcd(app: &TestApp) -> Client {
     Client::connect(&app.state.settings.etcd_endpoints, None)
         .await
         .expect("etcd client")
 }
 
-fn key(app: &TestApp, path: &str) -> String {
+pub(crate) fn key(app: &TestApp, path: &str) -> String {
     format!("{}/{path}", app.state.settings.etcd_prefix)
 }
 
@@ -471,13 +485,7 @@ async fn instances_ride_out_an_etcd_outage_and_resync_what_changed_meanwhile() {
 #[tokio::test]
 async fn a_killed_leader_is_replaced_within_the_lease_ttl_and_never_two_lead() {
     let apps = Arc::new(cluster(quick).await);
-    wait::until("one leader", Duration::from_secs(5), || async {
-        apps.iter()
-            .filter(|app| app.state.leadership.is_leader())
-            .count()
-            == 1
-    })
-    .await;
+    one_leader(&apps).await;
     let most = Arc::new(AtomicUsize::new(0));
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = {

@@ -9,6 +9,7 @@ mod baselines;
 mod behind_proxies;
 mod browser;
 mod buyer;
+mod changes;
 mod console;
 mod console_ops;
 mod console_orders;

@@ -213,7 +213,7 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
     let page = format!("/readiness?activity_id={}", sale.activity_id);
     let html = app.console_page(&page, &session).await;
     assert!(html.contains(r#"data-ready="false""#), "{html}");
-    assert!(html.contains("NO-GO: 1 of 14 checks fail"), "{html}");
+    assert!(html.contains("NO-GO: 1 of 15 checks fail"), "{html}");
     let first_row = html.find("<tr data-check=").expect("check rows");
     assert!(
         html[first_row..].starts_with(r#"<tr data-check="stock" data-ok="false""#),
@@ -222,7 +222,7 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
     app.prewarm(&ops, &sale).await;
     app.readiness_failing(&sre, &sale, &[]).await;
     let html = app.console_page(&page, &session).await;
-    assert!(html.contains("GO: all 14 checks pass"), "{html}");
+    assert!(html.contains("GO: all 15 checks pass"), "{html}");
 
     // The scripts flushed: the check lists what is missing; a pre-warm loads them again.
     let _: () = redis::cmd("SCRIPT")

@@ -26,6 +26,12 @@ pub struct AuditEntry {
     pub etcd_revision: Option<i64>,
     /// The ops action's detail, as JSON text.
     pub detail: Option<String>,
+    /// A flip: the waiting change it applied or reverted, if any.
+    #[serde(default)]
+    pub change_id: Option<i64>,
+    /// A flip an admin made at once on a key that needs four eyes.
+    #[serde(default)]
+    pub emergency: bool,
 }
 
 /// `GET /admin/api/audit`: switch flips and operator actions merged, newest first.

@@ -6,6 +6,7 @@
 mod audit;
 mod baselines;
 mod catalog;
+mod changes;
 mod console_error;
 mod control;
 mod dashboard;
@@ -26,6 +27,7 @@ mod sale_page;
 pub use audit::*;
 pub use baselines::*;
 pub use catalog::*;
+pub use changes::*;
 pub use console_error::*;
 pub use control::*;
 pub use dashboard::*;

@@ -39,10 +39,13 @@ pub enum ReadinessCheckName {
     Leader,
     /// Clocks within 100 ms of the database's.
     Clocks,
+    /// No switch change scheduled (or reverting) during the sale, no change waiting for a
+    /// second person for more than a few minutes.
+    Changes,
 }
 
 impl ReadinessCheckName {
-    pub const ALL: [ReadinessCheckName; 14] = [
+    pub const ALL: [ReadinessCheckName; 15] = [
         Self::Stock,
         Self::BuyerRecords,
         Self::Bloom,
@@ -57,6 +60,7 @@ impl ReadinessCheckName {
         Self::StuckPreorders,
         Self::Leader,
         Self::Clocks,
+        Self::Changes,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -75,6 +79,7 @@ impl ReadinessCheckName {
             Self::StuckPreorders => "stuck_preorders",
             Self::Leader => "leader",
             Self::Clocks => "clocks",
+            Self::Changes => "changes",
         }
     }
 }

@@ -34,8 +34,12 @@ pub enum Permission {
     Prewarm,
     /// Read the switch board: values, revisions, which instance applied what.
     ReadSwitches,
-    /// Write a switch or limit into etcd.
+    /// Write a switch or limit into etcd; approve or reject another user's change to a key
+    /// that needs four eyes.
     FlipSwitch,
+    /// Flip a key that needs four eyes at once, without the second person (flagged in the
+    /// audit).
+    EmergencyFlip,
     /// Watch the operations side: dead letters, the outbox, the audit log. Merchants' view
     /// stops at their own catalogue and orders.
     WatchOperations,
@@ -58,13 +62,14 @@ pub enum Permission {
 }
 
 impl Permission {
-    pub const ALL: [Permission; 14] = [
+    pub const ALL: [Permission; 15] = [
         Permission::ReadCatalog,
         Permission::WriteCatalog,
         Permission::ReadOrders,
         Permission::Prewarm,
         Permission::ReadSwitches,
         Permission::FlipSwitch,
+        Permission::EmergencyFlip,
         Permission::WatchOperations,
         Permission::OperatePipeline,
         Permission::Reconcile,
@@ -97,6 +102,7 @@ impl Role {
                 &Role::ALL
             }
             Permission::WriteCatalog => &[Merchant, Admin],
+            Permission::EmergencyFlip => &[Admin],
             Permission::Prewarm
             | Permission::FlipSwitch
             | Permission::OperatePipeline
@@ -193,6 +199,7 @@ mod tests {
         assert!(!Role::Ops.may(WriteCatalog));
         assert!(Role::Ops.may(FlipSwitch) && Role::Admin.may(FlipSwitch));
         assert!(!Role::Sre.may(FlipSwitch) && !Role::Merchant.may(FlipSwitch));
+        assert!(Role::Admin.may(EmergencyFlip) && !Role::Ops.may(EmergencyFlip));
         assert!(Role::Ops.may(OperatePipeline) && !Role::Sre.may(OperatePipeline));
         assert!(Role::Sre.may(WatchOperations) && !Role::Merchant.may(WatchOperations));
         assert!(Role::Sre.may(Reconcile) && !Role::Sre.may(RepairStock));

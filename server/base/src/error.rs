@@ -24,6 +24,10 @@ pub enum ApiError {
     BadSignature,
     #[error("your role may not do this")]
     Forbidden,
+    /// Allowed to the role, refused to this user for a reason of its own (403), e.g.
+    /// `SELF_APPROVAL`.
+    #[error("{message}")]
+    Refused { code: &'static str, message: String },
     /// A state-changing request a browser authenticated by itself, from another origin.
     #[error("the request did not come from the console's own origin")]
     CrossSite,
@@ -62,7 +66,9 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unauthenticated | ApiError::BadSignature => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden | ApiError::CrossSite => StatusCode::FORBIDDEN,
+            ApiError::Forbidden | ApiError::CrossSite | ApiError::Refused { .. } => {
+                StatusCode::FORBIDDEN
+            }
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -83,7 +89,7 @@ impl ApiError {
             ApiError::CrossSite => "CROSS_SITE_REQUEST",
             ApiError::NotFound(_) => "NOT_FOUND",
             ApiError::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            ApiError::Conflict { code, .. } => code,
+            ApiError::Conflict { code, .. } | ApiError::Refused { code, .. } => code,
             ApiError::Invalid { code, .. } => code,
             ApiError::RateLimited { .. } => "RATE_LIMITED",
             ApiError::Overloaded(_) => "OVERLOADED",
@@ -195,6 +201,8 @@ impl From<ApiError> for ConsoleError {
                 message: error.to_string(),
             },
             ApiError::Conflict { code, message } => ConsoleError::Conflict { code, message },
+            // The console shows the message; the role itself may do this.
+            ApiError::Refused { code, message } => ConsoleError::Invalid { code, message },
             ApiError::Unauthenticated => ConsoleError::Unauthenticated,
             ApiError::Forbidden | ApiError::CrossSite => ConsoleError::Forbidden,
             ApiError::NotFound(_) | ApiError::MethodNotAllowed => ConsoleError::NotFound,

@@ -408,6 +408,9 @@ pub struct ControlMetrics {
     /// outcome: `recorded`, `known` (another instance recorded it first), or `failed` for
     /// every attempt the database refused (the change is retried until its row commits).
     pub external_audits: IntCounterVec,
+    /// Steps of waiting changes the leader took, by step (`apply`, `revert`) and outcome
+    /// (`applied`, `reverted`, `dropped`: the key was changed meanwhile).
+    pub change_steps: IntCounterVec,
 }
 
 impl ControlMetrics {
@@ -448,6 +451,11 @@ impl ControlMetrics {
                 "seckill_control_external_audits_total",
                 "Changes written straight into etcd offered to the audit, by outcome (failed: per attempt, retried)",
                 &["outcome"],
+            ),
+            change_steps: add.counters(
+                "seckill_control_change_steps_total",
+                "Steps of waiting switch changes the leader took, by step and outcome",
+                &["step", "outcome"],
             ),
         }
     }

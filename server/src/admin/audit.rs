@@ -2,7 +2,7 @@
 //! other operator actions (`ops_audit`, written by their own features).
 
 use chrono::{DateTime, Utc};
-use contract::{AuditEntry, AuditKind, Source};
+use contract::{AuditEntry, AuditKind, Source, SwitchRevision};
 
 use base::db::decode_name;
 use sqlx::PgPool;
@@ -14,6 +14,10 @@ pub(crate) struct PendingFlip<'a> {
     pub(crate) path: &'a str,
     pub(crate) new_value: &'a str,
     pub(crate) reason: &'a str,
+    /// The waiting change this flip applies or reverts, if any.
+    pub(crate) change_id: Option<i64>,
+    /// An admin's flip of a key that needs four eyes, without the second person.
+    pub(crate) emergency: bool,
 }
 
 /// A flip whose audit row is committed, `pending`, before etcd is written: a crash between
@@ -28,17 +32,43 @@ pub(crate) struct OpenFlip {
 /// nothing is flipped.
 pub(crate) async fn open_flip(db: &PgPool, flip: &PendingFlip<'_>) -> sqlx::Result<OpenFlip> {
     let id = sqlx::query_scalar(
-        "INSERT INTO switch_audit (actor, source, path, new_value, reason, state)
-         VALUES ($1, $2, $3, $4, $5, 'pending') RETURNING id",
+        "INSERT INTO switch_audit
+             (actor, source, path, new_value, reason, state, change_id, emergency)
+         VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7) RETURNING id",
     )
     .bind(flip.actor)
     .bind(flip.source.as_str())
     .bind(flip.path)
     .bind(flip.new_value)
     .bind(flip.reason)
+    .bind(flip.change_id)
+    .bind(flip.emergency)
     .fetch_one(db)
     .await?;
     Ok(OpenFlip { id })
+}
+
+/// The audit row of a change's flip: the one a leader opened before it died, if its flip
+/// of the same value is still `pending`, else a new one. The leader's claim of the change
+/// serializes the attempts, so two never race here.
+pub(crate) async fn open_change_flip(
+    db: &PgPool,
+    flip: &PendingFlip<'_>,
+) -> sqlx::Result<OpenFlip> {
+    let earlier: Option<i64> = sqlx::query_scalar(
+        "SELECT id FROM switch_audit
+         WHERE change_id = $1 AND path = $2 AND new_value = $3 AND state = 'pending'
+         ORDER BY id LIMIT 1",
+    )
+    .bind(flip.change_id)
+    .bind(flip.path)
+    .bind(flip.new_value)
+    .fetch_optional(db)
+    .await?;
+    match earlier {
+        Some(id) => Ok(OpenFlip { id }),
+        None => open_flip(db, flip).await,
+    }
 }
 
 impl OpenFlip {
@@ -140,6 +170,51 @@ pub(crate) async fn flips_since(
 }
 
 #[derive(sqlx::FromRow)]
+struct RevisionRow {
+    revision: i64,
+    value: String,
+    by: String,
+    reason: String,
+    at: DateTime<Utc>,
+    source: String,
+}
+
+/// The values etcd took for `path`, newest first, at most `limit`; with `revision`, only
+/// the one written at that revision.
+pub(crate) async fn revisions(
+    db: &PgPool,
+    path: &str,
+    revision: Option<i64>,
+    limit: i64,
+) -> sqlx::Result<Vec<SwitchRevision>> {
+    let rows: Vec<RevisionRow> = sqlx::query_as(
+        "SELECT etcd_revision AS revision, new_value AS value, actor AS by, reason,
+                created_at AS at, source
+         FROM switch_audit
+         WHERE path = $1 AND state = 'applied' AND etcd_revision IS NOT NULL
+           AND ($2::BIGINT IS NULL OR etcd_revision = $2)
+         ORDER BY etcd_revision DESC, id DESC LIMIT $3",
+    )
+    .bind(path)
+    .bind(revision)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(SwitchRevision {
+                revision: row.revision,
+                value: row.value,
+                by: row.by,
+                reason: row.reason,
+                at: row.at,
+                source: decode_name("source", &row.source, Source::parse)?,
+            })
+        })
+        .collect()
+}
+
+#[derive(sqlx::FromRow)]
 struct Row {
     kind: String,
     id: i64,
@@ -153,6 +228,8 @@ struct Row {
     reason: Option<String>,
     etcd_revision: Option<i64>,
     detail: Option<String>,
+    change_id: Option<i64>,
+    emergency: bool,
 }
 
 /// Switch flips and operator actions merged, newest first; `limit` rows after skipping
@@ -163,11 +240,11 @@ pub(crate) async fn page(db: &PgPool, limit: i64, offset: i64) -> sqlx::Result<V
              (SELECT 'switch' AS kind, id, created_at AS at, actor, source,
                      CASE state WHEN 'applied' THEN 'set' ELSE 'set_' || state END AS action,
                      path AS target, old_value, new_value, reason, etcd_revision,
-                     NULL::TEXT AS detail
+                     NULL::TEXT AS detail, change_id, emergency
                 FROM switch_audit ORDER BY created_at DESC, id DESC LIMIT $3)
              UNION ALL
              (SELECT 'ops', id, created_at, actor, source, action, target, NULL, NULL, NULL,
-                     NULL, detail::TEXT
+                     NULL, detail::TEXT, NULL, false
                 FROM ops_audit ORDER BY created_at DESC, id DESC LIMIT $3)
          ) merged
          ORDER BY at DESC, kind, id DESC
@@ -193,6 +270,8 @@ pub(crate) async fn page(db: &PgPool, limit: i64, offset: i64) -> sqlx::Result<V
                 reason: row.reason,
                 etcd_revision: row.etcd_revision,
                 detail: row.detail,
+                change_id: row.change_id,
+                emergency: row.emergency,
             })
         })
         .collect()

@@ -18,6 +18,7 @@ pub(crate) fn table() -> AdminRoutes {
     let routes = crate::catalog::routes::admin(routes);
     let routes = crate::prewarm::routes::admin(routes);
     let routes = crate::control::routes::admin(routes);
+    let routes = crate::changes::routes::admin(routes);
     let routes = crate::reconcile::routes::admin(routes);
     let routes = crate::dashboard::routes::admin(routes);
     let routes = crate::sale_page::routes::admin(routes);

@@ -11,7 +11,7 @@ use contract::{
     AuditPage, EtcdReach, InstanceSync, NodeApplied, NodeState, SwitchBoard, SwitchChange,
     SwitchRow, SwitchWrite,
 };
-use etcd_client::{GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     time::Duration,
@@ -21,6 +21,7 @@ use crate::control::{
     keys::{KeyError, SwitchKey},
     layout::{now_us, Layout, WriteNote},
     nodes::{self, NodeReport},
+    policy,
     switches::SwitchValues,
 };
 use crate::{
@@ -40,6 +41,15 @@ pub(crate) const MAX_WAIT: Duration = Duration::from_secs(10);
 pub(crate) const AUDIT_PER_PAGE: i64 = 50;
 /// How long the board waits for etcd before showing the last known values.
 const READ_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether a flip asks the approval policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Approval {
+    /// A key that needs four eyes is refused.
+    Required,
+    /// An admin flips at once; the audit says so.
+    Emergency,
+}
 
 /// A flip as asked for.
 pub struct Flip<'a> {
@@ -63,7 +73,7 @@ impl From<KeyError> for ApiError {
     }
 }
 
-fn etcd_unavailable(error: impl Into<anyhow::Error>) -> ApiError {
+pub(crate) fn etcd_unavailable(error: impl Into<anyhow::Error>) -> ApiError {
     ApiError::Unavailable(error.into().context("etcd"))
 }
 
@@ -90,18 +100,55 @@ impl<'a> Board<'a> {
 
     /// Validates a flip, writes it to etcd with its note in one transaction, audits it, and
     /// waits for the live instances if asked. Nothing is written when anything is refused.
+    /// A key that needs four eyes is refused (409 `APPROVAL_REQUIRED`): it goes through a
+    /// change (`crate::changes`), or an admin's emergency flip.
     pub async fn flip(&self, flip: Flip<'_>) -> ApiResult<SwitchChange> {
+        self.flip_as(flip, Approval::Required).await
+    }
+
+    /// [`Board::flip`], or an admin's emergency flip of a key that needs four eyes.
+    pub(crate) async fn flip_as(
+        &self,
+        flip: Flip<'_>,
+        approval: Approval,
+    ) -> ApiResult<SwitchChange> {
         crate::admin::authorize(flip.actor, contract::Permission::FlipSwitch)?;
+        if approval == Approval::Emergency {
+            crate::admin::authorize(flip.actor, contract::Permission::EmergencyFlip)?;
+        }
         let checked = Checked::of(&flip)?;
         let layout = Layout::new(&self.settings.etcd_prefix);
+        let needs_approval = match approval {
+            Approval::Required => self.needs_approval(&checked.path).await,
+            Approval::Emergency => Ok(false),
+        };
+        let needs_approval = match needs_approval {
+            Ok(needs) => needs,
+            Err(error) => {
+                // etcd out of reach: the attempt is audited as failed, as a write would be.
+                self.audit_unreached(flip.actor, flip.source, &checked)
+                    .await;
+                return Err(error);
+            }
+        };
+        if needs_approval {
+            return Err(ApiError::Conflict {
+                code: "APPROVAL_REQUIRED",
+                message: format!(
+                    "{} needs a second person: propose the change, or flip it as an emergency",
+                    checked.path
+                ),
+            });
+        }
         let note = WriteNote {
             actor: flip.actor.username.clone(),
             source: flip.source,
             reason: checked.reason.to_owned(),
             written_at_us: now_us(),
         };
+        let emergency = approval == Approval::Emergency;
         let (mut client, written) = self
-            .write_audited(&layout, flip.source, &checked, &note)
+            .write_audited(&layout, flip.source, &checked, &note, emergency)
             .await?;
         let propagation = match flip.wait {
             Some(wait) => Some(
@@ -128,6 +175,37 @@ impl<'a> Board<'a> {
         })
     }
 
+    /// Records a flip that never reached etcd as `failed`; a database away as well leaves
+    /// no row, which is what it would have been without the flip.
+    async fn audit_unreached(&self, actor: &Actor, source: Source, checked: &Checked<'_>) {
+        let opened = audit::open_flip(
+            self.db,
+            &PendingFlip {
+                actor: &actor.username,
+                source,
+                path: &checked.path,
+                new_value: &checked.value,
+                reason: checked.reason,
+                change_id: None,
+                emergency: false,
+            },
+        )
+        .await;
+        if let Ok(flip) = opened {
+            flip.failed(self.db).await;
+        }
+    }
+
+    /// Whether a flip of `path` needs a second person, by the policy etcd holds now.
+    pub(crate) async fn needs_approval(&self, path: &str) -> ApiResult<bool> {
+        let layout = Layout::new(&self.settings.etcd_prefix);
+        let mut client = self.etcd.client().await.map_err(etcd_unavailable)?;
+        let policy = policy::read(self.etcd, &mut client, &layout)
+            .await
+            .map_err(etcd_unavailable)?;
+        Ok(policy.needs_approval(path))
+    }
+
     /// Writes a checked flip with its note and audits it. The row first, committed as
     /// `pending`: no flip lands in etcd unaudited, whether the database was away before or
     /// the instance died after; then `applied` once etcd has answered, or `failed`.
@@ -138,6 +216,7 @@ impl<'a> Board<'a> {
         source: Source,
         checked: &Checked<'_>,
         note: &WriteNote,
+        emergency: bool,
     ) -> ApiResult<(etcd_client::Client, Written)> {
         let note_json = serde_json::to_vec(note).map_err(anyhow::Error::from)?;
         let flip = audit::open_flip(
@@ -148,14 +227,32 @@ impl<'a> Board<'a> {
                 path: &checked.path,
                 new_value: &checked.value,
                 reason: checked.reason,
+                change_id: None,
+                emergency,
             },
         )
         .await?;
         let audit_id = flip.id;
         let written = async {
             let mut client = self.etcd.client().await.map_err(etcd_unavailable)?;
-            let written = put_with_note(self.etcd, &mut client, layout, checked, note_json).await?;
-            Ok::<_, ApiError>((client, written))
+            let written = put_with_note(
+                self.etcd,
+                &mut client,
+                layout,
+                (&checked.path, &checked.value),
+                note_json,
+                Guard::default(),
+            )
+            .await?;
+            match written {
+                Put::Written {
+                    revision,
+                    old_value,
+                } => Ok::<_, ApiError>((client, (revision, old_value))),
+                Put::Refused => Err(etcd_unavailable(anyhow::anyhow!(
+                    "etcd refused a write without conditions"
+                ))),
+            }
         };
         let (client, (revision, old_value)) = match written.await {
             Ok(written) => written,
@@ -290,24 +387,29 @@ impl<'a> Board<'a> {
 
 /// A flip that passed its checks: the switch's path, the value as it is stored, the
 /// trimmed reason.
-struct Checked<'a> {
-    path: String,
-    value: String,
-    reason: &'a str,
+pub(crate) struct Checked<'a> {
+    pub(crate) path: String,
+    pub(crate) value: String,
+    pub(crate) reason: &'a str,
 }
 
 impl<'a> Checked<'a> {
     /// The reason, the switch and its value, the wait: each refused with its own code.
     fn of(flip: &Flip<'a>) -> ApiResult<Self> {
-        let reason = crate::admin::reason::audited_reason(flip.reason)?;
-        let key = SwitchKey::parse(flip.path.trim_matches('/'))?;
-        let value = key.parse_value(flip.value)?.to_string();
         if flip.wait.is_some_and(|wait| wait > MAX_WAIT) {
             return Err(ApiError::Invalid {
                 code: "INVALID_WAIT",
                 message: format!("wait at most {} ms", MAX_WAIT.as_millis()),
             });
         }
+        Self::change(flip.path, flip.value, flip.reason)
+    }
+
+    /// The reason, the switch and its value, each refused with its own code.
+    pub(crate) fn change(path: &str, value: &str, reason: &'a str) -> ApiResult<Self> {
+        let reason = crate::admin::reason::audited_reason(reason)?;
+        let key = SwitchKey::parse(path.trim_matches('/'))?;
+        let value = key.parse_value(value)?.to_string();
         Ok(Self {
             path: key.path(),
             value,
@@ -323,24 +425,45 @@ struct Written {
     old_value: Option<String>,
 }
 
-/// The value and its note in one etcd transaction; returns the revision it made and the
-/// value it replaced.
-async fn put_with_note(
+/// What a write waits on: conditions etcd checks in the write's own transaction, and keys
+/// it writes along when they hold. The board's flips have none; a change the leader
+/// applies has one, so it lands once.
+#[derive(Default)]
+pub(crate) struct Guard {
+    pub(crate) compares: Vec<Compare>,
+    pub(crate) also: Vec<TxnOp>,
+}
+
+/// How a guarded write ended.
+pub(crate) enum Put {
+    /// In etcd at `revision`, replacing `old_value`.
+    Written {
+        revision: i64,
+        old_value: Option<String>,
+    },
+    /// A condition did not hold: nothing was written.
+    Refused,
+}
+
+/// The value and its note in one etcd transaction, if `guard`'s conditions hold.
+pub(crate) async fn put_with_note(
     etcd: &EtcdLink,
     client: &mut etcd_client::Client,
     layout: &Layout,
-    checked: &Checked<'_>,
+    (path, value): (&str, &str),
     note_json: Vec<u8>,
-) -> ApiResult<(i64, Option<String>)> {
-    let (path, value) = (&checked.path, &checked.value);
-    let txn = Txn::new().and_then(vec![
+    guard: Guard,
+) -> ApiResult<Put> {
+    let mut writes = vec![
         TxnOp::put(
             layout.key(path),
-            value.clone(),
+            value,
             Some(PutOptions::new().with_prev_key()),
         ),
         TxnOp::put(layout.note_key(path), note_json, None),
-    ]);
+    ];
+    writes.extend(guard.also);
+    let txn = Txn::new().when(guard.compares).and_then(writes);
     let response = etcd
         .timed(EtcdCall::Txn, client.txn(txn))
         .await
@@ -349,6 +472,9 @@ async fn put_with_note(
             tracing::warn!(path, value, error = %error, "etcd did not confirm a flip; not audited");
             etcd_unavailable(error)
         })?;
+    if !response.succeeded() {
+        return Ok(Put::Refused);
+    }
     let revision = response
         .header()
         .map(|header| header.revision())
@@ -360,7 +486,10 @@ async fn put_with_note(
             .map(str::to_owned),
         _ => None,
     });
-    Ok((revision, old_value))
+    Ok(Put::Written {
+        revision,
+        old_value,
+    })
 }
 
 /// What etcd holds under the prefix, read once.

@@ -22,6 +22,7 @@ const NOTES: &str = "meta/writes/";
 const NODES: &str = "nodes/";
 const HOTKEYS: &str = "hotkeys/";
 const LIFTED_HOTKEYS: &str = "lifted-hotkeys/";
+const CHANGES: &str = "changes/";
 
 impl Layout {
     pub(crate) fn new(prefix: &str) -> Self {
@@ -90,6 +91,23 @@ impl Layout {
     /// The `{kind}/{key}` of a path under `hotkeys/`.
     pub(crate) fn hotkey_path(path: &str) -> Option<&str> {
         path.strip_prefix(HOTKEYS)
+    }
+
+    /// Where the leader marks a step of a waiting change as written (`changes/{id}/{step}`),
+    /// in the same transaction as the value: outside `switches/`, so no instance takes it
+    /// for a switch, and a leader that finds it knows the step already landed.
+    pub(crate) fn change_marker(&self, change_id: i64, step: &str) -> String {
+        self.key(&format!("{CHANGES}{change_id}/{step}"))
+    }
+
+    /// Every marker of one change.
+    pub(crate) fn change_markers(&self, change_id: i64) -> String {
+        self.key(&format!("{CHANGES}{change_id}/"))
+    }
+
+    /// The key patterns that need a second person's approval (see `control::policy`).
+    pub(crate) fn approval_policy(&self) -> String {
+        self.key("policy/approval")
     }
 
     /// The etcd election's name; candidates' keys are created beneath it.

@@ -16,6 +16,7 @@ pub(crate) mod keys;
 pub(crate) mod layout;
 pub(crate) mod leader;
 pub(crate) mod nodes;
+pub(crate) mod policy;
 pub(crate) mod routes;
 pub(crate) mod status;
 pub(crate) mod switches;

@@ -1,19 +1,22 @@
-//! `GET /admin/api/switches` and `PUT /admin/api/switches/{*path}`.
+//! `GET /admin/api/switches` and `PUT /admin/api/switches/{*path}` (now, or as a change
+//! that waits: see `crate::changes`).
 
 use axum::{
     extract::{
         rejection::{JsonRejection, PathRejection, QueryRejection},
         Path, Query, State,
     },
+    response::{IntoResponse, Response},
     Json,
 };
 use contract::Actor;
 use contract::Source;
-use contract::{SwitchBoard, SwitchChange};
+use contract::SwitchBoard;
 use serde::Deserialize;
 use std::time::Duration;
 
 use crate::{
+    changes::service::{self, Submission},
     control::board::{Board, Flip},
     state::AppState,
 };
@@ -43,6 +46,15 @@ pub(crate) struct FlipBody {
     value: Value,
     #[serde(default)]
     reason: String,
+    /// Apply at this time (RFC 3339) instead of now: answered 202 with the change.
+    #[serde(default)]
+    at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Set the key back to the value it replaced this many seconds after applying.
+    #[serde(default)]
+    revert_after_s: Option<u32>,
+    /// An admin flips a key that needs four eyes at once; the audit flags it.
+    #[serde(default)]
+    emergency: bool,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -59,7 +71,7 @@ pub(crate) async fn set(
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<FlipQuery>, QueryRejection>,
     body: Result<Json<FlipBody>, JsonRejection>,
-) -> ApiResult<Json<SwitchChange>> {
+) -> ApiResult<Response> {
     // A role that may not flip learns nothing about its input.
     crate::admin::authorize(&actor, contract::Permission::FlipSwitch)?;
     let Path(path) = path?;
@@ -70,17 +82,25 @@ pub(crate) async fn set(
         Value::Number(number) => number.to_string(),
         Value::Rule(rule) => serde_json::Value::Object(rule).to_string(),
     };
-    let change = Board::of(&state)
-        .flip(Flip {
-            actor: &actor,
-            source: Source::Api,
-            path: &path,
-            value: &value,
-            reason: &body.reason,
-            wait: query.wait_ms.map(Duration::from_millis),
-        })
-        .await?;
-    Ok(Json(change))
+    let submitted = service::submit(
+        &Board::of(&state),
+        Submission {
+            flip: Flip {
+                actor: &actor,
+                source: Source::Api,
+                path: &path,
+                value: &value,
+                reason: &body.reason,
+                wait: query.wait_ms.map(Duration::from_millis),
+            },
+            at: body.at,
+            revert_after_s: body.revert_after_s,
+            emergency: body.emergency,
+            now: state.changes.now(),
+        },
+    )
+    .await?;
+    Ok(submitted.into_response())
 }
 
 pub(crate) fn admin(

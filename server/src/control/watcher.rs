@@ -14,7 +14,7 @@
 
 use etcd_client::{Client, EventType, GetOptions, KeyValue, WatchOptions, WatchResponse};
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     time::{Duration, Instant},
 };
 use tokio::sync::watch;
@@ -46,6 +46,8 @@ pub(super) struct Watcher {
     accepted: Accepted,
     /// The latest write note per switch path, with the note's own revision.
     notes: HashMap<String, (i64, WriteNote)>,
+    /// The live instances' node keys: a hot key's cluster-wide limit is shared among them.
+    nodes: HashSet<String>,
     /// Every change up to this revision is applied; `None`: read everything first.
     position: Option<i64>,
     /// A watch was open before: the next one is a resumption.
@@ -79,6 +81,7 @@ impl Watcher {
             defaults,
             accepted: Accepted::default(),
             notes: HashMap::new(),
+            nodes: HashSet::new(),
             position: None,
             watched_before: false,
             snapshots,
@@ -220,6 +223,7 @@ impl Watcher {
         let mut entries = Vec::new();
         let mut hot_keys = Vec::new();
         self.notes.clear();
+        self.nodes.clear();
         for kv in response.kvs() {
             let Some(path) = self.relative(kv) else {
                 continue;
@@ -230,6 +234,10 @@ impl Watcher {
                     value: Some(kv.value()),
                     lease: kv.lease(),
                 });
+                continue;
+            }
+            if Layout::is_node_path(path) {
+                self.nodes.insert(path.to_owned());
                 continue;
             }
             if let Some(noted) = Layout::noted_path(path) {
@@ -245,6 +253,7 @@ impl Watcher {
         }
         self.state.hotkeys.table.replace_all(hot_keys);
         self.state.hotkeys.table_changed();
+        self.state.hotkeys.set_instances(self.nodes.len());
         let before = self.accepted.clone();
         let observed: Vec<Observed<'_>> = entries
             .iter()
@@ -311,6 +320,7 @@ impl Watcher {
             return;
         }
         self.apply_hot_keys(events);
+        self.count_nodes(events);
         let mut seen = Vec::new();
         let mut last = self.position.unwrap_or(0);
         // One revision at a time, its notes first: a flip's note and value share one
@@ -390,6 +400,27 @@ impl Watcher {
         if !changes.is_empty() {
             self.state.hotkeys.table.apply(changes);
             self.state.hotkeys.table_changed();
+        }
+    }
+
+    /// Instances that came (their first report) or went (a lease expired, a graceful stop).
+    fn count_nodes(&mut self, events: &[etcd_client::Event]) {
+        let before = self.nodes.len();
+        for event in events {
+            let Some(path) = event.kv().and_then(|kv| self.relative(kv)) else {
+                continue;
+            };
+            if !Layout::is_node_path(path) {
+                continue;
+            }
+            let path = path.to_owned();
+            match event.event_type() {
+                EventType::Put => self.nodes.insert(path),
+                EventType::Delete => self.nodes.remove(&path),
+            };
+        }
+        if self.nodes.len() != before {
+            self.state.hotkeys.set_instances(self.nodes.len());
         }
     }
 

@@ -23,7 +23,10 @@ use contract::{HotKeyAction, HotKeyId, HotKeyKind, TopKeys};
 use std::{
     collections::HashMap,
     net::IpAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
 };
 
 use base::{metrics::Metrics, token_bucket::TokenBucket};
@@ -84,6 +87,8 @@ pub struct HotKeys {
     pub(crate) table: HotKeyTable,
     /// The token buckets of `limit` keys, made when first needed, dropped with their key.
     buckets: Mutex<HashMap<HotKeyId, Arc<TokenBucket>>>,
+    /// Live instances sharing each `limit` (1 until the watcher has counted them).
+    instances: AtomicU64,
     /// The latest cluster-wide top per kind and how many instances it adds up.
     top: Mutex<(TopKeys, u32)>,
     metrics: Metrics,
@@ -101,6 +106,7 @@ impl HotKeys {
             samples: detection.then(Arc::default),
             table: HotKeyTable::default(),
             buckets: Mutex::default(),
+            instances: AtomicU64::new(1),
             top: Mutex::default(),
             metrics,
         }
@@ -139,8 +145,17 @@ impl HotKeys {
         })
     }
 
+    /// The number of live instances, as the watcher counts their node keys: a `limit` is
+    /// the cluster's total, and each instance takes its share.
+    pub(crate) fn set_instances(&self, live: usize) {
+        self.instances
+            .store(u64::try_from(live.max(1)).unwrap_or(1), Ordering::Relaxed);
+    }
+
     /// Whether a `limit` on the item, the buyer or the address has no token for this
-    /// request; each limited key has its own bucket on this instance.
+    /// request. The limit is the cluster's total: each limited key has its own bucket on
+    /// this instance, refilled at the limit divided among the live instances (rounded up,
+    /// so the cluster may admit up to one more per instance and second, never fewer).
     pub(crate) fn limited(&self, item: i64, user: i64, ip: IpAddr) -> Option<HotKeyKind> {
         if self.table.is_empty() {
             return None;
@@ -151,7 +166,8 @@ impl HotKeys {
                 let Some((HotKeyAction::Limit, Some(rate), _)) = self.table.action(id) else {
                     return false;
                 };
-                let taken = self.bucket(*id).try_take(rate);
+                let share = rate.div_ceil(self.instances.load(Ordering::Relaxed).max(1));
+                let taken = self.bucket(*id).try_take(share);
                 if !taken {
                     self.react(id.kind(), HotKeyAction::Limit);
                 }

@@ -91,6 +91,8 @@ async fn open_audit(
         path: &path,
         new_value,
         reason,
+        change_id: None,
+        emergency: false,
     };
     Ok(audit::open_flip(board.db, &flip).await?)
 }

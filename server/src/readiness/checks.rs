@@ -4,7 +4,8 @@
 
 use chrono::{DateTime, Utc};
 use contract::{
-    BaselineRun, ReadinessCheck, ReadinessCheckName as Name, Rehearsal, RehearsalStatus,
+    BaselineRun, ChangeState, ReadinessCheck, ReadinessCheckName as Name, Rehearsal,
+    RehearsalStatus, SwitchChangeRow,
 };
 use std::time::Duration;
 
@@ -640,3 +641,69 @@ pub(crate) fn clocks(
 
 #[cfg(test)]
 mod tests;
+
+/// How long a change may wait for a second person before readiness points at it.
+pub(crate) const APPROVAL_WAIT: chrono::Duration = chrono::Duration::minutes(5);
+
+/// Changes that wait and what a sale should know of them: `sale` is the activity's window.
+/// A scheduled change or a revert that lands within it, on a key the activity obeys, is a
+/// flip during the sale nobody may be watching; a change waiting for approval for longer
+/// than [`APPROVAL_WAIT`] is a decision somebody forgot.
+pub(crate) fn changes(
+    waiting: &[SwitchChangeRow],
+    activity_id: i64,
+    sale: (DateTime<Utc>, DateTime<Utc>),
+    now: DateTime<Utc>,
+) -> ReadinessCheck {
+    let during = |at: Option<DateTime<Utc>>| at.is_some_and(|at| at >= sale.0 && at <= sale.1);
+    let concerns = |path: &str| match path.strip_prefix("switches/entry/") {
+        Some(id) => id == activity_id.to_string(),
+        None => true,
+    };
+    let mut found = Vec::new();
+    for change in waiting.iter().filter(|change| concerns(&change.path)) {
+        let (id, path, value) = (change.id, &change.path, &change.value);
+        match change.state {
+            ChangeState::Scheduled if during(change.apply_at) => found.push(format!(
+                "change #{id} sets {path} to `{value}` at {} during the sale",
+                change
+                    .apply_at
+                    .map(|at| at.to_rfc3339())
+                    .unwrap_or_default()
+            )),
+            ChangeState::Applied if change.revert_dropped.is_none() && during(change.revert_at) => {
+                found.push(format!(
+                    "change #{id} reverts {path} at {} during the sale",
+                    change
+                        .revert_at
+                        .map(|at| at.to_rfc3339())
+                        .unwrap_or_default()
+                ))
+            }
+            ChangeState::PendingApproval if change.created_at < now - APPROVAL_WAIT => {
+                found.push(format!(
+                    "change #{id} ({path} to `{value}`, by {}) has waited for approval since {}",
+                    change.proposer,
+                    change.created_at.to_rfc3339()
+                ))
+            }
+            _ => {}
+        }
+    }
+    if found.is_empty() {
+        verdict(
+            Name::Changes,
+            true,
+            "no change lands during the sale; none waits long for approval".into(),
+        )
+    } else {
+        verdict(
+            Name::Changes,
+            false,
+            format!(
+                "{}: confirm them or cancel them on the switch board",
+                found.join("; ")
+            ),
+        )
+    }
+}

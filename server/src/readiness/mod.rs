@@ -47,7 +47,7 @@ pub(crate) async fn check(
     let activity = catalog::get_activity(&state.db, activity_id, None)
         .await?
         .ok_or(ApiError::NotFound("activity"))?;
-    let (redis_state, bloom, scripts, control, rehearsal, consumers, backlog, leader) = tokio::join!(
+    let (redis_state, bloom, scripts, control, rehearsal, consumers, backlog, leader, changes) = tokio::join!(
         redis_state(state, activity_id),
         bloom_check(state, &activity),
         scripts_check(state),
@@ -56,13 +56,14 @@ pub(crate) async fn check(
         consumers_check(state),
         backlog_checks(state),
         leader_check(state),
+        changes_check(state, &activity),
     );
     let mut all = redis_state;
     all.extend([bloom, scripts, rehearsal]);
     all.extend(control);
     all.push(consumers);
     all.extend(backlog);
-    all.push(leader);
+    all.extend([leader, changes]);
     all.sort_by_key(|check| Name::ALL.iter().position(|name| *name == check.name));
     Ok(Readiness::of(activity_id, all))
 }
@@ -376,6 +377,19 @@ async fn backlog_checks(state: &AppState) -> Vec<ReadinessCheck> {
         Err(error) => checks::unreadable(Name::StuckPreorders, "the stuck pre-orders", error),
     };
     vec![dead, outbox, stuck]
+}
+
+/// The switch changes that would land during the sale, or wait too long for approval.
+async fn changes_check(state: &AppState, activity: &StoredActivity) -> ReadinessCheck {
+    match crate::changes::store::waiting(&state.db).await {
+        Ok(waiting) => checks::changes(
+            &waiting,
+            activity.id,
+            (activity.starts_at, activity.ends_at),
+            state.changes.now(),
+        ),
+        Err(error) => checks::unreadable(Name::Changes, "the switch changes", error),
+    }
 }
 
 async fn leader_check(state: &AppState) -> ReadinessCheck {

@@ -322,3 +322,83 @@ fn clocks_within_a_tenth_of_a_second() {
         check.detail
     );
 }
+
+mod waiting_changes {
+    use super::*;
+    use contract::Source;
+
+    fn at(minute: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + minute * 60, 0).expect("a time")
+    }
+
+    fn change(id: i64, path: &str, state: ChangeState) -> SwitchChangeRow {
+        SwitchChangeRow {
+            id,
+            path: path.into(),
+            value: "closed".into(),
+            reason: "r".into(),
+            proposer: "alice".into(),
+            source: Source::Api,
+            state,
+            apply_at: None,
+            revert_after_s: None,
+            created_at: at(0),
+            applied_at: None,
+            applied_revision: None,
+            replaced_value: None,
+            revert_at: None,
+            revert_dropped: None,
+            decided_by: None,
+            decided_reason: None,
+            decided_at: None,
+        }
+    }
+
+    const SALE: (i64, i64) = (60, 120);
+
+    fn check(waiting: &[SwitchChangeRow], now: i64) -> ReadinessCheck {
+        changes(waiting, 7, (at(SALE.0), at(SALE.1)), at(now))
+    }
+
+    #[test]
+    fn a_change_landing_during_the_sale_on_a_key_it_obeys_is_not_ready() {
+        let during = SwitchChangeRow {
+            apply_at: Some(at(90)),
+            ..change(1, "switches/entry/7", ChangeState::Scheduled)
+        };
+        let verdict = check(std::slice::from_ref(&during), 1);
+        assert!(!verdict.ok);
+        assert!(verdict.detail.contains("change #1"), "{}", verdict.detail);
+        let other_activity = SwitchChangeRow {
+            path: "switches/entry/8".into(),
+            ..during.clone()
+        };
+        let before = SwitchChangeRow {
+            apply_at: Some(at(30)),
+            ..during.clone()
+        };
+        assert!(check(&[other_activity, before], 1).ok);
+        let revert = SwitchChangeRow {
+            revert_at: Some(at(100)),
+            ..change(2, "switches/deduction", ChangeState::Applied)
+        };
+        assert!(!check(std::slice::from_ref(&revert), 1).ok);
+        let dropped = SwitchChangeRow {
+            revert_dropped: Some("changed meanwhile".into()),
+            ..revert
+        };
+        assert!(check(&[dropped], 1).ok);
+    }
+
+    #[test]
+    fn a_change_waiting_long_for_approval_is_not_ready() {
+        let pending = change(3, "switches/deduction", ChangeState::PendingApproval);
+        assert!(
+            check(std::slice::from_ref(&pending), 4).ok,
+            "four minutes is fine"
+        );
+        let verdict = check(&[pending], 6);
+        assert!(!verdict.ok);
+        assert!(verdict.detail.contains("alice"), "{}", verdict.detail);
+    }
+}

@@ -1,0 +1,753 @@
+//! Switch changes that wait, against real PostgreSQL and etcd: a change scheduled for T
+//! lands at T on three instances, the leader killed just before T leaves it to the next,
+//! which applies it once; an auto-revert sets the key back, and is dropped when someone
+//! changed the key meanwhile; a cancelled change never lands; bad input stores nothing.
+
+use crate::{
+    control::{cluster, etcd, key, one_leader, quick},
+    support::{
+        app::{json, spawn_app_with, TestApp},
+        fixtures::{open_sale, Caller, TestClock},
+        wait,
+    },
+};
+use base::clock::Clock;
+use contract::{Actor, Role, Source};
+use seckill::control::board::{Board, Flip};
+use serde_json::{json, Value};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+impl TestApp {
+    async fn changes(&self, caller: &Caller, state: Option<&str>) -> Vec<Value> {
+        let query = state.map_or(String::new(), |state| format!("?state={state}"));
+        let (status, body) = json(
+            self.get(&format!("/admin/api/changes{query}"), Some(caller))
+                .await,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        body["changes"].as_array().expect("changes").clone()
+    }
+
+    async fn change(&self, caller: &Caller, id: i64) -> Value {
+        self.changes(caller, None)
+            .await
+            .into_iter()
+            .find(|change| change["id"] == id)
+            .unwrap_or_else(|| panic!("no change #{id}"))
+    }
+
+    /// Waits until change `id` is in `state` (and, for a revert, until it is settled).
+    async fn until_change(&self, caller: &Caller, id: i64, what: &str, done: fn(&Value) -> bool) {
+        wait::until(what, Duration::from_secs(10), || async {
+            let change = self.change(caller, id).await;
+            if done(&change) {
+                Ok(())
+            } else {
+                Err(change.to_string())
+            }
+        })
+        .await;
+    }
+
+    async fn cancel(&self, caller: &Caller, id: i64, reason: &str) -> (u16, Value) {
+        json(
+            self.send_json(
+                reqwest::Method::DELETE,
+                &format!("/admin/api/changes/{id}"),
+                Some(caller),
+                &json!({ "reason": reason }),
+            )
+            .await,
+        )
+        .await
+    }
+
+    /// The switch-audit rows a change made: (new value, state), oldest first.
+    async fn change_flips(&self, id: i64) -> Vec<(String, String)> {
+        sqlx::query_as("SELECT new_value, state FROM switch_audit WHERE change_id = $1 ORDER BY id")
+            .bind(id)
+            .fetch_all(&self.db)
+            .await
+            .expect("audit rows")
+    }
+}
+
+/// The value of a key in etcd and how many times it was written since it was created.
+async fn stored(app: &TestApp, path: &str) -> Option<(String, i64)> {
+    let mut client = etcd(app).await;
+    let response = client.get(key(app, path), None).await.expect("etcd read");
+    response
+        .kvs()
+        .first()
+        .map(|kv| (kv.value_str().expect("utf-8").to_owned(), kv.version()))
+}
+
+fn accepted_id(status: u16, body: &Value, state: &str) -> i64 {
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (202, Some(state)),
+        "{body}"
+    );
+    body["change_id"].as_i64().expect("change id")
+}
+
+#[tokio::test]
+async fn a_change_scheduled_for_t_lands_at_t_on_three_instances() {
+    let apps = Arc::new(cluster(|_| {}).await);
+    let ops = apps[0].caller(Role::Ops, None).await;
+    let lead = Duration::from_secs(3);
+    let at = chrono::Utc::now() + lead;
+    let due = Instant::now() + lead;
+    let body = json!({ "value": "closed", "reason": "entry closes at 20:00", "at": at });
+    let (status, answer) = apps[1].flip(&ops, "switches/entry", &body, None).await;
+    let id = accepted_id(status, &answer, "scheduled");
+    assert_eq!(
+        stored(&apps[0], "switches/entry").await,
+        None,
+        "nothing in etcd before T"
+    );
+
+    // Each instance's first request-visible moment with the entry closed.
+    let watchers: Vec<_> = (0..apps.len())
+        .map(|n| {
+            let apps = apps.clone();
+            tokio::spawn(async move {
+                while apps[n].state.switches.current().entry_open {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                Instant::now()
+            })
+        })
+        .collect();
+    for (n, watcher) in watchers.into_iter().enumerate() {
+        let landed = tokio::time::timeout(lead + Duration::from_secs(5), watcher)
+            .await
+            .expect("applied in time")
+            .expect("watcher");
+        let early = due.saturating_duration_since(landed);
+        let late = landed.saturating_duration_since(due);
+        println!("instance {n}: early {early:?}, late {late:?}");
+        assert!(early <= Duration::from_secs(1) && late <= Duration::from_secs(1));
+    }
+    // The instances may see the write before the leader's transaction commits.
+    apps[0]
+        .until_change(&ops, id, "recorded applied", |change| {
+            change["state"] == "applied"
+        })
+        .await;
+    let change = apps[0].change(&ops, id).await;
+    assert_eq!(change["replaced_value"], Value::Null, "the key was absent");
+    assert_eq!(
+        apps[0].change_flips(id).await,
+        [("closed".to_owned(), "applied".to_owned())]
+    );
+    assert_eq!(
+        stored(&apps[0], "switches/entry").await,
+        Some(("closed".into(), 1))
+    );
+}
+
+#[tokio::test]
+async fn the_leader_killed_just_before_t_leaves_the_change_to_the_next_which_applies_it_once() {
+    let apps = cluster(quick).await;
+    let leader = one_leader(&apps).await;
+    let other = (leader + 1) % apps.len();
+    let ops = apps[other].caller(Role::Ops, None).await;
+    let lead = Duration::from_millis(1_500);
+    let at = chrono::Utc::now() + lead;
+    let body = json!({ "value": "db", "reason": "Redis maintenance at T", "at": at });
+    let (status, answer) = apps[other]
+        .flip(&ops, "switches/deduction", &body, None)
+        .await;
+    let id = accepted_id(status, &answer, "scheduled");
+    // Reaching the moment just before T, not proving anything by waiting.
+    tokio::time::sleep(lead - Duration::from_millis(200)).await;
+    apps[leader].kill();
+    let killed = Instant::now();
+    apps[other]
+        .until_change(&ops, id, "applied by the next leader", |change| {
+            change["state"] == "applied"
+        })
+        .await;
+    println!("applied {:?} after the leader was killed", killed.elapsed());
+    assert!(apps
+        .iter()
+        .enumerate()
+        .any(|(n, app)| n != leader && app.state.leadership.is_leader()));
+    assert_eq!(
+        apps[other].change_flips(id).await,
+        [("db".to_owned(), "applied".to_owned())],
+        "one audited flip"
+    );
+    assert_eq!(
+        stored(&apps[other], "switches/deduction").await,
+        Some(("db".into(), 1)),
+        "written into etcd once"
+    );
+}
+
+#[tokio::test]
+async fn an_auto_revert_sets_the_key_back_unless_it_was_changed_meanwhile() {
+    let app = spawn_app_with(|_| {}).await;
+    let clock = TestClock::starting_now();
+    app.state.changes.use_clock(clock.clone());
+    let ops = app.caller(Role::Ops, None).await;
+
+    // Without `at`: applied at once, reverted a minute later on the changes' clock.
+    let body = json!({ "value": "closed", "reason": "drain for a minute", "revert_after_s": 60 });
+    let (status, answer) = app.flip(&ops, "switches/entry", &body, None).await;
+    let id = accepted_id(status, &answer, "scheduled");
+    app.until_change(&ops, id, "applied", |change| change["state"] == "applied")
+        .await;
+    wait::until("entry closed", Duration::from_secs(2), || async {
+        !app.state.switches.current().entry_open
+    })
+    .await;
+    clock.advance(Duration::from_secs(61));
+    app.until_change(&ops, id, "reverted", |change| change["state"] == "reverted")
+        .await;
+    wait::until("entry open again", Duration::from_secs(2), || async {
+        app.state.switches.current().entry_open
+    })
+    .await;
+    assert_eq!(
+        app.change_flips(id).await,
+        [
+            ("closed".to_owned(), "applied".to_owned()),
+            ("open".to_owned(), "applied".to_owned())
+        ],
+        "the revert is audited like the flip: the absent key had its setting, open"
+    );
+
+    // Someone changes the key meanwhile: the revert is dropped and says why.
+    let body = json!({ "value": 100, "reason": "shed load", "revert_after_s": 60 });
+    let (status, answer) = app.flip(&ops, "limits/max_in_flight", &body, None).await;
+    let id = accepted_id(status, &answer, "scheduled");
+    app.until_change(&ops, id, "applied", |change| change["state"] == "applied")
+        .await;
+    let by_hand = json!({ "value": 200, "reason": "a bit more" });
+    let (status, answer) = app.flip(&ops, "limits/max_in_flight", &by_hand, None).await;
+    assert_eq!(status, 200, "{answer}");
+    clock.advance(Duration::from_secs(61));
+    app.until_change(&ops, id, "revert dropped", |change| {
+        !change["revert_dropped"].is_null()
+    })
+    .await;
+    let change = app.change(&ops, id).await;
+    assert_eq!(change["state"], "applied");
+    assert!(
+        change["revert_dropped"]
+            .as_str()
+            .is_some_and(|why| why.contains("`200`")),
+        "{change}"
+    );
+    assert_eq!(
+        stored(&app, "limits/max_in_flight").await,
+        Some(("200".into(), 2))
+    );
+    assert_eq!(app.change_flips(id).await.len(), 1, "no revert flip");
+}
+
+#[tokio::test]
+async fn a_cancelled_change_never_lands_and_bad_changes_store_nothing() {
+    let app = spawn_app_with(|_| {}).await;
+    let clock = TestClock::starting_now();
+    app.state.changes.use_clock(clock.clone());
+    let ops = app.caller(Role::Ops, None).await;
+    let in_an_hour = chrono::Utc::now() + chrono::Duration::hours(1);
+    let body = json!({ "value": "on", "reason": "challenge at the peak", "at": in_an_hour });
+    let (status, answer) = app.flip(&ops, "switches/challenge", &body, None).await;
+    let cancelled = accepted_id(status, &answer, "scheduled");
+    let (status, answer) = app.cancel(&ops, cancelled, "").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("REASON_REQUIRED"))
+    );
+    let (status, _) = app.cancel(&ops, cancelled, "peak moved").await;
+    assert_eq!(status, 204);
+    let (status, answer) = app.cancel(&ops, cancelled, "again").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (409, Some("CHANGE_NOT_WAITING"))
+    );
+    let (status, _) = app.cancel(&ops, 999_999_999, "nothing").await;
+    assert_eq!(status, 404);
+
+    // A later change applies: the leader passed the cancelled one's time without it.
+    let later = in_an_hour + chrono::Duration::minutes(1);
+    let body = json!({ "value": "off", "reason": "after the peak", "at": later });
+    let (status, answer) = app.flip(&ops, "switches/challenge", &body, None).await;
+    let applied = accepted_id(status, &answer, "scheduled");
+    clock.advance(Duration::from_secs(2 * 3600));
+    app.until_change(&ops, applied, "applied", |change| {
+        change["state"] == "applied"
+    })
+    .await;
+    assert_eq!(app.change(&ops, cancelled).await["state"], "cancelled");
+    assert_eq!(app.change_flips(cancelled).await, []);
+    assert_eq!(
+        stored(&app, "switches/challenge").await,
+        Some(("off".into(), 1))
+    );
+    let listed = app.changes(&ops, Some("cancelled")).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["decided_reason"], "peak moved");
+
+    // Refused input stores no change; times are checked against the changes' clock.
+    let now = chrono::DateTime::from_timestamp_millis(clock.now_ms()).expect("a time");
+    let in_an_hour = now + chrono::Duration::hours(1);
+    for (body, code) in [
+        (
+            json!({ "value": "closed", "reason": "r", "at": now - chrono::Duration::hours(1) }),
+            "INVALID_SCHEDULE",
+        ),
+        (
+            json!({ "value": "closed", "reason": "r", "revert_after_s": 0 }),
+            "INVALID_REVERT",
+        ),
+        (
+            json!({ "value": "ajar", "reason": "r", "at": in_an_hour }),
+            "INVALID_SWITCH_VALUE",
+        ),
+        (
+            json!({ "value": "closed", "reason": "", "at": in_an_hour }),
+            "REASON_REQUIRED",
+        ),
+    ] {
+        let (status, answer) = app.flip(&ops, "switches/entry", &body, None).await;
+        assert_eq!(
+            (status, answer["code"].as_str()),
+            (400, Some(code)),
+            "{body}"
+        );
+    }
+    let sre = app.caller(Role::Sre, None).await;
+    let body = json!({ "value": "closed", "reason": "r", "at": in_an_hour });
+    let (status, _) = app.flip(&sre, "switches/entry", &body, None).await;
+    assert_eq!(status, 403);
+    let (status, _) = app.cancel(&sre, applied, "r").await;
+    assert_eq!(status, 403);
+    assert_eq!(
+        app.changes(&sre, None).await.len(),
+        2,
+        "any role reads the list"
+    );
+    let (status, answer) = json(app.get("/admin/api/changes?state=nope", Some(&ops)).await).await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("INVALID_STATE"))
+    );
+}
+
+#[tokio::test]
+async fn a_change_whose_write_landed_before_its_leader_died_is_recorded_not_written_again() {
+    let app = spawn_app_with(|_| {}).await;
+    let clock = TestClock::starting_now();
+    app.state.changes.use_clock(clock.clone());
+    let ops = app.caller(Role::Ops, None).await;
+    let now = chrono::DateTime::from_timestamp_millis(clock.now_ms()).expect("a time");
+    let body = json!({
+        "value": "record", "reason": "broker upgrade", "at": now + chrono::Duration::hours(1),
+    });
+    let (status, answer) = app.flip(&ops, "switches/async", &body, None).await;
+    let id = accepted_id(status, &answer, "scheduled");
+
+    // What a leader that died between its etcd write and its commit leaves behind: the
+    // value with the change's marker in one transaction, its audit row still pending.
+    let mut client = etcd(&app).await;
+    let marker = key(&app, &format!("changes/{id}/apply"));
+    let txn = etcd_client::Txn::new().and_then(vec![
+        etcd_client::TxnOp::put(key(&app, "switches/async"), "record", None),
+        etcd_client::TxnOp::put(marker.clone(), r#"{"replaced":null}"#, None),
+    ]);
+    let written = client
+        .txn(txn)
+        .await
+        .expect("etcd write")
+        .header()
+        .map(|header| header.revision())
+        .expect("revision");
+    sqlx::query(
+        "INSERT INTO switch_audit (actor, source, path, new_value, reason, state, change_id)
+         VALUES ($1, 'api', 'switches/async', 'record', 'change', 'pending', $2)",
+    )
+    .bind(&ops.username)
+    .bind(id)
+    .execute(&app.db)
+    .await
+    .expect("pending audit row");
+
+    clock.advance(Duration::from_secs(2 * 3600));
+    app.until_change(&ops, id, "applied", |change| change["state"] == "applied")
+        .await;
+    let change = app.change(&ops, id).await;
+    assert_eq!(change["applied_revision"], written, "{change}");
+    assert_eq!(
+        stored(&app, "switches/async").await,
+        Some(("record".into(), 1)),
+        "not written again"
+    );
+    assert_eq!(
+        app.change_flips(id).await,
+        [("record".to_owned(), "applied".to_owned())],
+        "the pending row is the one completed"
+    );
+    wait::until("the marker is cleared", Duration::from_secs(2), || async {
+        let mut client = etcd(&app).await;
+        client
+            .get(marker.clone(), None)
+            .await
+            .is_ok_and(|response| response.kvs().is_empty())
+    })
+    .await;
+}
+
+impl TestApp {
+    /// The readiness report's `changes` check for an activity.
+    async fn changes_check(&self, caller: &Caller, activity_id: i64) -> Value {
+        let path = format!("/admin/api/readiness?activity_id={activity_id}");
+        let (status, report) = json(self.get(&path, Some(caller)).await).await;
+        assert_eq!(status, 200, "{report}");
+        report["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|check| check["name"] == "changes")
+            .cloned()
+            .expect("the changes check")
+    }
+
+    async fn history(&self, caller: &Caller, path: &str) -> (u16, Value) {
+        let path = format!("/admin/api/switches/{path}/history");
+        json(self.get(&path, Some(caller)).await).await
+    }
+
+    async fn rollback(&self, caller: &Caller, path: &str, body: Value) -> (u16, Value) {
+        let path = format!("/admin/api/switches/{path}/rollback");
+        json(self.post_json(&path, Some(caller), &body).await).await
+    }
+
+    async fn decide(&self, caller: &Caller, id: i64, decision: &str, reason: &str) -> (u16, Value) {
+        json(
+            self.post_json(
+                &format!("/admin/api/changes/{id}/{decision}"),
+                Some(caller),
+                &json!({ "reason": reason }),
+            )
+            .await,
+        )
+        .await
+    }
+}
+
+/// Puts the four-eyes policy in etcd, as an operator does with `etcdctl`.
+async fn require_approval(app: &TestApp, patterns: &Value) {
+    etcd(app)
+        .await
+        .put(key(app, "policy/approval"), patterns.to_string(), None)
+        .await
+        .expect("policy written");
+}
+
+#[tokio::test]
+async fn four_eyes_a_second_person_applies_what_the_first_proposed_and_nothing_lands_before() {
+    let app = spawn_app_with(|_| {}).await;
+    require_approval(&app, &json!(["switches/deduction", "switches/entry*"])).await;
+    let (alice, bob) = (
+        app.caller(Role::Ops, None).await,
+        app.caller(Role::Ops, None).await,
+    );
+    let body = json!({ "value": "db", "reason": "Redis failover drill" });
+    let (status, answer) = app.flip(&alice, "switches/deduction", &body, None).await;
+    let id = accepted_id(status, &answer, "pending_approval");
+    assert_eq!(
+        stored(&app, "switches/deduction").await,
+        None,
+        "nothing in etcd"
+    );
+
+    let (status, answer) = app.decide(&alice, id, "approve", "looks fine to me").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (403, Some("SELF_APPROVAL"))
+    );
+    let sre = app.caller(Role::Sre, None).await;
+    let (status, _) = app.decide(&sre, id, "approve", "sre may not").await;
+    assert_eq!(status, 403);
+    assert_eq!(stored(&app, "switches/deduction").await, None);
+
+    let (status, change) = app.decide(&bob, id, "approve", "drill agreed").await;
+    assert_eq!(
+        (status, change["state"].as_str()),
+        (200, Some("applied")),
+        "{change}"
+    );
+    assert_eq!(change["decided_by"], bob.username.as_str());
+    assert_eq!(
+        stored(&app, "switches/deduction").await,
+        Some(("db".into(), 1))
+    );
+    let (actor, reason): (String, String) = sqlx::query_as(
+        "SELECT actor, reason FROM switch_audit WHERE change_id = $1 AND state = 'applied'",
+    )
+    .bind(id)
+    .fetch_one(&app.db)
+    .await
+    .expect("the flip's audit row");
+    assert_eq!(actor, alice.username);
+    assert!(
+        reason.contains(&format!("approved by {}", bob.username)),
+        "{reason}"
+    );
+    let (status, answer) = app.decide(&bob, id, "approve", "twice").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (409, Some("CHANGE_NOT_WAITING"))
+    );
+
+    // Rejected: never lands. A pattern with a star covers every activity's entry.
+    let body = json!({ "value": "closed", "reason": "close sale 7" });
+    let (status, answer) = app.flip(&alice, "switches/entry/7", &body, None).await;
+    let rejected = accepted_id(status, &answer, "pending_approval");
+    let (status, _) = app
+        .decide(&bob, rejected, "reject", "sale 7 stays open")
+        .await;
+    assert_eq!(status, 204);
+    let (status, answer) = app
+        .decide(&bob, rejected, "approve", "changed my mind")
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (409, Some("CHANGE_NOT_WAITING"))
+    );
+    assert_eq!(stored(&app, "switches/entry/7").await, None);
+    assert_eq!(app.change(&alice, rejected).await["state"], "rejected");
+
+    // Keys outside the policy flip at once.
+    let body = json!({ "value": 500, "reason": "shed load" });
+    let (status, answer) = app.flip(&alice, "limits/max_in_flight", &body, None).await;
+    assert_eq!(status, 200, "{answer}");
+}
+
+#[tokio::test]
+async fn four_eyes_an_admins_emergency_flip_applies_at_once_and_the_audit_flags_it() {
+    let app = spawn_app_with(|_| {}).await;
+    require_approval(&app, &json!(["switches/entry*"])).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let admin = app.caller(Role::Admin, None).await;
+    let body = json!({ "value": "closed", "reason": "fraud wave", "emergency": true });
+    let (status, answer) = app.flip(&ops, "switches/entry", &body, None).await;
+    assert_eq!((status, answer["code"].as_str()), (403, Some("FORBIDDEN")));
+    let scheduled = json!({
+        "value": "closed", "reason": "fraud wave", "emergency": true, "revert_after_s": 60,
+    });
+    let (status, answer) = app.flip(&admin, "switches/entry", &scheduled, None).await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("INVALID_EMERGENCY"))
+    );
+    assert_eq!(stored(&app, "switches/entry").await, None);
+
+    let (status, answer) = app.flip(&admin, "switches/entry", &body, None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        stored(&app, "switches/entry").await,
+        Some(("closed".into(), 1))
+    );
+    let (status, page) = json(app.get("/admin/api/audit", Some(&admin)).await).await;
+    assert_eq!(status, 200);
+    let entry = page["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|entry| entry["target"] == "switches/entry" && entry["action"] == "set")
+        .cloned()
+        .expect("the flip in the audit");
+    assert_eq!(entry["emergency"], true, "{entry}");
+    assert_eq!(entry["actor"], admin.username.as_str());
+
+    // The board's own flip (the console's path) never bypasses the policy.
+    let board = Board {
+        db: &app.state.db,
+        etcd: &app.state.etcd,
+        settings: &app.state.settings,
+        instance: None,
+    };
+    let refused = board
+        .flip(Flip {
+            actor: &Actor {
+                user_id: 0,
+                username: ops.username.clone(),
+                role: Role::Ops,
+                merchant_id: None,
+            },
+            source: Source::Console,
+            path: "switches/entry",
+            value: "open",
+            reason: "reopen",
+            wait: None,
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(refused.code(), "APPROVAL_REQUIRED");
+    assert_eq!(
+        stored(&app, "switches/entry").await,
+        Some(("closed".into(), 1))
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_policy_makes_every_key_wait_for_a_second_person() {
+    let app = spawn_app_with(|_| {}).await;
+    etcd(&app)
+        .await
+        .put(key(&app, "policy/approval"), "switches/*", None)
+        .await
+        .expect("policy written");
+    let ops = app.caller(Role::Ops, None).await;
+    let body = json!({ "value": 7, "reason": "r" });
+    let (status, answer) = app.flip(&ops, "limits/max_in_flight", &body, None).await;
+    accepted_id(status, &answer, "pending_approval");
+}
+
+#[tokio::test]
+async fn a_rollback_sets_the_value_a_revision_held_again_audited_and_under_four_eyes() {
+    let app = spawn_app_with(|_| {}).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let mut revisions = Vec::new();
+    for (value, reason) in [(10, "tight"), (20, "looser"), (30, "loosest")] {
+        let body = json!({ "value": value, "reason": reason });
+        let (status, answer) = app.flip(&ops, "limits/max_in_flight", &body, None).await;
+        assert_eq!(status, 200, "{answer}");
+        revisions.push(answer["revision"].as_i64().expect("revision"));
+    }
+    let sre = app.caller(Role::Sre, None).await;
+    let (status, listed) = app.history(&sre, "limits/max_in_flight").await;
+    assert_eq!(status, 200, "{listed}");
+    let seen: Vec<(i64, &str, &str)> = listed
+        .as_array()
+        .expect("revisions")
+        .iter()
+        .map(|entry| {
+            (
+                entry["revision"].as_i64().unwrap_or(0),
+                entry["value"].as_str().unwrap_or("?"),
+                entry["reason"].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (revisions[2], "30", "loosest"),
+            (revisions[1], "20", "looser"),
+            (revisions[0], "10", "tight")
+        ],
+        "newest first"
+    );
+
+    let body = json!({ "revision": revisions[0], "reason": "back to tight" });
+    let (status, _) = app
+        .rollback(&sre, "limits/max_in_flight", body.clone())
+        .await;
+    assert_eq!(status, 403);
+    let (status, answer) = app.rollback(&ops, "limits/max_in_flight", body).await;
+    assert_eq!(
+        (status, answer["new_value"].as_str()),
+        (200, Some("10")),
+        "{answer}"
+    );
+    assert_eq!(answer["old_value"], "30");
+    wait::until("rolled back in force", Duration::from_secs(2), || async {
+        app.state.switches.current().limits.max_in_flight == 10
+    })
+    .await;
+    let (_, listed) = app.history(&ops, "limits/max_in_flight").await;
+    assert_eq!(listed[0]["value"], "10");
+    assert_eq!(
+        listed[0]["reason"],
+        format!("rollback to revision {}: back to tight", revisions[0])
+    );
+    assert_eq!(listed[0]["by"], ops.username.as_str());
+
+    let missing = json!({ "revision": 1, "reason": "nothing there" });
+    let (status, _) = app.rollback(&ops, "limits/max_in_flight", missing).await;
+    assert_eq!(status, 404);
+    let (status, answer) = app.history(&ops, "switches/nope").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("UNKNOWN_SWITCH"))
+    );
+
+    // A key that needs four eyes: the rollback waits for a second person.
+    let body = json!({ "value": "db", "reason": "drill" });
+    let (status, answer) = app.flip(&ops, "switches/deduction", &body, None).await;
+    assert_eq!(status, 200, "{answer}");
+    let drill = answer["revision"].as_i64().expect("revision");
+    let body = json!({ "value": "redis", "reason": "drill over" });
+    let (status, _) = app.flip(&ops, "switches/deduction", &body, None).await;
+    assert_eq!(status, 200);
+    require_approval(&app, &json!(["switches/deduction"])).await;
+    let body = json!({ "revision": drill, "reason": "drill again" });
+    let (status, answer) = app.rollback(&ops, "switches/deduction", body).await;
+    accepted_id(status, &answer, "pending_approval");
+    assert_eq!(
+        stored(&app, "switches/deduction")
+            .await
+            .map(|(value, _)| value),
+        Some("redis".into())
+    );
+}
+
+#[tokio::test]
+async fn readiness_lists_a_change_landing_during_the_sale_and_an_approval_left_waiting() {
+    let app = spawn_app_with(|_| {}).await;
+    let clock = TestClock::starting_now();
+    app.state.changes.use_clock(clock.clone());
+    let sale = open_sale(&app, 10, 1).await;
+    let ops = app.caller(Role::Ops, None).await;
+    assert_eq!(app.changes_check(&ops, sale.activity_id).await["ok"], true);
+
+    // The sale runs for the next hour: a flip scheduled in ten minutes lands during it.
+    let now = chrono::DateTime::from_timestamp_millis(clock.now_ms()).expect("a time");
+    let body = json!({
+        "value": "db", "reason": "drill", "at": now + chrono::Duration::minutes(10),
+    });
+    let (status, answer) = app.flip(&ops, "switches/deduction", &body, None).await;
+    let id = accepted_id(status, &answer, "scheduled");
+    let check = app.changes_check(&ops, sale.activity_id).await;
+    assert_eq!(check["ok"], false);
+    assert!(
+        check["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains(&format!("change #{id}"))),
+        "{check}"
+    );
+    let (status, _) = app.cancel(&ops, id, "not during the sale").await;
+    assert_eq!(status, 204);
+    assert_eq!(app.changes_check(&ops, sale.activity_id).await["ok"], true);
+
+    // A proposal nobody decided on for more than five minutes.
+    require_approval(&app, &json!(["switches/async"])).await;
+    let body = json!({ "value": "record", "reason": "broker upgrade" });
+    let (status, answer) = app.flip(&ops, "switches/async", &body, None).await;
+    let pending = accepted_id(status, &answer, "pending_approval");
+    assert_eq!(
+        app.changes_check(&ops, sale.activity_id).await["ok"],
+        true,
+        "a fresh proposal is fine"
+    );
+    clock.advance(Duration::from_secs(6 * 60));
+    let check = app.changes_check(&ops, sale.activity_id).await;
+    assert_eq!(check["ok"], false);
+    assert!(
+        check["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains(&format!("change #{pending}"))),
+        "{check}"
+    );
+}
