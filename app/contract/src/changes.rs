@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::Source;
 
 /// Where a change stands.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeState {
@@ -51,6 +52,7 @@ impl ChangeState {
 }
 
 /// The answer (202) to a flip that waits: its change and where it stands.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChangeAccepted {
     pub change_id: i64,
@@ -58,6 +60,7 @@ pub struct ChangeAccepted {
 }
 
 /// One change as the switch board lists it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchChangeRow {
     pub id: i64,
@@ -86,6 +89,7 @@ pub struct SwitchChangeRow {
 }
 
 /// `GET /admin/api/changes`: newest first.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChangeList {
     pub changes: Vec<SwitchChangeRow>,
@@ -93,6 +97,7 @@ pub struct ChangeList {
 
 /// One value a key held, from the switch audit: `GET /admin/api/switches/{path}/history`
 /// answers them newest first.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchRevision {
     /// The etcd revision the value was written at; a rollback names it.

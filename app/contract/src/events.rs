@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::OrderStatus;
 
 /// One change a buyer is told about, on his stream of one activity.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", content = "data", rename_all = "snake_case")]
 pub enum BuyerEvent {
@@ -29,6 +30,7 @@ impl BuyerEvent {
 
 /// An order's new state: sent when the pipeline completes it (`UNPAID`) or fails it, when it
 /// is paid, cancelled (its time to pay ran out) or flagged for a refund.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderEvent {
     /// The order's id, as the buy answered it.
@@ -38,6 +40,7 @@ pub struct OrderEvent {
 
 /// Where a buyer's registration for one item stands, as `GET
 /// /api/activities/{id}/registrations/me` lists it (SPEC §13).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegistrationEvent {
     pub item_id: i64,
@@ -57,6 +60,7 @@ pub struct RegistrationEvent {
 }
 
 /// A registration's life in a lottery activity (SPEC §13).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RegistrationStatus {

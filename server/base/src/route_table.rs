@@ -210,6 +210,11 @@ impl DescribesAnswer for () {
 // A stream of server-sent events: its events are described in docs/, not as a JSON body.
 impl<S> DescribesAnswer for axum::response::Sse<S> {}
 
+impl<S, const N: usize> DescribesAnswer
+    for ([(HeaderName, &'static str); N], axum::response::Sse<S>)
+{
+}
+
 impl<T: DescribesAnswer> DescribesAnswer for Result<T, ApiError> {
     fn describe_answer(shape: &mut RequestShape) {
         T::describe_answer(shape);

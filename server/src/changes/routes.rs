@@ -3,7 +3,6 @@
 //! /admin/api/switches/{*path}` (with `at` or `revert_after_s`, or on a key that needs four
 //! eyes).
 
-use axum::response::{IntoResponse, Response};
 use axum::{
     extract::{
         rejection::{JsonRejection, PathRejection, QueryRejection},
@@ -21,7 +20,7 @@ use crate::{
     admin::{authorize, routes::AdminRoutes},
     changes::{
         history,
-        service::{self, Decision},
+        service::{self, Decision, Submitted},
     },
     control::board::{Board, Flip},
     state::AppState,
@@ -141,7 +140,7 @@ async fn switch_rollback(
     actor: Actor,
     path: Result<Path<String>, PathRejection>,
     body: Result<Json<RollbackBody>, JsonRejection>,
-) -> ApiResult<Response> {
+) -> ApiResult<Submitted> {
     authorize(&actor, Permission::FlipSwitch)?;
     let Path(path) = path?;
     let key = path
@@ -157,8 +156,7 @@ async fn switch_rollback(
         wait: None,
     };
     let now = state.changes.now();
-    let submitted = history::rollback(&Board::of(&state), flip, body.revision, now).await?;
-    Ok(submitted.into_response())
+    history::rollback(&Board::of(&state), flip, body.revision, now).await
 }
 
 pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {

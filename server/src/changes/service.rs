@@ -71,6 +71,24 @@ impl axum::response::IntoResponse for Submitted {
     }
 }
 
+/// In the OpenAPI document: 2XX with either body.
+impl base::route_table::DescribesAnswer for Submitted {
+    fn describe_answer(shape: &mut base::route_table::RequestShape) {
+        use utoipa::{PartialSchema, ToSchema};
+        SwitchChange::schemas(&mut shape.schemas);
+        ChangeAccepted::schemas(&mut shape.schemas);
+        shape.success = Some(base::route_table::Success {
+            status: "2XX",
+            body: Some(
+                utoipa::openapi::schema::OneOfBuilder::new()
+                    .item(SwitchChange::schema())
+                    .item(ChangeAccepted::schema())
+                    .into(),
+            ),
+        });
+    }
+}
+
 /// Flips now, or stores a change: for a second person when the key needs four eyes (the
 /// approval applies it), else for the leader: with `at`, at that time; with a revert but no
 /// `at`, at once, so the leader that reverts it also applied it. An admin's emergency flip

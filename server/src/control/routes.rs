@@ -6,7 +6,6 @@ use axum::{
         rejection::{JsonRejection, PathRejection, QueryRejection},
         Path, Query, State,
     },
-    response::{IntoResponse, Response},
     Json,
 };
 use contract::Actor;
@@ -16,7 +15,7 @@ use serde::Deserialize;
 use std::time::Duration;
 
 use crate::{
-    changes::service::{self, Submission},
+    changes::service::{self, Submission, Submitted},
     control::board::{Board, Flip},
     state::AppState,
 };
@@ -71,7 +70,7 @@ pub(crate) async fn set(
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<FlipQuery>, QueryRejection>,
     body: Result<Json<FlipBody>, JsonRejection>,
-) -> ApiResult<Response> {
+) -> ApiResult<Submitted> {
     // A role that may not flip learns nothing about its input.
     crate::admin::authorize(&actor, contract::Permission::FlipSwitch)?;
     let Path(path) = path?;
@@ -100,7 +99,7 @@ pub(crate) async fn set(
         },
     )
     .await?;
-    Ok(submitted.into_response())
+    Ok(submitted)
 }
 
 pub(crate) fn admin(

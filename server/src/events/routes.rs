@@ -10,14 +10,14 @@
 
 use axum::{
     extract::{rejection::QueryRejection, Query, State},
-    http::{header, HeaderMap, HeaderValue},
+    http::{header, HeaderMap, HeaderName},
     response::{
         sse::{Event, KeepAlive},
-        IntoResponse, Response, Sse,
+        Sse,
     },
 };
 use contract::{ActivityId, UserId};
-use futures::{stream, StreamExt};
+use futures::{stream, Stream, StreamExt};
 use serde::Deserialize;
 use std::{collections::VecDeque, convert::Infallible, sync::atomic::Ordering, time::Duration};
 
@@ -54,7 +54,10 @@ async fn events(
     State(state): State<AppState>,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, QueryRejection>,
-) -> ApiResult<Response> {
+) -> ApiResult<(
+    StreamHeaders,
+    Sse<impl Stream<Item = Result<Event, Infallible>>>,
+)> {
     let buyer = state.buyer_tokens.bearer(&headers)?;
     let Query(query) = query?;
     let resume = last_event_id(&headers)?;
@@ -94,15 +97,20 @@ async fn events(
     let frames = stream::once(async move { Ok::<_, Infallible>(opening) })
         .chain(stream::unfold(reader, Reader::next));
     let heartbeat = Duration::from_secs(state.settings.events.heartbeat_s.max(1));
-    let mut response = Sse::new(frames)
-        .keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat"))
-        .into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    // Proxies that buffer answers (nginx) would hold the events back.
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    let events =
+        Sse::new(frames).keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat"));
+    Ok((
+        [
+            (header::CACHE_CONTROL, "no-store"),
+            // Proxies that buffer answers (nginx) would hold the events back.
+            (HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        events,
+    ))
 }
+
+/// The stream's headers: never cached, never buffered.
+type StreamHeaders = [(HeaderName, &'static str); 2];
 
 fn log(state: &AppState) -> EventLog<'_> {
     EventLog {
