@@ -8,7 +8,9 @@ use base::error::{ApiError, ApiResult};
 pub(crate) const MAX_REASON_CHARS: usize = 500;
 
 /// The reason, trimmed; 400 `REASON_REQUIRED` when it is empty, 400 `REASON_TOO_LONG` when
-/// it is longer than [`MAX_REASON_CHARS`] characters.
+/// it is longer than [`MAX_REASON_CHARS`] characters, 400 `REASON_INVALID` when it holds a
+/// control character other than a line break or a tab: a person does not type one, and
+/// PostgreSQL's text cannot hold the NUL a fuzzer sends (it failed the audit's insert).
 pub(crate) fn audited_reason(reason: &str) -> ApiResult<&str> {
     let reason = reason.trim();
     if reason.is_empty() {
@@ -20,6 +22,14 @@ pub(crate) fn audited_reason(reason: &str) -> ApiResult<&str> {
         Err(ApiError::Invalid {
             code: "REASON_TOO_LONG",
             message: format!("the reason is limited to {MAX_REASON_CHARS} characters"),
+        })
+    } else if reason
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        Err(ApiError::Invalid {
+            code: "REASON_INVALID",
+            message: "the reason may hold no control characters but line breaks and tabs".into(),
         })
     } else {
         Ok(reason)
@@ -43,5 +53,8 @@ mod tests {
             Some("REASON_TOO_LONG")
         );
         assert!(audited_reason(&"é".repeat(MAX_REASON_CHARS)).is_ok());
+        assert_eq!(code("why\u{0}not"), Some("REASON_INVALID"));
+        assert_eq!(code("why\u{1b}[31m"), Some("REASON_INVALID"));
+        assert!(audited_reason("first line\nsecond\tline").is_ok());
     }
 }
