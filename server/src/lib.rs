@@ -19,6 +19,7 @@ pub mod control;
 pub(crate) mod dashboard;
 pub mod hotkeys;
 pub mod identity;
+pub mod lottery;
 pub mod openapi;
 pub mod orders;
 pub mod payment;

@@ -102,4 +102,6 @@ pub struct Shared {
     pub(crate) address: std::sync::OnceLock<std::net::SocketAddr>,
     /// The clock the leader's retention job reads ages by.
     pub retention: crate::retention::Retention,
+    /// Lottery sales: the clock registration windows, draws and codes' lifetimes are judged by.
+    pub lottery: crate::lottery::Lottery,
 }

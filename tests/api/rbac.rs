@@ -168,6 +168,22 @@ fn rows() -> Vec<Row> {
             404,
         ),
         admin(
+            M::GET,
+            "/activities/{id}/draw",
+            &format!("/activities/{NO_ID}/draw"),
+            Body::None,
+            Needs(P::WatchOperations),
+            404,
+        ),
+        admin(
+            M::POST,
+            "/activities/{id}/registrations/{user_id}/revoke",
+            &format!("/activities/{NO_ID}/registrations/1/revoke"),
+            Json(json!({ "reason": "a scalper's farm" })),
+            Needs(P::RevokeRegistration),
+            404,
+        ),
+        admin(
             M::POST,
             "/activities/{id}/publish",
             &format!("/activities/{NO_ID}/publish"),

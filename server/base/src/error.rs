@@ -24,6 +24,10 @@ pub enum ApiError {
     BadSignature,
     #[error("your role may not do this")]
     Forbidden,
+    /// A request the rules of the thing it asks refuse (403) with a code of its own, e.g.
+    /// `REGISTRATION_CLOSED`.
+    #[error("{message}")]
+    Refused { code: &'static str, message: String },
     /// A state-changing request a browser authenticated by itself, from another origin.
     #[error("the request did not come from the console's own origin")]
     CrossSite,
@@ -58,7 +62,9 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unauthenticated | ApiError::BadSignature => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden | ApiError::CrossSite => StatusCode::FORBIDDEN,
+            ApiError::Forbidden | ApiError::CrossSite | ApiError::Refused { .. } => {
+                StatusCode::FORBIDDEN
+            }
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -80,6 +86,7 @@ impl ApiError {
             ApiError::NotFound(_) => "NOT_FOUND",
             ApiError::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ApiError::Conflict { code, .. } => code,
+            ApiError::Refused { code, .. } => code,
             ApiError::Invalid { code, .. } => code,
             ApiError::RateLimited { .. } => "RATE_LIMITED",
             ApiError::Unavailable(_) => "UNAVAILABLE",
@@ -189,7 +196,9 @@ impl From<ApiError> for ConsoleError {
                 code: error.code(),
                 message: error.to_string(),
             },
-            ApiError::Conflict { code, message } => ConsoleError::Conflict { code, message },
+            ApiError::Conflict { code, message } | ApiError::Refused { code, message } => {
+                ConsoleError::Conflict { code, message }
+            }
             ApiError::Unauthenticated => ConsoleError::Unauthenticated,
             ApiError::Forbidden | ApiError::CrossSite => ConsoleError::Forbidden,
             ApiError::NotFound(_) | ApiError::MethodNotAllowed => ConsoleError::NotFound,

@@ -118,14 +118,27 @@ async fn activity(
             kind: activity.kind.as_str(),
         })
         .collect();
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "id": activity.id,
         "title": activity.title,
         "kind": activity.kind.as_str(),
+        "mode": contract::SaleMode::FirstCome.as_str(),
         "starts_at_ms": activity.starts_at.timestamp_millis(),
         "ends_at_ms": activity.ends_at.timestamp_millis(),
         "items": items,
     });
+    // A lottery's terms, its commitment from the start, and its seed once drawn.
+    if let Some(lottery) = &activity.lottery {
+        let terms = lottery.terms;
+        body["mode"] = contract::SaleMode::Lottery.as_str().into();
+        body["registration_opens_at_ms"] = terms.registration_opens_at.timestamp_millis().into();
+        body["registration_closes_at_ms"] = terms.registration_closes_at.timestamp_millis().into();
+        body["code_ttl_s"] = terms.code_ttl_s.into();
+        body["draw_commitment"] = lottery.commitment.clone().into();
+        if let Some(seed) = &lottery.revealed_seed {
+            body["draw_seed"] = seed.clone().into();
+        }
+    }
     Ok(([(header::CACHE_CONTROL, "public, max-age=5")], Json(body)).into_response())
 }
 

@@ -241,6 +241,7 @@ mod tests {
                 price_cents: 49_900,
             }],
             seats: vec![],
+            lottery: None,
         }
     }
 
