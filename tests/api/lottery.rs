@@ -17,10 +17,10 @@ const REGISTRANTS: i64 = 2_000;
 const STOCK: i64 = 100;
 const CODE_TTL_S: i64 = 60;
 
-/// A lottery activity of one item (`STOCK` units, one per buyer), its sale open by the wall
+/// A lottery activity of one item (`stock` units, one per buyer), its sale open by the wall
 /// clock (the buy path's), its registration window open by the lottery's clock, which the
 /// test returns.
-async fn lottery_sale(app: &TestApp) -> (Sale, std::sync::Arc<TestClock>) {
+async fn lottery_sale(app: &TestApp, stock: i64) -> (Sale, std::sync::Arc<TestClock>) {
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
     let ops = app.caller(Role::Ops, None).await;
     let (status, item) = json(
@@ -42,7 +42,7 @@ async fn lottery_sale(app: &TestApp) -> (Sale, std::sync::Arc<TestClock>) {
             &json!({
                 "title": "Sneaker drop", "kind": "standard", "pay_timeout_s": 900,
                 "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
-                "items": [{ "item_id": item_id, "stock": STOCK, "per_user_limit": 1, "price_cents": 99_900 }],
+                "items": [{ "item_id": item_id, "stock": stock, "per_user_limit": 1, "price_cents": 99_900 }],
                 "mode": "lottery",
                 "registration_opens_at": starts - chrono::Duration::hours(2),
                 "registration_closes_at": starts - chrono::Duration::minutes(10),
@@ -199,7 +199,7 @@ async fn two_thousand_registrants_on_a_hundred_units_draw_buy_and_pass_on_expire
     })
     .await;
     let ops = app.caller(Role::Ops, None).await;
-    let (sale, clock) = lottery_sale(&app).await;
+    let (sale, clock) = lottery_sale(&app, STOCK).await;
     let users: Vec<i64> = (1..=REGISTRANTS).map(|user| 10_000 + user).collect();
     let answers: Vec<(u16, Value)> = stream::iter(users.iter().copied())
         .map(|user| {
@@ -431,4 +431,339 @@ async fn lottery_terms_are_validated_with_their_codes() {
         shown.get("draw_seed").is_none(),
         "the seed stays hidden before the draw"
     );
+}
+
+/// (user, status) of every entry of the sale's item, by user.
+async fn statuses(app: &TestApp, sale: &Sale) -> Vec<(i64, String)> {
+    sqlx::query_as(
+        "SELECT user_id, status FROM lottery_entries
+         WHERE activity_id = $1 AND item_id = $2 ORDER BY user_id",
+    )
+    .bind(sale.activity_id)
+    .bind(sale.item_id)
+    .fetch_all(&app.db)
+    .await
+    .expect("statuses")
+}
+
+#[tokio::test]
+async fn a_refused_registration_leaves_nothing_and_a_repeated_one_counts_nothing() {
+    let app = spawn_app_with(|settings| {
+        settings.buy.registrations_per_ip_per_window = 3;
+        // A window longer than the test: the count cannot reset under it.
+        settings.buy.rate_window_s = 3_600;
+    })
+    .await;
+    let (sale, clock) = lottery_sale(&app, STOCK).await;
+    let window = || app.redis_keys("*rl:reg:*");
+    for user in 1..=3 {
+        assert_eq!(register(&app, &sale, user).await.0, 200);
+    }
+    // Again: 200, and the address's window is not counted.
+    let (status, again) = register(&app, &sale, 1).await;
+    assert_eq!(
+        (status, again["status"].as_str()),
+        (200, Some("registered"))
+    );
+    let (status, body) = register(&app, &sale, 4).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (429, Some("RATE_LIMITED")),
+        "{body}"
+    );
+    let regs: i64 = redis::cmd("HLEN")
+        .arg(app.state.redis.item_key(
+            contract::SaleItem::new(sale.activity_id, sale.item_id),
+            "lot:regs",
+        ))
+        .query_async(&mut app.state.redis.connection())
+        .await
+        .expect("hlen");
+    assert_eq!(regs, 3, "the refused buyer is not in the list");
+    let counter: Vec<i64> = {
+        let keys = window().await;
+        let mut counts = Vec::new();
+        for key in keys {
+            counts.push(
+                redis::cmd("GET")
+                    .arg(&key)
+                    .query_async(&mut app.state.redis.connection())
+                    .await
+                    .expect("get"),
+            );
+        }
+        counts
+    };
+    assert_eq!(
+        counter,
+        vec![3],
+        "neither the repeat nor the refusal counted"
+    );
+    assert!(mine(&app, &sale, 4)
+        .await
+        .as_array()
+        .expect("list")
+        .is_empty());
+    // Outside the window (the lottery's clock past its close): 403, nothing written.
+    clock.advance(Duration::from_secs(10 * 60));
+    let (status, body) = register(&app, &sale, 5).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("REGISTRATION_CLOSED"))
+    );
+    // A first-come activity takes no registration.
+    let first_come = crate::support::fixtures::open_sale(&app, 10, 1).await;
+    let (status, body) = register(&app, &first_come, 1).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("NOT_A_LOTTERY"))
+    );
+    // Nor a buy with a code.
+    let (status, body) = app
+        .buy(1, "coded", &lottery_buy(&first_come, Some("ABC")))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("BAD_REQUEST")),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_order_and_a_revoked_winner_pass_their_units_on_and_the_end_settles_everyone() {
+    let app = spawn_app_with(|_| {}).await;
+    let ops = app.caller(Role::Ops, None).await;
+    // Two units: two winners, three waiting.
+    let (sale, clock) = lottery_sale(&app, 2).await;
+    // Unpaid orders are cancelled two seconds after they are made.
+    sqlx::query("UPDATE activities SET pay_timeout_s = 2 WHERE id = $1")
+        .bind(sale.activity_id)
+        .execute(&app.db)
+        .await
+        .expect("pay timeout");
+    for user in 1..=5 {
+        assert_eq!(register(&app, &sale, user).await.0, 200);
+    }
+    clock.advance(Duration::from_secs(10 * 60));
+    until("the draw is published", Duration::from_secs(30), || async {
+        draw_report(&app, &ops, &sale).await["items"][0]["waitlist_reached"] == json!(2)
+    })
+    .await;
+    let winners = codes(&app, &sale).await;
+    assert_eq!(winners.len(), 2);
+    let ((payer, payer_code), (revoked, _)) = (&winners[0], &winners[1]);
+
+    // The first winner buys and never pays: his order is cancelled, its unit given back, and
+    // the next on the waitlist gets a code.
+    let order = app
+        .bought(*payer, "unpaid", &lottery_buy(&sale, Some(payer_code)))
+        .await;
+    until(
+        "the unpaid order is cancelled",
+        Duration::from_secs(30),
+        || async {
+            let status: String = sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+                .bind(order)
+                .fetch_one(&app.db)
+                .await
+                .expect("order");
+            status == "CANCELLED"
+        },
+    )
+    .await;
+    until(
+        "the cancelled unit's code",
+        Duration::from_secs(2),
+        || async { codes(&app, &sale).await.len() == 3 },
+    )
+    .await;
+    let (status, body) = app
+        .buy(*payer, "again", &lottery_buy(&sale, Some(payer_code)))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("ALREADY_PURCHASED")),
+        "a code buys once"
+    );
+    // From here on orders wait for their payment as long as the test runs.
+    sqlx::query("UPDATE activities SET pay_timeout_s = 900 WHERE id = $1")
+        .bind(sale.activity_id)
+        .execute(&app.db)
+        .await
+        .expect("pay timeout");
+    let (third, third_code) = codes(&app, &sale).await[2].clone();
+    app.bought(third, "turn", &lottery_buy(&sale, Some(&third_code)))
+        .await;
+
+    // Ops revoke the second winner (audited): his code ends, his unit goes on.
+    let audited = app.operator_actions().await;
+    let (status, body) = json(
+        app.post_json(
+            &format!(
+                "/admin/api/activities/{}/registrations/{revoked}/revoke",
+                sale.activity_id
+            ),
+            Some(&ops),
+            &json!({ "reason": "one of a farm of accounts" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(app.operator_actions().await, audited + 1);
+    assert_eq!(mine(&app, &sale, *revoked).await[0]["status"], "revoked");
+    until(
+        "the revoked winner's code",
+        Duration::from_secs(2),
+        || async { codes(&app, &sale).await.len() == 4 },
+    )
+    .await;
+    let fourth = codes(&app, &sale).await[3].0;
+    let last: i64 = (1..=5)
+        .find(|user| ![*payer, *revoked, third, fourth].contains(user))
+        .expect("the last in line");
+    assert_eq!(
+        mine(&app, &sale, last).await[0]["waitlist_position"],
+        json!(1)
+    );
+
+    // The sale ends by the lottery's clock: every registrant's status is final.
+    clock.advance(Duration::from_secs(2 * 3_600));
+    until("the draw is settled", Duration::from_secs(10), || async {
+        let settled: Option<chrono::DateTime<chrono::Utc>> =
+            sqlx::query_scalar("SELECT settled_at FROM lottery_draws WHERE activity_id = $1")
+                .bind(sale.activity_id)
+                .fetch_one(&app.db)
+                .await
+                .expect("draw");
+        settled.is_some()
+    })
+    .await;
+    let mut expected = vec![
+        (*payer, "bought".to_owned()),
+        (*revoked, "revoked".to_owned()),
+        (third, "bought".to_owned()),
+        (fourth, "expired".to_owned()),
+        (last, "lost".to_owned()),
+    ];
+    expected.sort();
+    assert_eq!(statuses(&app, &sale).await, expected);
+    assert_eq!(mine(&app, &sale, last).await[0]["status"], "lost");
+    // Every order that holds a unit is a code's, and each code bought once.
+    let holders: Vec<i64> = sqlx::query_scalar(
+        "SELECT user_id FROM orders WHERE activity_id = $1 AND status <> 'CANCELLED' ORDER BY user_id",
+    )
+    .bind(sale.activity_id)
+    .fetch_all(&app.db)
+    .await
+    .expect("orders");
+    assert_eq!(holders, vec![third]);
+}
+
+/// The draw's steps a leader can die at: before its transaction commits, and after it,
+/// before the result is in Redis.
+const DRAW_FAULT_POINTS: [&str; 2] = ["lottery.drawing", "lottery.drawn"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_draw_survives_its_leader_killed_mid_draw_and_no_code_is_issued_twice() {
+    let app = spawn_app_with(|settings| {
+        settings.buy.registrations_per_ip_per_window = 1_000_000;
+    })
+    .await;
+    until(
+        "this instance leads",
+        crate::support::wait::PATIENCE,
+        || async { app.state.leadership.is_leader() },
+    )
+    .await;
+    let (sale, _clock) = lottery_sale(&app, 10).await;
+    let users: Vec<i64> = (1..=40).collect();
+    for user in &users {
+        assert_eq!(register(&app, &sale, *user).await.0, 200);
+    }
+    // This instance's lottery clock stays inside the window: it never draws. It stops as a
+    // crash would, and each next leader runs by the wall clock, past the window's close.
+    app.kill();
+    let client = reqwest::Client::new();
+    for step in DRAW_FAULT_POINTS {
+        let mut process = crate::support::serve_process::ServeProcess::start_with_env(
+            &app.state.settings,
+            &client,
+            &[(base::fault::VARIABLE, step)],
+        )
+        .await;
+        let status = tokio::time::timeout(Duration::from_secs(60), process.exited())
+            .await
+            .unwrap_or_else(|_| panic!("{step}: the leader never reached its fault point"));
+        assert!(!status.success(), "{step}: {status}");
+        let draws: i64 = sqlx::query_scalar("SELECT count(*) FROM lottery_draws")
+            .fetch_one(&app.db)
+            .await
+            .expect("draws");
+        // Died before the commit: nothing; after it: the draw, whole.
+        assert_eq!(draws, i64::from(step == "lottery.drawn"), "{step}");
+    }
+    let drawn_codes = codes(&app, &sale).await;
+    assert_eq!(drawn_codes.len(), 10);
+    let last =
+        crate::support::serve_process::ServeProcess::start(&app.state.settings, &client).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let report_path = format!(
+        "{}/admin/api/activities/{}/draw",
+        last.address, sale.activity_id
+    );
+    until(
+        "the next leader publishes the draw",
+        Duration::from_secs(60),
+        || async {
+            let report: Value = client
+                .get(&report_path)
+                .bearer_auth(&ops.token)
+                .send()
+                .await
+                .expect("sent")
+                .json()
+                .await
+                .expect("json");
+            report["items"][0]["waitlist_reached"] == json!(10)
+        },
+    )
+    .await;
+    // The codes in Redis are the ones the committed draw made, one per winner, and every
+    // registrant has one entry.
+    assert_eq!(
+        codes(&app, &sale).await,
+        drawn_codes,
+        "no code issued twice"
+    );
+    let held = redis_codes(&app, &sale).await;
+    let mut committed: Vec<(i64, String)> = drawn_codes.clone();
+    committed.sort();
+    assert_eq!(held, committed);
+    assert_eq!(statuses(&app, &sale).await.len(), users.len());
+    last.finish().await;
+}
+
+/// The codes Redis holds for an item, by buyer.
+async fn redis_codes(app: &TestApp, sale: &Sale) -> Vec<(i64, String)> {
+    let key = app.state.redis.item_key(
+        contract::SaleItem::new(sale.activity_id, sale.item_id),
+        "lot:codes",
+    );
+    let held: Vec<(i64, String)> = redis::cmd("HGETALL")
+        .arg(key)
+        .query_async(&mut app.state.redis.connection())
+        .await
+        .expect("codes");
+    let mut codes: Vec<(i64, String)> = held
+        .into_iter()
+        .map(|(buyer, grant)| {
+            (
+                buyer,
+                grant.split(' ').next().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    codes.sort();
+    codes
 }

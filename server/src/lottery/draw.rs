@@ -105,6 +105,8 @@ async fn draw(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result<(
         codes: &codes,
         revoked: &revoked,
     };
+    // A test kills the leader here: the list sealed and ordered, nothing written yet.
+    base::fault::point("lottery.drawing");
     if store::record_draw(&state.db, item, &result).await? {
         let metrics = &state.metrics.lottery;
         metrics.draws.inc();
