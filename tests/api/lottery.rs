@@ -767,3 +767,36 @@ async fn redis_codes(app: &TestApp, sale: &Sale) -> Vec<(i64, String)> {
     codes.sort();
     codes
 }
+
+#[tokio::test]
+async fn a_registrant_sees_his_win_reach_the_sale_page_without_a_reload_and_buys() {
+    let app = spawn_app_with(|_| {}).await;
+    let (sale, clock) = lottery_sale(&app, 1).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (status, body) = json(
+        app.post_json(
+            &format!("/admin/api/activities/{}/publish", sale.activity_id),
+            Some(&ops),
+            &json!({}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(register(&app, &sale, 7).await.0, 200);
+    let child = crate::browser::start_scenario(
+        "sale_page_lottery.mjs",
+        vec![
+            app.address.clone(),
+            sale.activity_id.to_string(),
+            token(&app, 7),
+            crate::browser::shots(),
+        ],
+    );
+    let said = crate::sale_page::when_said(child, "registered", "drawn", || async {
+        clock.advance(Duration::from_secs(10 * 60));
+    })
+    .await;
+    assert!(said.iter().any(|line| line == "bought"), "{said:?}");
+    assert_eq!(mine(&app, &sale, 7).await[0]["status"], "bought");
+}

@@ -587,7 +587,7 @@ async fn a_buyer_does_the_whole_flow_with_the_keyboard_alone() {
 
 /// Follows a started scenario to its end: when it says `cue`, the test does `act` and then
 /// writes `reply` on its stdin. Everything the scenario said, once it ended well.
-async fn when_said<F, Fut>(
+pub(crate) async fn when_said<F, Fut>(
     mut child: tokio::process::Child,
     cue: &str,
     reply: &str,

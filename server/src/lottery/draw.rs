@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::{
     lottery::{
+        registration_changed,
         rules::{self, Grant, Status},
         scripts::{LotteryClient, Published},
         store::{self, DrawResult, DueItem},
@@ -108,6 +109,19 @@ async fn draw(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result<(
     // A test kills the leader here: the list sealed and ordered, nothing written yet.
     base::fault::point("lottery.drawing");
     if store::record_draw(&state.db, item, &result).await? {
+        let changes: Vec<(i64, Status)> = order
+            .iter()
+            .enumerate()
+            .map(|(place, user)| {
+                let status = if place < winners {
+                    Status::Won
+                } else {
+                    Status::Waitlisted
+                };
+                (*user, status)
+            })
+            .collect();
+        registration_changed(sale, &changes);
         let metrics = &state.metrics.lottery;
         metrics.draws.inc();
         metrics
@@ -161,6 +175,8 @@ async fn advance(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Resul
             return Ok(());
         }
         store::record_issued(&state.db, item, &issued).await?;
+        let changes: Vec<(i64, Status)> = issued.iter().map(|i| (i.buyer, Status::Won)).collect();
+        registration_changed(sale, &changes);
         let metrics = &state.metrics.lottery;
         metrics.waitlist_advances.inc_by(issued.len() as u64);
         metrics
@@ -197,6 +213,8 @@ async fn settle(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result
         })
         .collect();
     store::settle(&state.db, item, &finals).await?;
+    let changes: Vec<(i64, Status)> = finals.iter().map(|f| (f.0, f.1)).collect();
+    registration_changed(SaleItem::new(item.activity_id, item.item_id), &changes);
     let codes_metric = &state.metrics.lottery.codes;
     for (status, outcome) in [
         (Status::Bought, "used"),

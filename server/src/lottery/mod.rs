@@ -17,7 +17,10 @@ pub(crate) mod scripts;
 pub(crate) mod store;
 
 use base::clock::{Clock, SwappableClock};
+use contract::SaleItem;
 use std::sync::Arc;
+
+use rules::Status;
 
 /// What every instance shares of the lottery: the clock registration windows, the draw's
 /// moment and codes' lifetimes are judged by (tests move it instead of waiting minutes).
@@ -39,5 +42,22 @@ impl Lottery {
 
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms()
+    }
+}
+
+/// The one place the leader's and ops' changes of registrants' statuses pass through (the
+/// draw, the waitlist's codes, a revocation, the settling): the buyer events of SPEC §14
+/// (`registration`) are to be published from here once the event stream exists. A code
+/// that buys changes its buyer's status inside the buy script, which does not pass here.
+pub(crate) fn registration_changed(sale: SaleItem, changes: &[(i64, Status)]) {
+    if let Some((buyer, status)) = changes.first() {
+        tracing::debug!(
+            activity = sale.activity.0,
+            item = sale.item.0,
+            changed = changes.len(),
+            first_buyer = buyer,
+            first_status = status.as_str(),
+            "lottery statuses changed"
+        );
     }
 }

@@ -25,6 +25,7 @@ use crate::{
     buy::activity_cache::{CachedActivity, LookupError},
     catalog::store::StoredLottery,
     lottery::{
+        registration_changed,
         rules::{self, Grant, Status},
         scripts::{LotteryClient, Registered, Registration},
         store,
@@ -297,10 +298,9 @@ async fn revoke(
         .ok_or(ApiError::NotFound("lottery activity"))?;
     let mut revoked = Vec::new();
     for line in &stored.lines {
-        if LotteryClient(&state.redis)
-            .revoke(SaleItem::new(id, line.item_id), user)
-            .await?
-        {
+        let sale = SaleItem::new(id, line.item_id);
+        if LotteryClient(&state.redis).revoke(sale, user).await? {
+            registration_changed(sale, &[(user, Status::Revoked)]);
             revoked.push(line.item_id);
         }
     }
