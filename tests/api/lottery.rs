@@ -529,18 +529,32 @@ async fn a_refused_registration_leaves_nothing_and_a_repeated_one_counts_nothing
     );
 }
 
-#[tokio::test]
-async fn a_cancelled_order_and_a_revoked_winner_pass_their_units_on_and_the_end_settles_everyone() {
-    let app = spawn_app_with(|_| {}).await;
-    let ops = app.caller(Role::Ops, None).await;
-    // Two units: two winners, three waiting.
-    let (sale, clock) = lottery_sale(&app, 2).await;
-    // Unpaid orders are cancelled two seconds after they are made.
-    sqlx::query("UPDATE activities SET pay_timeout_s = 2 WHERE id = $1")
+/// The status of order `order`.
+async fn order_status(app: &TestApp, order: uuid::Uuid) -> String {
+    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+        .bind(order)
+        .fetch_one(&app.db)
+        .await
+        .expect("order")
+}
+
+/// Unpaid orders completed from now on are cancelled `seconds` after they are made.
+async fn pay_within(app: &TestApp, sale: &Sale, seconds: i32) {
+    sqlx::query("UPDATE activities SET pay_timeout_s = $2 WHERE id = $1")
         .bind(sale.activity_id)
+        .bind(seconds)
         .execute(&app.db)
         .await
         .expect("pay timeout");
+}
+
+#[tokio::test]
+async fn a_cancelled_order_and_a_revoked_winner_pass_their_units_on_and_the_end_settles_everyone() {
+    // A sold-out flag that outlives the test: a code holder must never meet it.
+    let app = spawn_app_with(|settings| settings.buy.sold_out_flag_ms = 600_000).await;
+    let ops = app.caller(Role::Ops, None).await;
+    // Two units: two winners, three waiting.
+    let (sale, clock) = lottery_sale(&app, 2).await;
     for user in 1..=5 {
         assert_eq!(register(&app, &sale, user).await.0, 200);
     }
@@ -551,24 +565,35 @@ async fn a_cancelled_order_and_a_revoked_winner_pass_their_units_on_and_the_end_
     .await;
     let winners = codes(&app, &sale).await;
     assert_eq!(winners.len(), 2);
-    let ((payer, payer_code), (revoked, _)) = (&winners[0], &winners[1]);
+    let ((unpaid, unpaid_code), (keeper, keeper_code)) = (&winners[0], &winners[1]);
 
-    // The first winner buys and never pays: his order is cancelled, its unit given back, and
-    // the next on the waitlist gets a code.
-    let order = app
-        .bought(*payer, "unpaid", &lottery_buy(&sale, Some(payer_code)))
+    // One winner buys and keeps his order; the other buys the last unit (the item sells
+    // out here) and never pays: his order is cancelled, its unit given back, and the next
+    // on the waitlist gets a code.
+    let kept = app
+        .bought(*keeper, "kept", &lottery_buy(&sale, Some(keeper_code)))
         .await;
+    until(
+        "the kept order is completed",
+        Duration::from_secs(30),
+        || async { order_status(&app, kept).await == "UNPAID" },
+    )
+    .await;
+    pay_within(&app, &sale, 2).await;
+    let order = app
+        .bought(*unpaid, "unpaid", &lottery_buy(&sale, Some(unpaid_code)))
+        .await;
+    until(
+        "the unpaid order is completed",
+        Duration::from_secs(30),
+        || async { order_status(&app, order).await != "PRE_CREATED" },
+    )
+    .await;
+    pay_within(&app, &sale, 900).await;
     until(
         "the unpaid order is cancelled",
         Duration::from_secs(30),
-        || async {
-            let status: String = sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
-                .bind(order)
-                .fetch_one(&app.db)
-                .await
-                .expect("order");
-            status == "CANCELLED"
-        },
+        || async { order_status(&app, order).await == "CANCELLED" },
     )
     .await;
     until(
@@ -578,24 +603,16 @@ async fn a_cancelled_order_and_a_revoked_winner_pass_their_units_on_and_the_end_
     )
     .await;
     let (status, body) = app
-        .buy(*payer, "again", &lottery_buy(&sale, Some(payer_code)))
+        .buy(*unpaid, "again", &lottery_buy(&sale, Some(unpaid_code)))
         .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (409, Some("ALREADY_PURCHASED")),
         "a code buys once"
     );
-    // From here on orders wait for their payment as long as the test runs.
-    sqlx::query("UPDATE activities SET pay_timeout_s = 900 WHERE id = $1")
-        .bind(sale.activity_id)
-        .execute(&app.db)
-        .await
-        .expect("pay timeout");
-    let (third, third_code) = codes(&app, &sale).await[2].clone();
-    app.bought(third, "turn", &lottery_buy(&sale, Some(&third_code)))
-        .await;
 
-    // Ops revoke the second winner (audited): his code ends, his unit goes on.
+    // Ops revoke the one it went to before he buys (audited): his code ends, his unit goes on.
+    let revoked = codes(&app, &sale).await[2].0;
     let audited = app.operator_actions().await;
     let (status, body) = json(
         app.post_json(
@@ -611,16 +628,21 @@ async fn a_cancelled_order_and_a_revoked_winner_pass_their_units_on_and_the_end_
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(app.operator_actions().await, audited + 1);
-    assert_eq!(mine(&app, &sale, *revoked).await[0]["status"], "revoked");
+    assert_eq!(mine(&app, &sale, revoked).await[0]["status"], "revoked");
     until(
-        "the revoked winner's code",
+        "the revoked buyer's code",
         Duration::from_secs(2),
         || async { codes(&app, &sale).await.len() == 4 },
     )
     .await;
-    let fourth = codes(&app, &sale).await[3].0;
+    let (fourth, fourth_code) = codes(&app, &sale).await[3].clone();
+    // The item sold out on this instance a moment ago; his unit is reserved all the same.
+    let (status, body) = app
+        .buy(fourth, "turn", &lottery_buy(&sale, Some(&fourth_code)))
+        .await;
+    assert_eq!(status, 200, "a live code is never told sold out: {body}");
     let last: i64 = (1..=5)
-        .find(|user| ![*payer, *revoked, third, fourth].contains(user))
+        .find(|user| ![*unpaid, *keeper, revoked, fourth].contains(user))
         .expect("the last in line");
     assert_eq!(
         mine(&app, &sale, last).await[0]["waitlist_position"],
@@ -640,10 +662,10 @@ async fn a_cancelled_order_and_a_revoked_winner_pass_their_units_on_and_the_end_
     })
     .await;
     let mut expected = vec![
-        (*payer, "bought".to_owned()),
-        (*revoked, "revoked".to_owned()),
-        (third, "bought".to_owned()),
-        (fourth, "expired".to_owned()),
+        (*unpaid, "bought".to_owned()),
+        (*keeper, "bought".to_owned()),
+        (revoked, "revoked".to_owned()),
+        (fourth, "bought".to_owned()),
         (last, "lost".to_owned()),
     ];
     expected.sort();
@@ -657,7 +679,9 @@ async fn a_cancelled_order_and_a_revoked_winner_pass_their_units_on_and_the_end_
     .fetch_all(&app.db)
     .await
     .expect("orders");
-    assert_eq!(holders, vec![third]);
+    let mut expected_holders = vec![*keeper, fourth];
+    expected_holders.sort();
+    assert_eq!(holders, expected_holders);
 }
 
 /// The draw's steps a leader can die at: before its transaction commits, and after it,
