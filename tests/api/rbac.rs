@@ -559,6 +559,22 @@ fn rows() -> Vec<Row> {
             Needs(P::WatchOperations),
             404,
         ),
+        server_fn(
+            GetDraw::PATH,
+            Form(vec![("activity_id", NO_ID)]),
+            Needs(P::WatchOperations),
+            404,
+        ),
+        server_fn(
+            RevokeRegistration::PATH,
+            Form(vec![
+                ("activity_id", NO_ID),
+                ("user_id", "1"),
+                ("reason", "a scalper's farm"),
+            ]),
+            Needs(P::RevokeRegistration),
+            404,
+        ),
         // Buyers out of range: refused by the rules once the gate lets it through.
         admin(
             M::POST,

@@ -11,6 +11,7 @@
 //! the live state after it (codes, used codes, the waitlist), all under the item's hash tag.
 
 pub(crate) mod draw;
+pub(crate) mod ops;
 pub(crate) mod routes;
 pub(crate) mod rules;
 pub(crate) mod scripts;

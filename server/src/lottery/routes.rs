@@ -12,23 +12,18 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
-use contract::{Actor, Permission, SaleItem, Source};
+use contract::{Actor, DrawReport, Permission, RevokeRegistration, Revoked, SaleItem, Source};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use crate::{
-    admin::{
-        authorize,
-        ops_audit::{self, OpsAction},
-        reason::audited_reason,
-    },
+    admin::authorize,
     buy::activity_cache::{CachedActivity, LookupError},
     catalog::store::StoredLottery,
     lottery::{
-        registration_changed,
-        rules::{self, Grant, Status},
+        ops,
+        rules::{self, Status},
         scripts::{LotteryClient, Registered, Registration},
-        store,
     },
     prewarm::expiry::keys_expire_at,
     state::AppState,
@@ -209,117 +204,25 @@ async fn mine(
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(lines)).into_response())
 }
 
-/// One item's draw as ops see it.
-#[derive(Serialize)]
-struct DrawItem {
-    item_id: i64,
-    drawn: bool,
-    registrants: Option<i32>,
-    winners: Option<i32>,
-    codes_issued: i64,
-    codes_used: usize,
-    codes_expired: usize,
-    codes_revoked: i64,
-    /// Ranks that have had their turn: the waitlist reached rank `waitlist_reached`.
-    waitlist_reached: Option<i64>,
-}
-
-#[derive(Serialize)]
-struct DrawReport {
-    activity_id: i64,
-    commitment: String,
-    /// The seed in hex, once every item is drawn.
-    seed: Option<String>,
-    items: Vec<DrawItem>,
-}
-
 async fn draw(
     State(state): State<AppState>,
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,
 ) -> ApiResult<Json<DrawReport>> {
     let Path(id) = id?;
-    authorize(&actor, Permission::WatchOperations)?;
-    let (commitment, seed) = store::seed_state(&state.db, id)
-        .await?
-        .ok_or(ApiError::NotFound("lottery activity"))?;
-    let now = state.lottery.now_ms();
-    let mut items = Vec::new();
-    for row in store::draw_rows(&state.db, id).await? {
-        let live = LotteryClient(&state.redis)
-            .live_state(SaleItem::new(id, row.item_id))
-            .await?;
-        let expired = live
-            .codes
-            .iter()
-            .filter(|(buyer, grant): &&(i64, Grant)| {
-                !live.used.contains(buyer) && grant.expires_ms < now
-            })
-            .count();
-        items.push(DrawItem {
-            item_id: row.item_id,
-            drawn: row.drawn_at.is_some(),
-            registrants: row.registrants,
-            winners: row.winners,
-            codes_issued: row.codes_issued,
-            codes_used: live.used.len(),
-            codes_expired: expired,
-            codes_revoked: row.revoked,
-            waitlist_reached: live.turns,
-        });
-    }
-    Ok(Json(DrawReport {
-        activity_id: id,
-        commitment,
-        seed: seed.map(hex::encode),
-        items,
-    }))
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct RevokeRequest {
-    reason: String,
+    Ok(Json(ops::draw_report(&state, &actor, id).await?))
 }
 
 async fn revoke(
     State(state): State<AppState>,
     actor: Actor,
     path: Result<Path<(i64, i64)>, PathRejection>,
-    body: Result<Json<RevokeRequest>, JsonRejection>,
-) -> ApiResult<Json<serde_json::Value>> {
+    body: Result<Json<RevokeRegistration>, JsonRejection>,
+) -> ApiResult<Json<Revoked>> {
     let Path((id, user)) = path?;
     authorize(&actor, Permission::RevokeRegistration)?;
     let Json(body) = body.map_err(|error| ApiError::BadRequest(error.body_text()))?;
-    let reason = audited_reason(&body.reason)?;
-    let stored = crate::catalog::store::get_activity(&state.db, id, None)
-        .await?
-        .filter(|stored| stored.lottery.is_some())
-        .ok_or(ApiError::NotFound("lottery activity"))?;
-    let mut revoked = Vec::new();
-    for line in &stored.lines {
-        let sale = SaleItem::new(id, line.item_id);
-        if LotteryClient(&state.redis).revoke(sale, user).await? {
-            registration_changed(sale, &[(user, Status::Revoked)]);
-            revoked.push(line.item_id);
-        }
-    }
-    if revoked.is_empty() {
-        return Err(ApiError::NotFound("registration"));
-    }
-    store::record_revoked(&state.db, id, user, reason).await?;
-    ops_audit::record(
-        &state.db,
-        &OpsAction {
-            actor: &actor.username,
-            source: Source::Api,
-            action: "lottery.revoke",
-            target: &format!("activity:{id}/user:{user}"),
-            detail: serde_json::json!({ "reason": reason, "items": revoked }),
-        },
-    )
-    .await?;
     Ok(Json(
-        serde_json::json!({ "user_id": user, "items": revoked, "status": "revoked" }),
+        ops::revoke(&state, &actor, Source::Api, id, user, &body.reason).await?,
     ))
 }
