@@ -417,6 +417,7 @@ fn menu_of(role: Role) -> String {
         ("/prewarm", Prewarm),
         ("/rehearsals", WatchOperations),
         ("/readiness", WatchOperations),
+        ("/draw", WatchOperations),
         ("/switches", ReadSwitches),
         ("/dashboard", WatchOperations),
         ("/hotkeys", WatchOperations),
