@@ -824,3 +824,40 @@ async fn a_registrant_sees_his_win_reach_the_sale_page_without_a_reload_and_buys
     assert!(said.iter().any(|line| line == "bought"), "{said:?}");
     assert_eq!(mine(&app, &sale, 7).await[0]["status"], "bought");
 }
+
+#[tokio::test]
+async fn ops_read_the_draw_in_the_console_and_revoke_a_buyer_with_a_reason() {
+    let app = spawn_app_with(|_| {}).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (sale, clock) = lottery_sale(&app, 2).await;
+    for user in 1..=4 {
+        assert_eq!(register(&app, &sale, user).await.0, 200);
+    }
+    clock.advance(Duration::from_secs(10 * 60));
+    until("the draw is published", Duration::from_secs(30), || async {
+        draw_report(&app, &ops, &sale).await["items"][0]["waitlist_reached"] == json!(2)
+    })
+    .await;
+    let commitment = draw_report(&app, &ops, &sale).await["commitment"]
+        .as_str()
+        .expect("commitment")
+        .to_owned();
+    let winner = codes(&app, &sale).await[0].0;
+    let audited = app.operator_actions().await;
+    let said = crate::browser::run_scenario(
+        "console_lottery_draw.mjs",
+        vec![
+            app.address.clone(),
+            ops.username.clone(),
+            ops.password.clone(),
+            sale.activity_id.to_string(),
+            commitment,
+            winner.to_string(),
+            crate::browser::shots(),
+        ],
+    )
+    .await;
+    assert!(said.lines().any(|line| line == "revoked"), "{said}");
+    assert_eq!(app.operator_actions().await, audited + 1);
+    assert_eq!(mine(&app, &sale, winner).await[0]["status"], "revoked");
+}
