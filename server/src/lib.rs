@@ -17,6 +17,7 @@ pub(crate) mod catalog;
 pub mod cli;
 pub mod control;
 pub(crate) mod dashboard;
+pub mod events;
 pub mod hotkeys;
 pub mod identity;
 pub mod lottery;

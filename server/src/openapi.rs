@@ -33,6 +33,7 @@ pub(crate) fn buyer_routes() -> RouteTable<AppState> {
     let routes = crate::buy::routes::routes(RouteTable::default());
     let routes = crate::orders::buyer::routes(routes);
     let routes = crate::lottery::routes::buyer(routes);
+    let routes = crate::events::routes::routes(routes);
     crate::payment::routes::routes(routes)
 }
 

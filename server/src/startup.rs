@@ -26,6 +26,7 @@ use crate::{
         switches::{SwitchValues, Switches},
         ControlPlane,
     },
+    events::{BuyerEvents, Hub},
     hotkeys::HotKeys,
     identity::{authenticate::Authenticator, buyer_token::BuyerTokens},
     orders::{self, Pipeline},
@@ -73,6 +74,7 @@ impl Application {
         let router = router(state.clone());
         let control = control::start(&state, election, listener.local_addr()?).await;
         crate::dashboard::spawn(&state);
+        crate::events::hub::spawn(&state);
         crate::hotkeys::spawn(&state);
         crate::baselines::spawn(&state);
         if state.settings.workers {
@@ -207,6 +209,8 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         metrics.clone(),
     ));
     let sale_pages = crate::sale_page::SalePages::new(&settings.sale_page);
+    let events = BuyerEvents::spawn(redis.clone(), &settings.events, metrics.clone());
+    let event_hub = Hub::new(settings.events.max_streams, metrics.clone());
     let state = AppState::new(Shared {
         amqp,
         pipeline,
@@ -232,6 +236,8 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         address: std::sync::OnceLock::new(),
         retention: Default::default(),
         lottery,
+        events,
+        event_hub,
     });
     Ok((state, election))
 }

@@ -168,12 +168,13 @@ impl Monitor {
             .count()
     }
 
-    /// How many calls scripts made between two marks (the lines MONITOR marks `lua`).
+    /// How many calls the buy scripts made between two marks (the lines MONITOR marks
+    /// `lua`; the buyer events' script is the pipeline's, not a buy's).
     fn script_calls_between(&self, from: &Mark, to: &Mark) -> usize {
         let lines = self.lines.lock().expect("lines");
         lines[from.line + 1..to.line]
             .iter()
-            .filter(|line| line.contains(" lua] "))
+            .filter(|line| line.contains(" lua] ") && !is_buyer_event(line))
             .count()
     }
 
@@ -186,9 +187,10 @@ impl Monitor {
     }
 
     /// What Redis ran for buys between two marks: the server's commands less those of its
-    /// background tasks in this test (the hot-key reports' PUBLISH, the dashboard's stock
-    /// reads in one MULTI/EXEC: the server has one connection, so a transaction's
-    /// commands are the lines from its MULTI to its EXEC).
+    /// background tasks in this test (the hot-key reports' PUBLISH, the buyer events the
+    /// create-order consumer publishes, the dashboard's stock reads in one MULTI/EXEC: the
+    /// server has one connection, so a transaction's commands are the lines from its MULTI
+    /// to its EXEC).
     fn for_buys_between(&self, from: &Mark, to: &Mark) -> f64 {
         let mut in_transaction = false;
         let mut for_buys = 0;
@@ -197,7 +199,7 @@ impl Monitor {
                 in_transaction = true;
             } else if command_is(&line, "exec") {
                 in_transaction = false;
-            } else if !in_transaction && !command_is(&line, "publish") {
+            } else if !in_transaction && !command_is(&line, "publish") && !is_buyer_event(&line) {
                 for_buys += 1;
             }
         }
@@ -296,6 +298,12 @@ impl CreateOrderTap {
 
 /// Whether a MONITOR line (`+1700000000.123456 [0 127.0.0.1:5000] "EVALSHA" ...`) runs
 /// `command`.
+/// A MONITOR line of the buyer events' script (`lua/buyer_event.lua`): its call names the
+/// events channel, and its own calls the channel or the buyer's log (`...:events`).
+fn is_buyer_event(line: &str) -> bool {
+    line.contains("buyer_events") || line.contains(":events\"")
+}
+
 fn command_is(line: &str, command: &str) -> bool {
     line.split("] \"")
         .nth(1)

@@ -9,9 +9,10 @@
 //! width; the switch board says what each key does; an ended session signs in again and
 //! comes back.
 
+use crate::sale_page::{open_page, said_value, when_said};
 use crate::support::{
     app::{json, spawn_app, spawn_app_with, TestApp},
-    fixtures::{buy_body, open_for_sale, open_sale, shop, storm_settings},
+    fixtures::{buy_body, open_for_sale, open_sale, shop, storm_settings, token},
     proxy::{target_of, through, Proxy},
 };
 use contract::Role;
@@ -545,4 +546,104 @@ async fn the_console_loads_compressed_and_a_repeat_visit_takes_the_bundle_from_t
         first_bytes < 1_200_000,
         "the first load moved {first_bytes} bytes: {said}"
     );
+}
+
+/// A buyer on the sale page of an open sale whose orders are recorded until the test replays
+/// them (`async` on `record`), so that the page's order stays `PRE_CREATED` for as long as the
+/// scenario needs: the scenario `script`, reached at `base` (the app, or a proxy in front of
+/// it); when it says `cue`, the test does `act`, replays the orders and tells it `reply`.
+/// What the scenario said, and the buyer's orders (id, status).
+async fn pushed_or_polled<F, Fut>(
+    app: &TestApp,
+    base: String,
+    script: &str,
+    (cue, reply): (&str, &str),
+    act: F,
+) -> (Vec<String>, Vec<(String, String)>)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    const BUYER: i64 = 801;
+    let shop = open_page(app, 10).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let child = start_scenario(
+        script,
+        vec![
+            base,
+            shop.sale.activity_id.to_string(),
+            token(app, BUYER),
+            shots(),
+        ],
+    );
+    let mut act = act;
+    let said = when_said(child, cue, reply, || {
+        let acted = act();
+        let ops = &ops;
+        async move {
+            acted.await;
+            let (status, body) = json(
+                app.post_json(
+                    "/admin/api/recordings/replay",
+                    Some(ops),
+                    &serde_json::json!({ "reason": "the pipeline is back" }),
+                )
+                .await,
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+        }
+    })
+    .await;
+    let orders = sqlx::query_as("SELECT id::TEXT, status FROM orders WHERE user_id = $1")
+        .bind(BUYER)
+        .fetch_all(&app.db)
+        .await
+        .expect("orders");
+    (said, orders)
+}
+
+fn recording(settings: &mut base::config::Settings) {
+    settings.buy.async_mode = base::config::AsyncMode::Record;
+}
+
+#[tokio::test]
+async fn the_sale_page_learns_its_orders_states_from_the_event_stream_without_polling() {
+    let app = spawn_app_with(recording).await;
+    let base = app.address.clone();
+    let (said, orders) = pushed_or_polled(
+        &app,
+        base,
+        "sale_page_pushed.mjs",
+        ("preparing", "replayed"),
+        || async {},
+    )
+    .await;
+    let shown = said_value(&said, "order").expect("order shown");
+    assert_eq!(orders, [(shown.to_owned(), "PAID".to_owned())]);
+    // One read, for the amount and the time to pay by, once the stream said ready to pay.
+    assert_eq!(said_value(&said, "reads"), Some("1"), "{said:?}");
+}
+
+#[tokio::test]
+async fn with_its_event_stream_cut_the_sale_page_polls_and_still_ends_paid() {
+    let app = spawn_app_with(recording).await;
+    let proxy = tokio::sync::Mutex::new(Proxy::start(&target_of(&app.address)).await);
+    let base = through(&app.address, &*proxy.lock().await);
+    let (said, orders) = pushed_or_polled(
+        &app,
+        base,
+        "sale_page_stream_cut.mjs",
+        ("cut", "cut"),
+        || async {
+            // Every connection in flight cut, the stream's among them; the page's next
+            // requests find the proxy listening again.
+            let mut proxy = proxy.lock().await;
+            proxy.stop().await;
+            proxy.resume().await;
+        },
+    )
+    .await;
+    let shown = said_value(&said, "order").expect("order shown");
+    assert_eq!(orders, [(shown.to_owned(), "PAID".to_owned())]);
 }

@@ -17,6 +17,7 @@ mod control;
 mod dashboard;
 mod deduction_flip;
 mod deploy;
+mod events;
 mod faults;
 mod health;
 mod hotkeys;

@@ -404,7 +404,7 @@ async fn opening_soon_limited(
 }
 
 /// An open sale's page, published; its shop.
-async fn open_page(app: &TestApp, stock: i64) -> Shop {
+pub(crate) async fn open_page(app: &TestApp, stock: i64) -> Shop {
     open_page_limited(app, stock, 1).await
 }
 
@@ -421,7 +421,7 @@ async fn open_page_limited(app: &TestApp, stock: i64, per_user_limit: i64) -> Sh
 }
 
 /// `key=value` of the scenario's output.
-fn said_value<'a>(said: &'a [String], key: &str) -> Option<&'a str> {
+pub(crate) fn said_value<'a>(said: &'a [String], key: &str) -> Option<&'a str> {
     said.iter()
         .find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
 }

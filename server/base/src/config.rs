@@ -16,6 +16,9 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use crate::client_address::TrustedProxies;
 
+mod events;
+pub use events::EventsSettings;
+
 /// Everything a `seckill` process needs to know about its environment.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -114,6 +117,8 @@ pub struct Settings {
     pub baselines: BaselineSettings,
     /// How long the growing tables and the sale pages' assets are kept (`retention`).
     pub retention: RetentionSettings,
+    /// The buyers' event streams: how many an instance holds, how long a stream may resume.
+    pub events: EventsSettings,
     /// Run the background workers (consumers, relay, DLQ sink) in this process; `serve
     /// --no-workers` turns them off, `worker` runs them without the HTTP server.
     pub workers: bool,
@@ -558,6 +563,7 @@ impl Default for Settings {
             sale_page: SalePageSettings::default(),
             baselines: BaselineSettings::default(),
             retention: RetentionSettings::default(),
+            events: EventsSettings::default(),
             workers: true,
         }
     }

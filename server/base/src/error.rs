@@ -42,6 +42,10 @@ pub enum ApiError {
     Invalid { code: &'static str, message: String },
     #[error("too many attempts")]
     RateLimited { retry_after_s: u64 },
+    /// This instance holds as much of something as it may (503 `OVERLOADED`); another
+    /// instance, or a later try, may take it.
+    #[error("{0}")]
+    Overloaded(&'static str),
     #[error("a dependency is unavailable")]
     Unavailable(#[source] anyhow::Error),
     #[error("internal error")]
@@ -70,7 +74,7 @@ impl ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Invalid { .. } => StatusCode::BAD_REQUEST,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Overloaded(_) | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -89,6 +93,7 @@ impl ApiError {
             ApiError::Refused { code, .. } => code,
             ApiError::Invalid { code, .. } => code,
             ApiError::RateLimited { .. } => "RATE_LIMITED",
+            ApiError::Overloaded(_) => "OVERLOADED",
             ApiError::Unavailable(_) => "UNAVAILABLE",
             ApiError::Internal(_) => "INTERNAL",
         }
@@ -203,6 +208,7 @@ impl From<ApiError> for ConsoleError {
             ApiError::Forbidden | ApiError::CrossSite => ConsoleError::Forbidden,
             ApiError::NotFound(_) | ApiError::MethodNotAllowed => ConsoleError::NotFound,
             ApiError::RateLimited { .. } => ConsoleError::RateLimited,
+            ApiError::Overloaded(message) => ConsoleError::Unavailable(message.to_owned()),
             ApiError::Unavailable(cause) => {
                 quiet!(
                     warn,

@@ -57,6 +57,8 @@ scripts! {
     LOTTERY_ADVANCE => "lottery_advance",
     /// Ends one buyer's part in a lottery item: registration revoked, unused code deleted.
     LOTTERY_REVOKE => "lottery_revoke",
+    /// Records a buyer event in his log and announces it to every instance.
+    BUYER_EVENT => "buyer_event",
 }
 
 /// The script whose SHA-1 is `hash`, if it is one of ours.

@@ -7,6 +7,9 @@ use prometheus::{
 };
 use std::sync::Arc;
 
+mod events;
+pub use events::EventMetrics;
+
 /// Cheap to clone; all clones share one registry.
 #[derive(Clone)]
 pub struct Metrics(Arc<Inner>);
@@ -109,6 +112,8 @@ pub struct Inner {
     /// The growing tables and what the leader's retention job prunes of them.
     pub retention: RetentionMetrics,
     pub lottery: LotteryMetrics,
+    /// The buyers' event streams (`GET /api/events`).
+    pub events: EventMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -286,6 +291,7 @@ impl Metrics {
             ),
             retention: RetentionMetrics::register(&add),
             lottery: LotteryMetrics::register(&add),
+            events: EventMetrics::register(&add),
             // Last: the fields above borrow it through `add`.
             registry,
         };

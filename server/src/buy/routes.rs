@@ -75,7 +75,7 @@ async fn seats(
 
 /// The activity as the caller may see it: a rehearsal's shadow copy is absent to everyone
 /// but its own synthetic buyers (`caller_rehearsal`, from their tokens).
-async fn cached_activity(
+pub(crate) async fn cached_activity(
     state: &AppState,
     id: i64,
     caller_rehearsal: Option<i64>,

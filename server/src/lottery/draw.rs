@@ -121,7 +121,7 @@ async fn draw(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result<(
                 (*user, status)
             })
             .collect();
-        registration_changed(sale, &changes);
+        registration_changed(&state.events, sale, &changes);
         let metrics = &state.metrics.lottery;
         metrics.draws.inc();
         metrics
@@ -176,7 +176,7 @@ async fn advance(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Resul
         }
         store::record_issued(&state.db, item, &issued).await?;
         let changes: Vec<(i64, Status)> = issued.iter().map(|i| (i.buyer, Status::Won)).collect();
-        registration_changed(sale, &changes);
+        registration_changed(&state.events, sale, &changes);
         let metrics = &state.metrics.lottery;
         metrics.waitlist_advances.inc_by(issued.len() as u64);
         metrics
@@ -200,7 +200,7 @@ async fn settle(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result
         .into_iter()
         .map(|(user, written)| {
             let grant = codes.get(&user).cloned();
-            let status = if written == Status::Revoked.as_str() {
+            let status = if written == rules::status_name(Status::Revoked) {
                 Status::Revoked
             } else if live.used.contains(&user) {
                 Status::Bought
@@ -214,7 +214,11 @@ async fn settle(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result
         .collect();
     store::settle(&state.db, item, &finals).await?;
     let changes: Vec<(i64, Status)> = finals.iter().map(|f| (f.0, f.1)).collect();
-    registration_changed(SaleItem::new(item.activity_id, item.item_id), &changes);
+    registration_changed(
+        &state.events,
+        SaleItem::new(item.activity_id, item.item_id),
+        &changes,
+    );
     let codes_metric = &state.metrics.lottery.codes;
     for (status, outcome) in [
         (Status::Bought, "used"),

@@ -18,9 +18,10 @@ pub(crate) mod scripts;
 pub(crate) mod store;
 
 use base::clock::{Clock, SwappableClock};
-use contract::SaleItem;
+use contract::{BuyerEvent, RegistrationEvent, SaleItem, UserId};
 use std::sync::Arc;
 
+use crate::events::BuyerEvents;
 use rules::Status;
 
 /// What every instance shares of the lottery: the clock registration windows, the draw's
@@ -47,18 +48,28 @@ impl Lottery {
 }
 
 /// The one place the leader's and ops' changes of registrants' statuses pass through (the
-/// draw, the waitlist's codes, a revocation, the settling): the buyer events of SPEC §14
-/// (`registration`) are to be published from here once the event stream exists. A code
-/// that buys changes its buyer's status inside the buy script, which does not pass here.
-pub(crate) fn registration_changed(sale: SaleItem, changes: &[(i64, Status)]) {
-    if let Some((buyer, status)) = changes.first() {
-        tracing::debug!(
-            activity = sale.activity.0,
-            item = sale.item.0,
-            changed = changes.len(),
-            first_buyer = buyer,
-            first_status = status.as_str(),
-            "lottery statuses changed"
+/// draw, the waitlist's codes, a revocation, the settling): each buyer is told by a
+/// `registration` event on his stream (SPEC §14), after the change is in the stores. The
+/// event names the status; the page reads the rest (his code, his place) from
+/// `/registrations/me`. A code that buys changes its buyer's status inside the buy script,
+/// which does not pass here: his order's events tell his page.
+pub(crate) fn registration_changed(
+    events: &BuyerEvents,
+    sale: SaleItem,
+    changes: &[(i64, Status)],
+) {
+    for (buyer, status) in changes {
+        events.publish(
+            sale.activity,
+            UserId(*buyer),
+            BuyerEvent::Registration(RegistrationEvent {
+                item_id: sale.item.0,
+                status: *status,
+                code: None,
+                code_valid_from_ms: None,
+                code_expires_ms: None,
+                waitlist_position: None,
+            }),
         );
     }
 }

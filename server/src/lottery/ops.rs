@@ -72,7 +72,7 @@ pub(crate) async fn revoke(
     for line in &stored.lines {
         let sale = SaleItem::new(id, line.item_id);
         if LotteryClient(&state.redis).revoke(sale, user).await? {
-            registration_changed(sale, &[(user, Status::Revoked)]);
+            registration_changed(&state.events, sale, &[(user, Status::Revoked)]);
             items.push(line.item_id);
         }
     }

@@ -3,7 +3,6 @@
 
 use hmac::{Hmac, Mac};
 use rand::{distributions::Alphanumeric, Rng};
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 /// The public commitment to a draw's seed: its SHA-256 in lowercase hex, shown from the
@@ -53,30 +52,19 @@ pub(crate) fn well_formed_code(code: &str) -> bool {
     (1..=64).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric())
 }
 
-/// A registrant's status (SPEC §13).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Status {
-    Registered,
-    Won,
-    Waitlisted,
-    Bought,
-    Expired,
-    Lost,
-    Revoked,
-}
+/// A registrant's status (SPEC §13): the wire's, which the buyer events carry too.
+pub(crate) use contract::RegistrationStatus as Status;
 
-impl Status {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Status::Registered => "registered",
-            Status::Won => "won",
-            Status::Waitlisted => "waitlisted",
-            Status::Bought => "bought",
-            Status::Expired => "expired",
-            Status::Lost => "lost",
-            Status::Revoked => "revoked",
-        }
+/// A status as PostgreSQL's `lottery_entries.status` and the JSON spell it.
+pub(crate) fn status_name(status: Status) -> &'static str {
+    match status {
+        Status::Registered => "registered",
+        Status::Won => "won",
+        Status::Waitlisted => "waitlisted",
+        Status::Bought => "bought",
+        Status::Expired => "expired",
+        Status::Lost => "lost",
+        Status::Revoked => "revoked",
     }
 }
 

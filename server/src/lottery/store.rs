@@ -282,7 +282,7 @@ pub(crate) async fn settle(
     finals: &[(i64, Status, Option<Grant>)],
 ) -> Result<(), sqlx::Error> {
     let users: Vec<i64> = finals.iter().map(|f| f.0).collect();
-    let statuses: Vec<&str> = finals.iter().map(|f| f.1.as_str()).collect();
+    let statuses: Vec<&str> = finals.iter().map(|f| rules::status_name(f.1)).collect();
     let codes: Vec<Option<&str>> = finals
         .iter()
         .map(|f| f.2.as_ref().map(|g| g.code.as_str()))

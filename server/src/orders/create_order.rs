@@ -15,7 +15,7 @@
 
 use base::{db::is_outage, quiet_log::quiet};
 use lapin::message::Delivery;
-use std::{future::Future, time::Duration};
+use std::{collections::HashMap, future::Future, time::Duration};
 use uuid::Uuid;
 
 use crate::{
@@ -26,6 +26,7 @@ use crate::{
             message,
         },
         pay_timeout::give_back_to_redis,
+        status::OrderStatus,
     },
     state::AppState,
 };
@@ -67,6 +68,8 @@ struct CreateOrders {
 /// parse.
 struct Event {
     order_ids: Vec<Uuid>,
+    /// Each order's (activity, buyer), as the pre-order batch wrote them: whom to tell.
+    owners: Vec<(i64, i64)>,
     redelivered: bool,
 }
 
@@ -92,6 +95,11 @@ impl PipelinedHandler for CreateOrders {
             .map(|delivery| match serde_json::from_slice::<message::CreateOrders>(&delivery.data) {
                 Ok(message) => Some(Event {
                     order_ids: message.order_ids(),
+                    owners: message
+                        .orders()
+                        .iter()
+                        .map(|order| (order.activity_id, order.user_id))
+                        .collect(),
                     redelivered: delivery.redelivered,
                 }),
                 Err(error) => {
@@ -130,6 +138,7 @@ async fn work(state: &AppState, events: &[Option<Event>]) -> Verdict {
     returned.extend(indexes(events, |event| {
         event.is_some_and(|e| poisoned.iter().any(|id| e.has(id)))
     }));
+    tell_buyers(state, &outcome, events);
     for owed in &outcome.failed {
         give_back_to_redis(state, owed).await;
     }
@@ -151,6 +160,41 @@ async fn work(state: &AppState, events: &[Option<Event>]) -> Verdict {
     }
     let ack_rest = schedule_timeouts(state, &outcome, events).await;
     Verdict { returned, ack_rest }
+}
+
+/// Tells each buyer his order's new state, now that the batch is committed: `UNPAID` for
+/// the completed, `FAILED` for those the stock no longer covered. A skipped order changed
+/// nothing here, so nothing is told twice by a redelivery.
+fn tell_buyers(state: &AppState, outcome: &BatchOutcome, events: &[Option<Event>]) {
+    let owners: HashMap<Uuid, (i64, i64)> = events
+        .iter()
+        .flatten()
+        .flat_map(|event| {
+            event
+                .order_ids
+                .iter()
+                .copied()
+                .zip(event.owners.iter().copied())
+        })
+        .collect();
+    for completed in &outcome.completed {
+        if let Some(&(activity_id, user_id)) = owners.get(&completed.order_id) {
+            state.events.order(
+                activity_id,
+                user_id,
+                completed.order_id,
+                OrderStatus::Unpaid,
+            );
+        }
+    }
+    for failed in &outcome.failed {
+        state.events.order(
+            failed.activity_id,
+            failed.user_id,
+            failed.order_id,
+            OrderStatus::Failed,
+        );
+    }
 }
 
 fn indexes(events: &[Option<Event>], wanted: impl Fn(Option<&Event>) -> bool) -> Vec<usize> {

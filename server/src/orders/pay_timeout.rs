@@ -124,6 +124,12 @@ pub async fn settle_overdue(
                     .order_cancellations
                     .with_label_values(&[trigger.label()])
                     .inc();
+                state.events.order(
+                    give_back.activity_id,
+                    give_back.user_id,
+                    order_id,
+                    OrderStatus::Cancelled,
+                );
                 let given_back = give_back_to_redis(state, &give_back).await;
                 return Ok(Verdict::Cancelled { given_back });
             }
@@ -134,6 +140,7 @@ pub async fn settle_overdue(
     let recorded = payment::record_payment(
         &state.db,
         &state.metrics,
+        &state.events,
         order_id,
         amount_cents,
         "timeout_check",

@@ -18,6 +18,17 @@ pub(crate) enum PaymentEffect {
     Refuse,
 }
 
+impl PaymentEffect {
+    /// The state the payment moves the order to, if it moves it.
+    pub(crate) fn moves_to(self) -> Option<OrderStatus> {
+        match self {
+            Self::MarkPaid => Some(OrderStatus::Paid),
+            Self::FlagRefund => Some(OrderStatus::RefundPending),
+            Self::AlreadyApplied | Self::Refuse => None,
+        }
+    }
+}
+
 pub(crate) fn payment_effect(current: OrderStatus) -> PaymentEffect {
     match current {
         OrderStatus::Unpaid => PaymentEffect::MarkPaid,
@@ -58,6 +69,20 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_payment_moves_an_order_only_along_the_spec_edges() {
+        for from in OrderStatus::ALL {
+            if let Some(to) = payment_effect(from).moves_to() {
+                assert!(from.may_become(to), "{from} → {to}");
+            }
+        }
+        assert_eq!(
+            payment_effect(OrderStatus::Unpaid).moves_to(),
+            Some(OrderStatus::Paid)
+        );
+        assert_eq!(payment_effect(OrderStatus::Paid).moves_to(), None);
     }
 
     #[test]

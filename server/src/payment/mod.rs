@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use uuid::Uuid;
 
 use crate::{
+    events::BuyerEvents,
     orders::status::PaymentEffect,
     payment::{
         status::TradeStatus,
@@ -130,15 +131,28 @@ impl Settled {
 }
 
 /// Records money the center received for the order (from a callback, or found by the
-/// pay-timeout check when the callback is late), counted by `via` and outcome.
+/// pay-timeout check when the callback is late), counted by `via` and outcome, and tells
+/// its buyer the order's new state.
 pub(crate) async fn record_payment(
     db: &PgPool,
     metrics: &Metrics,
+    events: &BuyerEvents,
     order_id: Uuid,
     amount_cents: i64,
     via: &'static str,
 ) -> Result<Recorded, sqlx::Error> {
     let recorded = payments::record_payment(db, order_id, amount_cents).await?;
+    if let Recorded::Applied {
+        effect,
+        activity_id,
+        user_id,
+        ..
+    } = recorded
+    {
+        if let Some(status) = effect.moves_to() {
+            events.order(activity_id, user_id, order_id, status);
+        }
+    }
     let outcome = match recorded {
         Recorded::Applied { effect, .. } => match effect {
             PaymentEffect::MarkPaid => "paid",

@@ -6,7 +6,7 @@ use secrecy::SecretString;
 use sqlx::PgPool;
 
 use crate::payment::{record_payment, signature, status::TradeStatus, PayNotice, Settled};
-use crate::{orders::status::OrderStatus, payment::store as payments};
+use crate::{events::BuyerEvents, orders::status::OrderStatus, payment::store as payments};
 use base::metrics::Metrics;
 
 /// What an accepted callback did.
@@ -56,10 +56,11 @@ pub(crate) async fn receive(
     db: &PgPool,
     secret: &SecretString,
     metrics: &Metrics,
+    events: &BuyerEvents,
     body: &[u8],
     signature_header: Option<&str>,
 ) -> Result<Accepted, Refused> {
-    let result = check_and_apply(db, secret, metrics, body, signature_header).await;
+    let result = check_and_apply(db, secret, metrics, events, body, signature_header).await;
     if let Err(refusal) = &result {
         if let Some(reason) = refusal.reason() {
             metrics
@@ -75,6 +76,7 @@ async fn check_and_apply(
     db: &PgPool,
     secret: &SecretString,
     metrics: &Metrics,
+    events: &BuyerEvents,
     body: &[u8],
     signature_header: Option<&str>,
 ) -> Result<Accepted, Refused> {
@@ -103,10 +105,17 @@ async fn check_and_apply(
             "a paid notice carries paid_at_ms".into(),
         )),
         TradeStatus::Paid => {
-            match record_payment(db, metrics, notice.order_id, notice.amount_cents, "notify")
-                .await?
+            match record_payment(
+                db,
+                metrics,
+                events,
+                notice.order_id,
+                notice.amount_cents,
+                "notify",
+            )
+            .await?
             {
-                payments::Recorded::Applied { from, effect } => match Settled::of(effect) {
+                payments::Recorded::Applied { from, effect, .. } => match Settled::of(effect) {
                     Some(settled) => Ok(Accepted::Settled(settled)),
                     None => Err(Refused::NotPayable(from)),
                 },

@@ -94,6 +94,7 @@ async fn notify(
         &state.db,
         &state.settings.pay_secret,
         &state.metrics,
+        &state.events,
         &body,
         signature_header,
     )

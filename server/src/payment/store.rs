@@ -186,10 +186,13 @@ pub(crate) async fn count_notify_attempt(
 /// What recording a payment did to its order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Recorded {
-    /// The order was in `from`; `effect` says what the payment did to it.
+    /// The order (of `user_id` in `activity_id`) was in `from`; `effect` says what the
+    /// payment did to it.
     Applied {
         from: OrderStatus,
         effect: PaymentEffect,
+        activity_id: i64,
+        user_id: i64,
     },
     /// The order costs something else; nothing changed.
     AmountMismatch {
@@ -207,12 +210,13 @@ pub(crate) async fn record_payment(
     amount_cents: i64,
 ) -> Result<Recorded, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let row: Option<(String, i64)> =
-        sqlx::query_as("SELECT status, amount_cents FROM orders WHERE id = $1 FOR UPDATE")
-            .bind(order_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let Some((status, order_amount_cents)) = row else {
+    let row: Option<(String, i64, i64, i64)> = sqlx::query_as(
+        "SELECT status, amount_cents, activity_id, user_id FROM orders WHERE id = $1 FOR UPDATE",
+    )
+    .bind(order_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((status, order_amount_cents, activity_id, user_id)) = row else {
         return Ok(Recorded::NoOrder);
     };
     if order_amount_cents != amount_cents {
@@ -221,12 +225,7 @@ pub(crate) async fn record_payment(
     let from = OrderStatus::parse(&status)
         .ok_or_else(|| sqlx::Error::Protocol(format!("unknown order status {status}")))?;
     let effect = payment_effect(from);
-    let to = match effect {
-        PaymentEffect::MarkPaid => Some(OrderStatus::Paid),
-        PaymentEffect::FlagRefund => Some(OrderStatus::RefundPending),
-        PaymentEffect::AlreadyApplied | PaymentEffect::Refuse => None,
-    };
-    if let Some(to) = to {
+    if let Some(to) = effect.moves_to() {
         debug_assert!(from.may_become(to));
         // The guard cannot miss under the row lock; it keeps the storage rule uniform.
         sqlx::query(
@@ -239,5 +238,10 @@ pub(crate) async fn record_payment(
         .await?;
     }
     tx.commit().await?;
-    Ok(Recorded::Applied { from, effect })
+    Ok(Recorded::Applied {
+        from,
+        effect,
+        activity_id,
+        user_id,
+    })
 }

@@ -15,7 +15,7 @@
 //! seats, item rows and buyer holdings, any reconciliation run of it, then the activity
 //! row; and in Redis every key of its items (stock, buyer records, seats, markers, fence,
 //! give-backs, item window) and every key its requests could have made (stored answers,
-//! buyer and address windows), named from the plan, not found by a scan, so it works on a
+//! buyer and address windows, its buyers' event logs), named from the plan, not found by a scan, so it works on a
 //! cluster too. It sets no etcd key: the shadow is open because its own entry switch
 //! (`switches/entry/{id}`) is absent, as for any activity nobody closed.
 //!
@@ -26,11 +26,12 @@
 
 use crate::buy::stock_scripts::StockClient;
 use chrono::{DateTime, Utc};
-use contract::SaleItem;
+use contract::{ActivityId, SaleItem, UserId};
 use std::time::Duration;
 
 use crate::{
     catalog::store::{self as catalog, StoredActivity},
+    events::log::EventLog,
     prewarm,
     reconcile::service::ActivityLock,
     rehearsal::plan::{synthetic_buyer, PlannedBuy},
@@ -163,6 +164,9 @@ async fn remove(state: &AppState, leftovers: &Leftovers<'_>) -> anyhow::Result<(
             ShadowClient(&state.redis).delete_keys(chunk).await?;
         }
     }
+    for chunk in event_logs(&state.redis, leftovers).chunks(DELETED_AT_ONCE) {
+        ShadowClient(&state.redis).delete_keys(chunk).await?;
+    }
     fault::point("rehearsal.cleanup_keys_deleted");
     delete_rows(&state.db, shadow).await?;
     Ok(())
@@ -246,6 +250,22 @@ fn item_keys(
     keys.sort_unstable();
     keys.dedup();
     keys
+}
+
+/// The buyer event logs the load's orders could have made (one per synthetic buyer, all
+/// under the shadow's hash tag).
+fn event_logs(redis: &RedisStore, leftovers: &Leftovers<'_>) -> Vec<String> {
+    let mut buyers: Vec<i64> = leftovers
+        .sends
+        .iter()
+        .map(|send| synthetic_buyer(leftovers.rehearsal_id, send.buyer))
+        .collect();
+    buyers.sort_unstable();
+    buyers.dedup();
+    buyers
+        .into_iter()
+        .map(|buyer| EventLog::key_of(redis, ActivityId(leftovers.shadow), UserId(buyer)))
+        .collect()
 }
 
 /// A typed client over the Redis connection for the clean-up of a rehearsal copy's keys: these scripts and keys are

@@ -37,11 +37,16 @@ pub enum CreateOrders {
 
 impl CreateOrders {
     /// The orders of the message, in its order.
-    pub fn order_ids(&self) -> Vec<Uuid> {
+    pub fn orders(&self) -> &[OrderCreated] {
         match self {
-            Self::Batch { orders } => orders.iter().map(|order| order.order_id).collect(),
-            Self::One(order) => vec![order.order_id],
+            Self::Batch { orders } => orders,
+            Self::One(order) => std::slice::from_ref(order),
         }
+    }
+
+    /// The ids of [`Self::orders`].
+    pub fn order_ids(&self) -> Vec<Uuid> {
+        self.orders().iter().map(|order| order.order_id).collect()
     }
 }
 

@@ -430,7 +430,7 @@
           click.orderId = body.order_id;
           saveClick(click);
           say('', '');
-          follow(click.orderId);
+          follow(click.orderId, true);
           return;
         }
         forgetClick();
@@ -446,6 +446,97 @@
       render();
     }
   }
+
+  // ---- the buyer's events (GET /api/events), pushed instead of polled ----
+  // Read with fetch, not EventSource, which cannot send the bearer token. While the stream is
+  // open, an order being prepared or paid waits for its events and is not polled; when the
+  // stream cannot be opened or drops, the page polls as it always did and opens the stream
+  // again a little later, resuming after the last event it read (Last-Event-ID), so nothing
+  // pushed in between is missed. A stream the server replaced (the same buyer opened one in
+  // another tab) is not opened again: two tabs would take it from each other for ever.
+  const STREAM_RETRY_MS = 5000;
+  // `opens` counts the openings: a stream that opens (again) tells nothing of what happened
+  // before its start, so whoever follows an order reads it once then.
+  const stream = { open: false, opens: 0, lastId: null, replaced: false };
+  const streamHandlers = {}; // event name → handlers of its data
+  const pushedStates = new Map(); // order id → the latest state pushed
+  let streamWaiters = []; // woken by any event, and when the stream opens or drops
+  const onStream = (name, handler) => (streamHandlers[name] = streamHandlers[name] || []).push(handler);
+  const streamChange = (ms) => new Promise((resolve) => {
+    streamWaiters.push(resolve);
+    if (ms !== undefined) setTimeout(resolve, ms);
+  });
+  function wakeStreamWaiters() {
+    const waiters = streamWaiters;
+    streamWaiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  // One frame of the stream (its lines without the blank one that ended it).
+  function streamFrame(lines) {
+    let name = 'message';
+    let id = null;
+    const data = [];
+    for (const line of lines) {
+      if (line.startsWith(':')) continue; // a comment: `open`, `heartbeat`
+      const colon = line.indexOf(':');
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+      if (field === 'event') name = value;
+      else if (field === 'data') data.push(value);
+      else if (field === 'id') id = value;
+    }
+    if (id) stream.lastId = id;
+    if (name === 'replaced') {
+      stream.replaced = true;
+      return;
+    }
+    if (!data.length) return;
+    let body;
+    try {
+      body = JSON.parse(data.join('\n'));
+    } catch {
+      return;
+    }
+    if (name === 'order' && body.order_id) pushedStates.set(body.order_id, body.status);
+    for (const handler of streamHandlers[name] || []) handler(body);
+    wakeStreamWaiters();
+  }
+
+  async function openStream() {
+    if (!token || stream.replaced) return;
+    const headers = { Authorization: `Bearer ${token}` };
+    if (stream.lastId) headers['Last-Event-ID'] = stream.lastId;
+    try {
+      const res = await fetch(`/api/events?activity_id=${SALE.activity}`, { headers, cache: 'no-store' });
+      if (!res.ok || !res.body) throw new Error(`events ${res.status}`);
+      stream.open = true;
+      stream.opens += 1;
+      wakeStreamWaiters();
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = '';
+      while (!stream.replaced) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value.replace(/\r\n?/g, '\n');
+        let end;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          streamFrame(buffer.slice(0, end).split('\n'));
+          buffer = buffer.slice(end + 2);
+        }
+      }
+      if (stream.replaced) reader.cancel().catch(() => {});
+    } catch {
+      // Not opened, or dropped: the page polls meanwhile.
+    }
+    stream.open = false;
+    wakeStreamWaiters();
+    if (!stream.replaced) setTimeout(openStream, STREAM_RETRY_MS);
+  }
+
+  // A lottery's status pushed (the draw, a code from the waitlist, a revocation, the end):
+  // the buyer's whole line (his code, his place) is read at once.
+  if (lottery) onStream('registration', () => syncMine());
 
   // ---- the order: preparing, then pay, then paid ----
   const ORDER_WORDS = {
@@ -490,7 +581,9 @@
     render();
   }
 
-  async function follow(orderId) {
+  // `fresh`: the order a click has just made, whose every change the open stream brings; an
+  // order the page comes back to (a reload) may have changed while it was away: read once.
+  async function follow(orderId, fresh) {
     following = orderId;
     shown = orderId;
     el.pay.hidden = true;
@@ -499,18 +592,27 @@
     render();
     const since = performance.now();
     showOrder(orderId, 'Got it! Preparing your payment…', 'PREPARING');
+    let ask = !fresh;
+    let opensSeen = stream.opens;
     for (;;) {
-      const order = await readOrder(orderId);
-      const state = order ? order.status : 'PRE_CREATED';
+      if (stream.opens !== opensSeen) {
+        ask = true;
+        opensSeen = stream.opens;
+      }
+      const pushed = pushedStates.get(orderId);
+      // Ready to pay is pushed without the amount and the time to pay by: read them.
+      const read = ask || !stream.open || pushed === 'UNPAID' ? await readOrder(orderId) : null;
+      ask = false;
+      const state = read ? read.status : pushed && pushed !== 'UNPAID' ? pushed : 'PRE_CREATED';
       if (state === 'UNPAID') {
         el.recheck.hidden = true;
         showOrder(orderId, 'Your order is ready to pay.', 'UNPAID');
-        el.amount.textContent = order.pay_deadline_ms
-          ? `Amount: ${money(order.amount_cents)} · pay by ${zoned(order.pay_deadline_ms)}`
-          : `Amount: ${money(order.amount_cents)}`;
+        el.amount.textContent = read.pay_deadline_ms
+          ? `Amount: ${money(read.amount_cents)} · pay by ${zoned(read.pay_deadline_ms)}`
+          : `Amount: ${money(read.amount_cents)}`;
         el.pay.hidden = false;
         settled();
-        if (order.pay_deadline_ms) watchDeadline(orderId, order.pay_deadline_ms);
+        if (read.pay_deadline_ms) watchDeadline(orderId, read.pay_deadline_ms);
         return;
       }
       if (ORDER_WORDS[state]) {
@@ -525,12 +627,19 @@
         showOrder(orderId, 'Your order is being prepared. Nothing is lost: you can check again in a moment.', 'PRE_CREATED');
         el.recheck.hidden = false;
       }
-      // Every 1.5 s at first, then calmer; "check again" asks at once.
+      // With the stream open: its next event, its drop, or the end of the patience. Without
+      // it: every 1.5 s at first, then calmer. "Check again" asks at once.
+      const patience = Math.max(PREPARING_PATIENCE_MS - waited, 0);
       const pause = waited >= PREPARING_PATIENCE_MS ? 5000 : 1500;
-      await new Promise((resolve) => {
-        recheckNow = resolve;
-        setTimeout(resolve, pause);
-      });
+      const next = stream.open && pushed !== 'UNPAID'
+        ? streamChange(waited < PREPARING_PATIENCE_MS ? patience : undefined)
+        : sleep(pause);
+      await Promise.race([next, new Promise((resolve) => {
+        recheckNow = () => {
+          ask = true;
+          resolve();
+        };
+      })]);
     }
   }
 
@@ -548,15 +657,27 @@
       const order = await readOrder(orderId);
       if (shown !== orderId || !order || !FINAL.includes(order.status)) continue;
       if (FINAL.includes(el.order.dataset.status)) return;
-      el.pay.hidden = true;
-      el.amount.textContent = '';
-      showOrder(orderId, ORDER_WORDS[order.status], order.status);
-      // A refusal at the limit no longer holds once this order gave its unit back.
-      if (['ALREADY_PURCHASED', 'LIMIT_EXCEEDED'].includes(el.message.dataset.code)) say('', '');
-      settled();
+      ended(orderId, order.status);
       return;
     }
   }
+
+  // The unpaid order on display is over (cancelled, or paid elsewhere).
+  function ended(orderId, state) {
+    el.pay.hidden = true;
+    el.amount.textContent = '';
+    showOrder(orderId, ORDER_WORDS[state], state);
+    // A refusal at the limit no longer holds once this order gave its unit back.
+    if (['ALREADY_PURCHASED', 'LIMIT_EXCEEDED'].includes(el.message.dataset.code)) say('', '');
+    settled();
+  }
+
+  // Pushed: said at once, without waiting for the deadline's read.
+  onStream('order', (event) => {
+    if (event.order_id === shown && el.order.dataset.status === 'UNPAID' && FINAL.includes(event.status)) {
+      ended(event.order_id, event.status);
+    }
+  });
 
   el.pay.addEventListener('click', async () => {
     const orderId = shown;
@@ -580,13 +701,18 @@
       }
       el.pay.hidden = true;
       showOrder(orderId, 'Paying… waiting for the payment center.', 'PAYING');
+      let opensSeen = stream.opens;
       for (;;) {
-        const order = await readOrder(orderId);
+        const pushed = pushedStates.get(orderId);
+        const reopened = stream.opens !== opensSeen;
+        opensSeen = stream.opens;
+        const order = pushed && pushed !== 'UNPAID' ? { status: pushed }
+          : stream.open && !reopened ? null : await readOrder(orderId);
         if (order && order.status !== 'UNPAID') {
           showOrder(orderId, ORDER_WORDS[order.status] || order.status, order.status);
           return;
         }
-        await sleep(1500);
+        await (stream.open ? streamChange() : sleep(1500));
       }
     } catch {
       showOrder(orderId, 'The payment could not start. Please try again.', 'UNPAID');
@@ -609,8 +735,9 @@
     // The button script: every 5 s, every quarter second once the start is due.
     const buttonEvery = nearStart ? 250 : 5000;
     if (sinceButton >= buttonEvery) syncButton();
-    // A lottery's outcome: every 2 s (a code can come from the waitlist at any moment).
-    if (lottery && performance.now() - lastMineAsk >= 2000) syncMine();
+    // A lottery's outcome: pushed while the stream is open (read every 30 s all the same),
+    // else every 2 s (a code can come from the waitlist at any moment).
+    if (lottery && performance.now() - lastMineAsk >= (stream.open ? 30000 : 2000)) syncMine();
     render();
   }
 
@@ -618,6 +745,7 @@
   syncStatus();
   syncButton();
   syncMine();
+  openStream();
   if (resumed && resumed.orderId) {
     follow(resumed.orderId);
   } else if (resumed && token) {

@@ -1,0 +1,17 @@
+//! Buyer events (SPEC §14): what a buyer waits for, pushed to his sale page instead of
+//! polled. Whoever changes an order's state (the create-order consumer, the payment, the
+//! pay timeout, a void) or a registration's publishes through [`BuyerEvents`] after its
+//! commit; the event goes into the buyer's log of the activity in Redis and is announced on
+//! one Redis channel in the same script (`log`); every instance's one subscriber hands it to
+//! the buyer's stream if it holds one (`hub`); `GET /api/events` serves the stream and
+//! resumes it from the log with `Last-Event-ID` (`routes`). Why Redis pub/sub and not
+//! RabbitMQ: docs/buyer-events.md.
+
+pub(crate) mod hub;
+pub(crate) mod log;
+mod publisher;
+pub(crate) mod routes;
+pub(crate) mod rules;
+
+pub use hub::Hub;
+pub use publisher::BuyerEvents;
