@@ -109,19 +109,6 @@ async fn draw(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result<(
     // A test kills the leader here: the list sealed and ordered, nothing written yet.
     base::fault::point("lottery.drawing");
     if store::record_draw(&state.db, item, &result).await? {
-        let changes: Vec<(i64, Status)> = order
-            .iter()
-            .enumerate()
-            .map(|(place, user)| {
-                let status = if place < winners {
-                    Status::Won
-                } else {
-                    Status::Waitlisted
-                };
-                (*user, status)
-            })
-            .collect();
-        registration_changed(&state.events, sale, &changes);
         let metrics = &state.metrics.lottery;
         metrics.draws.inc();
         metrics
@@ -149,10 +136,24 @@ async fn publish(state: &AppState, item: &DueItem) -> anyhow::Result<()> {
         winners,
         expires_at_ms: keys_expire_at(item.ends_at).timestamp_millis(),
     };
+    let sale = SaleItem::new(item.activity_id, item.item_id);
     LotteryClient(&state.redis)
-        .publish(SaleItem::new(item.activity_id, item.item_id), &published)
+        .publish(sale, &published)
         .await?;
     store::mark_published(&state.db, item).await?;
+    // Told once the result is in Redis, where a buyer's page reads his code and his place.
+    let changes: Vec<(i64, Status)> = ranked
+        .iter()
+        .map(|(user, rank)| {
+            let status = if *rank <= winners {
+                Status::Won
+            } else {
+                Status::Waitlisted
+            };
+            (*user, status)
+        })
+        .collect();
+    registration_changed(&state.events, sale, &changes);
     Ok(())
 }
 

@@ -535,8 +535,21 @@
   }
 
   // A lottery's status pushed (the draw, a code from the waitlist, a revocation, the end):
-  // the buyer's whole line (his code, his place) is read at once.
-  if (lottery) onStream('registration', () => syncMine());
+  // the buyer's whole line (his code, his place) is read at once. A stream that opens tells
+  // nothing of what happened before it did, so the line is read again then too.
+  if (lottery) {
+    onStream('registration', () => syncMine());
+    (async () => {
+      let opened = 0;
+      for (;;) {
+        await streamChange();
+        if (stream.opens !== opened) {
+          opened = stream.opens;
+          syncMine();
+        }
+      }
+    })();
+  }
 
   // ---- the order: preparing, then pay, then paid ----
   const ORDER_WORDS = {
