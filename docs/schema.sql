@@ -360,8 +360,15 @@ CREATE TABLE public.activities (
     prewarmed_at timestamp with time zone,
     rehearsal_of bigint,
     rehearsal_id bigint,
+    mode text DEFAULT 'first_come'::text NOT NULL,
+    registration_opens_at timestamp with time zone,
+    registration_closes_at timestamp with time zone,
+    code_ttl_s integer,
     CONSTRAINT activities_check CHECK ((ends_at > starts_at)),
+    CONSTRAINT activities_code_ttl_s_check CHECK (((code_ttl_s >= 60) AND (code_ttl_s <= 86400))),
     CONSTRAINT activities_kind_check CHECK ((kind = ANY (ARRAY['standard'::text, 'seated'::text]))),
+    CONSTRAINT activities_lottery_terms CHECK ((((mode = 'lottery'::text) = ((registration_opens_at IS NOT NULL) AND (registration_closes_at IS NOT NULL) AND (code_ttl_s IS NOT NULL))) AND ((mode <> 'lottery'::text) OR ((registration_opens_at < registration_closes_at) AND (registration_closes_at <= starts_at))))),
+    CONSTRAINT activities_mode_check CHECK ((mode = ANY (ARRAY['first_come'::text, 'lottery'::text]))),
     CONSTRAINT activities_pay_timeout_s_check CHECK ((pay_timeout_s > 0)),
     CONSTRAINT activities_title_check CHECK (((length(title) >= 1) AND (length(title) <= 200)))
 );
@@ -667,6 +674,50 @@ CREATE TABLE public.kind_baselines (
     run_id bigint NOT NULL,
     marked_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT kind_baselines_kind_check CHECK ((kind = ANY (ARRAY['standard'::text, 'seated'::text])))
+);
+
+--
+-- Name: lottery_draws; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.lottery_draws (
+    activity_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    registrants integer NOT NULL,
+    winners integer NOT NULL,
+    drawn_at timestamp with time zone DEFAULT now() NOT NULL,
+    published_at timestamp with time zone,
+    settled_at timestamp with time zone
+);
+
+--
+-- Name: lottery_entries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.lottery_entries (
+    activity_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    user_id bigint NOT NULL,
+    rank integer,
+    status text NOT NULL,
+    code text,
+    code_valid_from timestamp with time zone,
+    code_expires_at timestamp with time zone,
+    code_units integer,
+    revoked_reason text,
+    CONSTRAINT lottery_entries_status_check CHECK ((status = ANY (ARRAY['registered'::text, 'won'::text, 'waitlisted'::text, 'bought'::text, 'expired'::text, 'lost'::text, 'revoked'::text])))
+);
+
+--
+-- Name: lottery_seeds; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.lottery_seeds (
+    activity_id bigint NOT NULL,
+    seed bytea NOT NULL,
+    commitment text NOT NULL,
+    revealed_at timestamp with time zone,
+    CONSTRAINT lottery_seeds_seed_check CHECK ((length(seed) = 32))
 );
 
 --
@@ -1328,6 +1379,27 @@ ALTER TABLE ONLY public.kind_baselines
     ADD CONSTRAINT kind_baselines_run_id_key UNIQUE (run_id);
 
 --
+-- Name: lottery_draws lottery_draws_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.lottery_draws
+    ADD CONSTRAINT lottery_draws_pkey PRIMARY KEY (activity_id, item_id);
+
+--
+-- Name: lottery_entries lottery_entries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.lottery_entries
+    ADD CONSTRAINT lottery_entries_pkey PRIMARY KEY (activity_id, item_id, user_id);
+
+--
+-- Name: lottery_seeds lottery_seeds_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.lottery_seeds
+    ADD CONSTRAINT lottery_seeds_pkey PRIMARY KEY (activity_id);
+
+--
 -- Name: merchants merchants_name_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1517,6 +1589,12 @@ CREATE INDEX hotkey_periods_started ON public.hotkey_periods USING btree (starte
 --
 
 CREATE INDEX items_by_merchant ON public.items USING btree (merchant_id, id);
+
+--
+-- Name: lottery_entries_by_rank; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX lottery_entries_by_rank ON public.lottery_entries USING btree (activity_id, item_id, rank);
 
 --
 -- Name: ops_audit_recent; Type: INDEX; Schema: public; Owner: -
@@ -1763,6 +1841,13 @@ ALTER TABLE ONLY public.items
 
 ALTER TABLE ONLY public.kind_baselines
     ADD CONSTRAINT kind_baselines_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.baseline_runs(id) ON DELETE CASCADE;
+
+--
+-- Name: lottery_seeds lottery_seeds_activity_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.lottery_seeds
+    ADD CONSTRAINT lottery_seeds_activity_id_fkey FOREIGN KEY (activity_id) REFERENCES public.activities(id) ON DELETE CASCADE;
 
 --
 -- Name: payment_trades payment_trades_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -25,7 +25,10 @@
 -- expiry here, in the same call, so a buy pays no round trip of its own for it.
 --
 -- The steps a call runs are named by letters: `w` the windows, `c` the claim, `d` the
--- deduction (with the claim). A buy runs `wcd` in one call; with the challenge on (its key
+-- deduction (with the claim), `q` the lottery code (SPEC §13): the buyer's own code for the
+-- item, live, not used; his limit is then his code's units, and the deduction (or, with
+-- PostgreSQL deducting, the claim) uses the code in the same step. A first-come buy has no
+-- `q` and reads nothing of the lottery's keys. A buy runs `wcd` in one call; with the challenge on (its key
 -- is the buyer's, not the item's), `w` first and `cd` after the challenge; with the deduction
 -- switch on `db`, PostgreSQL deducts and the script only claims (`wc`, or `w` then `c`).
 --
@@ -39,7 +42,9 @@
 -- KEYS[8]  {a<activity>.i<item>}:fence     present while a reconciliation run holds the item
 -- KEYS[9]  {a<activity>.i<item>}:seats     hash: seat code -> '' (free) or holder's buyer id
 -- KEYS[10] {a<activity>.i<item>}:holders   list: "<buyer> <order id>" of every deduction, in order
--- ARGV[1]  the steps to run: any of `w`, `c`, `d` (the lookup always runs first)
+-- KEYS[11] {a<activity>.i<item>}:lot:codes hash: buyer -> "<code> <valid from ms> <expires ms> <units>"
+-- KEYS[12] {a<activity>.i<item>}:lot:used  set: buyers whose code bought
+-- ARGV[1]  the steps to run: any of `w`, `c`, `d`, `q` (the lookup always runs first)
 -- ARGV[2]  the in-flight marker stored under KEYS[1] with the deduction
 -- ARGV[3]  how long the marker lives, in milliseconds
 -- ARGV[4]  window length in seconds
@@ -48,7 +53,9 @@
 -- ARGV[9]  quantity (>= 1); a seat buy takes one unit per seat instead
 -- ARGV[10] per-user limit
 -- ARGV[11] order id of the pre-order the deduction is for
--- ARGV[12..]  seat codes, distinct (a seat buy), or none (a units buy)
+-- ARGV[12] the buyer's lottery code (`q`), else empty
+-- ARGV[13] now, in ms since the epoch, as the code's lifetime is judged (`q`), else 0
+-- ARGV[14..]  seat codes, distinct (a seat buy), or none (a units buy)
 --
 -- Returns a pair {code, value} (value a string):
 --   { 1, stored}  the request id was seen before: its stored answer, or the in-flight marker
@@ -63,6 +70,8 @@
 --   {-5, ""}      not enough left for this quantity (some units remain)
 --   {-6, ""}      a chosen seat does not exist
 --   {-8, ""}      fenced: a reconciliation run holds the item for a moment
+--   {-9, ""}      no code of this buyer for this item, or another code (`q`)
+--   {-10, ""}     his code's lifetime is over (`q`)
 -- where h is the units the buyer holds of the item: a holder refused without a stored
 -- answer may be replaying the request that won them, whose answer never reached Redis.
 local steps = ARGV[1]
@@ -95,7 +104,32 @@ end
 if not string.find(steps, 'c', 1, true) then
   return {3, ''}
 end
+local buyer = ARGV[8]
+local limit = tonumber(ARGV[10])
+local coded = string.find(steps, 'q', 1, true)
+if coded then
+  local grant = redis.call('HGET', KEYS[11], buyer)
+  local code, from, expires, units
+  if grant then
+    code, from, expires, units = string.match(grant, '^(%S+) (%d+) (%d+) (%d+)$')
+  end
+  local now = tonumber(ARGV[13])
+  if code ~= ARGV[12] or now < tonumber(from) then
+    return {-9, ''}
+  end
+  if redis.call('SISMEMBER', KEYS[12], buyer) == 1 then
+    local held = redis.call('HGET', KEYS[6], buyer)
+    return {-2, held or '0'}
+  end
+  if now > tonumber(expires) then
+    return {-10, ''}
+  end
+  limit = math.min(limit, tonumber(units))
+end
 if not string.find(steps, 'd', 1, true) then
+  if coded then
+    redis.call('SADD', KEYS[12], buyer)
+  end
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return {4, ''}
 end
@@ -108,11 +142,9 @@ if not stock then
   return {-4, ''}
 end
 stock = tonumber(stock)
-local buyer = ARGV[8]
-local seated = #ARGV >= 12
-local quantity = seated and (#ARGV - 11) or tonumber(ARGV[9])
+local seated = #ARGV >= 14
+local quantity = seated and (#ARGV - 13) or tonumber(ARGV[9])
 local units = seated and tostring(quantity) or ARGV[9]
-local limit = tonumber(ARGV[10])
 local held = redis.call('HGET', KEYS[6], buyer)
 held = held and tonumber(held) or 0
 if held >= limit then
@@ -123,7 +155,7 @@ if held + quantity > limit then
 end
 local marker
 if seated then
-  for i = 12, #ARGV do
+  for i = 14, #ARGV do
     local holder = redis.call('HGET', KEYS[9], ARGV[i])
     if not holder then
       return {-6, ''}
@@ -133,7 +165,7 @@ if seated then
     end
   end
   local seats = {}
-  for i = 12, #ARGV do
+  for i = 14, #ARGV do
     redis.call('HSET', KEYS[9], ARGV[i], buyer)
     seats[#seats + 1] = ARGV[i]
   end
@@ -173,6 +205,9 @@ if created then
 end
 if redis.call('RPUSH', KEYS[10], buyer .. ' ' .. ARGV[11]) == 1 then
   hand_on_expiry(KEYS[10])
+end
+if coded and redis.call('SADD', KEYS[12], buyer) == 1 and redis.call('SCARD', KEYS[12]) == 1 then
+  hand_on_expiry(KEYS[12])
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return {0, tostring(stock - quantity)}

@@ -5,7 +5,8 @@
 
 use crate::error::ConsoleFnError;
 use contract::{
-    ActivityBaselines, BaselineRun, BaselineScope, HotKey, HotKeyPeriod, HotKeysView, Readiness,
+    ActivityBaselines, BaselineRun, BaselineScope, DrawReport, HotKey, HotKeyPeriod, HotKeysView,
+    Readiness, Revoked,
 };
 use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, CurrentUser,
@@ -514,6 +515,31 @@ pub async fn get_readiness(activity_id: i64) -> Result<Readiness, ConsoleFnError
     let (backend, actor) = session::signed_in().await?;
     backend
         .readiness(&actor, activity_id)
+        .await
+        .map_err(session::refuse)
+}
+
+/// A lottery activity's draw: per item, registrants, codes by outcome, the waitlist's reach;
+/// the commitment and, once drawn, the seed.
+#[server(prefix = "/console/fn")]
+pub async fn get_draw(activity_id: i64) -> Result<DrawReport, ConsoleFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .draw(&actor, activity_id)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Ends a buyer's part in a lottery (ops, admin), audited with the reason.
+#[server(prefix = "/console/fn")]
+pub async fn revoke_registration(
+    activity_id: i64,
+    user_id: i64,
+    reason: String,
+) -> Result<Revoked, ConsoleFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .revoke_registration(&actor, activity_id, user_id, &reason)
         .await
         .map_err(session::refuse)
 }

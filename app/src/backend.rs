@@ -7,8 +7,8 @@
 //! before it does anything: server functions are public endpoints.
 
 use contract::{
-    ActivityBaselines, BaselineRun, BaselineScope, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView,
-    Readiness,
+    ActivityBaselines, BaselineRun, BaselineScope, DrawReport, HotKey, HotKeyForm, HotKeyPeriod,
+    HotKeysView, Readiness, Revoked,
 };
 use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, Actor, AuditPage,
@@ -190,6 +190,17 @@ pub trait ConsoleBackend: Send + Sync + 'static {
 
     /// The pre-sale readiness check of an activity, run now (ops, SRE, admin).
     async fn readiness(&self, actor: &Actor, activity_id: i64) -> Result<Readiness, ConsoleError>;
+
+    /// A lottery activity's draw (ops, SRE, admin).
+    async fn draw(&self, actor: &Actor, activity_id: i64) -> Result<DrawReport, ConsoleError>;
+    /// Ends a buyer's part in a lottery, audited (ops and admin).
+    async fn revoke_registration(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+        user_id: i64,
+        reason: &str,
+    ) -> Result<Revoked, ConsoleError>;
 
     /// Rehearsals, newest first, of one activity or of all (ops, SRE, admin).
     async fn rehearsals(

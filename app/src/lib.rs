@@ -14,8 +14,8 @@ use leptos_router::{
     path, SsrMode,
 };
 use pages::{
-    activities, audit, baselines, dashboard, dead_letters, hotkeys, items, layout, login, orders,
-    prewarm, readiness, reconciliation, rehearsals, switches,
+    activities, audit, baselines, dashboard, dead_letters, draw, hotkeys, items, layout, login,
+    orders, prewarm, readiness, reconciliation, rehearsals, switches,
 };
 
 /// Name of the wasm bundle and stylesheet under `/pkg`, shared with the build scripts.
@@ -87,6 +87,7 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/items/:id") view=items::ItemEdit/>
                         <Route path=path!("/prewarm") view=prewarm::PrewarmList/>
                         <Route path=path!("/readiness") view=readiness::ReadinessPage/>
+                        <Route path=path!("/draw") view=draw::DrawPage/>
                         <Route path=path!("/switches") view=switches::SwitchBoardPage/>
                         <Route path=path!("/dashboard") view=dashboard::Dashboard/>
                         <Route path=path!("/hotkeys") view=hotkeys::HotKeysPage/>

@@ -697,6 +697,10 @@ async fn seed_demo(settings: Settings) -> anyhow::Result<()> {
                     }],
                     seats: vec![],
                     merchant_id: None,
+                    mode: contract::SaleMode::FirstCome,
+                    registration_opens_at: None,
+                    registration_closes_at: None,
+                    code_ttl_s: None,
                 },
             )
             .await?

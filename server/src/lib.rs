@@ -22,6 +22,7 @@ pub(crate) mod dashboard;
 pub mod events;
 pub mod hotkeys;
 pub mod identity;
+pub mod lottery;
 pub mod openapi;
 pub mod orders;
 pub mod payment;

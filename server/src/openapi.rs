@@ -36,6 +36,7 @@ const ADMIN_PREFIX: &str = "/admin/api";
 pub(crate) fn buyer_routes() -> RouteTable<AppState> {
     let routes = crate::buy::routes::routes(RouteTable::default());
     let routes = crate::orders::buyer::routes(routes);
+    let routes = crate::lottery::routes::buyer(routes);
     let routes = crate::events::routes::routes(routes);
     crate::payment::routes::routes(routes)
 }

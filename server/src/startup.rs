@@ -173,6 +173,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         metrics.catalogue_reads.clone(),
     ));
     let deduction = Arc::new(DeductionGate::new(switches.current().deduction));
+    let lottery = crate::lottery::Lottery::default();
     let funnel = Arc::new(Funnel::new(FunnelParts {
         settings: buy.clone(),
         switches: switches.clone(),
@@ -184,6 +185,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         redis: redis.clone(),
         db: db.clone(),
         metrics: metrics.clone(),
+        lottery_clock: lottery.clock(),
     }));
     // A bundle built with content-named files is named through its hash file; a site root
     // without one (a bundle built by an older script) keeps the plain names.
@@ -234,6 +236,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         hotkeys,
         address: std::sync::OnceLock::new(),
         retention: Default::default(),
+        lottery,
         events,
         event_hub,
         changes: Default::default(),
@@ -269,6 +272,7 @@ fn workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     workers.push(crate::reconcile::auto::spawn(state));
     workers.push(crate::rehearsal::service::spawn_leader(state));
     workers.push(crate::retention::spawn(state));
+    workers.push(crate::lottery::draw::spawn(state));
     workers
 }
 

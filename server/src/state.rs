@@ -102,6 +102,8 @@ pub struct Shared {
     pub(crate) address: std::sync::OnceLock<std::net::SocketAddr>,
     /// The clock the leader's retention job reads ages by.
     pub retention: crate::retention::Retention,
+    /// Lottery sales: the clock registration windows, draws and codes' lifetimes are judged by.
+    pub lottery: crate::lottery::Lottery,
     /// Publishes buyer events (an order's or a registration's new state) to their streams.
     pub events: crate::events::BuyerEvents,
     /// The buyer event streams this instance holds, fed by its one subscription.

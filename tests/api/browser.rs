@@ -20,7 +20,7 @@ use std::{path::Path, process::Command};
 
 /// Runs `tests/browser/{script}` with `args` under node; fails the test with its output.
 /// Returns what the scenario printed.
-async fn run_scenario(script: &str, args: Vec<String>) -> String {
+pub(crate) async fn run_scenario(script: &str, args: Vec<String>) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("browser")
         .join(script);
@@ -418,6 +418,7 @@ fn menu_of(role: Role) -> String {
         ("/prewarm", Prewarm),
         ("/rehearsals", WatchOperations),
         ("/readiness", WatchOperations),
+        ("/draw", WatchOperations),
         ("/switches", ReadSwitches),
         ("/dashboard", WatchOperations),
         ("/hotkeys", WatchOperations),

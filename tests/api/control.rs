@@ -651,8 +651,8 @@ async fn only_ops_flip_and_bad_input_writes_nothing() {
     // SRE reads the board: every switch and limit, with defaults from the settings.
     let sre = app.caller(Role::Sre, None).await;
     let board = app.board(&sre).await;
-    // Four switches, six limits and the hot-key rules of three kinds.
-    assert_eq!(board["switches"].as_array().map(Vec::len), Some(13));
+    // Four switches, seven limits and the hot-key rules of three kinds.
+    assert_eq!(board["switches"].as_array().map(Vec::len), Some(14));
     assert_eq!(row(&board, "switches/deduction")["default_value"], "redis");
     assert_eq!(row(&board, "switches/entry")["etcd_value"], Value::Null);
     assert_eq!(row(&board, "switches/entry")["in_force"], "open");

@@ -24,6 +24,7 @@ mod health;
 mod hotkeys;
 mod identity;
 mod logging;
+mod lottery;
 mod openapi;
 mod payment;
 mod pipeline;

@@ -119,7 +119,10 @@ async fn openapi_document_lists_every_route() {
         })
         .map(|(method, path)| format!("{method} {path}"))
         .collect();
-    assert_eq!(unsaid, ["GET /admin/api/dashboard/stream", "GET /api/events"]);
+    assert_eq!(
+        unsaid,
+        ["GET /admin/api/dashboard/stream", "GET /api/events"]
+    );
 }
 
 /// What a refused request could have written: the rows of every table, the Redis keys of

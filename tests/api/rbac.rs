@@ -168,6 +168,22 @@ fn rows() -> Vec<Row> {
             404,
         ),
         admin(
+            M::GET,
+            "/activities/{id}/draw",
+            &format!("/activities/{NO_ID}/draw"),
+            Body::None,
+            Needs(P::WatchOperations),
+            404,
+        ),
+        admin(
+            M::POST,
+            "/activities/{id}/registrations/{user_id}/revoke",
+            &format!("/activities/{NO_ID}/registrations/1/revoke"),
+            Json(json!({ "reason": "a scalper's farm" })),
+            Needs(P::RevokeRegistration),
+            404,
+        ),
+        admin(
             M::POST,
             "/activities/{id}/publish",
             &format!("/activities/{NO_ID}/publish"),
@@ -589,6 +605,22 @@ fn rows() -> Vec<Row> {
             GetReadiness::PATH,
             Form(vec![("activity_id", NO_ID)]),
             Needs(P::WatchOperations),
+            404,
+        ),
+        server_fn(
+            GetDraw::PATH,
+            Form(vec![("activity_id", NO_ID)]),
+            Needs(P::WatchOperations),
+            404,
+        ),
+        server_fn(
+            RevokeRegistration::PATH,
+            Form(vec![
+                ("activity_id", NO_ID),
+                ("user_id", "1"),
+                ("reason", "a scalper's farm"),
+            ]),
+            Needs(P::RevokeRegistration),
             404,
         ),
         // Buyers out of range: refused by the rules once the gate lets it through.

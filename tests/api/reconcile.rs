@@ -681,6 +681,7 @@ async fn runs_report_then_repair_and_a_second_run_finds_nothing() {
                 per_user_limit: 2,
                 order: lost,
                 seats: &[],
+                code: None,
             },
             Steps::Deduct,
         )

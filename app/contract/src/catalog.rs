@@ -62,6 +62,40 @@ impl std::str::FromStr for ActivityKind {
     }
 }
 
+/// How an activity sells (SPEC §13): to whoever comes first, or to the winners of a draw
+/// among those who registered in a window before the sale, each with a code of his own.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SaleMode {
+    #[default]
+    FirstCome,
+    Lottery,
+}
+
+impl SaleMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SaleMode::FirstCome => "first_come",
+            SaleMode::Lottery => "lottery",
+        }
+    }
+}
+
+impl std::str::FromStr for SaleMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "first_come" => Ok(SaleMode::FirstCome),
+            "lottery" => Ok(SaleMode::Lottery),
+            other => Err(format!("unknown sale mode `{other}`")),
+        }
+    }
+}
+
+/// A code's lifetime when the merchant names none: fifteen minutes to pay attention and buy.
+pub const DEFAULT_CODE_TTL_S: i64 = 900;
+
 /// One item offered in an activity, as the merchant registers it.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,6 +123,16 @@ pub struct ActivityInput {
     /// Only an admin names the merchant; a merchant always writes its own activities.
     #[serde(default)]
     pub merchant_id: Option<i64>,
+    #[serde(default)]
+    pub mode: SaleMode,
+    /// A lottery's registration window; required for a lottery, refused for first come.
+    #[serde(default)]
+    pub registration_opens_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub registration_closes_at: Option<DateTime<Utc>>,
+    /// A lottery code's lifetime in seconds (60..=86,400); absent: [`DEFAULT_CODE_TTL_S`].
+    #[serde(default)]
+    pub code_ttl_s: Option<i64>,
 }
 
 /// A line of the activity list.
@@ -172,6 +216,17 @@ pub struct ActivityDetail {
     /// The buyers' sale page as published, absent until the first publish.
     #[serde(default)]
     pub publication: Option<crate::Publication>,
+    #[serde(default)]
+    pub mode: SaleMode,
+    #[serde(default)]
+    pub registration_opens_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub registration_closes_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub code_ttl_s: Option<i64>,
+    /// A lottery's commitment: the hex SHA-256 of the draw's seed.
+    #[serde(default)]
+    pub draw_commitment: Option<String>,
 }
 
 impl ActivityDetail {
@@ -195,6 +250,10 @@ impl ActivityDetail {
                 .collect(),
             seats: self.seats.clone(),
             merchant_id: Some(self.merchant_id),
+            mode: self.mode,
+            registration_opens_at: self.registration_opens_at,
+            registration_closes_at: self.registration_closes_at,
+            code_ttl_s: self.code_ttl_s,
         }
     }
 }

@@ -59,10 +59,13 @@ pub enum Permission {
     Rehearse,
     /// Mark a recorded run as an activity's baseline (reading runs is `WatchOperations`).
     MarkBaseline,
+    /// End a buyer's part in a lottery (his registration and live code; reading the draw is
+    /// `WatchOperations`).
+    RevokeRegistration,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 15] = [
+    pub const ALL: [Permission; 16] = [
         Permission::ReadCatalog,
         Permission::WriteCatalog,
         Permission::ReadOrders,
@@ -78,6 +81,7 @@ impl Permission {
         Permission::ManageHotKeys,
         Permission::Rehearse,
         Permission::MarkBaseline,
+        Permission::RevokeRegistration,
     ];
 }
 
@@ -109,7 +113,8 @@ impl Role {
             | Permission::RepairStock
             | Permission::ManageHotKeys
             | Permission::Rehearse
-            | Permission::MarkBaseline => &[Ops, Admin],
+            | Permission::MarkBaseline
+            | Permission::RevokeRegistration => &[Ops, Admin],
             Permission::WatchOperations | Permission::Reconcile => &[Ops, Sre, Admin],
             Permission::PublishSalePage => &[Merchant, Ops, Admin],
         };

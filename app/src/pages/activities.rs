@@ -21,6 +21,7 @@ use leptos_router::{
     components::A,
     hooks::{use_navigate, use_params_map},
 };
+use lottery::{LotteryFields, LotteryFieldset};
 
 const INPUT_TIME_FORMAT: &str = "%Y-%m-%dT%H:%M";
 
@@ -441,6 +442,8 @@ struct ActivityFields {
     local: RwSignal<bool>,
     /// Not shown in the form: sent back as it came.
     merchant_id: Option<i64>,
+    /// The sale mode and a lottery's terms.
+    lottery: LotteryFields,
 }
 
 impl ActivityFields {
@@ -465,13 +468,15 @@ impl ActivityFields {
             items: ItemRows::new(initial.map_or(&[], |a| &a.items)),
             local: RwSignal::new(false),
             merchant_id: initial.and_then(|a| a.merchant_id),
+            lottery: LotteryFields::new(initial),
         }
     }
 
     /// Once the page is live: the times the server rendered in UTC become the viewer's wall
     /// clock, which is what a `datetime-local` input means to the person typing into it.
     fn go_local(self) {
-        for field in [self.starts_at, self.ends_at] {
+        let [opens, closes] = self.lottery.times();
+        for field in [self.starts_at, self.ends_at, opens, closes] {
             if let Some(time) = input_instant(&field.get_untracked(), false) {
                 field.set(
                     viewer_wall_clock(time)
@@ -488,6 +493,7 @@ impl ActivityFields {
     fn to_input(self) -> Result<ActivityInput, String> {
         let items = self.items.to_inputs()?;
         let local = self.local.get_untracked();
+        let lottery = self.lottery.to_terms(local)?;
         Ok(ActivityInput {
             title: self.title.get_untracked(),
             starts_at: time_from_input(&self.starts_at.get_untracked(), local, "Starts")?,
@@ -508,6 +514,10 @@ impl ActivityFields {
                 .map(str::to_owned)
                 .collect(),
             merchant_id: self.merchant_id,
+            mode: lottery.mode,
+            registration_opens_at: lottery.registration_opens_at,
+            registration_closes_at: lottery.registration_closes_at,
+            code_ttl_s: lottery.code_ttl_s,
         })
     }
 }
@@ -546,6 +556,7 @@ fn ActivityForm(
         seats,
         items,
         local,
+        lottery,
         ..
     } = fields;
 
@@ -553,6 +564,7 @@ fn ActivityForm(
         <form class="card" id="activity-form" on:submit=on_submit>
             <label>"Title" <input type="text" name="title" required maxlength="200" bind:value=title/></label>
             <ScheduleFields starts_at ends_at local pay_timeout kind/>
+            <LotteryFieldset fields=lottery local/>
             <ItemsFieldset items catalogue/>
             <SeatsField kind seats/>
             <button type="submit" disabled=move || save.pending().get()>"Save activity"</button>
@@ -721,3 +733,5 @@ fn SeatsField(kind: RwSignal<ActivityKind>, seats: RwSignal<String>) -> impl Int
         </Show>
     }
 }
+
+mod lottery;

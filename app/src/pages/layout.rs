@@ -12,12 +12,13 @@ use leptos_router::{
 
 /// Navigation entries, in the order an operator walks through a sale, each with the
 /// permission its page needs: a role sees only the pages it may use.
-const PAGES: [(&str, &str, Permission); 13] = [
+const PAGES: [(&str, &str, Permission); 14] = [
     ("/activities", "Activities", Permission::ReadCatalog),
     ("/items", "Items", Permission::ReadCatalog),
     ("/prewarm", "Pre-warm", Permission::Prewarm),
     ("/rehearsals", "Rehearsals", Permission::WatchOperations),
     ("/readiness", "Readiness", Permission::WatchOperations),
+    ("/draw", "Lottery draw", Permission::WatchOperations),
     ("/switches", "Switch board", Permission::ReadSwitches),
     ("/dashboard", "Live dashboard", Permission::WatchOperations),
     ("/hotkeys", "Hot keys", Permission::WatchOperations),

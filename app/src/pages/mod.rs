@@ -6,6 +6,7 @@ pub mod audit;
 pub mod baselines;
 pub mod dashboard;
 pub mod dead_letters;
+pub mod draw;
 pub mod hotkeys;
 pub mod items;
 pub mod jobs;

@@ -392,6 +392,8 @@ pub struct BuySettings {
     pub per_ip_per_window: u32,
     /// Buy requests an item accepts per window across all instances.
     pub per_item_per_window: u32,
+    /// Lottery registrations one client address may make per item and window.
+    pub registrations_per_ip_per_window: u32,
     /// Ask for a human challenge before deducting (`SECKILL_CHALLENGE`, `on`/`off`).
     pub challenge_required: bool,
     /// Where stock is deducted (`SECKILL_DEDUCTION`, `redis`/`db`).
@@ -430,6 +432,9 @@ impl Default for BuySettings {
             per_user_per_window: 5,
             per_ip_per_window: 2_000,
             per_item_per_window: 200_000,
+            // A household or an office behind one address registers a few buyers; a farm
+            // of accounts behind one address is what this stops.
+            registrations_per_ip_per_window: 20,
             challenge_required: false,
             deduction: DeductionMode::Redis,
             async_mode: AsyncMode::Mq,

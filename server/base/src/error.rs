@@ -24,8 +24,8 @@ pub enum ApiError {
     BadSignature,
     #[error("your role may not do this")]
     Forbidden,
-    /// Allowed to the role, refused to this user for a reason of its own (403), e.g.
-    /// `SELF_APPROVAL`.
+    /// Allowed to the role, refused by the rules of the thing it asks or to this user (403)
+    /// with a code of its own, e.g. `SELF_APPROVAL`, `REGISTRATION_CLOSED`.
     #[error("{message}")]
     Refused { code: &'static str, message: String },
     /// A state-changing request a browser authenticated by itself, from another origin.
@@ -200,9 +200,10 @@ impl From<ApiError> for ConsoleError {
                 code: error.code(),
                 message: error.to_string(),
             },
-            ApiError::Conflict { code, message } => ConsoleError::Conflict { code, message },
-            // The console shows the message; the role itself may do this.
-            ApiError::Refused { code, message } => ConsoleError::Invalid { code, message },
+            // The console shows a refusal's message and code; the role itself may do this.
+            ApiError::Conflict { code, message } | ApiError::Refused { code, message } => {
+                ConsoleError::Conflict { code, message }
+            }
             ApiError::Unauthenticated => ConsoleError::Unauthenticated,
             ApiError::Forbidden | ApiError::CrossSite => ConsoleError::Forbidden,
             ApiError::NotFound(_) | ApiError::MethodNotAllowed => ConsoleError::NotFound,

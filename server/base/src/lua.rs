@@ -51,6 +51,12 @@ scripts! {
     FENCE_LOWER => "fence_lower",
     /// Swaps a re-derivation's staged keys in, only while its run holds the fence.
     REDERIVE_COMMIT => "rederive_commit",
+    /// One buyer's registration for a lottery item, counted in his address's window.
+    LOTTERY_REGISTER => "lottery_register",
+    /// Hands the units no live code holds to the next on a lottery item's waitlist.
+    LOTTERY_ADVANCE => "lottery_advance",
+    /// Ends one buyer's part in a lottery item: registration revoked, unused code deleted.
+    LOTTERY_REVOKE => "lottery_revoke",
     /// Records a buyer event in his log and announces it to every instance.
     BUYER_EVENT => "buyer_event",
 }

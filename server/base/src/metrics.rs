@@ -111,6 +111,7 @@ pub struct Inner {
     pub holder_set_entries_read: IntCounterVec,
     /// The growing tables and what the leader's retention job prunes of them.
     pub retention: RetentionMetrics,
+    pub lottery: LotteryMetrics,
     /// The buyers' event streams (`GET /api/events`).
     pub events: EventMetrics,
 }
@@ -289,6 +290,7 @@ impl Metrics {
                 &["store"],
             ),
             retention: RetentionMetrics::register(&add),
+            lottery: LotteryMetrics::register(&add),
             events: EventMetrics::register(&add),
             // Last: the fields above borrow it through `add`.
             registry,
@@ -589,6 +591,41 @@ impl RetentionMetrics {
                 "seckill_table_oldest_age_seconds",
                 "Age of the oldest row of each table the retention job prunes, in seconds",
                 &["table"],
+            ),
+        }
+    }
+}
+
+/// Lottery sales (SPEC §13): registrations, draws, codes by outcome, the waitlist's moves.
+pub struct LotteryMetrics {
+    /// Registrations by `outcome`: `registered`, `again`, `rate_limited`, `closed`.
+    pub registrations: IntCounterVec,
+    /// Draws made, one per item.
+    pub draws: IntCounter,
+    /// Codes by `outcome`: `issued` (draw and waitlist), and at the settling `used`, `expired`,
+    /// `revoked`.
+    pub codes: IntCounterVec,
+    /// Codes handed to the next on a waitlist.
+    pub waitlist_advances: IntCounter,
+}
+
+impl LotteryMetrics {
+    fn register(add: &Registrar) -> Self {
+        Self {
+            registrations: add.counters(
+                "seckill_lottery_registrations_total",
+                "Lottery registrations by outcome",
+                &["outcome"],
+            ),
+            draws: add.counter("seckill_lottery_draws_total", "Lottery draws made, one per item"),
+            codes: add.counters(
+                "seckill_lottery_codes_total",
+                "Lottery codes by outcome (issued; used, expired, revoked when the sale is settled)",
+                &["outcome"],
+            ),
+            waitlist_advances: add.counter(
+                "seckill_lottery_waitlist_advances_total",
+                "Codes handed to the next on a lottery waitlist",
             ),
         }
     }

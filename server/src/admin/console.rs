@@ -14,8 +14,8 @@ use axum::{
 use contract::Actor;
 use contract::Source;
 use contract::{
-    ActivityBaselines, BaselineRun, BaselineScope, HotKey, HotKeyForm, HotKeyPeriod, HotKeysView,
-    Readiness,
+    ActivityBaselines, BaselineRun, BaselineScope, DrawReport, HotKey, HotKeyForm, HotKeyPeriod,
+    HotKeysView, Readiness, Revoked,
 };
 use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, DashboardFrame,
@@ -36,6 +36,7 @@ use crate::{
     control::board::{self, Board, Flip},
     hotkeys::service as hotkeys,
     identity::{authenticate::LoginError, rules},
+    lottery::ops as lottery,
     orders::{admin as order_admin, dead_letters, outbox_retry, recordings, relay},
     prewarm, readiness,
     reconcile::service as reconcile,
@@ -313,6 +314,28 @@ impl ConsoleBackend for ConsoleService {
 
     async fn readiness(&self, actor: &Actor, activity_id: i64) -> Result<Readiness, ConsoleError> {
         Ok(readiness::check(&self.state, actor, activity_id).await?)
+    }
+
+    async fn draw(&self, actor: &Actor, activity_id: i64) -> Result<DrawReport, ConsoleError> {
+        Ok(lottery::draw_report(&self.state, actor, activity_id).await?)
+    }
+
+    async fn revoke_registration(
+        &self,
+        actor: &Actor,
+        activity_id: i64,
+        user_id: i64,
+        reason: &str,
+    ) -> Result<Revoked, ConsoleError> {
+        Ok(lottery::revoke(
+            &self.state,
+            actor,
+            Source::Console,
+            activity_id,
+            user_id,
+            reason,
+        )
+        .await?)
     }
 
     async fn rehearsals(

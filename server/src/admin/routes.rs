@@ -26,6 +26,7 @@ pub(crate) fn table() -> AdminRoutes {
     let routes = crate::readiness::routes::admin(routes);
     let routes = crate::rehearsal::routes::admin(routes);
     let routes = crate::baselines::routes::admin(routes);
+    let routes = crate::lottery::routes::admin(routes);
     crate::orders::routes::admin(routes)
 }
 

@@ -54,6 +54,8 @@ pub(crate) struct CachedActivity {
     pub(crate) items: Vec<CachedItem>,
     /// Set on a rehearsal's shadow copy: the activity it copies.
     pub(crate) rehearsal_of: Option<i64>,
+    /// A lottery's terms and its draw's commitment (and seed, once drawn); `None`: first come.
+    pub(crate) lottery: Option<catalog::StoredLottery>,
     loaded_at: Instant,
 }
 
@@ -162,6 +164,7 @@ async fn load(db: &PgPool, id: i64) -> Result<Option<CachedActivity>, sqlx::Erro
         starts_at: stored.starts_at,
         ends_at: stored.ends_at,
         rehearsal_of: stored.rehearsal_of,
+        lottery: stored.lottery,
         items: stored
             .lines
             .into_iter()

@@ -61,7 +61,7 @@ use crate::{
             UnknownAnswer,
         },
         stages::{self, Mark, Stage, StageCounters},
-        stock_scripts::{is_in_flight, BuyCall, Steps, Units, Windows},
+        stock_scripts::{is_in_flight, BuyCall, CodeCheck, Steps, Units, Windows},
     },
     catalog::rules::{valid_seat_code, MAX_PER_USER_LIMIT},
     control::switches::{SwitchValues, Switches},
@@ -73,6 +73,7 @@ use crate::{
 use base::slow_bodies;
 use base::{
     client_address,
+    clock::SwappableClock,
     config::{AsyncMode, BuySettings, DeductionMode},
     metrics::Metrics,
     quiet_log::quiet,
@@ -105,6 +106,9 @@ pub(crate) struct BuyRequest {
     pub(crate) challenge_id: Option<String>,
     #[serde(default)]
     pub(crate) answer: Option<i64>,
+    /// A lottery activity's code (SPEC §13); none for first come.
+    #[serde(default)]
+    pub(crate) code: Option<String>,
 }
 
 /// Body of `POST /api/seckill/seats`: all these seats of a seated activity, or none.
@@ -135,6 +139,7 @@ struct Purchase {
     seats: Vec<String>,
     challenge_id: Option<String>,
     answer: Option<i64>,
+    code: Option<String>,
 }
 
 fn parse(ask: Ask, body: &[u8]) -> Result<Purchase, String> {
@@ -142,6 +147,13 @@ fn parse(ask: Ask, body: &[u8]) -> Result<Purchase, String> {
     let purchase = match ask {
         Ask::Units => {
             let request: BuyRequest = serde_json::from_slice(body).map_err(invalid)?;
+            if request
+                .code
+                .as_deref()
+                .is_some_and(|code| !crate::lottery::rules::well_formed_code(code))
+            {
+                return Err("code is malformed".into());
+            }
             Purchase {
                 activity_id: request.activity_id,
                 item_id: Some(request.item_id),
@@ -149,6 +161,7 @@ fn parse(ask: Ask, body: &[u8]) -> Result<Purchase, String> {
                 seats: Vec::new(),
                 challenge_id: request.challenge_id,
                 answer: request.answer,
+                code: request.code,
             }
         }
         Ask::Seats => {
@@ -168,6 +181,7 @@ fn parse(ask: Ask, body: &[u8]) -> Result<Purchase, String> {
                 seats: request.seats,
                 challenge_id: request.challenge_id,
                 answer: request.answer,
+                code: None,
             }
         }
     };
@@ -231,6 +245,8 @@ struct Claimed {
     challenge_answer: Option<i64>,
     /// Under `Reservation::Redis`, with the item's per-user limit.
     order: PreOrder,
+    /// A lottery buy's code with the lottery clock's time when the request came.
+    code: Option<(String, i64)>,
 }
 
 impl Claimed {
@@ -250,6 +266,10 @@ impl Claimed {
             per_user_limit: self.order.reservation.per_user_limit(),
             order: self.order.id,
             seats: &self.order.seats,
+            code: self.code.as_ref().map(|(code, now_ms)| CodeCheck {
+                code,
+                now_ms: *now_ms,
+            }),
         }
     }
 }
@@ -416,6 +436,8 @@ pub struct Funnel {
     db: PgPool,
     /// Permits to keep retrying the release of a deduction whose answer was lost.
     unanswered: Arc<Semaphore>,
+    /// The time a lottery code's lifetime is judged by (`AppState::lottery`'s clock).
+    lottery_clock: Arc<SwappableClock>,
     counts: StageCounts,
     /// What finished requests cost the stores, per outcome.
     path: PathTotals,
@@ -433,6 +455,7 @@ pub(crate) struct FunnelParts {
     pub(crate) redis: RedisStore,
     pub(crate) db: PgPool,
     pub(crate) metrics: Metrics,
+    pub(crate) lottery_clock: Arc<SwappableClock>,
 }
 
 impl Funnel {
@@ -448,6 +471,7 @@ impl Funnel {
             redis,
             db,
             metrics,
+            lottery_clock,
         } = parts;
         Self {
             admission: Admission {
@@ -474,6 +498,7 @@ impl Funnel {
             redis,
             db,
             unanswered: Arc::new(Semaphore::new(UNANSWERED_RETRIED)),
+            lottery_clock,
             path: PathTotals::of(&metrics),
             counts: StageCounts(StageCounters::new(metrics)),
         }
@@ -547,6 +572,7 @@ impl Funnel {
         }
         self.check_blocked(user_id, client)?;
         let (activity, target) = self.look_up(ask, &purchase, rehearsal).await?;
+        let lottery = activity.lottery.is_some();
         let asked = Asked {
             sale: SaleItem::new(target.activity_id, target.item_id),
             user_id,
@@ -562,6 +588,10 @@ impl Funnel {
                 challenge_id: purchase.challenge_id.clone(),
                 challenge_answer: purchase.answer,
                 order: target.pre_order(user_id, request_id, &purchase, switches),
+                code: purchase
+                    .code
+                    .clone()
+                    .map(|code| (code, self.lottery_clock.now_ms())),
             })
         };
         self.check_phase(
@@ -573,7 +603,7 @@ impl Funnel {
             &claim,
         )
         .await?;
-        self.check_sold_out_flag(&asked, &claim).await?;
+        self.check_sold_out_flag(lottery, &asked, &claim).await?;
         let key = self.redis.request_key(asked.sale, user_id, request_id);
         let first = match self.running.enter(key) {
             Entry::First(first) => first,

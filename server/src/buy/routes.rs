@@ -126,15 +126,29 @@ struct PublicItem {
     kind: &'static str,
 }
 
-/// `GET /api/activities/{id}`.
+/// `GET /api/activities/{id}`. A lottery's terms are there for a lottery only.
 #[derive(Serialize, utoipa::ToSchema)]
 struct PublicActivity {
     id: i64,
     title: String,
     kind: &'static str,
+    /// `first_come` or `lottery`.
+    mode: &'static str,
     starts_at_ms: i64,
     ends_at_ms: i64,
     items: Vec<PublicItem>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    registration_opens_at_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    registration_closes_at_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code_ttl_s: Option<i64>,
+    /// The SHA-256 of the draw's seed, lowercase hex, from the moment the lottery exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    draw_commitment: Option<String>,
+    /// The seed itself, once every item is drawn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    draw_seed: Option<String>,
 }
 
 /// Static facts of an activity; cacheable by a CDN for a few seconds.
@@ -157,13 +171,28 @@ async fn activity(
             kind: activity.kind.as_str(),
         })
         .collect();
+    // A lottery's terms, its commitment from the start, and its seed once drawn.
+    let lottery = activity.lottery.as_ref();
+    let terms = lottery.map(|lottery| lottery.terms);
     let body = PublicActivity {
         id: activity.id,
         title: activity.title.clone(),
         kind: activity.kind.as_str(),
+        mode: if lottery.is_some() {
+            contract::SaleMode::Lottery
+        } else {
+            contract::SaleMode::FirstCome
+        }
+        .as_str(),
         starts_at_ms: activity.starts_at.timestamp_millis(),
         ends_at_ms: activity.ends_at.timestamp_millis(),
         items,
+        registration_opens_at_ms: terms.map(|terms| terms.registration_opens_at.timestamp_millis()),
+        registration_closes_at_ms: terms
+            .map(|terms| terms.registration_closes_at.timestamp_millis()),
+        code_ttl_s: terms.map(|terms| terms.code_ttl_s),
+        draw_commitment: lottery.map(|lottery| lottery.commitment.clone()),
+        draw_seed: lottery.and_then(|lottery| lottery.revealed_seed.clone()),
     };
     Ok(([(header::CACHE_CONTROL, "public, max-age=5")], Json(body)))
 }

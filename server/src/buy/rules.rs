@@ -48,11 +48,15 @@ pub(crate) enum Outcome {
     RateLimited,
     Overloaded,
     Degraded,
+    /// A lottery buy without a code of the buyer's own for the item (SPEC §13).
+    NotQualified,
+    /// A lottery buy whose code's lifetime is over.
+    CodeExpired,
 }
 
 impl Outcome {
     /// Every outcome, in declaration order (`outcome as usize` is its index).
-    pub(crate) const ALL: [Outcome; 13] = [
+    pub(crate) const ALL: [Outcome; 15] = [
         Outcome::BadRequest,
         Outcome::Unauthenticated,
         Outcome::NotStarted,
@@ -66,6 +70,8 @@ impl Outcome {
         Outcome::RateLimited,
         Outcome::Overloaded,
         Outcome::Degraded,
+        Outcome::NotQualified,
+        Outcome::CodeExpired,
     ];
 
     pub(crate) fn code(self) -> &'static str {
@@ -83,6 +89,8 @@ impl Outcome {
             Outcome::RateLimited => "RATE_LIMITED",
             Outcome::Overloaded => "OVERLOADED",
             Outcome::Degraded => "DEGRADED",
+            Outcome::NotQualified => "NOT_QUALIFIED",
+            Outcome::CodeExpired => "CODE_EXPIRED",
         }
     }
 
@@ -90,9 +98,12 @@ impl Outcome {
         match self {
             Outcome::BadRequest => 400,
             Outcome::Unauthenticated => 401,
-            Outcome::NotStarted | Outcome::Ended | Outcome::Closed | Outcome::ChallengeFailed => {
-                403
-            }
+            Outcome::NotStarted
+            | Outcome::Ended
+            | Outcome::Closed
+            | Outcome::ChallengeFailed
+            | Outcome::NotQualified
+            | Outcome::CodeExpired => 403,
             Outcome::ItemNotFound => 404,
             Outcome::SoldOut | Outcome::AlreadyPurchased | Outcome::LimitExceeded => 409,
             Outcome::RateLimited => 429,
@@ -115,6 +126,8 @@ impl Outcome {
             Outcome::RateLimited => "too many requests, retry later",
             Outcome::Overloaded => "the server is at capacity, retry later",
             Outcome::Degraded => "ordering is temporarily unavailable, retry later",
+            Outcome::NotQualified => "this sale is by lottery: buy with the code you won",
+            Outcome::CodeExpired => "your code's lifetime is over",
         }
     }
 
@@ -142,6 +155,10 @@ pub(crate) enum Refusal {
     UnknownSeat,
     /// A reconciliation run holds the item for a moment.
     Fenced,
+    /// No live code of this buyer's for the item (a lottery).
+    NotQualified,
+    /// His code's lifetime is over.
+    CodeExpired,
 }
 
 impl Refusal {
@@ -162,6 +179,8 @@ impl Refusal {
                 Outcome::Degraded,
                 "this item's stock is being reconciled; retry in a moment",
             ),
+            Refusal::NotQualified => (Outcome::NotQualified, Outcome::NotQualified.message()),
+            Refusal::CodeExpired => (Outcome::CodeExpired, Outcome::CodeExpired.message()),
         }
     }
 }
@@ -217,6 +236,8 @@ impl ScriptAnswer {
             -5 => Refusal::NotEnough,
             -6 => Refusal::UnknownSeat,
             -8 => Refusal::Fenced,
+            -9 => Refusal::NotQualified,
+            -10 => Refusal::CodeExpired,
             unknown => return Err(UnknownAnswer(unknown)),
         };
         Ok(ScriptAnswer::Refused(refusal))

@@ -4,7 +4,7 @@
 //! deduction whose pre-order will never commit. Each runs as one EVALSHA,
 //! with every key it touches under the item's hash tag.
 
-use crate::orders::Holding;
+use crate::{lottery::scripts::LotteryKeys, orders::Holding};
 use contract::SaleItem;
 use uuid::Uuid;
 
@@ -92,6 +92,16 @@ pub struct BuyCall<'a> {
     pub order: Uuid,
     /// The chosen seats of a seat buy; empty for units.
     pub seats: &'a [String],
+    /// A lottery buy's code, checked and used in the same call; `None` for first come.
+    pub code: Option<CodeCheck<'a>>,
+}
+
+/// A lottery code as the buy script checks it: the buyer's own for the item, live at `now_ms`.
+#[derive(Clone, Copy, Debug)]
+pub struct CodeCheck<'a> {
+    pub code: &'a str,
+    /// The time its lifetime is judged by (the lottery's clock), ms since the epoch.
+    pub now_ms: i64,
 }
 
 /// A typed client over the Redis connection for the buy path's stock scripts: these scripts and keys are
@@ -119,6 +129,12 @@ impl StockClient<'_> {
         let sale = call.take.sale;
         let buyer = call.take.buyer.0;
         let [per_buyer, per_address, per_item] = self.window_keys(sale, buyer, call.client);
+        let lottery = LotteryKeys::of(self.0, sale);
+        // A first-come buy sends its letters as they are, without an allocation.
+        let letters: std::borrow::Cow<str> = match call.code {
+            Some(_) => format!("{}q", steps.letters()).into(),
+            None => steps.letters().into(),
+        };
         BUY.key(self.0.request_key(sale, buyer, call.request_id))
             .key(per_buyer)
             .key(per_address)
@@ -129,7 +145,9 @@ impl StockClient<'_> {
             .key(self.0.fence_key(sale))
             .key(self.0.seats_key(sale))
             .key(self.0.holders_log_key(sale))
-            .arg(steps.letters())
+            .key(lottery.codes)
+            .key(lottery.used)
+            .arg(letters.as_ref())
             .arg(in_flight_marker(call.order))
             .arg(IN_FLIGHT_MS)
             .arg(call.windows.length_s)
@@ -140,6 +158,8 @@ impl StockClient<'_> {
             .arg(call.take.quantity)
             .arg(call.per_user_limit)
             .arg(call.order.to_string())
+            .arg(call.code.map_or("", |check| check.code))
+            .arg(call.code.map_or(0, |check| check.now_ms))
             .arg(call.seats)
             .invoke_async(&mut self.0.connection())
             .await

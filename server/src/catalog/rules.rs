@@ -2,7 +2,7 @@
 //! their input through these checks before anything is written.
 
 use chrono::{DateTime, Utc};
-use contract::{ActivityInput, ActivityKind, ItemInput};
+use contract::{ActivityInput, ActivityKind, ItemInput, SaleMode, DEFAULT_CODE_TTL_S};
 use std::collections::{HashMap, HashSet};
 
 /// Upper bounds that keep one request from allocating the world.
@@ -14,6 +14,19 @@ pub(crate) const MAX_PER_USER_LIMIT: i64 = 1_000;
 pub(crate) const MAX_ITEMS_PER_ACTIVITY: usize = 100;
 pub(crate) const MAX_SEATS: usize = 100_000;
 pub(crate) const PAY_TIMEOUT_RANGE_S: std::ops::RangeInclusive<i64> = 10..=86_400;
+/// A lottery code lives at least a minute (time to read it and press the button) and at
+/// most a day (beyond it the units it reserves sit idle while others wait for them).
+pub(crate) const CODE_TTL_RANGE_S: std::ops::RangeInclusive<i64> = 60..=86_400;
+
+/// The terms of a lottery activity (SPEC §13) as validated: a window that closes at or
+/// before the sale starts, and a code lifetime in range. They exist together or not at all,
+/// so a first-come activity has none of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LotteryTerms {
+    pub(crate) registration_opens_at: DateTime<Utc>,
+    pub(crate) registration_closes_at: DateTime<Utc>,
+    pub(crate) code_ttl_s: i64,
+}
 
 /// A rule the input breaks, worded for the person who typed it, with the code programs
 /// read (`BAD_REQUEST` unless the rule has a code of its own). The words name each field by
@@ -130,12 +143,69 @@ pub(crate) fn validate_activity(input: &ActivityInput, now: DateTime<Utc>) -> Re
         }
         check_price(&format!("Item {row}, Sale price (yuan)"), item.price_cents)?;
     }
+    lottery_terms(input)?;
     match input.kind {
         ActivityKind::Standard if !input.seats.is_empty() => {
             Err(invalid("Seats: only a seated activity takes seats"))
         }
         ActivityKind::Standard => Ok(()),
         ActivityKind::Seated => validate_seats(input),
+    }
+}
+
+/// The lottery terms of `input`: `None` for a first-come activity (which must name none of
+/// them), the validated terms for a lottery.
+pub(crate) fn lottery_terms(input: &ActivityInput) -> Result<Option<LotteryTerms>, Invalid> {
+    let window = |message: &str| Invalid {
+        code: "REGISTRATION_WINDOW_INVALID",
+        message: message.into(),
+    };
+    let (opens, closes) = (input.registration_opens_at, input.registration_closes_at);
+    match input.mode {
+        SaleMode::FirstCome
+            if opens.is_some() || closes.is_some() || input.code_ttl_s.is_some() =>
+        {
+            Err(invalid(
+                "Registration opens, Registration closes and Code lifetime are for a lottery only",
+            ))
+        }
+        SaleMode::FirstCome => Ok(None),
+        SaleMode::Lottery => {
+            if input.kind == ActivityKind::Seated {
+                return Err(invalid("Mode: a lottery sells units, not seats"));
+            }
+            let (Some(opens), Some(closes)) = (opens, closes) else {
+                return Err(window(
+                    "Registration opens and Registration closes are required for a lottery",
+                ));
+            };
+            if closes <= opens {
+                return Err(window(
+                    "Registration closes must be after Registration opens",
+                ));
+            }
+            if closes > input.starts_at {
+                return Err(window(
+                    "Registration closes must be at or before Starts: the draw comes before the sale",
+                ));
+            }
+            let code_ttl_s = input.code_ttl_s.unwrap_or(DEFAULT_CODE_TTL_S);
+            if !CODE_TTL_RANGE_S.contains(&code_ttl_s) {
+                return Err(Invalid {
+                    code: "CODE_TTL_OUT_OF_RANGE",
+                    message: format!(
+                        "Code lifetime (s) must be between {} and {} seconds",
+                        CODE_TTL_RANGE_S.start(),
+                        CODE_TTL_RANGE_S.end()
+                    ),
+                });
+            }
+            Ok(Some(LotteryTerms {
+                registration_opens_at: opens,
+                registration_closes_at: closes,
+                code_ttl_s,
+            }))
+        }
     }
 }
 
@@ -194,6 +264,87 @@ mod tests {
             }],
             seats: vec![],
             merchant_id: None,
+            mode: SaleMode::FirstCome,
+            registration_opens_at: None,
+            registration_closes_at: None,
+            code_ttl_s: None,
+        }
+    }
+
+    fn lottery() -> ActivityInput {
+        let mut input = activity();
+        input.mode = SaleMode::Lottery;
+        input.registration_opens_at = Some(input.starts_at - Duration::minutes(50));
+        input.registration_closes_at = Some(input.starts_at - Duration::minutes(5));
+        input
+    }
+
+    #[test]
+    fn a_lottery_takes_its_window_and_a_default_code_lifetime() {
+        let input = lottery();
+        let terms = lottery_terms(&input).unwrap().unwrap();
+        assert_eq!(terms.code_ttl_s, DEFAULT_CODE_TTL_S);
+        assert_eq!(validate_activity(&input, Utc::now()), Ok(()));
+        let mut closing_at_start = lottery();
+        closing_at_start.registration_closes_at = Some(closing_at_start.starts_at);
+        assert_eq!(validate_activity(&closing_at_start, Utc::now()), Ok(()));
+    }
+
+    #[test]
+    fn lottery_rules_reject_what_they_should_with_their_codes() {
+        type Breaker = Box<dyn Fn(&mut ActivityInput)>;
+        let cases: Vec<(&str, &str, Breaker)> = vec![
+            (
+                "no window",
+                "REGISTRATION_WINDOW_INVALID",
+                Box::new(|a| a.registration_opens_at = None),
+            ),
+            (
+                "closes after the start",
+                "REGISTRATION_WINDOW_INVALID",
+                Box::new(|a| a.registration_closes_at = Some(a.starts_at + Duration::seconds(1))),
+            ),
+            (
+                "closes before it opens",
+                "REGISTRATION_WINDOW_INVALID",
+                Box::new(|a| a.registration_closes_at = a.registration_opens_at),
+            ),
+            (
+                "code lives 59 s",
+                "CODE_TTL_OUT_OF_RANGE",
+                Box::new(|a| a.code_ttl_s = Some(59)),
+            ),
+            (
+                "code lives a day and a second",
+                "CODE_TTL_OUT_OF_RANGE",
+                Box::new(|a| a.code_ttl_s = Some(86_401)),
+            ),
+            (
+                "terms on first come",
+                "BAD_REQUEST",
+                Box::new(|a| a.mode = SaleMode::FirstCome),
+            ),
+            (
+                "a seated lottery",
+                "BAD_REQUEST",
+                Box::new(|a| {
+                    a.kind = ActivityKind::Seated;
+                    a.items[0].stock = 1;
+                    a.items[0].per_user_limit = 1;
+                    a.seats = vec!["A1".into()];
+                }),
+            ),
+        ];
+        for (name, code, break_it) in cases {
+            let mut input = lottery();
+            break_it(&mut input);
+            let refused = validate_activity(&input, Utc::now()).expect_err(name);
+            assert_eq!(refused.code, code, "{name}");
+        }
+        let mut edges = lottery();
+        for ttl in [60, 86_400] {
+            edges.code_ttl_s = Some(ttl);
+            assert_eq!(validate_activity(&edges, Utc::now()), Ok(()), "{ttl}");
         }
     }
 

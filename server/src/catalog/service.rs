@@ -4,13 +4,13 @@
 use contract::Actor;
 use contract::{
     ActivityDetail, ActivityInput, ActivityItem, ActivitySummary, Item, ItemInput, Permission,
-    Role, SaleItem,
+    Role, SaleItem, SaleMode,
 };
 
 use crate::{
     admin::authorize,
     catalog::{
-        rules::{validate_activity, validate_item},
+        rules::{lottery_terms, validate_activity, validate_item},
         store::{self, ActivityWrite},
     },
     rehearsal::copies,
@@ -91,7 +91,8 @@ pub(crate) async fn create_activity(
 ) -> ApiResult<i64> {
     let owner = catalog_owner(actor, input.merchant_id)?;
     validate_activity(&input, chrono::Utc::now())?;
-    store::insert_activity(&state.db, owner, &input)
+    let lottery = lottery_terms(&input)?;
+    store::insert_activity(&state.db, owner, &input, lottery)
         .await?
         .map_err(activity_write_error)
 }
@@ -105,9 +106,17 @@ pub(crate) async fn update_activity(
     authorize(actor, Permission::WriteCatalog)?;
     let now = chrono::Utc::now();
     validate_activity(&input, now)?;
-    store::update_activity(&state.db, id, actor.visible_merchant(), &input, now)
-        .await?
-        .map_err(activity_write_error)
+    let lottery = lottery_terms(&input)?;
+    store::update_activity(
+        &state.db,
+        id,
+        actor.visible_merchant(),
+        &input,
+        lottery,
+        now,
+    )
+    .await?
+    .map_err(activity_write_error)
 }
 
 pub(crate) async fn list_activities(
@@ -156,7 +165,17 @@ pub(crate) async fn get_activity(
             redis_stock,
         })
         .collect();
+    let lottery = stored.lottery.as_ref();
     Ok(ActivityDetail {
+        mode: if lottery.is_some() {
+            SaleMode::Lottery
+        } else {
+            SaleMode::FirstCome
+        },
+        registration_opens_at: lottery.map(|l| l.terms.registration_opens_at),
+        registration_closes_at: lottery.map(|l| l.terms.registration_closes_at),
+        code_ttl_s: lottery.map(|l| l.terms.code_ttl_s),
+        draw_commitment: lottery.map(|l| l.commitment.clone()),
         id: stored.id,
         merchant_id: stored.merchant_id,
         title: stored.title,

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use contract::{ActivityInput, ActivityKind, ActivitySummary, Item, ItemInput};
 use sqlx::{PgPool, Postgres, Transaction};
 
-use crate::rehearsal::copies::REAL_ACTIVITY;
+use crate::{catalog::rules::LotteryTerms, rehearsal::copies::REAL_ACTIVITY};
 use base::tally;
 
 pub(crate) async fn insert_item(
@@ -134,17 +134,23 @@ async fn write_activity(
     id: Option<i64>,
     owner: i64,
     input: &ActivityInput,
+    lottery: Option<LotteryTerms>,
 ) -> Result<Result<i64, ActivityWrite>, sqlx::Error> {
     let item_ids: Vec<i64> = input.items.iter().map(|i| i.item_id).collect();
     if count_owned_items(tx, owner, &item_ids).await? != item_ids.len() {
         return Ok(Err(ActivityWrite::ForeignItem));
     }
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO activities (id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s)
-         VALUES (COALESCE($1, nextval(pg_get_serial_sequence('activities', 'id'))), $2, $3, $4, $5, $6, $7)
+        "INSERT INTO activities (id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s,
+                                 mode, registration_opens_at, registration_closes_at, code_ttl_s)
+         VALUES (COALESCE($1, nextval(pg_get_serial_sequence('activities', 'id'))), $2, $3, $4, $5, $6, $7,
+                 $8, $9, $10, $11)
          ON CONFLICT (id) DO UPDATE
             SET title = EXCLUDED.title, kind = EXCLUDED.kind, starts_at = EXCLUDED.starts_at,
-                ends_at = EXCLUDED.ends_at, pay_timeout_s = EXCLUDED.pay_timeout_s, updated_at = now()
+                ends_at = EXCLUDED.ends_at, pay_timeout_s = EXCLUDED.pay_timeout_s,
+                mode = EXCLUDED.mode, registration_opens_at = EXCLUDED.registration_opens_at,
+                registration_closes_at = EXCLUDED.registration_closes_at,
+                code_ttl_s = EXCLUDED.code_ttl_s, updated_at = now()
          RETURNING id",
     )
     .bind(id)
@@ -154,8 +160,15 @@ async fn write_activity(
     .bind(input.starts_at)
     .bind(input.ends_at)
     .bind(i32::try_from(input.pay_timeout_s).unwrap_or(i32::MAX))
+    .bind(input.mode.as_str())
+    .bind(lottery.map(|terms| terms.registration_opens_at))
+    .bind(lottery.map(|terms| terms.registration_closes_at))
+    .bind(lottery.map(|terms| i32::try_from(terms.code_ttl_s).unwrap_or(i32::MAX)))
     .fetch_one(&mut **tx)
     .await?;
+    if lottery.is_some() {
+        crate::lottery::store::fix_seed(tx, id).await?;
+    }
     sqlx::query("DELETE FROM seats WHERE activity_id = $1")
         .bind(id)
         .execute(&mut **tx)
@@ -194,9 +207,10 @@ pub(crate) async fn insert_activity(
     pool: &PgPool,
     merchant_id: i64,
     input: &ActivityInput,
+    lottery: Option<LotteryTerms>,
 ) -> Result<Result<i64, ActivityWrite>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let written = write_activity(&mut tx, None, merchant_id, input).await?;
+    let written = write_activity(&mut tx, None, merchant_id, input, lottery).await?;
     if written.is_ok() {
         tx.commit().await?;
     }
@@ -210,6 +224,7 @@ pub(crate) async fn update_activity(
     id: i64,
     merchant: Option<i64>,
     input: &ActivityInput,
+    lottery: Option<LotteryTerms>,
     now: DateTime<Utc>,
 ) -> Result<Result<(), ActivityWrite>, sqlx::Error> {
     let mut tx = pool.begin().await?;
@@ -232,7 +247,7 @@ pub(crate) async fn update_activity(
     if starts_at <= now || has_orders {
         return Ok(Err(ActivityWrite::Locked));
     }
-    let written = write_activity(&mut tx, Some(id), owner, input).await?;
+    let written = write_activity(&mut tx, Some(id), owner, input, lottery).await?;
     if written.is_ok() {
         tx.commit().await?;
     }
@@ -308,6 +323,18 @@ pub(crate) struct StoredActivity {
     pub(crate) rehearsal_of: Option<i64>,
     pub(crate) lines: Vec<StoredLine>,
     pub(crate) seats: Vec<String>,
+    /// A lottery activity's terms and draw commitment; `None` sells to whoever comes first.
+    pub(crate) lottery: Option<StoredLottery>,
+}
+
+/// A lottery activity's terms as stored, with what it shows of its draw's seed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StoredLottery {
+    pub(crate) terms: LotteryTerms,
+    /// Hex SHA-256 of the seed, fixed since the activity became a lottery.
+    pub(crate) commitment: String,
+    /// The seed in hex, once every item is drawn.
+    pub(crate) revealed_seed: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -338,18 +365,43 @@ pub(crate) async fn get_activity(
         ends_at: DateTime<Utc>,
         pay_timeout_s: i32,
         rehearsal_of: Option<i64>,
+        registration_opens_at: Option<DateTime<Utc>>,
+        registration_closes_at: Option<DateTime<Utc>>,
+        code_ttl_s: Option<i32>,
+        commitment: Option<String>,
+        revealed_seed: Option<Vec<u8>>,
     }
     // A buy that misses the activity cache pays these three statements (its path counts them).
     tally::db_statement_alone();
     let head: Option<Head> = sqlx::query_as(
-        "SELECT id, merchant_id, title, kind, starts_at, ends_at, pay_timeout_s, rehearsal_of FROM activities
-         WHERE id = $1 AND ($2::BIGINT IS NULL OR merchant_id = $2)",
+        "SELECT a.id, a.merchant_id, a.title, a.kind, a.starts_at, a.ends_at, a.pay_timeout_s,
+                a.rehearsal_of, a.registration_opens_at, a.registration_closes_at, a.code_ttl_s,
+                s.commitment, CASE WHEN s.revealed_at IS NOT NULL THEN s.seed END AS revealed_seed
+         FROM activities a LEFT JOIN lottery_seeds s ON s.activity_id = a.id AND a.mode = 'lottery'
+         WHERE a.id = $1 AND ($2::BIGINT IS NULL OR a.merchant_id = $2)",
     )
     .bind(id)
     .bind(merchant)
     .fetch_optional(pool)
     .await?;
     let Some(head) = head else { return Ok(None) };
+    let lottery = match (
+        head.registration_opens_at,
+        head.registration_closes_at,
+        head.code_ttl_s,
+        head.commitment,
+    ) {
+        (Some(opens), Some(closes), Some(ttl), Some(commitment)) => Some(StoredLottery {
+            terms: LotteryTerms {
+                registration_opens_at: opens,
+                registration_closes_at: closes,
+                code_ttl_s: ttl.into(),
+            },
+            commitment,
+            revealed_seed: head.revealed_seed.map(hex::encode),
+        }),
+        _ => None,
+    };
     tally::db_statement_alone();
     let lines: Vec<StoredLine> = sqlx::query_as(
         "SELECT ai.item_id, i.name, i.description, ai.total_stock, ai.allocated, ai.sold, ai.per_user_limit,
@@ -377,5 +429,6 @@ pub(crate) async fn get_activity(
         rehearsal_of: head.rehearsal_of,
         lines,
         seats,
+        lottery,
     }))
 }

@@ -33,6 +33,7 @@ pub(crate) enum LimitName {
     PerUserPerWindow,
     PerIpPerWindow,
     PerItemPerWindow,
+    RegistrationsPerIpPerWindow,
 }
 
 /// A valid value of some key.
@@ -70,13 +71,14 @@ impl KeyError {
 }
 
 impl LimitName {
-    pub(crate) const ALL: [LimitName; 6] = [
+    pub(crate) const ALL: [LimitName; 7] = [
         LimitName::MaxInFlight,
         LimitName::LocalRatePerS,
         LimitName::RateWindowS,
         LimitName::PerUserPerWindow,
         LimitName::PerIpPerWindow,
         LimitName::PerItemPerWindow,
+        LimitName::RegistrationsPerIpPerWindow,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -87,6 +89,7 @@ impl LimitName {
             LimitName::PerUserPerWindow => "per_user_per_window",
             LimitName::PerIpPerWindow => "per_ip_per_window",
             LimitName::PerItemPerWindow => "per_item_per_window",
+            LimitName::RegistrationsPerIpPerWindow => "registrations_per_ip_per_window",
         }
     }
 
@@ -105,6 +108,8 @@ impl LimitName {
                 window; beyond it 429.",
             LimitName::PerItemPerWindow => "Buy requests one item accepts per window across all \
                 instances; beyond it 429.",
+            LimitName::RegistrationsPerIpPerWindow => "Lottery registrations one client \
+                address may make per item and window (`rate_window_s`); beyond it 429.",
         }
     }
 
@@ -118,6 +123,7 @@ impl LimitName {
             LimitName::PerUserPerWindow => 1..=1_000_000,
             LimitName::PerIpPerWindow => 1..=100_000_000,
             LimitName::PerItemPerWindow => 1..=1_000_000_000,
+            LimitName::RegistrationsPerIpPerWindow => 1..=100_000_000,
         }
     }
 
@@ -129,6 +135,7 @@ impl LimitName {
             LimitName::PerUserPerWindow => limits.per_user_per_window,
             LimitName::PerIpPerWindow => limits.per_ip_per_window,
             LimitName::PerItemPerWindow => limits.per_item_per_window,
+            LimitName::RegistrationsPerIpPerWindow => limits.registrations_per_ip_per_window,
         }
     }
 
@@ -140,6 +147,7 @@ impl LimitName {
             LimitName::PerUserPerWindow => &mut limits.per_user_per_window,
             LimitName::PerIpPerWindow => &mut limits.per_ip_per_window,
             LimitName::PerItemPerWindow => &mut limits.per_item_per_window,
+            LimitName::RegistrationsPerIpPerWindow => &mut limits.registrations_per_ip_per_window,
         };
         *slot = value;
     }

@@ -20,6 +20,8 @@ pub struct Limits {
     pub per_user_per_window: u64,
     pub(crate) per_ip_per_window: u64,
     pub(crate) per_item_per_window: u64,
+    /// Lottery registrations one client address may make per item and window.
+    pub(crate) registrations_per_ip_per_window: u64,
 }
 
 /// The hot-key rule of each kind, if any.
@@ -82,6 +84,7 @@ impl SwitchValues {
                 per_user_per_window: u64::from(buy.per_user_per_window),
                 per_ip_per_window: u64::from(buy.per_ip_per_window),
                 per_item_per_window: u64::from(buy.per_item_per_window),
+                registrations_per_ip_per_window: u64::from(buy.registrations_per_ip_per_window),
             },
             hotkey_rules: HotKeyRules::default(),
             revision: 0,

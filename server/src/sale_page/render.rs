@@ -4,7 +4,7 @@
 //! in each of its phases. Pure: the same activity and version give the same bytes.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use contract::{format_cents, ActivityKind};
+use contract::{format_cents, ActivityKind, SaleMode};
 use serde::Serialize;
 
 use super::rules::{hashed_name, ButtonPhase};
@@ -60,6 +60,13 @@ struct ScriptSettings<'a> {
     starts_at_ms: i64,
     ends_at_ms: i64,
     button: String,
+    /// `first_come` or `lottery`: a lottery's page registers, shows the draw's outcome and
+    /// buys with the buyer's code (docs/lottery.md).
+    mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    registration_opens_at_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    registration_closes_at_ms: Option<i64>,
 }
 
 pub(crate) fn render(activity: &StoredActivity, version: i64) -> Rendered {
@@ -70,6 +77,19 @@ pub(crate) fn render(activity: &StoredActivity, version: i64) -> Rendered {
         starts_at_ms: activity.starts_at.timestamp_millis(),
         ends_at_ms: activity.ends_at.timestamp_millis(),
         button: button_url(activity.id),
+        mode: if activity.lottery.is_some() {
+            SaleMode::Lottery.as_str()
+        } else {
+            SaleMode::FirstCome.as_str()
+        },
+        registration_opens_at_ms: activity
+            .lottery
+            .as_ref()
+            .map(|l| l.terms.registration_opens_at.timestamp_millis()),
+        registration_closes_at_ms: activity
+            .lottery
+            .as_ref()
+            .map(|l| l.terms.registration_closes_at.timestamp_millis()),
     };
     let settings = serde_json::to_string(&settings).unwrap_or_default();
     let script = Asset::hashed(
@@ -165,6 +185,15 @@ fn html(activity: &StoredActivity, version: i64, script: &str, stylesheet: &str)
             )
         })
         .collect();
+    // A lottery's part: where the buyer registers and reads the draw's outcome.
+    let lottery = match &activity.lottery {
+        Some(lottery) => format!(
+            "    <p id=\"lottery\" role=\"status\">Registration: {} to {}; the draw follows.</p>\n    <button id=\"register\" type=\"button\" disabled>Register for the draw</button>\n",
+            time(lottery.terms.registration_opens_at),
+            time(lottery.terms.registration_closes_at)
+        ),
+        None => String::new(),
+    };
     let seats = match activity.kind {
         ActivityKind::Seated => {
             "  <p><label for=\"seats\">Seats (e.g. B201, B202)</label> <input id=\"seats\" autocomplete=\"off\"></p>\n"
@@ -190,7 +219,7 @@ fn html(activity: &StoredActivity, version: i64, script: &str, stylesheet: &str)
 {seats}  <section id="live">
     <p id="phase" role="status" data-phase="unknown">Sale status unknown: the page has not reached the shop yet.</p>
     <p id="countdown"></p>
-    <p id="challenge" hidden><label for="answer" id="question"></label> <input id="answer" inputmode="numeric" autocomplete="off"></p>
+{lottery}    <p id="challenge" hidden><label for="answer" id="question"></label> <input id="answer" inputmode="numeric" autocomplete="off"></p>
     <button id="buy" type="button" disabled>Buy now</button>
     <p id="message" role="alert"></p>
     <div id="order" hidden>
@@ -241,6 +270,7 @@ mod tests {
                 price_cents: 49_900,
             }],
             seats: vec![],
+            lottery: None,
         }
     }
 

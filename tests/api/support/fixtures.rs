@@ -521,6 +521,11 @@ impl TestClock {
         Arc::new(Self(AtomicI64::new(chrono::Utc::now().timestamp_millis())))
     }
 
+    /// Standing at `ms` since the epoch.
+    pub(crate) fn at(ms: i64) -> Arc<Self> {
+        Arc::new(Self(AtomicI64::new(ms)))
+    }
+
     pub(crate) fn advance(&self, by: Duration) {
         let by = i64::try_from(by.as_millis()).expect("a test-sized step");
         self.0.fetch_add(by, Ordering::SeqCst);

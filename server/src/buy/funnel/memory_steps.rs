@@ -124,6 +124,21 @@ impl Funnel {
                 return Err(self.counts.stop_with(Stage::Catalogue, outcome, message))
             }
         };
+        // A lottery sells to code holders only, and a first-come sale takes no code: both
+        // told from memory, before any store is asked.
+        match (&activity.lottery, &purchase.code) {
+            (Some(_), None) => {
+                return Err(self.counts.stop(Stage::Catalogue, Outcome::NotQualified))
+            }
+            (None, Some(_)) => {
+                return Err(self.counts.stop_with(
+                    Stage::Catalogue,
+                    Outcome::BadRequest,
+                    "this activity sells to whoever comes first: send no code",
+                ))
+            }
+            _ => {}
+        }
         self.counts.pass(Stage::Catalogue);
         Ok((activity, target))
     }
@@ -168,14 +183,17 @@ impl Funnel {
     }
 
     /// Step 6: an item this instance saw sell out is refused without asking Redis, unless
-    /// the buyer holds some of it.
+    /// the buyer holds some of it. Not a lottery's (`reserved`): a live code's units are
+    /// reserved for it, and a unit given back goes to the next code, so a code holder is
+    /// never told `SOLD_OUT`.
     pub(super) async fn check_sold_out_flag(
         &self,
+        reserved: bool,
         asked: &Asked<'_>,
         claim: &(dyn Fn() -> Arc<Claimed> + Sync),
     ) -> Passed<()> {
         let sale = asked.sale;
-        if self.catalogue.is_sold_out(sale.activity.0, sale.item.0) {
+        if !reserved && self.catalogue.is_sold_out(sale.activity.0, sale.item.0) {
             return Err(self
                 .unless_replay(Stage::SoldOutFlag, Outcome::SoldOut, asked, claim)
                 .await);

@@ -12,7 +12,7 @@
     phase: $('phase'), countdown: $('countdown'), buy: $('buy'), message: $('message'),
     challenge: $('challenge'), question: $('question'), answer: $('answer'), seats: $('seats'),
     order: $('order'), orderId: $('order-id'), orderStatus: $('order-status'), amount: $('order-amount'),
-    pay: $('pay'), recheck: $('recheck'),
+    pay: $('pay'), recheck: $('recheck'), lottery: $('lottery'), register: $('register'),
   };
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -171,6 +171,98 @@
     el.message.dataset.code = code || '';
   }
 
+  // ---- a lottery: registration, the draw's outcome, the buyer's code ----
+  // A lottery's page sells to code holders only: the buy button lights only for a buyer
+  // whose code for the chosen item is live by the server's clock, and the buy carries it.
+  const lottery = SALE.mode === 'lottery';
+  let mine = null; // item id -> the buyer's line of /registrations/me
+  let lastMineAsk = -Infinity;
+  let registering = false;
+
+  async function syncMine() {
+    if (!lottery || !token) return;
+    lastMineAsk = performance.now();
+    try {
+      const res = await fetch(`/api/activities/${SALE.activity}/registrations/me`, {
+        headers: { Authorization: `Bearer ${token}` },
+        cache: 'no-store',
+      });
+      if (!res.ok) throw new Error(`registrations ${res.status}`);
+      const lines = await res.json();
+      mine = Object.fromEntries(lines.map((line) => [line.item_id, line]));
+    } catch {
+      // asked again at the next tick
+    }
+    render();
+  }
+
+  const myLine = () => (mine ? mine[selectedItem()] || null : null);
+  function liveCode() {
+    const line = myLine();
+    const now = serverNow();
+    if (!line || line.status !== 'won' || !line.code || now === null) return null;
+    return now >= line.code_valid_from_ms && now <= line.code_expires_ms ? line : null;
+  }
+  function registrationOpen() {
+    const now = serverNow();
+    return now !== null && now >= SALE.registration_opens_at_ms && now < SALE.registration_closes_at_ms;
+  }
+
+  const OUTCOME_WORDS = {
+    registered: () => `You are registered. The draw is at ${zoned(SALE.registration_closes_at_ms)}.`,
+    won: (line) => `You won! Your code ${line.code} is valid until ${zoned(line.code_expires_ms)}.`,
+    waitlisted: (line) => `You are number ${line.waitlist_position} on the waitlist: a unit a winner leaves comes to you.`,
+    bought: () => 'You bought with your code.',
+    expired: () => 'Your code expired unused.',
+    lost: () => 'Not this time: neither the draw nor the waitlist reached you.',
+    revoked: () => 'Your registration was revoked.',
+  };
+
+  function renderLottery() {
+    if (!lottery) return;
+    const line = myLine();
+    const now = serverNow();
+    el.register.hidden = Boolean(line) || (now !== null && now >= SALE.registration_closes_at_ms);
+    el.register.disabled = !token || registering || !registrationOpen();
+    if (line) {
+      let text = OUTCOME_WORDS[line.status] ? OUTCOME_WORDS[line.status](line) : line.status;
+      if (line.status === 'won' && now !== null) text += ` ${countdownText(line.code_expires_ms - now)} left.`;
+      el.lottery.textContent = text;
+      el.lottery.dataset.status = line.status;
+    } else if (now !== null && now >= SALE.registration_closes_at_ms) {
+      el.lottery.textContent = 'Registration has closed: the draw is for those who registered.';
+      el.lottery.dataset.status = 'closed';
+    }
+  }
+
+  if (lottery) {
+    el.register.addEventListener('click', async () => {
+      if (el.register.disabled) return;
+      registering = true;
+      render();
+      try {
+        const res = await fetch(`/api/activities/${SALE.activity}/registrations`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
+          body: JSON.stringify({ item_id: selectedItem() }),
+        });
+        const body = await res.json().catch(() => null);
+        if (res.ok) {
+          say('', '');
+        } else {
+          const code = body && body.code;
+          const words = WORDS[code];
+          say(words ? words(Number(res.headers.get('Retry-After')) || 1) : `The registration was refused (${code || res.status}).`, code || String(res.status));
+        }
+      } catch {
+        say('The shop could not be reached. Please try again.', 'NO_ANSWER');
+      } finally {
+        registering = false;
+        syncMine();
+      }
+    });
+  }
+
   // ---- what the page shows, from what it knows ----
   function render() {
     const now = serverNow();
@@ -199,7 +291,8 @@
       el.countdown.textContent = '';
     }
     const wait = blockedUntil - performance.now();
-    const lit = p === 'open' && !soldOut() && !sending && wait <= 0 && !following && token;
+    const buyable = lottery ? Boolean(liveCode()) : !soldOut();
+    const lit = p === 'open' && buyable && !sending && wait <= 0 && !following && token;
     el.buy.disabled = !lit;
     el.buy.textContent = wait > 0 ? `Buy now (wait ${Math.ceil(wait / 1000)} s)` : 'Buy now';
     if (!token && p === 'open' && !soldOut()) say('Sign in to buy: this page has no buyer token.', 'NO_TOKEN');
@@ -210,6 +303,7 @@
         if (left && typeof item.units_left === 'number') left.textContent = item.sold_out ? 'sold out' : `${item.units_left} left`;
       }
     }
+    renderLottery();
     const wantChallenge = p === 'open' && status && status.challenge_required && !following;
     el.challenge.hidden = !wantChallenge;
     if (wantChallenge && !challenge) fetchChallenge();
@@ -252,6 +346,8 @@
       body.item_id = selectedItem();
       body.quantity = 1;
     }
+    const code = lottery ? liveCode() : null;
+    if (code) body.code = code.code;
     if (status && status.challenge_required && challenge) {
       body.challenge_id = challenge.challenge_id;
       body.answer = Number(el.answer.value);
@@ -287,6 +383,10 @@
     BAD_REQUEST: () => 'The shop could not read that request.',
     OVERLOADED: () => 'The shop is very busy. Please try again in a moment.',
     DEGRADED: () => 'The shop is having trouble. Please try again in a moment.',
+    NOT_QUALIFIED: () => 'This sale is by lottery: only a winner\'s code buys here.',
+    CODE_EXPIRED: () => 'Your code expired: its unit went to the next on the waitlist.',
+    REGISTRATION_CLOSED: () => 'Registration is not open now.',
+    REGISTRATION_REVOKED: () => 'Your registration was revoked.',
   };
 
   async function send(click) {
@@ -434,6 +534,23 @@
     if (!stream.replaced) setTimeout(openStream, STREAM_RETRY_MS);
   }
 
+  // A lottery's status pushed (the draw, a code from the waitlist, a revocation, the end):
+  // the buyer's whole line (his code, his place) is read at once. A stream that opens tells
+  // nothing of what happened before it did, so the line is read again then too.
+  if (lottery) {
+    onStream('registration', () => syncMine());
+    (async () => {
+      let opened = 0;
+      for (;;) {
+        await streamChange();
+        if (stream.opens !== opened) {
+          opened = stream.opens;
+          syncMine();
+        }
+      }
+    })();
+  }
+
   // ---- the order: preparing, then pay, then paid ----
   const ORDER_WORDS = {
     PAID: 'Paid. Thank you!',
@@ -471,6 +588,7 @@
   // The order is ready to pay or over: the click is done, and a new click may buy again.
   function settled() {
     following = null;
+    syncMine();
     // The units left have moved by this order: ask now rather than at the next 20 s sync.
     syncStatus();
     render();
@@ -630,12 +748,16 @@
     // The button script: every 5 s, every quarter second once the start is due.
     const buttonEvery = nearStart ? 250 : 5000;
     if (sinceButton >= buttonEvery) syncButton();
+    // A lottery's outcome: pushed while the stream is open (read every 30 s all the same),
+    // else every 2 s (a code can come from the waitlist at any moment).
+    if (lottery && performance.now() - lastMineAsk >= (stream.open ? 30000 : 2000)) syncMine();
     render();
   }
 
   const resumed = loadClick();
   syncStatus();
   syncButton();
+  syncMine();
   openStream();
   if (resumed && resumed.orderId) {
     follow(resumed.orderId);

@@ -1,0 +1,863 @@
+//! Lottery sales (SPEC §13, docs/lottery.md) against the real services: registration, the
+//! draw recomputed by the documented script, buys with codes, and the waitlist moving when
+//! codes expire. Time that is the subject (the window closing, codes expiring) is the
+//! lottery's clock, moved by the test.
+
+use crate::support::{
+    app::{json, spawn_app_with, TestApp},
+    fixtures::{token, Caller, Sale, TestClock},
+    wait::until,
+};
+use contract::Role;
+use futures::{stream, StreamExt};
+use serde_json::{json, Value};
+use std::{collections::BTreeSet, time::Duration};
+
+const REGISTRANTS: i64 = 2_000;
+const STOCK: i64 = 100;
+const CODE_TTL_S: i64 = 60;
+
+/// A lottery activity of one item (`stock` units, one per buyer), its sale open by the wall
+/// clock (the buy path's), its registration window open by the lottery's clock, which the
+/// test returns.
+async fn lottery_sale(app: &TestApp, stock: i64) -> (Sale, std::sync::Arc<TestClock>) {
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (status, item) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&merchant),
+            &json!({ "name": "Sneaker", "price_cents": 99_900 }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{item}");
+    let item_id = item["id"].as_i64().expect("item id");
+    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
+    let (status, activity) = json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(&merchant),
+            &json!({
+                "title": "Sneaker drop", "kind": "standard", "pay_timeout_s": 900,
+                "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
+                "items": [{ "item_id": item_id, "stock": stock, "per_user_limit": 1, "price_cents": 99_900 }],
+                "mode": "lottery",
+                "registration_opens_at": starts - chrono::Duration::hours(2),
+                "registration_closes_at": starts - chrono::Duration::minutes(10),
+                "code_ttl_s": CODE_TTL_S,
+            }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{activity}");
+    let activity_id = activity["id"].as_i64().expect("id");
+    // The sale opens now by the wall clock, which the buy path reads; its registration
+    // closed a minute and a half ago, which the lottery's clock has not reached yet.
+    sqlx::query(
+        "UPDATE activities SET registration_opens_at = now() - interval '2 hours',
+                registration_closes_at = now() - interval '90 seconds',
+                starts_at = now() - interval '1 minute', ends_at = now() + interval '1 hour'
+         WHERE id = $1",
+    )
+    .bind(activity_id)
+    .execute(&app.db)
+    .await
+    .expect("open the sale");
+    let clock =
+        TestClock::at((chrono::Utc::now() - chrono::Duration::minutes(10)).timestamp_millis());
+    app.state.lottery.use_clock(clock.clone());
+    let sale = Sale {
+        activity_id,
+        item_id,
+    };
+    let (status, report) = json(
+        app.post_json(
+            &format!("/admin/api/activities/{activity_id}/prewarm"),
+            Some(&ops),
+            &json!({}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    (sale, clock)
+}
+
+async fn register(app: &TestApp, sale: &Sale, user: i64) -> (u16, Value) {
+    let response = app
+        .client
+        .post(format!(
+            "{}/api/activities/{}/registrations",
+            app.address, sale.activity_id
+        ))
+        .bearer_auth(token(app, user))
+        .json(&json!({ "item_id": sale.item_id }))
+        .send()
+        .await
+        .expect("sent");
+    json(response).await
+}
+
+async fn mine(app: &TestApp, sale: &Sale, user: i64) -> Value {
+    let response = app
+        .client
+        .get(format!(
+            "{}/api/activities/{}/registrations/me",
+            app.address, sale.activity_id
+        ))
+        .bearer_auth(token(app, user))
+        .send()
+        .await
+        .expect("sent");
+    let (status, body) = json(response).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+fn lottery_buy(sale: &Sale, code: Option<&str>) -> Value {
+    let mut body =
+        json!({ "activity_id": sale.activity_id, "item_id": sale.item_id, "quantity": 1 });
+    if let Some(code) = code {
+        body["code"] = code.into();
+    }
+    body
+}
+
+/// (user, code) of every code handed out so far, by the draw or the waitlist.
+async fn codes(app: &TestApp, sale: &Sale) -> Vec<(i64, String)> {
+    sqlx::query_as(
+        "SELECT user_id, code FROM lottery_entries
+         WHERE activity_id = $1 AND item_id = $2 AND code IS NOT NULL ORDER BY rank",
+    )
+    .bind(sale.activity_id)
+    .bind(sale.item_id)
+    .fetch_all(&app.db)
+    .await
+    .expect("codes")
+}
+
+async fn draw_report(app: &TestApp, ops: &Caller, sale: &Sale) -> Value {
+    let (status, report) = json(
+        app.get(
+            &format!("/admin/api/activities/{}/draw", sale.activity_id),
+            Some(ops),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    report
+}
+
+/// The order the script of docs/lottery.md prints for `seed` and `users`.
+fn documented_order(seed: &str, users: &[i64]) -> Vec<i64> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/lottery.md"))
+        .expect("docs/lottery.md");
+    let script = doc
+        .split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the python block");
+    assert!(
+        script.lines().count() <= 10,
+        "the script is ten lines at most"
+    );
+    let mut child = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let input: String = std::iter::once(seed.to_owned())
+        .chain(users.iter().map(i64::to_string))
+        .collect::<Vec<_>>()
+        .join("\n");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("written");
+    let output = child.wait_with_output().expect("ran");
+    assert!(output.status.success());
+    String::from_utf8(output.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|line| line.parse().expect("a user id"))
+        .collect()
+}
+
+#[tokio::test]
+async fn two_thousand_registrants_on_a_hundred_units_draw_buy_and_pass_on_expired_codes() {
+    let app = spawn_app_with(|settings| {
+        settings.buy.registrations_per_ip_per_window = 1_000_000;
+    })
+    .await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (sale, clock) = lottery_sale(&app, STOCK).await;
+    let users: Vec<i64> = (1..=REGISTRANTS).map(|user| 10_000 + user).collect();
+    let answers: Vec<(u16, Value)> = stream::iter(users.iter().copied())
+        .map(|user| {
+            let (app, sale) = (&app, &sale);
+            async move { register(app, sale, user).await }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    assert!(
+        answers
+            .iter()
+            .all(|(status, body)| *status == 200 && body["status"] == "registered"),
+        "{:?}",
+        answers.iter().find(|(status, _)| *status != 200)
+    );
+    // Idempotent: again, the same answer.
+    assert_eq!(register(&app, &sale, users[0]).await.0, 200);
+    assert_eq!(mine(&app, &sale, users[0]).await[0]["status"], "registered");
+
+    // The window closes by the lottery's clock: the leader draws.
+    clock.advance(Duration::from_secs(10 * 60));
+    until(
+        "the draw is made and published",
+        Duration::from_secs(30),
+        || async {
+            let report = draw_report(&app, &ops, &sale).await;
+            report["items"][0]["waitlist_reached"] == json!(STOCK)
+        },
+    )
+    .await;
+    assert_eq!(
+        register(&app, &sale, 99).await.0,
+        403,
+        "registration is closed"
+    );
+    let winners = codes(&app, &sale).await;
+    assert_eq!(winners.len(), STOCK as usize, "exactly one code per unit");
+
+    // The revealed seed matches the commitment, and the documented script gives the same
+    // winners from it and the list.
+    let shown = || async {
+        let path = format!("/api/activities/{}", sale.activity_id);
+        json(app.get(&path, None).await).await.1
+    };
+    until("the seed is revealed", Duration::from_secs(5), || async {
+        shown().await.get("draw_seed").is_some()
+    })
+    .await;
+    let activity = shown().await;
+    let seed = activity["draw_seed"].as_str().expect("seed").to_owned();
+    {
+        use sha2::Digest;
+        let hashed = sha2::Sha256::digest(hex::decode(&seed).expect("hex"));
+        assert_eq!(
+            Some(hex::encode(hashed).as_str()),
+            activity["draw_commitment"].as_str()
+        );
+    }
+    let order = documented_order(&seed, &users);
+    let expected: BTreeSet<i64> = order[..STOCK as usize].iter().copied().collect();
+    let drawn: BTreeSet<i64> = winners.iter().map(|(user, _)| *user).collect();
+    assert_eq!(
+        drawn, expected,
+        "the script recomputes the server's winners"
+    );
+
+    // A buy without a code, or with another's, is not qualified.
+    let (first, first_code) = &winners[0];
+    let (second, second_code) = &winners[1];
+    let (status, body) = app.buy(*first, "no-code", &lottery_buy(&sale, None)).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("NOT_QUALIFIED"))
+    );
+    let (status, body) = app
+        .buy(*first, "theirs", &lottery_buy(&sale, Some(second_code)))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("NOT_QUALIFIED"))
+    );
+    let loser = order[STOCK as usize + 500];
+    let (status, body) = app
+        .buy(loser, "stolen", &lottery_buy(&sale, Some(first_code)))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("NOT_QUALIFIED"))
+    );
+    let me = mine(&app, &sale, *second).await;
+    assert_eq!(me[0]["status"], "won");
+    assert_eq!(me[0]["code"].as_str(), Some(second_code.as_str()));
+    let waiting = mine(&app, &sale, order[STOCK as usize + 4]).await;
+    assert_eq!(
+        (
+            waiting[0]["status"].as_str(),
+            waiting[0]["waitlist_position"].as_i64()
+        ),
+        (Some("waitlisted"), Some(5))
+    );
+
+    // Eighty winners buy once each; a second buy is refused.
+    let (buyers, idle) = winners.split_at(80);
+    for (user, code) in buyers {
+        let (status, body) = app
+            .buy(*user, "first", &lottery_buy(&sale, Some(code)))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = app
+        .buy(*first, "again", &lottery_buy(&sale, Some(first_code)))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("ALREADY_PURCHASED"))
+    );
+    assert_eq!(mine(&app, &sale, *first).await[0]["status"], "bought");
+
+    // Twenty let their codes expire: within 2 s the next twenty on the waitlist have codes.
+    clock.advance(Duration::from_secs(CODE_TTL_S as u64 + 60));
+    let (idle_user, idle_code) = &idle[0];
+    let started = std::time::Instant::now();
+    until(
+        "twenty codes handed to the waitlist",
+        Duration::from_secs(2),
+        || async { codes(&app, &sale).await.len() == STOCK as usize + 20 },
+    )
+    .await;
+    let handed = started.elapsed();
+    let (status, body) = app
+        .buy(*idle_user, "late", &lottery_buy(&sale, Some(idle_code)))
+        .await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("CODE_EXPIRED")));
+    let all = codes(&app, &sale).await;
+    let next: Vec<i64> = all[STOCK as usize..]
+        .iter()
+        .map(|(user, _)| *user)
+        .collect();
+    assert_eq!(
+        next,
+        order[STOCK as usize..STOCK as usize + 20],
+        "in the draw's order"
+    );
+    for (user, code) in &all[STOCK as usize..] {
+        let (status, body) = app
+            .buy(*user, "turn", &lottery_buy(&sale, Some(code)))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let report = draw_report(&app, &ops, &sale).await;
+    assert_eq!(report["items"][0]["codes_used"], json!(100));
+    assert_eq!(report["items"][0]["codes_expired"], json!(20));
+    assert_eq!(report["items"][0]["waitlist_reached"], json!(STOCK + 20));
+    eprintln!("codes handed to the waitlist {handed:?} after the expiry");
+}
+
+#[tokio::test]
+async fn lottery_terms_are_validated_with_their_codes() {
+    let app = spawn_app_with(|_| {}).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let (_, item) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&merchant),
+            &json!({ "name": "x", "price_cents": 1 }),
+        )
+        .await,
+    )
+    .await;
+    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
+    let activity = |extra: Value| {
+        let mut body = json!({
+            "title": "L", "kind": "standard", "pay_timeout_s": 900,
+            "starts_at": starts, "ends_at": starts + chrono::Duration::hours(1),
+            "items": [{ "item_id": item["id"], "stock": 10, "per_user_limit": 1, "price_cents": 1 }],
+            "mode": "lottery",
+            "registration_opens_at": starts - chrono::Duration::hours(1),
+            "registration_closes_at": starts,
+        });
+        for (key, value) in extra.as_object().expect("object") {
+            body[key] = value.clone();
+        }
+        body
+    };
+    for (extra, code) in [
+        (json!({ "code_ttl_s": 59 }), "CODE_TTL_OUT_OF_RANGE"),
+        (
+            json!({ "registration_closes_at": starts + chrono::Duration::seconds(1) }),
+            "REGISTRATION_WINDOW_INVALID",
+        ),
+        (
+            json!({ "registration_opens_at": null }),
+            "REGISTRATION_WINDOW_INVALID",
+        ),
+    ] {
+        let before = app.count("activities").await;
+        let (status, body) = json(
+            app.post_json("/admin/api/activities", Some(&merchant), &activity(extra))
+                .await,
+        )
+        .await;
+        assert_eq!((status, body["code"].as_str()), (400, Some(code)), "{body}");
+        assert_eq!(
+            app.count("activities").await,
+            before,
+            "a refusal writes nothing"
+        );
+    }
+    let (status, created) = json(
+        app.post_json(
+            "/admin/api/activities",
+            Some(&merchant),
+            &activity(json!({})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let (_, shown) = json(
+        app.get(&format!("/api/activities/{}", created["id"]), None)
+            .await,
+    )
+    .await;
+    assert_eq!(shown["mode"], "lottery");
+    assert_eq!(shown["code_ttl_s"], json!(900));
+    assert_eq!(shown["draw_commitment"].as_str().map(str::len), Some(64));
+    assert!(
+        shown.get("draw_seed").is_none(),
+        "the seed stays hidden before the draw"
+    );
+}
+
+/// (user, status) of every entry of the sale's item, by user.
+async fn statuses(app: &TestApp, sale: &Sale) -> Vec<(i64, String)> {
+    sqlx::query_as(
+        "SELECT user_id, status FROM lottery_entries
+         WHERE activity_id = $1 AND item_id = $2 ORDER BY user_id",
+    )
+    .bind(sale.activity_id)
+    .bind(sale.item_id)
+    .fetch_all(&app.db)
+    .await
+    .expect("statuses")
+}
+
+#[tokio::test]
+async fn a_refused_registration_leaves_nothing_and_a_repeated_one_counts_nothing() {
+    let app = spawn_app_with(|settings| {
+        settings.buy.registrations_per_ip_per_window = 3;
+        // A window longer than the test: the count cannot reset under it.
+        settings.buy.rate_window_s = 3_600;
+    })
+    .await;
+    let (sale, clock) = lottery_sale(&app, STOCK).await;
+    let window = || app.redis_keys("*rl:reg:*");
+    for user in 1..=3 {
+        assert_eq!(register(&app, &sale, user).await.0, 200);
+    }
+    // Again: 200, and the address's window is not counted.
+    let (status, again) = register(&app, &sale, 1).await;
+    assert_eq!(
+        (status, again["status"].as_str()),
+        (200, Some("registered"))
+    );
+    let (status, body) = register(&app, &sale, 4).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (429, Some("RATE_LIMITED")),
+        "{body}"
+    );
+    let regs: i64 = redis::cmd("HLEN")
+        .arg(app.state.redis.item_key(
+            contract::SaleItem::new(sale.activity_id, sale.item_id),
+            "lot:regs",
+        ))
+        .query_async(&mut app.state.redis.connection())
+        .await
+        .expect("hlen");
+    assert_eq!(regs, 3, "the refused buyer is not in the list");
+    let counter: Vec<i64> = {
+        let keys = window().await;
+        let mut counts = Vec::new();
+        for key in keys {
+            counts.push(
+                redis::cmd("GET")
+                    .arg(&key)
+                    .query_async(&mut app.state.redis.connection())
+                    .await
+                    .expect("get"),
+            );
+        }
+        counts
+    };
+    assert_eq!(
+        counter,
+        vec![3],
+        "neither the repeat nor the refusal counted"
+    );
+    assert!(mine(&app, &sale, 4)
+        .await
+        .as_array()
+        .expect("list")
+        .is_empty());
+    // Outside the window (the lottery's clock past its close): 403, nothing written.
+    clock.advance(Duration::from_secs(10 * 60));
+    let (status, body) = register(&app, &sale, 5).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("REGISTRATION_CLOSED"))
+    );
+    // A first-come activity takes no registration.
+    let first_come = crate::support::fixtures::open_sale(&app, 10, 1).await;
+    let (status, body) = register(&app, &first_come, 1).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("NOT_A_LOTTERY"))
+    );
+    // Nor a buy with a code.
+    let (status, body) = app
+        .buy(1, "coded", &lottery_buy(&first_come, Some("ABC")))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("BAD_REQUEST")),
+        "{body}"
+    );
+}
+
+/// The status of order `order`.
+async fn order_status(app: &TestApp, order: uuid::Uuid) -> String {
+    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+        .bind(order)
+        .fetch_one(&app.db)
+        .await
+        .expect("order")
+}
+
+/// Unpaid orders completed from now on are cancelled `seconds` after they are made.
+async fn pay_within(app: &TestApp, sale: &Sale, seconds: i32) {
+    sqlx::query("UPDATE activities SET pay_timeout_s = $2 WHERE id = $1")
+        .bind(sale.activity_id)
+        .bind(seconds)
+        .execute(&app.db)
+        .await
+        .expect("pay timeout");
+}
+
+#[tokio::test]
+async fn a_cancelled_order_and_a_revoked_winner_pass_their_units_on_and_the_end_settles_everyone() {
+    // A sold-out flag that outlives the test: a code holder must never meet it.
+    let app = spawn_app_with(|settings| settings.buy.sold_out_flag_ms = 600_000).await;
+    let ops = app.caller(Role::Ops, None).await;
+    // Two units: two winners, three waiting.
+    let (sale, clock) = lottery_sale(&app, 2).await;
+    for user in 1..=5 {
+        assert_eq!(register(&app, &sale, user).await.0, 200);
+    }
+    clock.advance(Duration::from_secs(10 * 60));
+    until("the draw is published", Duration::from_secs(30), || async {
+        draw_report(&app, &ops, &sale).await["items"][0]["waitlist_reached"] == json!(2)
+    })
+    .await;
+    let winners = codes(&app, &sale).await;
+    assert_eq!(winners.len(), 2);
+    let ((unpaid, unpaid_code), (keeper, keeper_code)) = (&winners[0], &winners[1]);
+
+    // One winner buys and keeps his order; the other buys the last unit (the item sells
+    // out here) and never pays: his order is cancelled, its unit given back, and the next
+    // on the waitlist gets a code.
+    let kept = app
+        .bought(*keeper, "kept", &lottery_buy(&sale, Some(keeper_code)))
+        .await;
+    until(
+        "the kept order is completed",
+        Duration::from_secs(30),
+        || async { order_status(&app, kept).await == "UNPAID" },
+    )
+    .await;
+    pay_within(&app, &sale, 2).await;
+    let order = app
+        .bought(*unpaid, "unpaid", &lottery_buy(&sale, Some(unpaid_code)))
+        .await;
+    until(
+        "the unpaid order is completed",
+        Duration::from_secs(30),
+        || async { order_status(&app, order).await != "PRE_CREATED" },
+    )
+    .await;
+    pay_within(&app, &sale, 900).await;
+    until(
+        "the unpaid order is cancelled",
+        Duration::from_secs(30),
+        || async { order_status(&app, order).await == "CANCELLED" },
+    )
+    .await;
+    until(
+        "the cancelled unit's code",
+        Duration::from_secs(2),
+        || async { codes(&app, &sale).await.len() == 3 },
+    )
+    .await;
+    let (status, body) = app
+        .buy(*unpaid, "again", &lottery_buy(&sale, Some(unpaid_code)))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("ALREADY_PURCHASED")),
+        "a code buys once"
+    );
+
+    // Ops revoke the one it went to before he buys (audited): his code ends, his unit goes on.
+    let revoked = codes(&app, &sale).await[2].0;
+    let audited = app.operator_actions().await;
+    let (status, body) = json(
+        app.post_json(
+            &format!(
+                "/admin/api/activities/{}/registrations/{revoked}/revoke",
+                sale.activity_id
+            ),
+            Some(&ops),
+            &json!({ "reason": "one of a farm of accounts" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(app.operator_actions().await, audited + 1);
+    assert_eq!(mine(&app, &sale, revoked).await[0]["status"], "revoked");
+    until(
+        "the revoked buyer's code",
+        Duration::from_secs(2),
+        || async { codes(&app, &sale).await.len() == 4 },
+    )
+    .await;
+    let (fourth, fourth_code) = codes(&app, &sale).await[3].clone();
+    // The item sold out on this instance a moment ago; his unit is reserved all the same.
+    let (status, body) = app
+        .buy(fourth, "turn", &lottery_buy(&sale, Some(&fourth_code)))
+        .await;
+    assert_eq!(status, 200, "a live code is never told sold out: {body}");
+    let last: i64 = (1..=5)
+        .find(|user| ![*unpaid, *keeper, revoked, fourth].contains(user))
+        .expect("the last in line");
+    assert_eq!(
+        mine(&app, &sale, last).await[0]["waitlist_position"],
+        json!(1)
+    );
+
+    // The sale ends by the lottery's clock: every registrant's status is final.
+    clock.advance(Duration::from_secs(2 * 3_600));
+    until("the draw is settled", Duration::from_secs(10), || async {
+        let settled: Option<chrono::DateTime<chrono::Utc>> =
+            sqlx::query_scalar("SELECT settled_at FROM lottery_draws WHERE activity_id = $1")
+                .bind(sale.activity_id)
+                .fetch_one(&app.db)
+                .await
+                .expect("draw");
+        settled.is_some()
+    })
+    .await;
+    let mut expected = vec![
+        (*unpaid, "bought".to_owned()),
+        (*keeper, "bought".to_owned()),
+        (revoked, "revoked".to_owned()),
+        (fourth, "bought".to_owned()),
+        (last, "lost".to_owned()),
+    ];
+    expected.sort();
+    assert_eq!(statuses(&app, &sale).await, expected);
+    assert_eq!(mine(&app, &sale, last).await[0]["status"], "lost");
+    // Every order that holds a unit is a code's, and each code bought once.
+    let holders: Vec<i64> = sqlx::query_scalar(
+        "SELECT user_id FROM orders WHERE activity_id = $1 AND status <> 'CANCELLED' ORDER BY user_id",
+    )
+    .bind(sale.activity_id)
+    .fetch_all(&app.db)
+    .await
+    .expect("orders");
+    let mut expected_holders = vec![*keeper, fourth];
+    expected_holders.sort();
+    assert_eq!(holders, expected_holders);
+}
+
+/// The draw's steps a leader can die at: before its transaction commits, and after it,
+/// before the result is in Redis.
+const DRAW_FAULT_POINTS: [&str; 2] = ["lottery.drawing", "lottery.drawn"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_draw_survives_its_leader_killed_mid_draw_and_no_code_is_issued_twice() {
+    let app = spawn_app_with(|settings| {
+        settings.buy.registrations_per_ip_per_window = 1_000_000;
+    })
+    .await;
+    until(
+        "this instance leads",
+        crate::support::wait::PATIENCE,
+        || async { app.state.leadership.is_leader() },
+    )
+    .await;
+    let (sale, _clock) = lottery_sale(&app, 10).await;
+    let users: Vec<i64> = (1..=40).collect();
+    for user in &users {
+        assert_eq!(register(&app, &sale, *user).await.0, 200);
+    }
+    // This instance's lottery clock stays inside the window: it never draws. It stops as a
+    // crash would, and each next leader runs by the wall clock, past the window's close.
+    app.kill();
+    let client = reqwest::Client::new();
+    for step in DRAW_FAULT_POINTS {
+        let mut process = crate::support::serve_process::ServeProcess::start_with_env(
+            &app.state.settings,
+            &client,
+            &[(base::fault::VARIABLE, step)],
+        )
+        .await;
+        let status = tokio::time::timeout(Duration::from_secs(60), process.exited())
+            .await
+            .unwrap_or_else(|_| panic!("{step}: the leader never reached its fault point"));
+        assert!(!status.success(), "{step}: {status}");
+        let draws: i64 = sqlx::query_scalar("SELECT count(*) FROM lottery_draws")
+            .fetch_one(&app.db)
+            .await
+            .expect("draws");
+        // Died before the commit: nothing; after it: the draw, whole.
+        assert_eq!(draws, i64::from(step == "lottery.drawn"), "{step}");
+    }
+    let drawn_codes = codes(&app, &sale).await;
+    assert_eq!(drawn_codes.len(), 10);
+    let last =
+        crate::support::serve_process::ServeProcess::start(&app.state.settings, &client).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let report_path = format!(
+        "{}/admin/api/activities/{}/draw",
+        last.address, sale.activity_id
+    );
+    until(
+        "the next leader publishes the draw",
+        Duration::from_secs(60),
+        || async {
+            let report: Value = client
+                .get(&report_path)
+                .bearer_auth(&ops.token)
+                .send()
+                .await
+                .expect("sent")
+                .json()
+                .await
+                .expect("json");
+            report["items"][0]["waitlist_reached"] == json!(10)
+        },
+    )
+    .await;
+    // The codes in Redis are the ones the committed draw made, one per winner, and every
+    // registrant has one entry.
+    assert_eq!(
+        codes(&app, &sale).await,
+        drawn_codes,
+        "no code issued twice"
+    );
+    let held = redis_codes(&app, &sale).await;
+    let mut committed: Vec<(i64, String)> = drawn_codes.clone();
+    committed.sort();
+    assert_eq!(held, committed);
+    assert_eq!(statuses(&app, &sale).await.len(), users.len());
+    last.finish().await;
+}
+
+/// The codes Redis holds for an item, by buyer.
+async fn redis_codes(app: &TestApp, sale: &Sale) -> Vec<(i64, String)> {
+    let key = app.state.redis.item_key(
+        contract::SaleItem::new(sale.activity_id, sale.item_id),
+        "lot:codes",
+    );
+    let held: Vec<(i64, String)> = redis::cmd("HGETALL")
+        .arg(key)
+        .query_async(&mut app.state.redis.connection())
+        .await
+        .expect("codes");
+    let mut codes: Vec<(i64, String)> = held
+        .into_iter()
+        .map(|(buyer, grant)| {
+            (
+                buyer,
+                grant.split(' ').next().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    codes.sort();
+    codes
+}
+
+#[tokio::test]
+async fn a_registrant_sees_his_win_reach_the_sale_page_without_a_reload_and_buys() {
+    let app = spawn_app_with(|_| {}).await;
+    let (sale, clock) = lottery_sale(&app, 1).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (status, body) = json(
+        app.post_json(
+            &format!("/admin/api/activities/{}/publish", sale.activity_id),
+            Some(&ops),
+            &json!({}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(register(&app, &sale, 7).await.0, 200);
+    let child = crate::browser::start_scenario(
+        "sale_page_lottery.mjs",
+        vec![
+            app.address.clone(),
+            sale.activity_id.to_string(),
+            token(&app, 7),
+            crate::browser::shots(),
+        ],
+    );
+    let said = crate::sale_page::when_said(child, "registered", "drawn", || async {
+        clock.advance(Duration::from_secs(10 * 60));
+    })
+    .await;
+    assert!(said.iter().any(|line| line == "bought"), "{said:?}");
+    assert_eq!(mine(&app, &sale, 7).await[0]["status"], "bought");
+}
+
+#[tokio::test]
+async fn ops_read_the_draw_in_the_console_and_revoke_a_buyer_with_a_reason() {
+    let app = spawn_app_with(|_| {}).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (sale, clock) = lottery_sale(&app, 2).await;
+    for user in 1..=4 {
+        assert_eq!(register(&app, &sale, user).await.0, 200);
+    }
+    clock.advance(Duration::from_secs(10 * 60));
+    until("the draw is published", Duration::from_secs(30), || async {
+        draw_report(&app, &ops, &sale).await["items"][0]["waitlist_reached"] == json!(2)
+    })
+    .await;
+    let commitment = draw_report(&app, &ops, &sale).await["commitment"]
+        .as_str()
+        .expect("commitment")
+        .to_owned();
+    let winner = codes(&app, &sale).await[0].0;
+    let audited = app.operator_actions().await;
+    let said = crate::browser::run_scenario(
+        "console_lottery_draw.mjs",
+        vec![
+            app.address.clone(),
+            ops.username.clone(),
+            ops.password.clone(),
+            sale.activity_id.to_string(),
+            commitment,
+            winner.to_string(),
+            crate::browser::shots(),
+        ],
+    )
+    .await;
+    assert!(said.lines().any(|line| line == "revoked"), "{said}");
+    assert_eq!(app.operator_actions().await, audited + 1);
+    assert_eq!(mine(&app, &sale, winner).await[0]["status"], "revoked");
+}
