@@ -109,7 +109,14 @@ pub async fn submit(board: &Board<'_>, submission: Submission<'_>) -> ApiResult<
         return Ok(Submitted::Flipped(flipped));
     }
     let checked = Checked::change(flip.path, flip.value, flip.reason)?;
-    let needs_approval = board.needs_approval(&checked.path).await?;
+    let needs_approval = match board.needs_approval(&checked.path).await {
+        Ok(needs) => needs,
+        Err(error) => {
+            // etcd out of reach: the attempt is audited as failed, as the board's own is.
+            board.audit_unreached(actor, flip.source, &checked).await;
+            return Err(error);
+        }
+    };
     let (state, apply_at, revert_after_s) = match (timing, needs_approval) {
         (Timing::Now, false) => return Ok(Submitted::Flipped(board.flip(flip).await?)),
         (Timing::Now, true) => (ChangeState::PendingApproval, None, None),

@@ -177,7 +177,12 @@ impl<'a> Board<'a> {
 
     /// Records a flip that never reached etcd as `failed`; a database away as well leaves
     /// no row, which is what it would have been without the flip.
-    async fn audit_unreached(&self, actor: &Actor, source: Source, checked: &Checked<'_>) {
+    pub(crate) async fn audit_unreached(
+        &self,
+        actor: &Actor,
+        source: Source,
+        checked: &Checked<'_>,
+    ) {
         let opened = audit::open_flip(
             self.db,
             &PendingFlip {
