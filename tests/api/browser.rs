@@ -457,46 +457,44 @@ async fn visits_every_console_page_it_may_use(role: Role) {
     // What each role's pages must not show (controls it may not use), and must.
     const OPS_ONLY: &str = "#prewarm-form";
     const LEDGER: &str = "#ledger";
-    {
-        let caller = match role {
-            Role::Merchant => app.caller(Role::Merchant, Some("acme")).await,
-            Role::Ops => app.caller(Role::Ops, None).await,
-            other => app.caller(other, None).await,
-        };
-        let activity_page = match role {
-            Role::Merchant => format!("/activities/{activity}|absent={OPS_ONLY};{LEDGER}"),
-            Role::Sre => format!("/activities/{activity}|absent={OPS_ONLY}|present={LEDGER}"),
-            Role::Ops | Role::Admin => {
-                format!("/activities/{activity}|present={OPS_ONLY};{LEDGER}")
-            }
-        };
-        let mut args = vec![
-            app.address.clone(),
-            caller.username.clone(),
-            caller.password.clone(),
-            menu_of(role),
-            activity_page,
-            format!("/items/{item}"),
-            format!("/orders/{order}"),
-        ];
-        // The pages the menu does not link to, for the roles that may use them.
-        if role.may(contract::Permission::WriteCatalog) {
-            args.extend(["/activities/new".to_owned(), "/items/new".to_owned()]);
+    let caller = match role {
+        Role::Merchant => app.caller(Role::Merchant, Some("acme")).await,
+        Role::Ops => app.caller(Role::Ops, None).await,
+        other => app.caller(other, None).await,
+    };
+    let activity_page = match role {
+        Role::Merchant => format!("/activities/{activity}|absent={OPS_ONLY};{LEDGER}"),
+        Role::Sre => format!("/activities/{activity}|absent={OPS_ONLY}|present={LEDGER}"),
+        Role::Ops | Role::Admin => {
+            format!("/activities/{activity}|present={OPS_ONLY};{LEDGER}")
         }
-        if role.may(contract::Permission::Reconcile) {
-            args.extend([
-                format!("/reconciliations/{}", run["id"]),
-                format!("/reconciliations?activity_id={activity}"),
-            ]);
-        }
-        if role.may(contract::Permission::WatchOperations) {
-            args.extend([
-                format!("/baselines?activity_id={activity}"),
-                format!("/readiness?activity_id={activity}"),
-            ]);
-        }
-        run_scenario("console_every_page.mjs", args).await;
+    };
+    let mut args = vec![
+        app.address.clone(),
+        caller.username.clone(),
+        caller.password.clone(),
+        menu_of(role),
+        activity_page,
+        format!("/items/{item}"),
+        format!("/orders/{order}"),
+    ];
+    // The pages the menu does not link to, for the roles that may use them.
+    if role.may(contract::Permission::WriteCatalog) {
+        args.extend(["/activities/new".to_owned(), "/items/new".to_owned()]);
     }
+    if role.may(contract::Permission::Reconcile) {
+        args.extend([
+            format!("/reconciliations/{}", run["id"]),
+            format!("/reconciliations?activity_id={activity}"),
+        ]);
+    }
+    if role.may(contract::Permission::WatchOperations) {
+        args.extend([
+            format!("/baselines?activity_id={activity}"),
+            format!("/readiness?activity_id={activity}"),
+        ]);
+    }
+    run_scenario("console_every_page.mjs", args).await;
 }
 
 #[tokio::test]

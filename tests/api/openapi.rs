@@ -182,7 +182,10 @@ async fn fuzz(app: &TestApp, operations: &str, authorization: &str) {
         .args(["--max-examples", EXAMPLES_PER_OPERATION])
         .args(["--phases", "examples,coverage,fuzzing"])
         .args(["--seed", "1"])
-        .args(["--workers", "2"])
+        // One worker: with two, hypothesis (under schemathesis) parses its strategies' source
+        // from two threads at once, and CPython 3.11's parser then fails with "AST constructor
+        // recursion depth mismatch", a crash of the tool that fails the run at random.
+        .args(["--workers", "1"])
         .args(["--generation-with-security-parameters", "false"])
         .args(["--header", &format!("Authorization: {authorization}")])
         .arg("--no-color")
