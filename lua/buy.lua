@@ -25,7 +25,7 @@
 -- expiry here, in the same call, so a buy pays no round trip of its own for it.
 --
 -- The steps a call runs are named by letters: `w` the windows, `c` the claim, `d` the
--- deduction (with the claim), `q` the lottery code (SPEC §13): the buyer's own code for the
+-- deduction (with the claim), `q` the lottery code (docs/lottery.md): the buyer's own code for the
 -- item, live, not used; his limit is then his code's units, and the deduction (or, with
 -- PostgreSQL deducting, the claim) uses the code in the same step. A first-come buy has no
 -- `q` and reads nothing of the lottery's keys. A buy runs `wcd` in one call; with the challenge on (its key

@@ -1,6 +1,6 @@
 -- buyer_event.lua: records one event in a buyer's log of one activity and announces it to
 -- every instance, in one step, so an event is never announced without being in the log a
--- resuming stream reads (SPEC §14: `Last-Event-ID` resumes without loss).
+-- resuming stream reads (`Last-Event-ID` resumes without loss: docs/buyer-events.md).
 --
 -- KEYS[1]  {e<activity>}:u<user>:events   the buyer's log: a stream, one entry per event,
 --                                          fields `k` (the event's name) and `d` (its data)

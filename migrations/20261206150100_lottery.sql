@@ -1,4 +1,4 @@
--- Lottery sales (SPEC §13): an activity either sells to whoever comes first, or hands out the
+-- Lottery sales (docs/lottery.md): an activity either sells to whoever comes first, or hands out the
 -- right to buy by a draw among those who registered in a window before the sale. Never edited
 -- once landed.
 --

@@ -1,4 +1,4 @@
-//! Lottery sales (SPEC §13, docs/lottery.md) against the real services: registration, the
+//! Lottery sales (docs/lottery.md) against the real services: registration, the
 //! draw recomputed by the documented script, buys with codes, and the waitlist moving when
 //! codes expire. Time that is the subject (the window closing, codes expiring) is the
 //! lottery's clock, moved by the test.

@@ -62,7 +62,7 @@ impl std::str::FromStr for ActivityKind {
     }
 }
 
-/// How an activity sells (SPEC §13): to whoever comes first, or to the winners of a draw
+/// How an activity sells (docs/lottery.md): to whoever comes first, or to the winners of a draw
 /// among those who registered in a window before the sale, each with a code of his own.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! What `GET /api/events?activity_id=` tells a buyer (SPEC §14): each Server-Sent Event's
+//! What `GET /api/events?activity_id=` tells a buyer (docs/buyer-events.md): each Server-Sent Event's
 //! name is the variant's (`order`, `registration`) and its data the variant's fields as JSON,
 //! so the sale page listens by name and reads plain objects. The server publishes these
 //! through `events::BuyerEvents`; nothing here knows how they travel.
@@ -14,7 +14,7 @@ use crate::OrderStatus;
 pub enum BuyerEvent {
     /// One of his orders moved to another state.
     Order(OrderEvent),
-    /// His registration for one item of a lottery activity moved (SPEC §13).
+    /// His registration for one item of a lottery activity moved (docs/lottery.md).
     Registration(RegistrationEvent),
 }
 
@@ -39,7 +39,7 @@ pub struct OrderEvent {
 }
 
 /// Where a buyer's registration for one item stands, as `GET
-/// /api/activities/{id}/registrations/me` lists it (SPEC §13).
+/// /api/activities/{id}/registrations/me` lists it (docs/lottery.md).
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegistrationEvent {
@@ -59,7 +59,7 @@ pub struct RegistrationEvent {
     pub waitlist_position: Option<i64>,
 }
 
-/// A registration's life in a lottery activity (SPEC §13).
+/// A registration's life in a lottery activity (docs/lottery.md).
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,5 +1,5 @@
 //! A lottery's draw as ops read it (`GET /admin/api/activities/{id}/draw` and the console's
-//! draw page), and the revocation of a buyer's part in it (SPEC §13, docs/lottery.md).
+//! draw page), and the revocation of a buyer's part in it (docs/lottery.md).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! The lottery draw of one activity (SPEC §13): per item, registrants, winners, codes issued,
+//! The lottery draw of one activity (docs/lottery.md): per item, registrants, winners, codes issued,
 //! used, expired and revoked, how far the waitlist got, and the seed's commitment (and the
 //! seed once drawn), which anyone can check the draw with (docs/lottery.md). Ops revoke a
 //! buyer here, with the reason the audit keeps; his turn passes on.

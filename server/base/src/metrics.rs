@@ -596,7 +596,7 @@ impl RetentionMetrics {
     }
 }
 
-/// Lottery sales (SPEC §13): registrations, draws, codes by outcome, the waitlist's moves.
+/// Lottery sales (docs/lottery.md): registrations, draws, codes by outcome, the waitlist's moves.
 pub struct LotteryMetrics {
     /// Registrations by `outcome`: `registered`, `again`, `rate_limited`, `closed`.
     pub registrations: IntCounterVec,

@@ -106,7 +106,7 @@ pub(crate) struct BuyRequest {
     pub(crate) challenge_id: Option<String>,
     #[serde(default)]
     pub(crate) answer: Option<i64>,
-    /// A lottery activity's code (SPEC §13); none for first come.
+    /// A lottery activity's code (docs/lottery.md); none for first come.
     #[serde(default)]
     pub(crate) code: Option<String>,
 }

@@ -48,7 +48,7 @@ pub(crate) enum Outcome {
     RateLimited,
     Overloaded,
     Degraded,
-    /// A lottery buy without a code of the buyer's own for the item (SPEC §13).
+    /// A lottery buy without a code of the buyer's own for the item (docs/lottery.md).
     NotQualified,
     /// A lottery buy whose code's lifetime is over.
     CodeExpired,

@@ -18,7 +18,7 @@ pub(crate) const PAY_TIMEOUT_RANGE_S: std::ops::RangeInclusive<i64> = 10..=86_40
 /// most a day (beyond it the units it reserves sit idle while others wait for them).
 pub(crate) const CODE_TTL_RANGE_S: std::ops::RangeInclusive<i64> = 60..=86_400;
 
-/// The terms of a lottery activity (SPEC §13) as validated: a window that closes at or
+/// The terms of a lottery activity (docs/lottery.md) as validated: a window that closes at or
 /// before the sale starts, and a code lifetime in range. They exist together or not at all,
 /// so a first-come activity has none of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

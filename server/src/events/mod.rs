@@ -1,4 +1,4 @@
-//! Buyer events (SPEC §14): what a buyer waits for, pushed to his sale page instead of
+//! Buyer events (docs/buyer-events.md): what a buyer waits for, pushed to his sale page instead of
 //! polled. Whoever changes an order's state (the create-order consumer, the payment, the
 //! pay timeout, a void) or a registration's publishes through [`BuyerEvents`] after its
 //! commit; the event goes into the buyer's log of the activity in Redis and is announced on

@@ -1,5 +1,5 @@
 //! `GET /api/events?activity_id=` (buyer token): the buyer's own events of one activity as
-//! Server-Sent Events (SPEC §14). The stream opens with a comment `open` and, as its `id:`,
+//! Server-Sent Events (docs/buyer-events.md). The stream opens with a comment `open` and, as its `id:`,
 //! where it starts in the buyer's log (so a client that drops before any event resumes from
 //! there: `0-0` for an empty log, before everything it will hold); each event has its
 //! log id as `id:`, its kind as `event:` (`order`, `registration`) and its fields as JSON

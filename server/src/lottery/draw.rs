@@ -25,7 +25,7 @@ use crate::{
 };
 
 /// How often the leader looks: a unit given back reaches the next on the waitlist within
-/// this and one pass, well inside the 2 s SPEC §13 allows.
+/// this and one pass, well inside the 2 s docs/lottery.md promises.
 const TICK: Duration = Duration::from_millis(250);
 /// Fresh codes one advance call takes: buyers it may reach at most.
 const ADVANCE_BATCH: usize = 64;

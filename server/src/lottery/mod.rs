@@ -1,4 +1,4 @@
-//! Lottery sales (SPEC §13, docs/lottery.md): for the scarcest items the right to buy is
+//! Lottery sales (docs/lottery.md): for the scarcest items the right to buy is
 //! handed out before the sale. Buyers register in a window (`routes`, one Redis round trip
 //! each), the leader draws once per item when the window closes, in an order anyone can
 //! recompute from the seed committed beforehand (`rules::draw_order`), and each winner gets a
@@ -49,7 +49,7 @@ impl Lottery {
 
 /// The one place the leader's and ops' changes of registrants' statuses pass through (the
 /// draw, the waitlist's codes, a revocation, the settling): each buyer is told by a
-/// `registration` event on his stream (SPEC §14), after the change is in the stores. The
+/// `registration` event on his stream (docs/buyer-events.md), after the change is in the stores. The
 /// event names the status; the page reads the rest (his code, his place) from
 /// `/registrations/me`. A code that buys changes its buyer's status inside the buy script,
 /// which does not pass here: his order's events tell his page.

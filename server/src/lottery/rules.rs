@@ -19,7 +19,7 @@ fn ticket(seed: &[u8], user_id: i64) -> [u8; 32] {
     mac.finalize().into_bytes().into()
 }
 
-/// The draw's order (SPEC §13): registrants by ticket ascending as bytes, ties by user id.
+/// The draw's order (docs/lottery.md): registrants by ticket ascending as bytes, ties by user id.
 /// Anyone holding the seed and the list gets the same order (docs/lottery.md has the script).
 pub(crate) fn draw_order(seed: &[u8], registrants: &[i64]) -> Vec<i64> {
     let mut keyed: Vec<([u8; 32], i64)> = registrants
@@ -52,7 +52,7 @@ pub(crate) fn well_formed_code(code: &str) -> bool {
     (1..=64).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric())
 }
 
-/// A registrant's status (SPEC §13): the wire's, which the buyer events carry too.
+/// A registrant's status (docs/lottery.md): the wire's, which the buyer events carry too.
 pub(crate) use contract::RegistrationStatus as Status;
 
 /// A status as PostgreSQL's `lottery_entries.status` and the JSON spell it.

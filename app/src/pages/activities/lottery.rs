@@ -1,4 +1,4 @@
-//! The activity form's lottery part (SPEC §13): how the activity sells, and for a lottery
+//! The activity form's lottery part (docs/lottery.md): how the activity sells, and for a lottery
 //! its registration window and its codes' lifetime. The server's rules decide (their codes
 //! `REGISTRATION_WINDOW_INVALID`, `CODE_TTL_OUT_OF_RANGE` come back under the form); this
 //! only turns the fields into the wire's values.

@@ -1,4 +1,4 @@
-//! `[events]`: the buyer event streams of `GET /api/events` (SPEC §14), in a file of their
+//! `[events]`: the buyer event streams of `GET /api/events` (docs/buyer-events.md), in a file of their
 //! own beside `config.rs`.
 
 use serde::Deserialize;
@@ -13,7 +13,7 @@ pub struct EventsSettings {
     /// it under `max_connections`, with room for the buys.
     pub max_streams: usize,
     /// How long a buyer's log of an activity's events outlives its last event, in seconds:
-    /// a stream coming back with `Last-Event-ID` within it misses nothing (SPEC: 5 minutes).
+    /// a stream coming back with `Last-Event-ID` within it misses nothing (5 minutes by default).
     pub resume_window_s: u64,
     /// Most events one log keeps (the oldest go first); a buyer sees a few per activity.
     pub log_max_entries: u32,

@@ -1,4 +1,4 @@
-//! The buyer event streams' metrics (`GET /api/events`, SPEC §14), beside `metrics.rs` so
+//! The buyer event streams' metrics (`GET /api/events`, docs/buyer-events.md), beside `metrics.rs` so
 //! that file stays one screenful per family.
 
 use prometheus::{IntCounterVec, IntGauge};
