@@ -10,10 +10,15 @@
 --                                            drawn, 'x' revoked
 -- KEYS[2]  {a<activity>.i<item>}:rl:reg:<address>  registrations from this address in the window
 -- KEYS[3]  {a<activity>.i<item>}:lot:sealed  present from the moment the draw reads the list
+-- KEYS[4]  {a<activity>.i<item>}:lot:addrs   sorted set: address -> registrations it made, for
+--                                            ops to see how concentrated they are (one farm of
+--                                            addresses registering thousands of buyers shows
+--                                            as a few members with large scores)
 -- ARGV[1]  buyer id
 -- ARGV[2]  window length in seconds
 -- ARGV[3]  registrations one address may make per item and window
 -- ARGV[4]  when the list expires, in ms since the epoch (the activity's end and a grace)
+-- ARGV[5]  the client's address as the windows count it
 --
 -- Returns a pair {code, value}:
 --   {0, "r"}      registered now
@@ -37,7 +42,9 @@ else
   redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
 end
 redis.call('HSET', KEYS[1], ARGV[1], 'r')
+redis.call('ZINCRBY', KEYS[4], 1, ARGV[5])
 if redis.call('PEXPIRETIME', KEYS[1]) < 0 then
   redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+  redis.call('PEXPIREAT', KEYS[4], ARGV[4])
 end
 return {0, 'r'}

@@ -267,7 +267,8 @@ setup_node_tools() {
   else
     log "wasm-opt: installing npm binaryen@$binaryen into $SECKILL_TOOLS_DIR"
     mkdir -p "$SECKILL_TOOLS_DIR"
-    npm install --prefix "$SECKILL_TOOLS_DIR" --no-audit --no-fund --silent "binaryen@$binaryen" >/dev/null
+    # Errors reach the log (a failed download must say why, not end the script mutely).
+    npm install --prefix "$SECKILL_TOOLS_DIR" --no-audit --no-fund --loglevel=error "binaryen@$binaryen" >/dev/null
   fi
   mkdir -p "$SECKILL_TOOLS_DIR/bin"
   ln -sfn ../node_modules/.bin/wasm-opt "$SECKILL_TOOLS_DIR/bin/wasm-opt"
@@ -280,7 +281,7 @@ setup_node_tools() {
     log "browser test: node modules up to date"
   else
     log "browser test: npm ci in tests/browser"
-    (cd "$dir" && npm ci --no-audit --no-fund --silent >/dev/null)
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
     echo "$sum" >"$dir/node_modules/.seckill-lock.sha256"
   fi
 }

@@ -87,18 +87,28 @@ async fn lottery_sale(app: &TestApp, stock: i64) -> (Sale, std::sync::Arc<TestCl
 }
 
 async fn register(app: &TestApp, sale: &Sale, user: i64) -> (u16, Value) {
-    let response = app
+    register_from(app, sale, user, None).await
+}
+
+/// A registration that a trusted proxy forwards from client address `from`.
+async fn register_from(
+    app: &TestApp,
+    sale: &Sale,
+    user: i64,
+    from: Option<&str>,
+) -> (u16, Value) {
+    let mut request = app
         .client
         .post(format!(
             "{}/api/activities/{}/registrations",
             app.address, sale.activity_id
         ))
         .bearer_auth(token(app, user))
-        .json(&json!({ "item_id": sale.item_id }))
-        .send()
-        .await
-        .expect("sent");
-    json(response).await
+        .json(&json!({ "item_id": sale.item_id }));
+    if let Some(from) = from {
+        request = request.header("x-forwarded-for", from);
+    }
+    json(request.send().await.expect("sent")).await
 }
 
 async fn mine(app: &TestApp, sale: &Sale, user: i64) -> Value {
@@ -860,4 +870,105 @@ async fn ops_read_the_draw_in_the_console_and_revoke_a_buyer_with_a_reason() {
     assert!(said.lines().any(|line| line == "revoked"), "{said}");
     assert_eq!(app.operator_actions().await, audited + 1);
     assert_eq!(mine(&app, &sale, winner).await[0]["status"], "revoked");
+}
+
+/// Ops see where registrations came from, by client address: a farm of one address stands
+/// out by its share. Live while registration is open; after the draw, as the draw fixed it,
+/// so the figures outlive the sale's keys in Redis. A refused registration is not counted.
+#[tokio::test]
+async fn ops_see_how_many_addresses_registered_and_the_share_of_the_busiest() {
+    const FARM: &str = "203.0.113.7";
+    let app = spawn_app_with(|settings| {
+        settings.trusted_proxies = ["127.0.0.1".parse().expect("network")]
+            .into_iter()
+            .collect();
+        settings.buy.registrations_per_ip_per_window = 30;
+        settings.buy.rate_window_s = 3_600;
+    })
+    .await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (sale, clock) = lottery_sale(&app, 2).await;
+    for user in 1..=30 {
+        assert_eq!(register_from(&app, &sale, user, Some(FARM)).await.0, 200);
+    }
+    let (status, body) = register_from(&app, &sale, 31, Some(FARM)).await;
+    assert_eq!((status, body["code"].as_str()), (429, Some("RATE_LIMITED")));
+    for user in 40..45 {
+        let from = format!("198.51.100.{user}");
+        assert_eq!(register_from(&app, &sale, user, Some(&from)).await.0, 200);
+    }
+    let live = draw_report(&app, &ops, &sale).await["items"][0]["sources"].clone();
+    assert_eq!(
+        (
+            &live["registrations"],
+            &live["addresses"],
+            &live["from_top_100"]
+        ),
+        (&json!(35), &json!(6), &json!(35)),
+        "{live}"
+    );
+    let top = live["top"].as_array().expect("top");
+    assert_eq!(top.len(), 6, "{live}");
+    assert_eq!(top[0], json!({ "address": FARM, "registrations": 30 }));
+    assert!(top[1..].iter().all(|entry| entry["registrations"] == 1));
+
+    clock.advance(Duration::from_secs(10 * 60));
+    until("the draw is published", Duration::from_secs(30), || async {
+        draw_report(&app, &ops, &sale).await["items"][0]["waitlist_reached"] == json!(2)
+    })
+    .await;
+    // The sale's keys go (as they do two days after its end): the draw's figures stay.
+    let _: () = redis::cmd("DEL")
+        .arg(app.state.redis.item_key(
+            contract::SaleItem::new(sale.activity_id, sale.item_id),
+            "lot:addrs",
+        ))
+        .query_async(&mut app.state.redis.connection())
+        .await
+        .expect("del");
+    assert_eq!(
+        draw_report(&app, &ops, &sale).await["items"][0]["sources"],
+        live
+    );
+}
+
+/// The lottery's line of the readiness check: before the close, the commitment and the
+/// registrations so far; after the draw, every item drawn. (Its refusals, no leader and an
+/// overdue draw, are the verdict's unit tests.)
+#[tokio::test]
+async fn readiness_shows_a_lotterys_commitment_registrations_and_draw() {
+    let app = spawn_app_with(|_| {}).await;
+    let ops = app.caller(Role::Ops, None).await;
+    let (sale, clock) = lottery_sale(&app, 2).await;
+    for user in 1..=3 {
+        assert_eq!(register(&app, &sale, user).await.0, 200);
+    }
+    let lottery_line = || async {
+        let path = format!("/admin/api/readiness?activity_id={}", sale.activity_id);
+        let (status, report) = json(app.get(&path, Some(&ops)).await).await;
+        assert_eq!(status, 200, "{report}");
+        report["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|check| check["name"] == "lottery")
+            .cloned()
+            .expect("a lottery check")
+    };
+    let before = lottery_line().await;
+    assert_eq!(before["ok"], true, "{before}");
+    let detail = before["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains("3 registration(s) so far") && detail.contains("commitment"),
+        "{detail}"
+    );
+    clock.advance(Duration::from_secs(10 * 60));
+    until("readiness sees the draw made", Duration::from_secs(30), || async {
+        let line = lottery_line().await;
+        line["ok"] == true
+            && line["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.contains("all 1 item(s) drawn"))
+    })
+    .await;
 }

@@ -21,6 +21,48 @@ pub struct DrawItem {
     pub codes_revoked: i64,
     /// Ranks that have had their turn: the waitlist reached rank `waitlist_reached`.
     pub waitlist_reached: Option<i64>,
+    /// Where the registrations came from: live while registration is open, as the draw
+    /// found them once it is made. None for a draw made before addresses were counted, or
+    /// an item whose registrations are gone from Redis before its draw.
+    pub sources: Option<RegistrationSources>,
+}
+
+/// Where an item's registrations came from, by the client address the registration window
+/// counts (behind a balancer, the buyer's, not the balancer's). A scalper's farm registering
+/// thousands of buyers shows as a few addresses with a large share.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegistrationSources {
+    /// Registrations made (revoked ones included: they were made).
+    pub registrations: i64,
+    /// Distinct addresses they came from.
+    pub addresses: i64,
+    /// Registrations made from the 100 addresses that made the most.
+    pub from_top_100: i64,
+    /// The addresses that made the most, most first: at most [`RegistrationSources::TOP_SHOWN`].
+    pub top: Vec<AddressRegistrations>,
+}
+
+impl RegistrationSources {
+    /// How many of the busiest addresses are listed by name.
+    pub const TOP_SHOWN: usize = 10;
+
+    /// The share of registrations made from the top 100 addresses, in percent (0 when none
+    /// was made).
+    pub fn top_100_percent(&self) -> f64 {
+        if self.registrations <= 0 {
+            return 0.0;
+        }
+        self.from_top_100 as f64 * 100.0 / self.registrations as f64
+    }
+}
+
+/// One address and the registrations it made.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressRegistrations {
+    pub address: String,
+    pub registrations: i64,
 }
 
 /// `GET /admin/api/activities/{id}/draw`.
@@ -49,4 +91,21 @@ pub struct RevokeRegistration {
 pub struct Revoked {
     pub user_id: i64,
     pub items: Vec<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_top_100_share_is_a_percentage_of_the_registrations_and_zero_without_any() {
+        let sources = |registrations, from_top_100| RegistrationSources {
+            registrations,
+            addresses: 1,
+            from_top_100,
+            top: Vec::new(),
+        };
+        assert_eq!(sources(200, 50).top_100_percent(), 25.0);
+        assert_eq!(sources(0, 0).top_100_percent(), 0.0);
+    }
 }

@@ -42,10 +42,13 @@ pub enum ReadinessCheckName {
     /// No switch change scheduled (or reverting) during the sale, no change waiting for a
     /// second person for more than a few minutes.
     Changes,
+    /// A lottery activity: its draw's commitment fixed, a leader to draw when registration
+    /// closes, and no draw overdue. Ok for a first-come activity.
+    Lottery,
 }
 
 impl ReadinessCheckName {
-    pub const ALL: [ReadinessCheckName; 15] = [
+    pub const ALL: [ReadinessCheckName; 16] = [
         Self::Stock,
         Self::BuyerRecords,
         Self::Bloom,
@@ -61,6 +64,7 @@ impl ReadinessCheckName {
         Self::Leader,
         Self::Clocks,
         Self::Changes,
+        Self::Lottery,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -80,6 +84,7 @@ impl ReadinessCheckName {
             Self::Leader => "leader",
             Self::Clocks => "clocks",
             Self::Changes => "changes",
+            Self::Lottery => "lottery",
         }
     }
 }

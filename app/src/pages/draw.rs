@@ -1,11 +1,13 @@
 //! The lottery draw of one activity (docs/lottery.md): per item, registrants, winners, codes issued,
 //! used, expired and revoked, how far the waitlist got, and the seed's commitment (and the
-//! seed once drawn), which anyone can check the draw with (docs/lottery.md). Ops revoke a
-//! buyer here, with the reason the audit keeps; his turn passes on.
+//! seed once drawn), which anyone can check the draw with (docs/lottery.md); where the
+//! registrations came from (how many addresses, the share of the busiest hundred, the busiest
+//! by name), so a farm of scalpers shows. Ops revoke a buyer here, with the reason the audit
+//! keeps; his turn passes on.
 
 use super::{activity_picker, chosen_activity, error_box};
 use crate::api::{get_draw, list_activities, RevokeRegistration};
-use contract::DrawReport;
+use contract::{DrawItem, DrawReport, RegistrationSources};
 use leptos::prelude::*;
 
 #[component]
@@ -45,8 +47,35 @@ fn or_dash(value: Option<i64>) -> String {
     value.map_or_else(|| "–".to_owned(), |value| value.to_string())
 }
 
+/// One item's registrations by address: the counts, then the busiest addresses by name.
+fn sources_view(item: &DrawItem) -> AnyView {
+    let Some(sources) = item.sources.clone() else {
+        return view! { <p class="meta">{format!("Item {}: no registration counted by address.", item.item_id)}</p> }
+            .into_any();
+    };
+    let RegistrationSources { registrations, addresses, top, .. } = &sources;
+    let summary = format!(
+        "Item {}: {registrations} registration(s) from {addresses} address(es); the busiest 100 addresses made {:.1} % of them.",
+        item.item_id,
+        sources.top_100_percent()
+    );
+    view! {
+        <p class="meta" data-sources=item.item_id.to_string()>{summary}</p>
+        <table class="grid" tabindex="0" data-top-addresses=item.item_id.to_string()>
+            <thead><tr><th>"Address"</th><th>"Registrations"</th></tr></thead>
+            <tbody>
+                {top.iter().map(|entry| view! {
+                    <tr><td class="mono">{entry.address.clone()}</td><td>{entry.registrations}</td></tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}
+
 fn report_view(report: DrawReport, revoke: ServerAction<RevokeRegistration>) -> AnyView {
     let activity_id = report.activity_id;
+    let sources: Vec<AnyView> = report.items.iter().map(sources_view).collect();
     let seed = report
         .seed
         .clone()
@@ -78,6 +107,8 @@ fn report_view(report: DrawReport, revoke: ServerAction<RevokeRegistration>) -> 
                 }).collect_view()}
             </tbody>
         </table>
+        <h2>"Where registrations came from"</h2>
+        {sources}
         <h2>"Revoke a buyer"</h2>
         <ActionForm action=revoke attr:class="row" attr:id="revoke-form">
             <input type="hidden" name="activity_id" value=activity_id/>

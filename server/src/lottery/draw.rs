@@ -87,6 +87,8 @@ async fn draw(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result<(
     let (registrants, revoked) = LotteryClient(&state.redis)
         .seal_and_read(sale, expires_at_ms)
         .await?;
+    // The list is sealed: its sources are final.
+    let sources = LotteryClient(&state.redis).sources(sale).await?;
     let seed = store::seed(&state.db, item.activity_id).await?;
     let order = rules::draw_order(&seed, &registrants);
     let limit = i64::from(item.per_user_limit);
@@ -105,6 +107,7 @@ async fn draw(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result<(
         winners,
         codes: &codes,
         revoked: &revoked,
+        sources: sources.as_ref(),
     };
     // A test kills the leader here: the list sealed and ordered, nothing written yet.
     base::fault::point("lottery.drawing");

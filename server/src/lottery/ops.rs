@@ -23,9 +23,13 @@ pub(crate) async fn draw_report(state: &AppState, actor: &Actor, id: i64) -> Api
     let now = state.lottery.now_ms();
     let mut items = Vec::new();
     for row in store::draw_rows(&state.db, id).await? {
-        let live = LotteryClient(&state.redis)
-            .live_state(SaleItem::new(id, row.item_id))
-            .await?;
+        let sale = SaleItem::new(id, row.item_id);
+        let client = LotteryClient(&state.redis);
+        let live = client.live_state(sale).await?;
+        let sources = match row.sources() {
+            Some(fixed) => Some(fixed),
+            None => client.sources(sale).await?,
+        };
         let expired = live
             .codes
             .iter()
@@ -41,6 +45,7 @@ pub(crate) async fn draw_report(state: &AppState, actor: &Actor, id: i64) -> Api
             codes_expired: i64::try_from(expired).unwrap_or(i64::MAX),
             codes_revoked: row.revoked,
             waitlist_reached: live.turns,
+            sources,
         });
     }
     Ok(DrawReport {

@@ -2,7 +2,7 @@
 //! of an item sits under its hash tag, with the buy script's, so the buy checks and uses a
 //! code in the same script as the deduction.
 
-use contract::SaleItem;
+use contract::{AddressRegistrations, RegistrationSources, SaleItem};
 use redis::AsyncCommands;
 
 use crate::lottery::rules::{Grant, Held};
@@ -27,6 +27,8 @@ pub(crate) struct LotteryKeys {
     pub(crate) sealed: String,
     /// Present once the draw's whole result is in Redis.
     pub(crate) drawn: String,
+    /// Sorted set: client address -> registrations it made.
+    pub(crate) addresses: String,
 }
 
 impl LotteryKeys {
@@ -40,6 +42,7 @@ impl LotteryKeys {
             turns: key("lot:turns"),
             sealed: key("lot:sealed"),
             drawn: key("lot:drawn"),
+            addresses: key("lot:addrs"),
         }
     }
 }
@@ -101,10 +104,12 @@ impl LotteryClient<'_> {
             .key(&keys.regs)
             .key(window)
             .key(&keys.sealed)
+            .key(&keys.addresses)
             .arg(registration.buyer)
             .arg(registration.window_s)
             .arg(registration.per_address)
             .arg(registration.expires_at_ms)
+            .arg(registration.address)
             .invoke_async(&mut self.0.connection())
             .await?;
         Ok(match code {
@@ -185,6 +190,41 @@ impl LotteryClient<'_> {
             list.dedup();
         }
         Ok((drawn, revoked))
+    }
+
+    /// Where `sale`'s registrations came from so far, in one round trip; None when Redis
+    /// holds no registration of it (none made, or its keys gone after the sale).
+    pub(crate) async fn sources(
+        &self,
+        sale: SaleItem,
+    ) -> redis::RedisResult<Option<RegistrationSources>> {
+        let keys = LotteryKeys::of(self.0, sale);
+        let (registrations, addresses, top): (i64, i64, Vec<(String, f64)>) = redis::pipe()
+            .hlen(&keys.regs)
+            .zcard(&keys.addresses)
+            .zrevrange_withscores(&keys.addresses, 0, 99)
+            .query_async(&mut self.0.connection())
+            .await?;
+        if addresses == 0 {
+            return Ok(None);
+        }
+        // Scores are whole counts (ZINCRBY by 1).
+        let top: Vec<AddressRegistrations> = top
+            .into_iter()
+            .map(|(address, count)| AddressRegistrations {
+                address,
+                registrations: count as i64,
+            })
+            .collect();
+        Ok(Some(RegistrationSources {
+            registrations,
+            addresses,
+            from_top_100: top.iter().map(|entry| entry.registrations).sum(),
+            top: top
+                .into_iter()
+                .take(RegistrationSources::TOP_SHOWN)
+                .collect(),
+        }))
     }
 
     /// Writes the draw's result (`published`), again from the start when a leader died in

@@ -2,7 +2,8 @@
 //! every registrant's entry (rank, code, final status).
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgPool, Postgres, Transaction};
+use contract::{AddressRegistrations, RegistrationSources};
+use sqlx::{types::Json, PgPool, Postgres, Transaction};
 
 use crate::lottery::{
     rules::{self, Grant, Status},
@@ -80,6 +81,8 @@ pub(crate) struct DrawResult<'a> {
     pub(crate) winners: usize,
     pub(crate) codes: &'a [Grant],
     pub(crate) revoked: &'a [i64],
+    /// Where the registrations came from, as the sealed list left them.
+    pub(crate) sources: Option<&'a RegistrationSources>,
 }
 
 /// Writes an item's draw in one transaction: the draw's row (whose key makes it once), every
@@ -92,13 +95,18 @@ pub(crate) async fn record_draw(
 ) -> Result<bool, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let inserted = sqlx::query(
-        "INSERT INTO lottery_draws (activity_id, item_id, registrants, winners)
-         VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+        "INSERT INTO lottery_draws (activity_id, item_id, registrants, winners, registrations,
+                                    addresses, from_top_100, top_addresses)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
     )
     .bind(item.activity_id)
     .bind(item.item_id)
     .bind(i32::try_from(result.order.len()).unwrap_or(i32::MAX))
     .bind(i32::try_from(result.winners).unwrap_or(i32::MAX))
+    .bind(result.sources.map(|s| count(s.registrations)))
+    .bind(result.sources.map(|s| count(s.addresses)))
+    .bind(result.sources.map(|s| count(s.from_top_100)))
+    .bind(result.sources.map(|s| Json(&s.top)))
     .execute(&mut *tx)
     .await?
     .rows_affected();
@@ -339,11 +347,33 @@ pub(crate) struct DrawRow {
     pub(crate) drawn_at: Option<DateTime<Utc>>,
     pub(crate) codes_issued: i64,
     pub(crate) revoked: i64,
+    registrations: Option<i32>,
+    addresses: Option<i32>,
+    from_top_100: Option<i32>,
+    top_addresses: Option<Json<Vec<AddressRegistrations>>>,
+}
+
+impl DrawRow {
+    /// Where the registrations came from, as the draw fixed it (None before the draw).
+    pub(crate) fn sources(&self) -> Option<RegistrationSources> {
+        Some(RegistrationSources {
+            registrations: self.registrations?.into(),
+            addresses: self.addresses?.into(),
+            from_top_100: self.from_top_100?.into(),
+            top: self.top_addresses.as_ref()?.0.clone(),
+        })
+    }
+}
+
+/// A count as its INTEGER column holds it.
+fn count(value: i64) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
 }
 
 pub(crate) async fn draw_rows(pool: &PgPool, activity: i64) -> Result<Vec<DrawRow>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT ai.item_id, d.registrants, d.winners, d.drawn_at,
+        "SELECT ai.item_id, d.registrants, d.winners, d.drawn_at, d.registrations, d.addresses,
+                d.from_top_100, d.top_addresses,
                 (SELECT count(*) FROM lottery_entries e WHERE e.activity_id = ai.activity_id
                    AND e.item_id = ai.item_id AND e.code IS NOT NULL) AS codes_issued,
                 (SELECT count(*) FROM lottery_entries e WHERE e.activity_id = ai.activity_id

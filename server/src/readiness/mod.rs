@@ -10,10 +10,11 @@
 pub(crate) mod checks;
 pub(crate) mod routes;
 
-use crate::buy::bloom::BloomClient;
+use crate::{buy::bloom::BloomClient, lottery::scripts::LotteryClient};
 use contract::{
     Actor, Permission, Readiness, ReadinessCheck, ReadinessCheckName as Name, RehearsalStatus,
 };
+use chrono::Utc;
 use std::time::{Duration, Instant};
 
 use crate::{
@@ -47,7 +48,7 @@ pub(crate) async fn check(
     let activity = catalog::get_activity(&state.db, activity_id, None)
         .await?
         .ok_or(ApiError::NotFound("activity"))?;
-    let (redis_state, bloom, scripts, control, rehearsal, consumers, backlog, leader, changes) = tokio::join!(
+    let (redis_state, bloom, scripts, control, rehearsal, consumers, backlog, leader, changes, draw) = tokio::join!(
         redis_state(state, activity_id),
         bloom_check(state, &activity),
         scripts_check(state),
@@ -55,15 +56,20 @@ pub(crate) async fn check(
         rehearsal_check(state, activity_id),
         consumers_check(state),
         backlog_checks(state),
-        leader_check(state),
+        leader_read(state),
         changes_check(state, &activity),
+        draw_read(state, &activity),
     );
     let mut all = redis_state;
     all.extend([bloom, scripts, rehearsal]);
     all.extend(control);
     all.push(consumers);
     all.extend(backlog);
-    all.extend([leader, changes]);
+    all.extend([
+        leader_check(&leader),
+        changes,
+        lottery_check(state, &activity, draw, &leader),
+    ]);
     all.sort_by_key(|check| Name::ALL.iter().position(|name| *name == check.name));
     Ok(Readiness::of(activity_id, all))
 }
@@ -392,15 +398,83 @@ async fn changes_check(state: &AppState, activity: &StoredActivity) -> Readiness
     }
 }
 
-async fn leader_check(state: &AppState) -> ReadinessCheck {
+/// The leader etcd names, read once for the checks that need it.
+async fn leader_read(state: &AppState) -> anyhow::Result<Option<String>> {
     let layout = Layout::new(&state.settings.etcd_prefix);
-    let read = tokio::time::timeout(ETCD_WAIT, election::current_leader(state, &layout))
+    tokio::time::timeout(ETCD_WAIT, election::current_leader(state, &layout))
         .await
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("etcd did not answer within {ETCD_WAIT:?}")));
-    match read {
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("etcd did not answer within {ETCD_WAIT:?}")))
+}
+
+fn leader_check(leader: &anyhow::Result<Option<String>>) -> ReadinessCheck {
+    match leader {
         Ok(leader) => checks::leader(leader.as_deref()),
         Err(error) => {
             checks::unreadable(Name::Leader, "the election in etcd", format!("{error:#}"))
         }
     }
+}
+
+/// A lottery activity's draws: (items, items not drawn, registrations Redis holds for
+/// those); `None` for a first-come activity.
+async fn draw_read(
+    state: &AppState,
+    activity: &StoredActivity,
+) -> anyhow::Result<Option<(usize, usize, Option<i64>)>> {
+    if activity.lottery.is_none() {
+        return Ok(None);
+    }
+    let rows = crate::lottery::store::draw_rows(&state.db, activity.id).await?;
+    let undrawn: Vec<i64> = rows
+        .iter()
+        .filter(|row| row.drawn_at.is_none())
+        .map(|row| row.item_id)
+        .collect();
+    let mut registrations = Some(0);
+    for item in &undrawn {
+        let sale = contract::SaleItem::new(activity.id, *item);
+        // Redis out of reach leaves the count unknown; the verdict does not hang on it.
+        let counted = LotteryClient(&state.redis).sources(sale).await.ok();
+        registrations = match (registrations, counted) {
+            (Some(sum), Some(sources)) => {
+                Some(sum + sources.map_or(0, |sources| sources.registrations))
+            }
+            _ => None,
+        };
+    }
+    Ok(Some((rows.len(), undrawn.len(), registrations)))
+}
+
+fn lottery_check(
+    state: &AppState,
+    activity: &StoredActivity,
+    draw: anyhow::Result<Option<(usize, usize, Option<i64>)>>,
+    leader: &anyhow::Result<Option<String>>,
+) -> ReadinessCheck {
+    let (lottery, draw) = match (&activity.lottery, draw) {
+        (Some(lottery), Ok(Some(draw))) => (lottery, draw),
+        (None, _) | (_, Ok(None)) => return checks::lottery(None, None, Utc::now()),
+        (_, Err(error)) => {
+            return checks::unreadable(Name::Lottery, "the draws", format!("{error:#}"))
+        }
+    };
+    let leader = match leader {
+        Ok(leader) => leader.as_deref(),
+        Err(error) => {
+            return checks::unreadable(Name::Lottery, "the election in etcd", format!("{error:#}"))
+        }
+    };
+    let (items, undrawn, registrations) = draw;
+    let now = chrono::DateTime::from_timestamp_millis(state.lottery.now_ms()).unwrap_or_default();
+    checks::lottery(
+        Some(&checks::LotteryState {
+            closes_at: lottery.terms.registration_closes_at,
+            commitment: &lottery.commitment,
+            items,
+            undrawn,
+            registrations,
+        }),
+        leader,
+        now,
+    )
 }
