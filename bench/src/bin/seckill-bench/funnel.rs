@@ -17,6 +17,7 @@
 
 pub mod dashboard;
 pub mod hotkeys;
+pub mod lottery;
 pub mod proxies;
 pub mod sale_page;
 pub mod soak;

@@ -16,6 +16,8 @@
 //!   sold-out storm and success path with hot-key detection on against off;
 //! * `proxies`: the sold-out storm and success path with the client-address resolver in
 //!   (every request forwarded by a trusted proxy) against out;
+//! * `lottery`: lottery registrations against the sold-out storm, and the draw of a
+//!   million registrants;
 //! * `soak`: days of sales compressed (publish, rehearse, pre-warm, storm, pay, time out,
 //!   reconcile, end, repeat), every table's rows and the server's memory at the start and
 //!   the end;
@@ -43,7 +45,7 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(
     name = "seckill-bench",
-    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, dashboard, salepage, hotkeys, proxies, soak, or all"
+    about = "The benchmarks of BENCHMARKS.md: funnel, pipeline, control, reconcile, dashboard, salepage, hotkeys, proxies, lottery, soak, or all"
 )]
 struct Cli {
     #[command(flatten)]
@@ -87,6 +89,8 @@ enum Bench {
     Hotkeys(funnel::hotkeys::HotKeysArgs),
     /// The buy path with client addresses resolved behind a trusted proxy against without.
     Proxies(funnel::proxies::ProxiesArgs),
+    /// Lottery registrations against the sold-out storm, and the draw of a million.
+    Lottery(funnel::lottery::LotteryArgs),
     /// Days of sales compressed, with every table's rows and the server's memory.
     Soak(funnel::soak::SoakArgs),
     /// funnel, then pipeline, then control, then reconcile.
@@ -115,6 +119,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Salepage(args) => funnel::sale_page::run(common, args).await,
         Bench::Hotkeys(args) => funnel::hotkeys::run(common, args).await,
         Bench::Proxies(args) => funnel::proxies::run(common, args).await,
+        Bench::Lottery(args) => funnel::lottery::run(common, args).await,
         Bench::Soak(args) => funnel::soak::run(common, args).await,
         Bench::All {
             funnel,

@@ -68,7 +68,9 @@ pub struct Args {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub retries_per_user: u64,
     /// `buy` posts to /api/seckill/buy; `healthz` sends the same load to GET /healthz as a
-    /// baseline; `sale-page` GETs the activity's published page `/sale/{activity}/`.
+    /// baseline; `sale-page` GETs the activity's published page `/sale/{activity}/`;
+    /// `register` posts a lottery registration for the item to
+    /// `/api/activities/{activity}/registrations`.
     #[arg(long, value_enum, default_value_t = Endpoint::Buy)]
     pub endpoint: Endpoint,
     /// Give up on one request after this many milliseconds (counted as a transport error).
@@ -102,6 +104,7 @@ pub enum Endpoint {
     Healthz,
     #[serde(rename = "sale-page")]
     SalePage,
+    Register,
 }
 
 impl Endpoint {
@@ -110,6 +113,7 @@ impl Endpoint {
             Self::Buy => "buy",
             Self::Healthz => "healthz",
             Self::SalePage => "sale-page",
+            Self::Register => "register",
         }
     }
 }

@@ -117,6 +117,7 @@ impl Target {
             Endpoint::Buy => "/api/seckill/buy".to_owned(),
             Endpoint::Healthz => "/healthz".to_owned(),
             Endpoint::SalePage => format!("/sale/{activity_id}/"),
+            Endpoint::Register => format!("/api/activities/{activity_id}/registrations"),
         };
         Self {
             client,
@@ -130,6 +131,10 @@ impl Target {
     pub async fn send(&self, order: BuyBody, buyer: &Buyer, since: Instant) -> Sample {
         let request = match self.endpoint {
             Endpoint::Buy => self.client.post(&self.url).json(&order),
+            Endpoint::Register => self
+                .client
+                .post(&self.url)
+                .json(&serde_json::json!({ "item_id": order.item_id })),
             Endpoint::Healthz | Endpoint::SalePage => self.client.get(&self.url),
         }
         .header("Authorization", &buyer.authorization)
@@ -177,7 +182,9 @@ fn classify(endpoint: Endpoint, status: StatusCode, body: &[u8]) -> Reply {
         order_id,
     };
     match (endpoint, status) {
-        (Endpoint::Healthz | Endpoint::SalePage, StatusCode::OK) => reply("OK", None),
+        (Endpoint::Healthz | Endpoint::SalePage | Endpoint::Register, StatusCode::OK) => {
+            reply("OK", None)
+        }
         (Endpoint::Buy, StatusCode::OK) => match serde_json::from_slice::<Accepted>(body) {
             Ok(accepted) if accepted.status == "PRE_CREATED" => {
                 reply("OK", Some(accepted.order_id))
