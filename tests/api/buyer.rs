@@ -644,29 +644,7 @@ async fn the_challenge_must_be_answered_right_and_not_too_fast() {
         (403, Some("CHALLENGE_FAILED"))
     );
 
-    let ask = || async {
-        let response = app
-            .client
-            .get(format!(
-                "{}/api/challenge?activity_id={}",
-                app.address, sale.activity_id
-            ))
-            .bearer_auth(token(&app, 3))
-            .send()
-            .await
-            .expect("sent");
-        let challenge: Value = response.json().await.expect("json");
-        let question = challenge["question"].as_str().expect("question");
-        let numbers: Vec<i64> = question
-            .split(|c: char| !c.is_ascii_digit())
-            .filter(|s| !s.is_empty())
-            .map(|s| s.parse().expect("number"))
-            .collect();
-        (
-            challenge["challenge_id"].as_str().expect("id").to_owned(),
-            numbers[0] * numbers[1],
-        )
-    };
+    let ask = || app.challenge_for(sale.activity_id, 3);
     let with_answer = |id: &str, answer: i64| json!({ "activity_id": sale.activity_id, "item_id": sale.item_id, "quantity": 1, "challenge_id": id, "answer": answer });
     let (id, answer) = ask().await;
     let (status, _) = app.buy(3, "c1", &with_answer(&id, answer)).await;

@@ -87,7 +87,7 @@ async fn lottery_sale(app: &TestApp, stock: i64) -> (Sale, std::sync::Arc<TestCl
 }
 
 async fn register(app: &TestApp, sale: &Sale, user: i64) -> (u16, Value) {
-    register_from(app, sale, user, None).await
+    register_with(app, sale, user, None, json!({ "item_id": sale.item_id })).await
 }
 
 /// A registration that a trusted proxy forwards from client address `from`.
@@ -97,6 +97,17 @@ async fn register_from(
     user: i64,
     from: Option<&str>,
 ) -> (u16, Value) {
+    register_with(app, sale, user, from, json!({ "item_id": sale.item_id })).await
+}
+
+/// A registration with `body`, forwarded from `from` when given.
+async fn register_with(
+    app: &TestApp,
+    sale: &Sale,
+    user: i64,
+    from: Option<&str>,
+    body: Value,
+) -> (u16, Value) {
     let mut request = app
         .client
         .post(format!(
@@ -104,7 +115,7 @@ async fn register_from(
             app.address, sale.activity_id
         ))
         .bearer_auth(token(app, user))
-        .json(&json!({ "item_id": sale.item_id }));
+        .json(&body);
     if let Some(from) = from {
         request = request.header("x-forwarded-for", from);
     }
@@ -971,4 +982,33 @@ async fn readiness_shows_a_lotterys_commitment_registrations_and_draw() {
                 .is_some_and(|detail| detail.contains("all 1 item(s) drawn"))
     })
     .await;
+}
+
+/// While the `challenge` switch is on, a registration answers the human challenge as a buy
+/// does: without it, or too fast, 403 `CHALLENGE_FAILED` and nothing in the list; with the
+/// right answer, registered.
+#[tokio::test]
+async fn a_registration_answers_the_challenge_while_the_switch_asks_for_it() {
+    let app = spawn_app_with(|settings| settings.buy.challenge_required = true).await;
+    let clock = TestClock::starting_now();
+    app.state.funnel.challenges.use_clock(clock.clone());
+    let (sale, _) = lottery_sale(&app, 2).await;
+    let (status, body) = register(&app, &sale, 7).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("CHALLENGE_FAILED")),
+        "{body}"
+    );
+    let answered = |(id, answer): (String, i64)| {
+        json!({ "item_id": sale.item_id, "challenge_id": id, "answer": answer })
+    };
+    let asked = app.challenge_for(sale.activity_id, 7).await;
+    let (status, _) = register_with(&app, &sale, 7, None, answered(asked)).await;
+    assert_eq!(status, 403, "answered faster than a person can");
+    assert!(mine(&app, &sale, 7).await.as_array().expect("list").is_empty());
+
+    let asked = app.challenge_for(sale.activity_id, 7).await;
+    clock.advance(seckill::buy::challenge::MIN_THINKING_TIME);
+    let (status, body) = register_with(&app, &sale, 7, None, answered(asked)).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("registered")), "{body}");
 }

@@ -598,7 +598,8 @@ impl RetentionMetrics {
 
 /// Lottery sales (docs/lottery.md): registrations, draws, codes by outcome, the waitlist's moves.
 pub struct LotteryMetrics {
-    /// Registrations by `outcome`: `registered`, `again`, `rate_limited`, `closed`.
+    /// Registrations by `outcome`: `registered`, `again`, `rate_limited`, `closed`,
+    /// `challenge_failed`.
     pub registrations: IntCounterVec,
     /// Draws made, one per item.
     pub draws: IntCounter,

@@ -70,6 +70,13 @@ async fn lottery_activity(
 #[serde(deny_unknown_fields)]
 struct RegistrationRequest {
     item_id: i64,
+    /// The human challenge's id and answer (`GET /api/challenge`), needed while the
+    /// `challenge` switch is on, as for a buy: a bot farm registering thousands of buyers
+    /// meets the question the buy path asks.
+    #[serde(default)]
+    challenge_id: Option<String>,
+    #[serde(default)]
+    answer: Option<i64>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -112,6 +119,25 @@ async fn register(
         return Err(registration_closed());
     }
     let switches = state.switches.current();
+    if switches.challenge_required {
+        let passed = match (body.challenge_id.as_deref(), body.answer) {
+            (Some(challenge), Some(answer)) => {
+                state
+                    .funnel
+                    .challenges
+                    .check(challenge, buyer.id, answer)
+                    .await?
+            }
+            _ => false,
+        };
+        if !passed {
+            counted.with_label_values(&["challenge_failed"]).inc();
+            return Err(ApiError::Refused {
+                code: "CHALLENGE_FAILED",
+                message: "the challenge answer is wrong, too fast or expired".into(),
+            });
+        }
+    }
     let address = client_address::counted(client).to_string();
     let registered = LotteryClient(&state.redis)
         .register(

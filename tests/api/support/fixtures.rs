@@ -314,6 +314,32 @@ impl TestApp {
         json(response).await
     }
 
+    /// A human challenge asked for buyer `user_id` in `activity_id` (`GET /api/challenge`):
+    /// its id and the right answer, worked out from the question.
+    pub(crate) async fn challenge_for(&self, activity_id: i64, user_id: i64) -> (String, i64) {
+        let response = self
+            .client
+            .get(format!(
+                "{}/api/challenge?activity_id={activity_id}",
+                self.address
+            ))
+            .bearer_auth(token(self, user_id))
+            .send()
+            .await
+            .expect("sent");
+        let challenge: Value = response.json().await.expect("json");
+        let question = challenge["question"].as_str().expect("question");
+        let numbers: Vec<i64> = question
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().expect("number"))
+            .collect();
+        (
+            challenge["challenge_id"].as_str().expect("id").to_owned(),
+            numbers[0] * numbers[1],
+        )
+    }
+
     /// A buy that must succeed; its order id.
     pub(crate) async fn bought(&self, user_id: i64, request_id: &str, body: &Value) -> Uuid {
         let (status, answer) = self.buy(user_id, request_id, body).await;

@@ -402,30 +402,3 @@ mod waiting_changes {
         assert!(verdict.detail.contains("alice"), "{}", verdict.detail);
     }
 }
-
-#[test]
-fn a_lottery_needs_its_commitment_a_leader_and_no_overdue_draw() {
-    let closes = Utc::now();
-    let commitment = "ab".repeat(32);
-    let draw = |undrawn| LotteryState {
-        closes_at: closes,
-        commitment: &commitment,
-        items: 2,
-        undrawn,
-        registrations: Some(7),
-    };
-    let before = closes - chrono::Duration::minutes(5);
-    assert!(lottery(None, None, before).ok, "a first-come activity");
-    let open = lottery(Some(&draw(2)), Some("n1"), before);
-    assert!(open.ok && open.detail.contains("7 registration(s)"), "{open:?}");
-    assert!(!lottery(Some(&draw(2)), None, before).ok, "nobody to draw");
-    assert!(lottery(Some(&draw(2)), Some("n1"), closes).ok, "drawing");
-    let late = lottery(Some(&draw(1)), Some("n1"), closes + DRAW_GRACE);
-    assert!(!late.ok && late.detail.contains("1 of 2"), "{late:?}");
-    assert!(lottery(Some(&draw(0)), None, closes + DRAW_GRACE).ok, "all drawn");
-    let bad = LotteryState {
-        commitment: "not-hex",
-        ..draw(2)
-    };
-    assert!(!lottery(Some(&bad), Some("n1"), before).ok);
-}

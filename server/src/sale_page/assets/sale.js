@@ -73,6 +73,7 @@
   let following = null;
   let shown = null; // the order on display, which the pay button pays
   let challenge = null; // {challenge_id, question}
+  let challengeDemanded = false; // a registration was refused CHALLENGE_FAILED
 
   async function syncStatus() {
     lastStatusAsk = performance.now();
@@ -235,6 +236,27 @@
     }
   }
 
+  // A registration carries the challenge's answer while the switch asks for one, as a buy
+  // does; an answer is good once, so the next registration asks a new question.
+  function registrationBody() {
+    const body = { item_id: selectedItem() };
+    if (((status && status.challenge_required) || challengeDemanded) && challenge) {
+      body.challenge_id = challenge.challenge_id;
+      body.answer = Number(el.answer.value);
+      challenge = null;
+    }
+    return body;
+  }
+
+  // Whether the page asks the human challenge now: before a buy in an open sale, or before
+  // a lottery registration while its window is open.
+  function challengeWanted(p) {
+    if (!token) return false;
+    const required = status && status.challenge_required;
+    if (required && p === 'open' && !following) return true;
+    return (required || challengeDemanded) && lottery && !myLine() && registrationOpen();
+  }
+
   if (lottery) {
     el.register.addEventListener('click', async () => {
       if (el.register.disabled) return;
@@ -244,13 +266,16 @@
         const res = await fetch(`/api/activities/${SALE.activity}/registrations`, {
           method: 'POST',
           headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
-          body: JSON.stringify({ item_id: selectedItem() }),
+          body: JSON.stringify(registrationBody()),
         });
         const body = await res.json().catch(() => null);
         if (res.ok) {
           say('', '');
         } else {
           const code = body && body.code;
+          // The switch may have turned on since /status last said (or /status is not
+          // served yet): the refusal itself says a question is wanted.
+          if (code === 'CHALLENGE_FAILED') challengeDemanded = true;
           const words = WORDS[code];
           say(words ? words(Number(res.headers.get('Retry-After')) || 1) : `The registration was refused (${code || res.status}).`, code || String(res.status));
         }
@@ -304,7 +329,7 @@
       }
     }
     renderLottery();
-    const wantChallenge = p === 'open' && status && status.challenge_required && !following;
+    const wantChallenge = challengeWanted(p);
     el.challenge.hidden = !wantChallenge;
     if (wantChallenge && !challenge) fetchChallenge();
   }
