@@ -6,6 +6,9 @@
 -- KEYS[1]  {a<activity>.i<item>}:lot:regs    hash: buyer -> 'r', rank, or 'x' revoked
 -- KEYS[2]  {a<activity>.i<item>}:lot:codes   hash: buyer -> his code
 -- KEYS[3]  {a<activity>.i<item>}:lot:used    set: buyers whose code bought
+-- KEYS[4]  {a<activity>.i<item>}:lot:gone    sorted set: a buyer revoked after the draw -> his
+--                                            rank, so those behind him on the waitlist are told
+--                                            their place net of him before his turn comes
 -- ARGV[1]  buyer id
 --
 -- Returns a pair {code, value}:
@@ -20,6 +23,14 @@ if state == 'x' then
   return {2, ''}
 end
 redis.call('HSET', KEYS[1], ARGV[1], 'x')
+local rank = tonumber(state)
+if rank then
+  redis.call('ZADD', KEYS[4], rank, ARGV[1])
+  local expires = redis.call('PEXPIRETIME', KEYS[1])
+  if expires > 0 then
+    redis.call('PEXPIREAT', KEYS[4], expires)
+  end
+end
 if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 0 then
   redis.call('HDEL', KEYS[2], ARGV[1])
 end

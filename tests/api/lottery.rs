@@ -1012,3 +1012,73 @@ async fn a_registration_answers_the_challenge_while_the_switch_asks_for_it() {
     let (status, body) = register_with(&app, &sale, 7, None, answered(asked)).await;
     assert_eq!((status, body["status"].as_str()), (200, Some("registered")), "{body}");
 }
+
+/// A waitlisted buyer is told his place net of the buyers revoked ahead of him (their turn
+/// will pass them by), and how many turns the waitlist has had since the draw.
+#[tokio::test]
+async fn a_waitlisted_buyers_place_leaves_out_the_revoked_ahead_and_counts_the_turns() {
+    let app = spawn_app_with(|_| {}).await;
+    let ops = app.caller(Role::Ops, None).await;
+    // Two units: ranks 1 and 2 win, 3 to 6 wait.
+    let (sale, clock) = lottery_sale(&app, 2).await;
+    for user in 1..=6 {
+        assert_eq!(register(&app, &sale, user).await.0, 200);
+    }
+    clock.advance(Duration::from_secs(10 * 60));
+    until("the draw is published", Duration::from_secs(30), || async {
+        draw_report(&app, &ops, &sale).await["items"][0]["waitlist_reached"] == json!(2)
+    })
+    .await;
+    let ranked: Vec<i64> = sqlx::query_scalar(
+        "SELECT user_id FROM lottery_entries
+         WHERE activity_id = $1 AND item_id = $2 ORDER BY rank",
+    )
+    .bind(sale.activity_id)
+    .bind(sale.item_id)
+    .fetch_all(&app.db)
+    .await
+    .expect("ranks");
+    let place = |user: i64| {
+        let app = &app;
+        let sale = &sale;
+        async move {
+            let line = mine(app, sale, user).await[0].clone();
+            (
+                line["waitlist_position"].as_i64(),
+                line["waitlist_turns_passed"].as_i64(),
+            )
+        }
+    };
+    assert_eq!(place(ranked[4]).await, (Some(3), Some(0)), "rank 5, before");
+    let (status, body) = json(
+        app.post_json(
+            &format!(
+                "/admin/api/activities/{}/registrations/{}/revoke",
+                sale.activity_id, ranked[3]
+            ),
+            Some(&ops),
+            &json!({ "reason": "one of a farm of accounts" }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(place(ranked[4]).await, (Some(2), Some(0)), "rank 4 revoked");
+    assert_eq!(place(ranked[2]).await, (Some(1), Some(0)), "rank 3 is next");
+
+    // One winner buys; the other's code expires: rank 3 gets its turn, the waitlist has
+    // had one.
+    let winners = codes(&app, &sale).await;
+    app.bought(
+        winners[0].0,
+        "first",
+        &lottery_buy(&sale, Some(&winners[0].1)),
+    )
+    .await;
+    clock.advance(Duration::from_secs(CODE_TTL_S as u64 + 1));
+    until("rank 3 gets a code", Duration::from_secs(5), || async {
+        mine(&app, &sale, ranked[2]).await[0]["status"] == "won"
+    })
+    .await;
+    assert_eq!(place(ranked[4]).await, (Some(1), Some(1)), "rank 5 is next");
+}

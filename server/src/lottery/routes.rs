@@ -189,8 +189,12 @@ struct MyRegistration {
     code_valid_from_ms: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     code_expires_ms: Option<i64>,
+    /// 1 for the next in line (revoked buyers ahead not counted).
     #[serde(skip_serializing_if = "Option::is_none")]
     waitlist_position: Option<i64>,
+    /// While waitlisted: the turns the waitlist has had since the draw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waitlist_turns_passed: Option<i64>,
 }
 
 async fn mine(
@@ -226,6 +230,7 @@ async fn mine(
                 code_valid_from_ms: live.as_ref().map(|grant| grant.valid_from_ms),
                 code_expires_ms: live.as_ref().map(|grant| grant.expires_ms),
                 waitlist_position: standing.waitlist_position,
+                waitlist_turns_passed: standing.turns_passed,
             })
         })
         .collect();

@@ -107,6 +107,10 @@ pub(crate) struct Held {
     pub(crate) used: bool,
     /// Ranks that have had their turn (absent until the draw's result is in Redis).
     pub(crate) turns: Option<i64>,
+    /// How many the draw made winners.
+    pub(crate) winners: Option<i64>,
+    /// Ranks of the buyers revoked after the draw.
+    pub(crate) gone_ranks: Vec<i64>,
 }
 
 /// Where a registrant stands.
@@ -114,8 +118,12 @@ pub(crate) struct Held {
 pub(crate) struct Standing {
     pub(crate) status: Status,
     pub(crate) grant: Option<Grant>,
-    /// 1 for the next in line.
+    /// 1 for the next in line: revoked buyers ahead of him, whose turn will pass them by,
+    /// are not counted.
     pub(crate) waitlist_position: Option<i64>,
+    /// While he waits: the turns the waitlist has had since the draw (each a code handed to
+    /// the next, or a revoked buyer passed by).
+    pub(crate) turns_passed: Option<i64>,
 }
 
 /// His standing at `now_ms`, with the sale `ended` or not; `None` if he never registered.
@@ -124,6 +132,7 @@ pub(crate) fn standing(held: &Held, now_ms: i64, ended: bool) -> Option<Standing
         status,
         grant: None,
         waitlist_position: None,
+        turns_passed: None,
     };
     let entry = held.entry.as_deref()?;
     let rank = match entry {
@@ -146,13 +155,20 @@ pub(crate) fn standing(held: &Held, now_ms: i64, ended: bool) -> Option<Standing
             status,
             grant: Some(grant),
             waitlist_position: None,
+            turns_passed: None,
         });
     }
     if rank > turns && !ended {
+        let revoked_ahead = held
+            .gone_ranks
+            .iter()
+            .filter(|gone| **gone > turns && **gone < rank)
+            .count();
         return Some(Standing {
             status: Status::Waitlisted,
             grant: None,
-            waitlist_position: Some(rank - turns),
+            waitlist_position: Some(rank - turns - revoked_ahead as i64),
+            turns_passed: held.winners.map(|winners| (turns - winners).max(0)),
         });
     }
     Some(plain(Status::Lost))
@@ -203,6 +219,8 @@ mod tests {
             grant,
             used,
             turns,
+            winners: Some(2),
+            gone_ranks: Vec::new(),
         };
         let status = |held: Held, now, ended| standing(&held, now, ended).map(|s| s.status);
         assert_eq!(standing(&Held::default(), 0, false), None);
@@ -232,8 +250,22 @@ mod tests {
         );
         let waiting = standing(&held("5", None, false, Some(2)), 0, false).unwrap();
         assert_eq!(
-            (waiting.status, waiting.waitlist_position),
-            (Status::Waitlisted, Some(3))
+            (
+                waiting.status,
+                waiting.waitlist_position,
+                waiting.turns_passed
+            ),
+            (Status::Waitlisted, Some(3), Some(0))
+        );
+        // Ranks 4 and 7 revoked, 3 had its turn: rank 4 is passed by, 7 is behind him.
+        let behind_a_revoked = Held {
+            gone_ranks: vec![4, 7],
+            ..held("6", None, false, Some(3))
+        };
+        let waiting = standing(&behind_a_revoked, 0, false).unwrap();
+        assert_eq!(
+            (waiting.waitlist_position, waiting.turns_passed),
+            (Some(2), Some(1))
         );
         assert_eq!(
             status(held("5", None, false, Some(2)), 0, true),

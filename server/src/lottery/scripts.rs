@@ -29,6 +29,10 @@ pub(crate) struct LotteryKeys {
     pub(crate) drawn: String,
     /// Sorted set: client address -> registrations it made.
     pub(crate) addresses: String,
+    /// Sorted set: a buyer revoked after the draw -> his rank.
+    pub(crate) gone: String,
+    /// How many the draw made winners.
+    pub(crate) winners: String,
 }
 
 impl LotteryKeys {
@@ -43,6 +47,8 @@ impl LotteryKeys {
             sealed: key("lot:sealed"),
             drawn: key("lot:drawn"),
             addresses: key("lot:addrs"),
+            gone: key("lot:gone"),
+            winners: key("lot:winners"),
         }
     }
 }
@@ -132,18 +138,31 @@ impl LotteryClient<'_> {
             pipe.hget(&keys.regs, buyer)
                 .hget(&keys.codes, buyer)
                 .sismember(&keys.used, buyer)
-                .get(&keys.turns);
+                .get(&keys.turns)
+                .get(&keys.winners)
+                .zrange_withscores(&keys.gone, 0, -1);
         }
-        // Per item: his entry, his code, whether it bought, the turns.
-        type Reads = (Option<String>, Option<String>, bool, Option<i64>);
+        // Per item: his entry, his code, whether it bought, the turns, the winners, the
+        // revoked ranks (as few as ops revoked).
+        type Reads = (
+            Option<String>,
+            Option<String>,
+            bool,
+            Option<i64>,
+            Option<i64>,
+            Vec<(String, f64)>,
+        );
         let values: Vec<Reads> = pipe.query_async(&mut self.0.connection()).await?;
         Ok(values
             .into_iter()
-            .map(|(entry, grant, used, turns)| Held {
+            .map(|(entry, grant, used, turns, winners, gone)| Held {
                 entry,
                 grant,
                 used,
                 turns,
+                winners,
+                // Scores are ranks, whole numbers.
+                gone_ranks: gone.into_iter().map(|(_, rank)| rank as i64).collect(),
             })
             .collect())
     }
@@ -263,6 +282,10 @@ impl LotteryClient<'_> {
             .ignore()
             .pexpire_at(&keys.turns, published.expires_at_ms)
             .ignore()
+            .set(&keys.winners, published.winners)
+            .ignore()
+            .pexpire_at(&keys.winners, published.expires_at_ms)
+            .ignore()
             .set(&keys.drawn, "1")
             .ignore()
             .pexpire_at(&keys.drawn, published.expires_at_ms)
@@ -321,6 +344,7 @@ impl LotteryClient<'_> {
             .key(&keys.regs)
             .key(&keys.codes)
             .key(&keys.used)
+            .key(&keys.gone)
             .arg(buyer)
             .invoke_async(&mut self.0.connection())
             .await?;

@@ -212,7 +212,8 @@
   const OUTCOME_WORDS = {
     registered: () => `You are registered. The draw is at ${zoned(SALE.registration_closes_at_ms)}.`,
     won: (line) => `You won! Your code ${line.code} is valid until ${zoned(line.code_expires_ms)}.`,
-    waitlisted: (line) => `You are number ${line.waitlist_position} on the waitlist: a unit a winner leaves comes to you.`,
+    waitlisted: (line) => `You are number ${line.waitlist_position} on the waitlist: a unit a winner leaves comes to you.`
+      + (line.waitlist_turns_passed ? ` ${line.waitlist_turns_passed} turn(s) have passed since the draw.` : ''),
     bought: () => 'You bought with your code.',
     expired: () => 'Your code expired unused.',
     lost: () => 'Not this time: neither the draw nor the waitlist reached you.',
