@@ -401,6 +401,11 @@ async fn every_key_of_a_prewarmed_activity_expires_two_days_after_its_end() {
                 .query_async(&mut connection)
                 .await
                 .expect("EXPIRETIME");
+            // A short window (a rate limit's) listed a moment ago may have ended since:
+            // a key that is gone cannot be one that never expires.
+            if expires_at == -2 {
+                continue;
+            }
             let suffix = key.rsplit_once("}:").map_or("", |(_, rest)| rest);
             if named.contains(&suffix) {
                 assert!(
