@@ -5,7 +5,8 @@
 // Usage: node console_lottery_draw.mjs BASE_URL USERNAME PASSWORD ACTIVITY_ID COMMITMENT USER_ID [SHOTS_DIR]
 //
 // Signs in, opens the draw page of ACTIVITY_ID, checks that it shows COMMITMENT and the seed
-// (the draw is made), revokes USER_ID with a reason and waits for the page to say so; prints
+// (the draw is made) and where the registrations came from (the test's four, from one
+// address: the busiest 100 made all of them), revokes USER_ID with a reason and waits for the page to say so; prints
 // `revoked`. Exit codes as in harness.mjs.
 
 import { StepError, login, openHydrated, runScenario, scenarioArgs, step, textOf } from './harness.mjs';
@@ -23,6 +24,11 @@ await runScenario(async (page) => {
   if (shown !== commitment) throw new StepError(`the commitment shown is "${shown}", not ${commitment}`);
   const seed = await textOf(page, '#draw-seed');
   if (!/^[0-9a-f]{64}$/.test(seed)) throw new StepError(`no seed once drawn: "${seed}"`);
+  const sources = await textOf(page, '[data-sources]');
+  if (!sources.includes('4 registration(s) from 1 address(es)') || !sources.includes('100.0 %')) {
+    throw new StepError(`the registrations' sources read "${sources}"`);
+  }
+  if (shots) await page.screenshot({ path: `${shots}/draw-sources.png`, fullPage: true });
   await step('fill the revoke form', async () => {
     await page.fill('#revoke-form input[name=user_id]', userId);
     await page.fill('#revoke-form input[name=reason]', 'one of a farm of accounts');
