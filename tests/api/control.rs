@@ -504,9 +504,11 @@ async fn a_killed_leader_is_replaced_within_the_lease_ttl_and_never_two_lead() {
     // The sampler runs when the test's own task waits: its first look may come after the
     // kill, and under a loaded machine it may then miss every moment one instance led, which
     // once left it counting no leader at all. It has seen the first leader before the kill.
-    wait::until("the sampler sees the leader", Duration::from_secs(5), || async {
-        most.load(Ordering::Relaxed) >= 1
-    })
+    wait::until(
+        "the sampler sees the leader",
+        Duration::from_secs(5),
+        || async { most.load(Ordering::Relaxed) >= 1 },
+    )
     .await;
     let leader = apps
         .iter()

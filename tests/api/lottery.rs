@@ -91,12 +91,7 @@ async fn register(app: &TestApp, sale: &Sale, user: i64) -> (u16, Value) {
 }
 
 /// A registration that a trusted proxy forwards from client address `from`.
-async fn register_from(
-    app: &TestApp,
-    sale: &Sale,
-    user: i64,
-    from: Option<&str>,
-) -> (u16, Value) {
+async fn register_from(app: &TestApp, sale: &Sale, user: i64, from: Option<&str>) -> (u16, Value) {
     register_with(app, sale, user, from, json!({ "item_id": sale.item_id })).await
 }
 
@@ -974,13 +969,17 @@ async fn readiness_shows_a_lotterys_commitment_registrations_and_draw() {
         "{detail}"
     );
     clock.advance(Duration::from_secs(10 * 60));
-    until("readiness sees the draw made", Duration::from_secs(30), || async {
-        let line = lottery_line().await;
-        line["ok"] == true
-            && line["detail"]
-                .as_str()
-                .is_some_and(|detail| detail.contains("all 1 item(s) drawn"))
-    })
+    until(
+        "readiness sees the draw made",
+        Duration::from_secs(30),
+        || async {
+            let line = lottery_line().await;
+            line["ok"] == true
+                && line["detail"]
+                    .as_str()
+                    .is_some_and(|detail| detail.contains("all 1 item(s) drawn"))
+        },
+    )
     .await;
 }
 
@@ -999,18 +998,24 @@ async fn a_registration_answers_the_challenge_while_the_switch_asks_for_it() {
         (403, Some("CHALLENGE_FAILED")),
         "{body}"
     );
-    let answered = |(id, answer): (String, i64)| {
-        json!({ "item_id": sale.item_id, "challenge_id": id, "answer": answer })
-    };
+    let answered = |(id, answer): (String, i64)| json!({ "item_id": sale.item_id, "challenge_id": id, "answer": answer });
     let asked = app.challenge_for(sale.activity_id, 7).await;
     let (status, _) = register_with(&app, &sale, 7, None, answered(asked)).await;
     assert_eq!(status, 403, "answered faster than a person can");
-    assert!(mine(&app, &sale, 7).await.as_array().expect("list").is_empty());
+    assert!(mine(&app, &sale, 7)
+        .await
+        .as_array()
+        .expect("list")
+        .is_empty());
 
     let asked = app.challenge_for(sale.activity_id, 7).await;
     clock.advance(seckill::buy::challenge::MIN_THINKING_TIME);
     let (status, body) = register_with(&app, &sale, 7, None, answered(asked)).await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("registered")), "{body}");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("registered")),
+        "{body}"
+    );
 }
 
 /// A waitlisted buyer is told his place net of the buyers revoked ahead of him (their turn

@@ -53,7 +53,12 @@ fn sources_view(item: &DrawItem) -> AnyView {
         return view! { <p class="meta">{format!("Item {}: no registration counted by address.", item.item_id)}</p> }
             .into_any();
     };
-    let RegistrationSources { registrations, addresses, top, .. } = &sources;
+    let RegistrationSources {
+        registrations,
+        addresses,
+        top,
+        ..
+    } = &sources;
     let summary = format!(
         "Item {}: {registrations} registration(s) from {addresses} address(es); the busiest 100 addresses made {:.1} % of them.",
         item.item_id,

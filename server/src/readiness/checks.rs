@@ -710,4 +710,3 @@ pub(crate) fn changes(
         )
     }
 }
-

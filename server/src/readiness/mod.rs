@@ -11,10 +11,10 @@ pub(crate) mod checks;
 pub(crate) mod routes;
 
 use crate::{buy::bloom::BloomClient, lottery::scripts::LotteryClient};
+use chrono::Utc;
 use contract::{
     Actor, Permission, Readiness, ReadinessCheck, ReadinessCheckName as Name, RehearsalStatus,
 };
-use chrono::Utc;
 use std::time::{Duration, Instant};
 
 use crate::{
@@ -48,7 +48,18 @@ pub(crate) async fn check(
     let activity = catalog::get_activity(&state.db, activity_id, None)
         .await?
         .ok_or(ApiError::NotFound("activity"))?;
-    let (redis_state, bloom, scripts, control, rehearsal, consumers, backlog, leader, changes, draw) = tokio::join!(
+    let (
+        redis_state,
+        bloom,
+        scripts,
+        control,
+        rehearsal,
+        consumers,
+        backlog,
+        leader,
+        changes,
+        draw,
+    ) = tokio::join!(
         redis_state(state, activity_id),
         bloom_check(state, &activity),
         scripts_check(state),

@@ -31,11 +31,7 @@ pub(crate) fn lottery(
     now: DateTime<Utc>,
 ) -> ReadinessCheck {
     let Some(draw) = draw else {
-        return verdict(
-            Name::Lottery,
-            true,
-            "a first-come activity: no draw".into(),
-        );
+        return verdict(Name::Lottery, true, "a first-come activity: no draw".into());
     };
     let due = draw.closes_at.to_rfc3339();
     let fixed = draw.commitment.len() == 64
@@ -113,12 +109,18 @@ mod tests {
         let before = closes - chrono::Duration::minutes(5);
         assert!(lottery(None, None, before).ok, "a first-come activity");
         let open = lottery(Some(&draw(2)), Some("n1"), before);
-        assert!(open.ok && open.detail.contains("7 registration(s)"), "{open:?}");
+        assert!(
+            open.ok && open.detail.contains("7 registration(s)"),
+            "{open:?}"
+        );
         assert!(!lottery(Some(&draw(2)), None, before).ok, "nobody to draw");
         assert!(lottery(Some(&draw(2)), Some("n1"), closes).ok, "drawing");
         let late = lottery(Some(&draw(1)), Some("n1"), closes + DRAW_GRACE);
         assert!(!late.ok && late.detail.contains("1 of 2"), "{late:?}");
-        assert!(lottery(Some(&draw(0)), None, closes + DRAW_GRACE).ok, "all drawn");
+        assert!(
+            lottery(Some(&draw(0)), None, closes + DRAW_GRACE).ok,
+            "all drawn"
+        );
         let bad = LotteryState {
             commitment: "not-hex",
             ..draw(2)

@@ -79,10 +79,7 @@ pub async fn run(common: &Common, args: &LotteryArgs) -> anyhow::Result<()> {
     report(common, &bench, &pairs, &drawn)
 }
 
-async fn measure(
-    bench: &mut Funnel<'_>,
-    args: &LotteryArgs,
-) -> anyhow::Result<(Vec<Pair>, Drawn)> {
+async fn measure(bench: &mut Funnel<'_>, args: &LotteryArgs) -> anyhow::Result<(Vec<Pair>, Drawn)> {
     bench.write_meta()?;
     let token = bench.fresh_stores().await?;
     let config = bench.write_config("bench.toml", 256)?;
@@ -193,7 +190,10 @@ async fn draw(
     let list = format!("{}{{a{activity}.i{item}}}:lot:regs", bench.namespace.redis);
     let redis = redis::Client::open(bench.redis_url.as_str())?;
     let mut redis = redis.get_multiplexed_async_connection().await?;
-    let listed: i64 = redis::cmd("HLEN").arg(&list).query_async(&mut redis).await?;
+    let listed: i64 = redis::cmd("HLEN")
+        .arg(&list)
+        .query_async(&mut redis)
+        .await?;
     let missing = (registrants - listed).max(0);
     bench.run.progress(format!(
         "draw: {listed} registered by the loads, writing {missing} more into {list}"
@@ -215,7 +215,9 @@ async fn draw(
     .fetch_one(&mut db)
     .await?;
     let started = Instant::now();
-    bench.run.progress("draw: window closed, waiting for the leader's draw");
+    bench
+        .run
+        .progress("draw: window closed, waiting for the leader's draw");
     loop {
         let row: Option<(i32, chrono::DateTime<Utc>, Option<chrono::DateTime<Utc>>)> =
             sqlx::query_as(
