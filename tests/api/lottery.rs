@@ -168,6 +168,26 @@ async fn draw_report(app: &TestApp, ops: &Caller, sale: &Sale) -> Value {
     report
 }
 
+/// Registers buyers `users`, closes the window by the lottery's clock and waits until the
+/// draw of `winners` is published (the waitlist has reached their ranks).
+async fn registered_and_drawn(
+    app: &TestApp,
+    ops: &Caller,
+    sale: &Sale,
+    clock: &TestClock,
+    users: std::ops::RangeInclusive<i64>,
+    winners: i64,
+) {
+    for user in users {
+        assert_eq!(register(app, sale, user).await.0, 200);
+    }
+    clock.advance(Duration::from_secs(10 * 60));
+    until("the draw is published", Duration::from_secs(30), || async {
+        draw_report(app, ops, sale).await["items"][0]["waitlist_reached"] == json!(winners)
+    })
+    .await;
+}
+
 /// The order the script of docs/lottery.md prints for `seed` and `users`.
 fn documented_order(seed: &str, users: &[i64]) -> Vec<i64> {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/lottery.md"))
@@ -571,14 +591,7 @@ async fn a_cancelled_order_and_a_revoked_winner_pass_their_units_on_and_the_end_
     let ops = app.caller(Role::Ops, None).await;
     // Two units: two winners, three waiting.
     let (sale, clock) = lottery_sale(&app, 2).await;
-    for user in 1..=5 {
-        assert_eq!(register(&app, &sale, user).await.0, 200);
-    }
-    clock.advance(Duration::from_secs(10 * 60));
-    until("the draw is published", Duration::from_secs(30), || async {
-        draw_report(&app, &ops, &sale).await["items"][0]["waitlist_reached"] == json!(2)
-    })
-    .await;
+    registered_and_drawn(&app, &ops, &sale, &clock, 1..=5, 2).await;
     let winners = codes(&app, &sale).await;
     assert_eq!(winners.len(), 2);
     let ((unpaid, unpaid_code), (keeper, keeper_code)) = (&winners[0], &winners[1]);
@@ -846,14 +859,7 @@ async fn ops_read_the_draw_in_the_console_and_revoke_a_buyer_with_a_reason() {
     let app = spawn_app_with(|_| {}).await;
     let ops = app.caller(Role::Ops, None).await;
     let (sale, clock) = lottery_sale(&app, 2).await;
-    for user in 1..=4 {
-        assert_eq!(register(&app, &sale, user).await.0, 200);
-    }
-    clock.advance(Duration::from_secs(10 * 60));
-    until("the draw is published", Duration::from_secs(30), || async {
-        draw_report(&app, &ops, &sale).await["items"][0]["waitlist_reached"] == json!(2)
-    })
-    .await;
+    registered_and_drawn(&app, &ops, &sale, &clock, 1..=4, 2).await;
     let commitment = draw_report(&app, &ops, &sale).await["commitment"]
         .as_str()
         .expect("commitment")
@@ -1026,14 +1032,7 @@ async fn a_waitlisted_buyers_place_leaves_out_the_revoked_ahead_and_counts_the_t
     let ops = app.caller(Role::Ops, None).await;
     // Two units: ranks 1 and 2 win, 3 to 6 wait.
     let (sale, clock) = lottery_sale(&app, 2).await;
-    for user in 1..=6 {
-        assert_eq!(register(&app, &sale, user).await.0, 200);
-    }
-    clock.advance(Duration::from_secs(10 * 60));
-    until("the draw is published", Duration::from_secs(30), || async {
-        draw_report(&app, &ops, &sale).await["items"][0]["waitlist_reached"] == json!(2)
-    })
-    .await;
+    registered_and_drawn(&app, &ops, &sale, &clock, 1..=6, 2).await;
     let ranked: Vec<i64> = sqlx::query_scalar(
         "SELECT user_id FROM lottery_entries
          WHERE activity_id = $1 AND item_id = $2 ORDER BY rank",
