@@ -27,10 +27,7 @@ use crate::{
     rehearsal::{copies, store as rehearsal_store},
     state::AppState,
 };
-use base::{
-    error::ApiResult,
-    lua,
-};
+use base::{error::ApiResult, lua};
 use checks::{BloomProbe, ClockSample, ItemState, SwitchState};
 
 /// Made-up keys the Bloom filter is asked about to measure its false-positive rate.
