@@ -749,6 +749,27 @@ async fn a_rehearsals_traffic_reaches_no_real_listing_run_list_hot_key_counter_g
         HashSet::from([shadow])
     );
 
+    // Every tool a person points at one activity takes the copy for no activity (404), as
+    // the catalogue does: its ledger (to its merchant too), its readiness, a pre-warm or a
+    // repair (each would raise a fence on its items mid-load) and a sale page that would
+    // sell it. The real activity's ledger is served.
+    let ledger = |activity: i64| format!("/admin/api/activities/{activity}/ledger");
+    let (empty, repair) = (
+        json!({}),
+        json!({ "activity_id": shadow, "repair": true, "reason": "drift" }),
+    );
+    not_found(&app, &merchant, &ledger(shadow), None).await;
+    not_found(&app, &ops, &ledger(shadow), None).await;
+    let readiness = format!("/admin/api/readiness?activity_id={shadow}");
+    not_found(&app, &ops, &readiness, None).await;
+    let prewarm = format!("/admin/api/activities/{shadow}/prewarm");
+    not_found(&app, &ops, &prewarm, Some(&empty)).await;
+    not_found(&app, &ops, "/admin/api/reconciliations", Some(&repair)).await;
+    let publish = format!("/admin/api/activities/{shadow}/publish");
+    not_found(&app, &merchant, &publish, Some(&empty)).await;
+    let (status, real) = json(app.get(&ledger(activity_id), Some(&merchant)).await).await;
+    assert_eq!(status, 200, "{real}");
+
     // Hot keys: a real buyer's requests show in the cluster's top buyers; the synthetic
     // buyers' never do.
     let mut real_seen = false;
@@ -778,6 +799,20 @@ async fn a_rehearsals_traffic_reaches_no_real_listing_run_list_hot_key_counter_g
     }
     assert!(real_seen, "the real buyer was counted while the load ran");
     cleaned_up(&app, &ops, id).await;
+}
+
+/// Asks `path` as `caller` (a POST of `body`, a GET without one): 404 `NOT_FOUND`.
+async fn not_found(app: &TestApp, caller: &Caller, path: &str, body: Option<&Value>) {
+    let response = match body {
+        Some(body) => app.post_json(path, Some(caller), body).await,
+        None => app.get(path, Some(caller)).await,
+    };
+    let (status, answer) = json(response).await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (404, Some("NOT_FOUND")),
+        "{path}: {answer}"
+    );
 }
 
 /// The steps of a rehearsal's start and clean-up a process can die at, in order.

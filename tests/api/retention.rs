@@ -1,6 +1,6 @@
 //! Retention: the leader prunes what grows with every sale once it is older than its
-//! retention, by a clock the test moves days forward, and keeps the young rows, the rows a
-//! live sale needs, the hot keys in force, the orders and the audit.
+//! retention, by a clock the test moves days forward, and keeps the young rows, the outbox
+//! rows of pre-orders not yet completed, the hot keys in force, the orders and the audit.
 
 use contract::Role;
 use reqwest::Method;
@@ -93,13 +93,20 @@ async fn figures(app: &TestApp) -> Vec<(&'static str, i64)> {
     figures
 }
 
+/// Found next: one activity left open for weeks kept the processed events, sent outbox rows
+/// and order history of every sale written since its start, for as long as it stayed open:
+/// those three tables were pruned only up to the start of the earliest live activity. Now
+/// no sale holds back anyone's rows; what a sale still reads is kept row by row (the outbox
+/// row of a pre-order not yet completed).
 #[tokio::test]
-async fn rows_past_their_retention_go_and_the_young_and_the_needed_stay() {
+async fn rows_past_their_retention_go_and_only_what_is_still_read_stays() {
     let app = spawn_app_with(|settings| {
         storm_settings(settings);
         settings.retention.interval_ms = 100;
         // Small batches: a table of a few rows is pruned over several statements.
         settings.retention.batch_rows = 1;
+        // The stuck pre-order this test writes is not sent again meanwhile.
+        settings.reconcile.stuck_after_s = 86_400;
     })
     .await;
     let clock = TestClock::starting_now();
@@ -109,9 +116,9 @@ async fn rows_past_their_retention_go_and_the_young_and_the_needed_stay() {
     // A sale with one completed order: a processed event, a sent outbox row, a status
     // change; a finished reconciliation run of it; a dead letter; a hot key that ended and
     // one still in force.
-    let ended = open_sale(&app, 5, 1).await;
-    let old_order = paid_order(&app, &ended, 1).await;
-    app.reconcile(&ops, &ended, false).await;
+    let long = open_sale(&app, 5, 1).await;
+    let long_order = paid_order(&app, &long, 1).await;
+    app.reconcile(&ops, &long, false).await;
     sqlx::query(
         "INSERT INTO dead_letters (source_queue, routing_key, payload, reason)
          VALUES ('orders.create', 'order.create', '\\x00', 'rejected')",
@@ -157,23 +164,44 @@ async fn rows_past_their_retention_go_and_the_young_and_the_needed_stay() {
     two_more_passes(&app).await;
     assert_eq!(figures(&app).await, before, "nothing is old yet");
 
-    // The first sale ends; a second one opens after its rows were written and sells.
+    // The first sale stays open for weeks: it opened three weeks ago and ends in three.
+    sqlx::query(
+        "UPDATE activities SET starts_at = now() - interval '21 days', ends_at = now() + interval '21 days'
+         WHERE id = $1",
+    )
+    .bind(long.activity_id)
+    .execute(&app.db)
+    .await
+    .expect("a sale open for weeks");
+    // Another sale sells and ends meanwhile.
+    let short = open_sale(&app, 5, 1).await;
+    let short_order = paid_order(&app, &short, 2).await;
     sqlx::query(
         "UPDATE activities SET starts_at = now() - interval '2 hours', ends_at = now() - interval '1 minute'
          WHERE id = $1",
     )
-    .bind(ended.activity_id)
+    .bind(short.activity_id)
     .execute(&app.db)
     .await
-    .expect("end the first sale");
-    let live = open_sale(&app, 5, 1).await;
-    // Its start after the first sale's rows: what keeps its own rows is that it is live.
-    sqlx::query("UPDATE activities SET starts_at = now() WHERE id = $1")
-        .bind(live.activity_id)
-        .execute(&app.db)
-        .await
-        .expect("start the second sale now");
-    let live_order = paid_order(&app, &live, 2).await;
+    .expect("end the other sale");
+    // One of its pre-orders is still `PRE_CREATED`, its event sent and never consumed:
+    // reconciliation reads its outbox row until it completes.
+    let stuck_event = Uuid::new_v4();
+    sqlx::query(
+        "WITH sent AS (
+             INSERT INTO outbox (event_id, topic, payload, status, sent_at)
+             VALUES ($1, 'order.create', '{}', 'sent', now())
+         )
+         INSERT INTO orders (id, activity_id, item_id, user_id, quantity, amount_cents, status,
+                             request_id, outbox_event_id)
+         VALUES (gen_random_uuid(), $2, $3, 3, 1, 0, 'PRE_CREATED', 'stuck', $1)",
+    )
+    .bind(stuck_event)
+    .bind(short.activity_id)
+    .bind(short.item_id)
+    .execute(&app.db)
+    .await
+    .expect("a stuck pre-order");
 
     // A hundred days later, past every retention.
     clock.advance(Duration::from_secs(100 * 86_400));
@@ -183,8 +211,8 @@ async fn rows_past_their_retention_go_and_the_young_and_the_needed_stay() {
         if rows("dead_letters") == Some(0)
             && rows("reconciliation_runs") == Some(0)
             && rows("hotkey_periods") == Some(1)
-            && rows("processed_events") == Some(1)
-            && rows("order_events") == Some(1)
+            && rows("processed_events") == Some(0)
+            && rows("order_events") == Some(0)
             && rows("outbox") == Some(1)
         {
             Ok(())
@@ -194,24 +222,11 @@ async fn rows_past_their_retention_go_and_the_young_and_the_needed_stay() {
     })
     .await;
 
-    // What stayed is the live sale's, the key in force, every order and the whole audit.
-    let live_event: Vec<String> =
-        sqlx::query_scalar("SELECT COALESCE(outbox_event_id, id)::TEXT FROM orders WHERE id = $1")
-            .bind(live_order)
-            .fetch_all(&app.db)
-            .await
-            .expect("the live order's event");
-    assert_eq!(
-        ids(&app, "SELECT event_id::TEXT FROM processed_events").await,
-        live_event
-    );
+    // What stayed: the stuck pre-order's outbox row (not the open sale's rows), the key in
+    // force, every order and the whole audit.
     assert_eq!(
         ids(&app, "SELECT event_id::TEXT FROM outbox").await,
-        live_event
-    );
-    assert_eq!(
-        ids(&app, "SELECT order_id::TEXT FROM order_events").await,
-        vec![live_order.to_string()]
+        vec![stuck_event.to_string()]
     );
     assert_eq!(
         ids(
@@ -223,10 +238,12 @@ async fn rows_past_their_retention_go_and_the_young_and_the_needed_stay() {
     );
     let orders = ids(&app, "SELECT id::TEXT FROM orders").await;
     assert!(
-        orders.contains(&old_order.to_string()),
+        [long_order, short_order]
+            .iter()
+            .all(|order| orders.contains(&order.to_string())),
         "paid orders are never pruned"
     );
-    assert_eq!(orders.len(), 2);
+    assert_eq!(orders.len(), 3);
     let audit_after = ids(&app, AUDIT).await;
     assert!(
         audit_before.iter().all(|id| audit_after.contains(id)),
@@ -235,19 +252,17 @@ async fn rows_past_their_retention_go_and_the_young_and_the_needed_stay() {
 
     // The figures: rows per table, the age of the oldest (by the job's clock), what went.
     until("the table figures follow", PATIENCE, || async {
-        let rows = app
-            .metric("seckill_table_rows{table=\"processed_events\"}")
-            .await;
+        let rows = app.metric("seckill_table_rows{table=\"outbox\"}").await;
         let empty_age = app
             .metric("seckill_table_oldest_age_seconds{table=\"dead_letters\"}")
             .await;
         let age = app
-            .metric("seckill_table_oldest_age_seconds{table=\"processed_events\"}")
+            .metric("seckill_table_oldest_age_seconds{table=\"outbox\"}")
             .await;
         let pruned = app
             .metric("seckill_retention_pruned_total{table=\"order_events\"}")
             .await;
-        if rows == 1.0 && empty_age == 0.0 && age >= 99.0 * 86_400.0 && pruned == 1.0 {
+        if rows == 1.0 && empty_age == 0.0 && age >= 99.0 * 86_400.0 && pruned == 2.0 {
             Ok(())
         } else {
             Err(json!({ "rows": rows, "empty_age": empty_age, "age": age, "pruned": pruned }))
@@ -256,6 +271,6 @@ async fn rows_past_their_retention_go_and_the_young_and_the_needed_stay() {
     .await;
     assert_eq!(
         app.metric("seckill_table_rows{table=\"orders\"}").await,
-        2.0
+        3.0
     );
 }

@@ -134,11 +134,7 @@ pub(crate) async fn get_activity(
     id: i64,
 ) -> ApiResult<ActivityDetail> {
     authorize(actor, Permission::ReadCatalog)?;
-    // A rehearsal's copy is no activity of the catalogue's.
-    let stored = store::get_activity(&state.db, id, actor.visible_merchant())
-        .await?
-        .filter(|stored| !copies::is_rehearsal(stored.rehearsal_of))
-        .ok_or(ApiError::NotFound("activity"))?;
+    let stored = copies::real_activity(&state.db, id, actor.visible_merchant()).await?;
     let keys: Vec<String> = stored
         .lines
         .iter()

@@ -218,7 +218,12 @@ pub(crate) async fn failed_rows(pool: &PgPool, limit: i64) -> Result<Vec<FailedR
 }
 
 /// Deletes up to `limit` rows sent before `before`, oldest send first; how many it deleted.
-/// Rows another transaction holds are skipped, never waited for.
+/// Rows another transaction holds are skipped, never waited for, and so is the row of a
+/// pre-order still `PRE_CREATED`, however old: reconciliation reads it (and sends it again)
+/// until its order completes. That is the one row a sale still needs; the rows of the other
+/// orders of a sale, live or not, go with their age, so a sale that stays open for weeks
+/// keeps nobody's rows but its waiting pre-orders'. The pre-orders are found by one probe of
+/// the orders' activity index per activity, as the stuck count finds them.
 pub(crate) async fn prune_sent_older_than(
     pool: &PgPool,
     before: chrono::DateTime<chrono::Utc>,
@@ -227,7 +232,13 @@ pub(crate) async fn prune_sent_older_than(
     base::db::prune_batch(
         pool,
         "DELETE FROM outbox WHERE id IN (
-             SELECT id FROM outbox WHERE status = 'sent' AND sent_at < $1
+             SELECT id FROM outbox
+             WHERE status = 'sent' AND sent_at < $1
+               AND event_id NOT IN (
+                   SELECT COALESCE(o.outbox_event_id, o.id) FROM activities a
+                   CROSS JOIN LATERAL (
+                       SELECT outbox_event_id, id FROM orders
+                       WHERE activity_id = a.id AND status = 'PRE_CREATED') o)
              ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
         before,
         limit,

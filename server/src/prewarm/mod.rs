@@ -20,12 +20,13 @@ use serde_json::json;
 use crate::{
     admin::ops_audit::{self, OpsAction},
     buy::bloom,
-    catalog::store::{self as catalog, StoredActivity},
+    catalog::store::StoredActivity,
     reconcile::{
         fence,
         service::{ActivityLock, LOCK_WAIT},
         store as reconcile_store,
     },
+    rehearsal::copies,
     state::AppState,
 };
 use base::error::{ApiError, ApiResult};
@@ -40,9 +41,7 @@ pub(crate) async fn prewarm(
     activity_id: i64,
 ) -> ApiResult<PrewarmReport> {
     crate::admin::authorize(actor, contract::Permission::Prewarm)?;
-    let activity = catalog::get_activity(&state.db, activity_id, None)
-        .await?
-        .ok_or(ApiError::NotFound("activity"))?;
+    let activity = copies::real_activity(&state.db, activity_id, None).await?;
     let loaded = load(state, &activity).await;
     let detail = match &loaded {
         Ok((items, bloom_bits_set)) => json!({

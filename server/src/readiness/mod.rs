@@ -21,17 +21,14 @@ use crate::{
     admin::{audit, authorize},
     baselines::store as baselines_store,
     buy::bloom,
-    catalog::store::{self as catalog, StoredActivity},
+    catalog::store::StoredActivity,
     control::{board::Board, election, keys::SwitchKey, layout::Layout, switches::SwitchValues},
     orders::{dead_letter_store, mq::broker::queue_states, outbox},
     reconcile::{ledger, rules, store as reconcile_store},
-    rehearsal::store as rehearsal_store,
+    rehearsal::{copies, store as rehearsal_store},
     state::AppState,
 };
-use base::{
-    error::{ApiError, ApiResult},
-    lua,
-};
+use base::{error::ApiResult, lua};
 use checks::{BloomProbe, ClockSample, ItemState, SwitchState};
 
 /// Made-up keys the Bloom filter is asked about to measure its false-positive rate.
@@ -45,9 +42,7 @@ pub(crate) async fn check(
     activity_id: i64,
 ) -> ApiResult<Readiness> {
     authorize(actor, Permission::WatchOperations)?;
-    let activity = catalog::get_activity(&state.db, activity_id, None)
-        .await?
-        .ok_or(ApiError::NotFound("activity"))?;
+    let activity = copies::real_activity(&state.db, activity_id, None).await?;
     let (
         redis_state,
         bloom,

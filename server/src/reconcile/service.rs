@@ -16,12 +16,13 @@ use crate::{
         ops_audit::{self, OpsAction},
         reason::audited_reason,
     },
-    catalog::store::{self as catalog, StoredActivity},
+    catalog::store::StoredActivity,
     reconcile::{
         ledger,
         run::{self, Mode, SeenDrifts, Sink},
         store::{self, NewRun},
     },
+    rehearsal::copies,
     state::AppState,
 };
 use base::error::{ApiError, ApiResult};
@@ -49,9 +50,7 @@ pub(crate) async fn start(
         authorize(actor, Permission::Reconcile)?;
         None
     };
-    let activity = catalog::get_activity(&state.db, request.activity_id, None)
-        .await?
-        .ok_or(ApiError::NotFound("activity"))?;
+    let activity = copies::real_activity(&state.db, request.activity_id, None).await?;
     let run_id = store::insert_run(
         &state.db,
         &NewRun {
@@ -247,9 +246,7 @@ pub(crate) async fn ledger(
     if !state.ledgers.admit(&actor.username) {
         return Err(ApiError::RateLimited { retry_after_s: 1 });
     }
-    catalog::get_activity(&state.db, activity_id, actor.visible_merchant())
-        .await?
-        .ok_or(ApiError::NotFound("activity"))?;
+    copies::real_activity(&state.db, activity_id, actor.visible_merchant()).await?;
     let shared = state
         .ledgers
         .get(activity_id, compute_ledger(state, activity_id))

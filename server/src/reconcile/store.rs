@@ -592,21 +592,3 @@ pub(crate) async fn prune_runs_older_than(
     )
     .await
 }
-
-/// Since when rows may still be needed by a sale that is not over: the start of the
-/// earliest live activity (as [`live_activity_ids`] sees them) and the writing of the
-/// oldest pre-order still `PRE_CREATED` (its outbox row says whether its event went out;
-/// reconciliation reads it until the order moves on). `None`: nothing is needed.
-pub(crate) async fn needed_since(db: &PgPool) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT LEAST(
-             (SELECT min(starts_at) FROM activities
-              WHERE ends_at > now() AND (starts_at <= now() OR prewarmed_at IS NOT NULL)),
-             (SELECT min(o.created_at) FROM activities a CROSS JOIN LATERAL (
-                  SELECT created_at FROM orders
-                  WHERE activity_id = a.id AND status = 'PRE_CREATED'
-                  ORDER BY created_at LIMIT 1) o))",
-    )
-    .fetch_one(db)
-    .await
-}

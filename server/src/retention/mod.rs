@@ -6,15 +6,19 @@
 //! oldest row.
 //!
 //! What it never prunes: orders (paid or not), the audit (`ops_audit`, switch audit), an
-//! outbox row not yet `sent`, a hot key in force, a running reconciliation, and any row a
-//! sale that is not over may still need (the processed events, sent outbox rows and order
-//! history written since the start of the earliest live activity or since the oldest
-//! pre-order still waiting for its completion). Each table is pruned by the module that
-//! writes it, `limit` rows per statement, so a prune never holds locks on a hot table for
-//! long; rows another transaction holds are skipped until the next pass.
+//! outbox row not yet `sent`, the sent outbox row of a pre-order still waiting for its
+//! completion (reconciliation reads it and sends it again), a hot key in force and a
+//! running reconciliation. Those are kept row by row, so no sale holds back anyone else's
+//! rows: a sale left open for weeks once kept every processed event, sent outbox row and
+//! order history written since its start, of every sale. Nothing a sale does reads its
+//! processed events (an order is completed only while `PRE_CREATED`, whatever they say) or
+//! its order history (the console shows it to people), so those go with their age alone.
+//! Each table is pruned by the module that writes it, `limit` rows per statement, so a
+//! prune never holds locks on a hot table for long; rows another transaction holds are
+//! skipped until the next pass.
 //!
 //! Ages are read from [`Retention`]'s clock, which tests move forward instead of waiting
-//! days; whether a sale is live is the database's now, as reconciliation reads it.
+//! days.
 
 pub(crate) mod rules;
 pub(crate) mod store;
@@ -94,14 +98,6 @@ impl Pruned {
         }
     }
 
-    /// Whether a sale that is not over may still need its rows.
-    fn serves_live_sales(self) -> bool {
-        matches!(
-            self,
-            Self::ProcessedEvents | Self::SentOutbox | Self::OrderEvents
-        )
-    }
-
     /// Deletes one batch; how many rows went.
     async fn prune(
         self,
@@ -159,15 +155,9 @@ async fn pass(state: &AppState) -> anyhow::Result<()> {
     let settings = &state.settings.retention;
     let metrics = &state.metrics.retention;
     let now = state.retention.now();
-    let needed_since = reconcile::needed_since(&state.db).await?;
     let limit = settings.batch_rows.max(1);
     for table in Pruned::ALL {
-        let before = rules::cutoff(
-            now,
-            table.days(settings),
-            needed_since,
-            table.serves_live_sales(),
-        );
+        let before = rules::cutoff(now, table.days(settings));
         loop {
             let pruned = table.prune(&state.db, before, limit).await?;
             metrics

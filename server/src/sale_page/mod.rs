@@ -20,7 +20,7 @@ pub use site::SalePages;
 use contract::{Actor, Permission, PublishedPage};
 use std::{collections::HashSet, time::Duration};
 
-use crate::{admin::authorize, catalog::store as catalog, state::AppState};
+use crate::{admin::authorize, rehearsal::copies, state::AppState};
 use base::{
     error::{ApiError, ApiResult},
     quiet_log::quiet,
@@ -34,9 +34,7 @@ pub(crate) async fn publish(
     activity_id: i64,
 ) -> ApiResult<PublishedPage> {
     authorize(actor, Permission::PublishSalePage)?;
-    let activity = catalog::get_activity(&state.db, activity_id, actor.visible_merchant())
-        .await?
-        .ok_or(ApiError::NotFound("activity"))?;
+    let activity = copies::real_activity(&state.db, activity_id, actor.visible_merchant()).await?;
     let (mut tx, current) = store::begin_publish(&state.db, activity_id).await?;
     let version = rules::next_version(current);
     let rendered = render::render(&activity, version);
