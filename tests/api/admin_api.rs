@@ -577,7 +577,8 @@ async fn the_audit_log_filters_on_the_server_and_pages_only_what_it_keeps() {
     assert_eq!(older["has_more"], false);
     assert!(targets(&older).iter().all(|t| t.starts_with("ops:")));
     let (_, blank) = audit("?kind=&containing=%20%20").await;
-    assert_eq!(blank["entries"], first["entries"]);
+    assert_eq!(blank["entries"].as_array().map(Vec::len), Some(50), "{blank}");
+    assert_eq!(blank["has_more"], true);
 
     // Bad filters: 400 with a code, in the words of the form's labels.
     for (query, said) in [

@@ -870,7 +870,7 @@ async fn the_units_left_follow_other_buyers_purchases_by_the_event_stream() {
     // Three other buyers, then the seven others that sell the item out.
     let mut rounds = [(701..704, 7), (704..711, 0)].into_iter();
     while let Some(line) = lines.next_line().await.expect("the scenario's output") {
-        let next = line == "watching" || line.starts_with("seen=") && line != "seen=0";
+        let next = line == "watching" || (line.starts_with("seen=") && line != "seen=0");
         said.push(line);
         let Some((buyers, left)) = next.then(|| rounds.next()).flatten() else {
             continue;

@@ -92,7 +92,7 @@ fn AuditFilters(asked: Asked) -> impl IntoView {
             <label>"Kind"
                 <select name="kind">
                     {kinds.into_iter().map(|(value, label)| {
-                        view! { <option value=value selected=asked.kind == value>{label}</option> }
+                        view! { <option value=value selected={asked.kind == value}>{label}</option> }
                     }).collect_view()}
                 </select>
             </label>

@@ -57,7 +57,7 @@ pub fn ItemCreate() -> impl IntoView {
             {move || Suspend::new(async move {
                 match role.await {
                     // A merchant's item is its own; an admin says whose it is.
-                    Ok(role) => view! { <ItemForm item=None ask_merchant=role == Role::Admin/> }.into_any(),
+                    Ok(role) => view! { <ItemForm item=None ask_merchant={role == Role::Admin}/> }.into_any(),
                     Err(error) => error_box(error),
                 }
             })}
