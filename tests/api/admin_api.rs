@@ -537,7 +537,13 @@ async fn the_audit_log_filters_on_the_server_and_pages_only_what_it_keeps() {
             .as_array()
             .expect("entries")
             .iter()
-            .map(|entry| format!("{}:{}", entry["kind"].as_str().unwrap_or("?"), entry["target"].as_str().unwrap_or("?")))
+            .map(|entry| {
+                format!(
+                    "{}:{}",
+                    entry["kind"].as_str().unwrap_or("?"),
+                    entry["target"].as_str().unwrap_or("?")
+                )
+            })
             .collect()
     };
 
@@ -545,7 +551,9 @@ async fn the_audit_log_filters_on_the_server_and_pages_only_what_it_keeps() {
     let (status, first) = audit("").await;
     assert_eq!(status, 200, "{first}");
     assert_eq!(first["has_more"], true);
-    assert!(!targets(&first).iter().any(|t| t.contains("switches/entry") || t.ends_with(":dead_letters")));
+    assert!(!targets(&first)
+        .iter()
+        .any(|t| t.contains("switches/entry") || t.ends_with(":dead_letters")));
 
     // Any case, both kinds, in who, action, target, change, reason or detail.
     let (status, drill) = audit("?containing=%20night%20drill%20").await;
@@ -577,13 +585,23 @@ async fn the_audit_log_filters_on_the_server_and_pages_only_what_it_keeps() {
     assert_eq!(older["has_more"], false);
     assert!(targets(&older).iter().all(|t| t.starts_with("ops:")));
     let (_, blank) = audit("?kind=&containing=%20%20").await;
-    assert_eq!(blank["entries"].as_array().map(Vec::len), Some(50), "{blank}");
+    assert_eq!(
+        blank["entries"].as_array().map(Vec::len),
+        Some(50),
+        "{blank}"
+    );
     assert_eq!(blank["has_more"], true);
 
     // Bad filters: 400 with a code, in the words of the form's labels.
     for (query, said) in [
-        ("?kind=flips", "Kind must be switch (switch flips) or ops (operator actions), not flips"),
-        (&*format!("?containing={}", "x".repeat(201)), "Containing is longer than 200 characters"),
+        (
+            "?kind=flips",
+            "Kind must be switch (switch flips) or ops (operator actions), not flips",
+        ),
+        (
+            &*format!("?containing={}", "x".repeat(201)),
+            "Containing is longer than 200 characters",
+        ),
     ] {
         let (status, refusal) = audit(query).await;
         assert_eq!(status, 400, "{query}: {refusal}");

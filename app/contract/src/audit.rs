@@ -164,7 +164,10 @@ mod tests {
 
     #[test]
     fn an_audit_filter_reads_blank_as_any_and_refuses_in_the_forms_words() {
-        assert_eq!(AuditFilter::parse(None, Some("  ")), Ok(AuditFilter::default()));
+        assert_eq!(
+            AuditFilter::parse(None, Some("  ")),
+            Ok(AuditFilter::default())
+        );
         assert_eq!(
             AuditFilter::parse(Some("ops"), Some(" Night drill ")),
             Ok(AuditFilter {

@@ -551,7 +551,10 @@ fn ActivityForm(
                 if input.merchant_id.is_none() {
                     input.merchant_id = merchants.with_value(|merchants| {
                         let first = input.items.first()?.item_id;
-                        merchants.iter().find(|(id, _)| *id == first).map(|(_, m)| *m)
+                        merchants
+                            .iter()
+                            .find(|(id, _)| *id == first)
+                            .map(|(_, m)| *m)
                     });
                 }
                 local_error.set(None);

@@ -31,5 +31,7 @@ pub(crate) async fn list(
     let Query(query) = query?;
     let filter = AuditFilter::parse(query.kind.as_deref(), query.containing.as_deref())
         .map_err(ApiError::BadRequest)?;
-    Ok(Json(board::audit(&state, &actor, query.page, &filter).await?))
+    Ok(Json(
+        board::audit(&state, &actor, query.page, &filter).await?,
+    ))
 }

@@ -18,11 +18,11 @@ use contract::{
     HotKeysView, Readiness, Revoked,
 };
 use contract::{
-    ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditFilter, AuditPage, DashboardFrame,
-    DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery,
-    OutboxRetryReport, OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun,
-    ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard,
-    SwitchChange,
+    ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditFilter, AuditPage,
+    DashboardFrame, DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage,
+    OrderQuery, OutboxRetryReport, OutboxSummary, Permission, PrewarmReport, PublishedPage,
+    ReconciliationRun, ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun,
+    SwitchBoard, SwitchChange,
 };
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use leptos::prelude::provide_context;

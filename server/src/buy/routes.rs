@@ -242,7 +242,11 @@ pub(crate) async fn units_left(
     let keys: Vec<String> = activity
         .items
         .iter()
-        .map(|item| state.redis.stock_key(SaleItem::new(activity.id, item.item_id)))
+        .map(|item| {
+            state
+                .redis
+                .stock_key(SaleItem::new(activity.id, item.item_id))
+        })
         .collect();
     let catalogue = &state.catalogue;
     let stock = if catalogue.is_hot(activity) {
