@@ -10,7 +10,8 @@
 // one line to stdin: "deduction=<passed> admission=<passed> stock=<units>". The page must come
 // to show exactly those: the deduction and admission stages' passed counts summed over its
 // window, and the Redis stock of the item, with a stock line drawn. It prints what it read.
-// With SECKILL_SCREENSHOT_DIR set, it also saves a screenshot of the page there. Then, as SRE
+// With SECKILL_SCREENSHOT_DIR set, it also saves a screenshot of the page there, and of the
+// filtered audit log at 1366 and 390 px. Then, as SRE
 // does after a storm, it opens the audit log, whose first page (the test writes newer
 // actions) does not hold the activity's pre-warm, filters it on the server to the operator
 // actions mentioning the activity (the filters go into the address), and must find the
@@ -107,6 +108,12 @@ await runScenario(async (page) => {
   const rows = await page.$$eval('#audit-list tbody tr', (trs) => trs.map((tr) => [tr.dataset.kind, tr.textContent]));
   const stray = rows.filter(([kind, text]) => kind !== 'ops' || !text.includes(mention));
   if (stray.length > 0) throw new StepError(`the filtered page shows other rows: ${JSON.stringify(stray)}`);
+  if (process.env.SECKILL_SCREENSHOT_DIR) {
+    for (const size of [{ width: 1366, height: 900 }, { width: 390, height: 844 }]) {
+      await page.setViewportSize(size);
+      await page.screenshot({ path: `${process.env.SECKILL_SCREENSHOT_DIR}/audit-filtered-${size.width}.png`, fullPage: true });
+    }
+  }
   const audited = await textOf(page, prewarm);
   if (!audited.includes('outcome: loaded')) throw new StepError(`the pre-warm's row reads: ${audited}`);
   console.log(`ok: ${username} saw ${JSON.stringify(seen)}; audited: ${audited}`);
