@@ -8,7 +8,8 @@
 //! words, a buy that timed out retried as the same order, the page without its API, and an
 //! order the pipeline holds said calmly to be in preparation, a page published before its
 //! pre-warm saying the sale is not open yet (never that the shop cannot be reached), and a
-//! sold-out sale's visitor reading sold out, not "sign in to buy".
+//! sold-out sale's visitor reading sold out, not "sign in to buy", and the units left following
+//! other buyers' purchases by the event stream down to sold out.
 
 use crate::browser::{finish_scenario, shots, start_scenario};
 use crate::support::{
