@@ -123,16 +123,25 @@ pub async fn login(
 /// The login page's address that comes back to `here` (a path with its query) once signed
 /// in.
 pub fn sign_in_path(here: &str) -> String {
-    let encoded: String = here
-        .bytes()
+    format!("/login?next={}", percent_encoded(here, b"/"))
+}
+
+/// `text` as one value of a query string.
+pub fn query_value(text: &str) -> String {
+    percent_encoded(text, b"")
+}
+
+/// `text` with every byte but the unreserved ones and `keep` percent-encoded.
+fn percent_encoded(text: &str, keep: &[u8]) -> String {
+    text.bytes()
         .map(|byte| match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
                 (byte as char).to_string()
             }
+            _ if keep.contains(&byte) => (byte as char).to_string(),
             _ => format!("%{byte:02X}"),
         })
-        .collect();
-    format!("/login?next={encoded}")
+        .collect()
 }
 
 /// Where a sign-in goes: the console page it was asked from, when `next` names one of this
@@ -309,11 +318,19 @@ pub async fn flip_switch(
         .map_err(session::refuse)
 }
 
+/// A page of the audit log, filtered on the server: `kind` (`switch`, `ops`) and
+/// `containing` as the page's filter form sends them, blank meaning any.
 #[server(prefix = "/console/fn")]
-pub async fn audit_log(page: Option<i64>) -> Result<AuditPage, ConsoleFnError> {
+pub async fn audit_log(
+    page: Option<i64>,
+    kind: Option<String>,
+    containing: Option<String>,
+) -> Result<AuditPage, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
+    let filter = contract::AuditFilter::parse(kind.as_deref(), containing.as_deref())
+        .map_err(|message| session::refuse(crate::backend::ConsoleError::bad_request(message)))?;
     backend
-        .audit_log(&actor, page.unwrap_or(1))
+        .audit_log(&actor, page.unwrap_or(1), &filter)
         .await
         .map_err(session::refuse)
 }

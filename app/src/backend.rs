@@ -11,7 +11,7 @@ use contract::{
     HotKeysView, Readiness, Revoked,
 };
 use contract::{
-    ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, Actor, AuditPage,
+    ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, Actor, AuditFilter, AuditPage,
     DashboardFrame, DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage,
     OrderQuery, OutboxRetryReport, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun,
     ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard,
@@ -102,8 +102,14 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         value: &str,
         reason: &str,
     ) -> Result<SwitchChange, ConsoleError>;
-    /// A page of the audit log: switch flips and operator actions, newest first.
-    async fn audit_log(&self, actor: &Actor, page: i64) -> Result<AuditPage, ConsoleError>;
+    /// A page of the audit log: the switch flips and operator actions `filter` keeps,
+    /// newest first.
+    async fn audit_log(
+        &self,
+        actor: &Actor,
+        page: i64,
+        filter: &AuditFilter,
+    ) -> Result<AuditPage, ConsoleError>;
 
     /// A page of dead letters, the waiting ones first.
     async fn dead_letters(&self, actor: &Actor, page: i64) -> Result<DeadLetterPage, ConsoleError>;

@@ -75,6 +75,7 @@ impl Application {
         let control = control::start(&state, election, listener.local_addr()?).await;
         crate::dashboard::spawn(&state);
         crate::events::hub::spawn(&state);
+        crate::events::units::spawn(&state);
         crate::hotkeys::spawn(&state);
         crate::changes::spawn(&state);
         crate::baselines::spawn(&state);

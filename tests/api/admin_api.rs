@@ -229,6 +229,22 @@ async fn refusals_name_fields_by_the_forms_labels_and_prices_in_yuan() {
         body["message"],
         "Price (yuan) must be between 0.00 and 100000000.00"
     );
+    // An admin's item names its merchant, as the console's form for an admin asks.
+    let admin = app.caller(Role::Admin, None).await;
+    let (status, body) = json(
+        app.post_json(
+            "/admin/api/items",
+            Some(&admin),
+            &json!({ "name": "x", "price_cents": 100 }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["message"],
+        "Merchant (ID): an admin must name the merchant it belongs to"
+    );
     type Breaker = fn(&mut Value, Value);
     let cases: [(&str, Breaker); 6] = [
         ("Ends must be after Starts", |a, _| {
@@ -477,4 +493,119 @@ async fn an_activity_entirely_in_the_past_is_refused_with_a_code() {
     let ends_at: chrono::DateTime<chrono::Utc> =
         serde_json::from_value(detail["ends_at"].clone()).expect("ends_at");
     assert!(ends_at > chrono::Utc::now(), "unchanged: {detail}");
+}
+
+/// The audit log is filtered by the server: a filter reaches rows far older than the first
+/// page, the pages and `has_more` count only the rows kept, and a bad filter is refused
+/// naming the console's labels.
+#[tokio::test]
+async fn the_audit_log_filters_on_the_server_and_pages_only_what_it_keeps() {
+    let app = spawn_app().await;
+    let sre = app.caller(Role::Sre, None).await;
+    // A day ago, one flip and one action of a night drill; since then 60 routine requeues.
+    sqlx::query(
+        "INSERT INTO switch_audit (actor, source, path, new_value, reason, etcd_revision, created_at)
+         VALUES ('oncall', 'cli', 'switches/entry', 'closed', 'Night DRILL at the gate', 7,
+                 now() - interval '1 day')",
+    )
+    .execute(&app.db)
+    .await
+    .expect("the drill's flip");
+    sqlx::query(
+        "INSERT INTO ops_audit (actor, source, action, target, detail, created_at)
+         VALUES ('oncall', 'console', 'dead_letter.requeue_all', 'dead_letters',
+                 '{\"reason\": \"night drill\", \"requeued\": 3}', now() - interval '1 day')",
+    )
+    .execute(&app.db)
+    .await
+    .expect("the drill's action");
+    sqlx::query(
+        "INSERT INTO ops_audit (actor, source, action, target)
+         SELECT 'ops', 'api', 'dead_letter.requeue', 'dead_letter:' || n FROM generate_series(1, 60) n",
+    )
+    .execute(&app.db)
+    .await
+    .expect("routine requeues");
+    let audit = |query: &str| {
+        let app = &app;
+        let sre = &sre;
+        let path = format!("/admin/api/audit{query}");
+        async move { json(app.get(&path, Some(sre)).await).await }
+    };
+    let targets = |page: &Value| -> Vec<String> {
+        page["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|entry| {
+                format!(
+                    "{}:{}",
+                    entry["kind"].as_str().unwrap_or("?"),
+                    entry["target"].as_str().unwrap_or("?")
+                )
+            })
+            .collect()
+    };
+
+    // Unfiltered, the drill is not on the first page.
+    let (status, first) = audit("").await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["has_more"], true);
+    assert!(!targets(&first)
+        .iter()
+        .any(|t| t.contains("switches/entry") || t.ends_with(":dead_letters")));
+
+    // Any case, both kinds, in who, action, target, change, reason or detail.
+    let (status, drill) = audit("?containing=%20night%20drill%20").await;
+    assert_eq!(status, 200, "{drill}");
+    assert_eq!(
+        targets(&drill),
+        ["ops:dead_letters", "switch:switches/entry"],
+        "{drill}"
+    );
+    assert_eq!(drill["has_more"], false);
+    let (_, flips) = audit("?kind=switch&containing=DRILL").await;
+    assert_eq!(targets(&flips), ["switch:switches/entry"], "{flips}");
+    let (_, gate) = audit("?containing=the%20gate").await;
+    assert_eq!(targets(&gate), ["switch:switches/entry"], "{gate}");
+
+    // Paging counts the kept rows only: the 61 operator actions (and any the app wrote
+    // itself) are a page of 50 and the rest.
+    let actions = app.count("ops_audit").await;
+    assert!((61..100).contains(&actions), "{actions}");
+    let (_, ops) = audit("?kind=ops").await;
+    assert_eq!(ops["entries"].as_array().map(Vec::len), Some(50));
+    assert_eq!(ops["has_more"], true);
+    let (_, older) = audit("?kind=ops&page=2").await;
+    assert_eq!(
+        older["entries"].as_array().map(|rows| rows.len() as i64),
+        Some(actions - 50),
+        "{older}"
+    );
+    assert_eq!(older["has_more"], false);
+    assert!(targets(&older).iter().all(|t| t.starts_with("ops:")));
+    let (_, blank) = audit("?kind=&containing=%20%20").await;
+    assert_eq!(
+        blank["entries"].as_array().map(Vec::len),
+        Some(50),
+        "{blank}"
+    );
+    assert_eq!(blank["has_more"], true);
+
+    // Bad filters: 400 with a code, in the words of the form's labels.
+    for (query, said) in [
+        (
+            "?kind=flips",
+            "Kind must be switch (switch flips) or ops (operator actions), not flips",
+        ),
+        (
+            &*format!("?containing={}", "x".repeat(201)),
+            "Containing is longer than 200 characters",
+        ),
+    ] {
+        let (status, refusal) = audit(query).await;
+        assert_eq!(status, 400, "{query}: {refusal}");
+        assert_eq!(refusal["code"], "BAD_REQUEST");
+        assert_eq!(refusal["message"], said);
+    }
 }

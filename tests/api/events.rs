@@ -92,11 +92,11 @@ impl Stream {
         }
     }
 
-    /// The next event (comments skipped).
+    /// The next event of the buyer's own (comments and the sale's `units` skipped).
     async fn event(&mut self) -> Frame {
         loop {
             let frame = self.frame().await.expect("the stream stays open");
-            if frame.event.is_some() {
+            if frame.event.is_some() && frame.event.as_deref() != Some("units") {
                 return frame;
             }
         }
@@ -431,9 +431,25 @@ async fn bad_asks_for_a_stream_are_refused_with_a_code_and_hold_nothing() {
     assert_eq!(app.streams_open().await, 0.0);
     assert_eq!(app.metric("seckill_event_streams_total").await, 0.0);
 
-    // A good one, left idle, hears its heartbeat.
+    // A good one, left idle, is told the sale's units left (no id: they are in no buyer's
+    // log) and hears its heartbeat.
     let mut idle = Stream::open(&app, 71, sale.activity_id, None).await;
-    let beat = idle.frame().await.expect("a frame");
+    let (mut units, mut beat) = (None, None);
+    while units.is_none() || beat.is_none() {
+        let frame = idle.frame().await.expect("a frame");
+        match frame.event.as_deref() {
+            Some("units") => units = Some(frame),
+            _ => beat = Some(frame),
+        }
+    }
+    let (units, beat) = (units.expect("units"), beat.expect("heartbeat"));
+    assert_eq!(units.id, None, "{units:?}");
+    assert_eq!(
+        units.data()["items"][0]["item_id"].as_i64(),
+        Some(sale.item_id),
+        "{units:?}"
+    );
+    assert_eq!(units.data()["items"][0]["sold_out"], false, "{units:?}");
     assert_eq!(beat.comments, ["heartbeat"], "{beat:?}");
     assert!(beat.event.is_none(), "{beat:?}");
 }

@@ -8,7 +8,8 @@
 //! words, a buy that timed out retried as the same order, the page without its API, and an
 //! order the pipeline holds said calmly to be in preparation, a page published before its
 //! pre-warm saying the sale is not open yet (never that the shop cannot be reached), and a
-//! sold-out sale's visitor reading sold out, not "sign in to buy".
+//! sold-out sale's visitor reading sold out, not "sign in to buy", and the units left following
+//! other buyers' purchases by the event stream down to sold out.
 
 use crate::browser::{finish_scenario, shots, start_scenario};
 use crate::support::{
@@ -845,4 +846,45 @@ async fn a_visitor_of_a_sold_out_sale_reads_sold_out_not_sign_in_to_buy() {
     ))
     .await;
     assert!(said.iter().any(|line| line.starts_with("ok:")), "{said:?}");
+}
+
+/// The units left on an open sale's page follow other buyers' purchases within seconds,
+/// pushed by the event stream (the page cannot read `/status` meanwhile), down to sold out.
+#[tokio::test]
+async fn the_units_left_follow_other_buyers_purchases_by_the_event_stream() {
+    let app = spawn_app().await;
+    let shop = open_page(&app, 10).await;
+    let body = buy_body(&shop.sale, 1);
+    let mut child = start_scenario(
+        "sale_page_units.mjs",
+        vec![
+            app.address.clone(),
+            shop.sale.activity_id.to_string(),
+            token(&app, 700),
+            "10".into(),
+            shots(),
+        ],
+    );
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut said = Vec::new();
+    // Three other buyers, then the seven others that sell the item out.
+    let mut rounds = [(701..704, 7), (704..711, 0)].into_iter();
+    while let Some(line) = lines.next_line().await.expect("the scenario's output") {
+        let next = line == "watching" || (line.starts_with("seen=") && line != "seen=0");
+        said.push(line);
+        let Some((buyers, left)) = next.then(|| rounds.next()).flatten() else {
+            continue;
+        };
+        for buyer in buyers {
+            app.bought(buyer, &format!("units-{buyer}"), &body).await;
+        }
+        stdin
+            .write_all(format!("left={left}\n").as_bytes())
+            .await
+            .expect("tell the scenario");
+    }
+    finish_scenario(child, &said).await;
+    assert_eq!(said_value(&said, "seen"), Some("7"), "{said:?}");
+    assert!(said.contains(&"seen=0".to_owned()), "{said:?}");
 }

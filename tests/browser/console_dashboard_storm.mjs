@@ -10,9 +10,12 @@
 // one line to stdin: "deduction=<passed> admission=<passed> stock=<units>". The page must come
 // to show exactly those: the deduction and admission stages' passed counts summed over its
 // window, and the Redis stock of the item, with a stock line drawn. It prints what it read.
-// With SECKILL_SCREENSHOT_DIR set, it also saves a screenshot of the page there. Then, as SRE
-// does after a storm, it opens the audit log, keeps the operator actions mentioning the
-// activity, and must find its pre-warm (who loaded the stock the storm sold) in words.
+// With SECKILL_SCREENSHOT_DIR set, it also saves a screenshot of the page there, and of the
+// filtered audit log at 1366 and 390 px. Then, as SRE
+// does after a storm, it opens the audit log, whose first page (the test writes newer
+// actions) does not hold the activity's pre-warm, filters it on the server to the operator
+// actions mentioning the activity (the filters go into the address), and must find the
+// pre-warm (who loaded the stock the storm sold) in words, every row shown matching.
 // Exit codes as in harness.mjs: 0 ok, 1 failure, 2 bad usage.
 
 import { createInterface } from 'node:readline';
@@ -86,15 +89,30 @@ await runScenario(async (page) => {
 
   await openHydrated(page, base, '/audit');
   const activity = itemKey.split('-')[0];
-  await step('keep the operator actions about the activity', async () => {
-    await page.selectOption('#audit-filters select', 'ops');
-    await page.fill('#audit-filters input[type=search]', `activity:${activity}`);
+  const mention = `activity:${activity}`;
+  const prewarm = `#audit-list tbody tr[data-kind="ops"]:has-text("activity.prewarm"):has-text("${mention}")`;
+  if ((await page.locator(prewarm).count()) > 0) {
+    throw new StepError('the pre-warm is on the first page already: the test needs newer actions');
+  }
+  await step('filter the operator actions about the activity', async () => {
+    await page.selectOption('#audit-filters select[name=kind]', 'ops');
+    await page.fill('#audit-filters input[name=containing]', mention);
+    await page.click('#audit-filters button[type=submit]');
+    await page.waitForURL((url) => url.searchParams.get('containing') === mention && url.searchParams.get('kind') === 'ops');
   });
-  const prewarm = `#audit-list tbody tr[data-kind="ops"]:visible:has-text("activity.prewarm")`;
   try {
     await page.locator(prewarm).first().waitFor({ timeout: STEP_TIMEOUT_MS });
   } catch {
     throw new StepError(`the audit does not show the activity's pre-warm: ${await textOf(page, '#audit-list')}`);
+  }
+  const rows = await page.$$eval('#audit-list tbody tr', (trs) => trs.map((tr) => [tr.dataset.kind, tr.textContent]));
+  const stray = rows.filter(([kind, text]) => kind !== 'ops' || !text.includes(mention));
+  if (stray.length > 0) throw new StepError(`the filtered page shows other rows: ${JSON.stringify(stray)}`);
+  if (process.env.SECKILL_SCREENSHOT_DIR) {
+    for (const size of [{ width: 1366, height: 900 }, { width: 390, height: 844 }]) {
+      await page.setViewportSize(size);
+      await page.screenshot({ path: `${process.env.SECKILL_SCREENSHOT_DIR}/audit-filtered-${size.width}.png`, fullPage: true });
+    }
   }
   const audited = await textOf(page, prewarm);
   if (!audited.includes('outcome: loaded')) throw new StepError(`the pre-warm's row reads: ${audited}`);

@@ -112,3 +112,73 @@ impl AuditKind {
             .find(|kind| kind.as_str() == text)
     }
 }
+
+/// The longest text `GET /admin/api/audit?containing=` looks for.
+pub const AUDIT_CONTAINING_MAX: usize = 200;
+
+/// Which rows of the audit log a reader asks for (`GET /admin/api/audit?kind=&containing=`):
+/// one kind or both, and only rows whose who, from where, action, target, change or reason
+/// contain a text, in any case. The server filters, so the pages and `has_more` count only
+/// the rows kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditFilter {
+    pub kind: Option<AuditKind>,
+    /// Trimmed, never blank.
+    pub containing: Option<String>,
+}
+
+impl AuditFilter {
+    /// The filter from a query's words, blank ones meaning "any"; a refusal names the
+    /// console's labels ("Kind", "Containing"), which is where a person typed them.
+    pub fn parse(kind: Option<&str>, containing: Option<&str>) -> Result<Self, String> {
+        let kind = match kind.map(str::trim).filter(|kind| !kind.is_empty()) {
+            None => None,
+            Some(kind) => Some(AuditKind::parse(kind).ok_or_else(|| {
+                format!("Kind must be switch (switch flips) or ops (operator actions), not {kind}")
+            })?),
+        };
+        let containing = containing
+            .map(str::trim)
+            .filter(|text| !text.is_empty())
+            .map(str::to_owned);
+        if containing
+            .as_ref()
+            .is_some_and(|text| text.chars().count() > AUDIT_CONTAINING_MAX)
+        {
+            return Err(format!(
+                "Containing is longer than {AUDIT_CONTAINING_MAX} characters"
+            ));
+        }
+        Ok(Self { kind, containing })
+    }
+
+    /// Whether it keeps every row.
+    pub fn is_everything(&self) -> bool {
+        self.kind.is_none() && self.containing.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_audit_filter_reads_blank_as_any_and_refuses_in_the_forms_words() {
+        assert_eq!(
+            AuditFilter::parse(None, Some("  ")),
+            Ok(AuditFilter::default())
+        );
+        assert_eq!(
+            AuditFilter::parse(Some("ops"), Some(" Night drill ")),
+            Ok(AuditFilter {
+                kind: Some(AuditKind::Ops),
+                containing: Some("Night drill".into()),
+            })
+        );
+        let refused = AuditFilter::parse(Some("flips"), None).expect_err("unknown kind");
+        assert!(refused.starts_with("Kind must be"), "{refused}");
+        let long = "x".repeat(AUDIT_CONTAINING_MAX + 1);
+        let refused = AuditFilter::parse(None, Some(&long)).expect_err("too long");
+        assert!(refused.starts_with("Containing is longer"), "{refused}");
+    }
+}

@@ -59,6 +59,31 @@ pub struct RegistrationEvent {
     pub waitlist_position: Option<i64>,
 }
 
+/// One item's units left, as `GET /api/activities/{id}/status` says them, and as the event
+/// stream's `units` event tells them when they move.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemUnits {
+    pub item_id: i64,
+    pub sold_out: bool,
+    /// Units left to sell, by the same word as `sold_out`.
+    pub units_left: i64,
+}
+
+/// The event `units` of `GET /api/events`: every item's units left, sent to every stream of
+/// the activity an instance holds when they move, and to a stream that opens. It is the
+/// sale's, not one buyer's: it is in no buyer's log, so its frame has no `id:`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitsEvent {
+    pub items: Vec<ItemUnits>,
+}
+
+impl UnitsEvent {
+    /// The event's name on the stream (`event:` of the SSE frame).
+    pub const NAME: &'static str = "units";
+}
+
 /// A registration's life in a lottery activity (docs/lottery.md).
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -536,10 +536,27 @@ fn ActivityForm(
     // Effects run in the browser only, after hydration.
     Effect::new(move |_| fields.go_local());
     let local_error = RwSignal::new(None::<String>);
+    let merchants = StoredValue::new(
+        catalogue
+            .iter()
+            .map(|item| (item.id, item.merchant_id))
+            .collect::<Vec<_>>(),
+    );
     let on_submit = move |event: leptos::ev::SubmitEvent| {
         event.prevent_default();
         match fields.to_input() {
-            Ok(input) => {
+            Ok(mut input) => {
+                // A new activity belongs to its items' merchant: an admin's catalogue holds
+                // every merchant's items, and the server asks an admin to name one.
+                if input.merchant_id.is_none() {
+                    input.merchant_id = merchants.with_value(|merchants| {
+                        let first = input.items.first()?.item_id;
+                        merchants
+                            .iter()
+                            .find(|(id, _)| *id == first)
+                            .map(|(_, m)| *m)
+                    });
+                }
                 local_error.set(None);
                 save.dispatch(SaveActivity { id, input });
             }

@@ -1,34 +1,71 @@
 //! The audit log: every switch flip (old → new, etcd revision) and every other
 //! operator action (dead-letter requeues, replays), who did it, from where and why; newest
-//! first, in pages. The page's rows filter by kind and by any text (once live), times show in
-//! the viewer's zone, and an action's detail reads as its fields, its epoch-millisecond
-//! times as times.
+//! first, in pages. The filters (kind, any text) are the server's: a filtered page holds
+//! only the rows asked for, however far back they are. Times show in the viewer's zone, and
+//! an action's detail reads as its fields, its epoch-millisecond times as times.
 
 use super::{error_box, listing, pager, time_cell};
-use crate::api::audit_log;
+use crate::api::{audit_log, query_value};
 use contract::AuditEntry;
 use leptos::prelude::*;
-use leptos_router::hooks::use_query_map;
+use leptos_router::{components::Form, hooks::use_query_map};
+
+/// What the page's address asks for: a page of the rows one filter keeps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Asked {
+    page: Option<i64>,
+    kind: String,
+    containing: String,
+}
+
+impl Asked {
+    /// The address of page `page` of the same filter.
+    fn href(&self, page: i64) -> String {
+        let mut href = format!("/audit?page={page}");
+        for (name, value) in [("kind", &self.kind), ("containing", &self.containing)] {
+            if !value.is_empty() {
+                href.push_str(&format!("&{name}={}", query_value(value)));
+            }
+        }
+        href
+    }
+
+    fn filtered(&self) -> bool {
+        !self.kind.is_empty() || !self.containing.trim().is_empty()
+    }
+}
 
 #[component]
 pub fn AuditLog() -> impl IntoView {
     let params = use_query_map();
-    let page = Memo::new(move |_| {
-        params
-            .read()
-            .get("page")
-            .and_then(|page| page.parse::<i64>().ok())
+    let asked = Memo::new(move |_| {
+        let params = params.read();
+        Asked {
+            page: params.get("page").and_then(|page| page.parse::<i64>().ok()),
+            kind: params.get("kind").unwrap_or_default(),
+            containing: params.get("containing").unwrap_or_default(),
+        }
     });
-    let entries = Resource::new(move || page.get(), audit_log);
+    let entries = Resource::new(
+        move || asked.get(),
+        |asked| audit_log(asked.page, Some(asked.kind), Some(asked.containing)),
+    );
     view! {
         <h1>"Audit log"</h1>
+        {move || view! { <AuditFilters asked=asked.get()/> }}
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {
+                let asked = asked.get_untracked();
                 match entries.await {
                     Ok(page) => {
-                        let pages = pager(page.page, page.has_more, |n| format!("/audit?page={n}"));
+                        let pages = pager(page.page, page.has_more, |n| asked.href(n));
+                        let nothing = if asked.filtered() {
+                            "No audited action matches these filters."
+                        } else {
+                            "Nothing audited yet."
+                        };
                         view! {
-                            {listing(Ok(page.rows.entries), "Nothing audited yet.", |entries| view! {
+                            {listing(Ok(page.rows.entries), nothing, |entries| view! {
                                 <AuditTable entries/>
                             }.into_any())}
                             {pages}
@@ -41,23 +78,36 @@ pub fn AuditLog() -> impl IntoView {
     }
 }
 
+/// The filters, as a form that asks the server (the address keeps them, so a filtered page
+/// can be shared and reloaded); a new filter starts at the first page.
 #[component]
-fn AuditTable(entries: Vec<AuditEntry>) -> AnyView {
-    let kind = RwSignal::new(String::new());
-    let text = RwSignal::new(String::new());
+fn AuditFilters(asked: Asked) -> impl IntoView {
+    let kinds = [
+        ("", "every kind"),
+        ("switch", "switch flips"),
+        ("ops", "operator actions"),
+    ];
     view! {
-        <div class="row filters" id="audit-filters" role="search">
+        <Form method="GET" action="/audit" attr:class="row filters" attr:id="audit-filters" attr:role="search">
             <label>"Kind"
-                <select on:change=move |ev| kind.set(event_target_value(&ev))>
-                    <option value="">"every kind"</option>
-                    <option value="switch">"switch flips"</option>
-                    <option value="ops">"operator actions"</option>
+                <select name="kind">
+                    {kinds.into_iter().map(|(value, label)| {
+                        view! { <option value=value selected={asked.kind == value}>{label}</option> }
+                    }).collect_view()}
                 </select>
             </label>
             <label>"Containing"
-                <input type="search" placeholder="who, action, key, reason…" bind:value=text/>
+                <input type="search" name="containing" maxlength=contract::AUDIT_CONTAINING_MAX.to_string()
+                    placeholder="who, action, key, reason…" value=asked.containing.clone()/>
             </label>
-        </div>
+            <button type="submit">"Filter"</button>
+        </Form>
+    }
+}
+
+#[component]
+fn AuditTable(entries: Vec<AuditEntry>) -> AnyView {
+    view! {
         <table class="grid" tabindex="0" id="audit-list">
             <thead><tr>
                 <th>"At"</th><th>"Who"</th><th>"From"</th><th>"Action"</th><th>"Target"</th>
@@ -72,24 +122,8 @@ fn AuditTable(entries: Vec<AuditEntry>) -> AnyView {
                         ),
                         (_, None) => entry.detail.as_deref().map(readable_detail).unwrap_or_default(),
                     };
-                    let haystack = format!(
-                        "{} {} {} {} {} {}",
-                        entry.actor,
-                        entry.source.as_str(),
-                        entry.action,
-                        entry.target,
-                        change,
-                        entry.reason.as_deref().unwrap_or_default()
-                    )
-                    .to_lowercase();
-                    let entry_kind = entry.kind.as_str();
-                    let shown = move || {
-                        let wanted = kind.get();
-                        let needle = text.get().trim().to_lowercase();
-                        (wanted.is_empty() || wanted == entry_kind) && haystack.contains(&needle)
-                    };
                     view! {
-                        <tr data-kind=entry_kind style:display=move || if shown() { "" } else { "none" }>
+                        <tr data-kind=entry.kind.as_str()>
                             <td>{time_cell(entry.at)}</td>
                             <td>{entry.actor}</td>
                             <td>{entry.source.as_str()}</td>

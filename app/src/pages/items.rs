@@ -3,7 +3,7 @@
 use super::{error_box, listing, my_role};
 use crate::api::{get_item, list_items, SaveItem};
 use crate::error::ConsoleFnError;
-use contract::{format_cents, Item, Permission};
+use contract::{format_cents, Item, Permission, Role};
 use leptos::prelude::*;
 use leptos_router::{components::A, hooks::use_params_map};
 
@@ -50,9 +50,18 @@ pub fn ItemList() -> impl IntoView {
 
 #[component]
 pub fn ItemCreate() -> impl IntoView {
+    let role = Resource::new(|| (), |_| my_role());
     view! {
         <h1>"New item"</h1>
-        <ItemForm item=None/>
+        <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match role.await {
+                    // A merchant's item is its own; an admin says whose it is.
+                    Ok(role) => view! { <ItemForm item=None ask_merchant={role == Role::Admin}/> }.into_any(),
+                    Err(error) => error_box(error),
+                }
+            })}
+        </Suspense>
     }
 }
 
@@ -77,7 +86,7 @@ pub fn ItemEdit() -> impl IntoView {
             {move || Suspend::new(async move {
                 match item.await {
                     Ok((item, role)) if role.may(Permission::WriteCatalog) => {
-                        view! { <ItemForm item=Some(item)/> }.into_any()
+                        view! { <ItemForm item=Some(item) ask_merchant=false/> }.into_any()
                     }
                     // Roles that may not edit the catalogue read it.
                     Ok((item, _)) => view! {
@@ -95,9 +104,10 @@ pub fn ItemEdit() -> impl IntoView {
     }
 }
 
-/// One form for create and edit; it posts even before hydration.
+/// One form for create and edit; it posts even before hydration. `ask_merchant`: a new
+/// item's merchant is asked for (an admin's form; an edit keeps the item's merchant).
 #[component]
-fn ItemForm(item: Option<Item>) -> impl IntoView {
+fn ItemForm(item: Option<Item>, ask_merchant: bool) -> impl IntoView {
     let save = ServerAction::<SaveItem>::new();
     let id = item.as_ref().map(|item| item.id.to_string());
     let name = item
@@ -118,6 +128,9 @@ fn ItemForm(item: Option<Item>) -> impl IntoView {
             <label>"Name" <input type="text" name="name" value=name required maxlength="200"/></label>
             <label>"Description" <textarea name="description" rows="3">{description}</textarea></label>
             <label>"Price (yuan)" <input type="text" name="price" value=price required inputmode="decimal" placeholder="12.50"/></label>
+            {ask_merchant.then(|| view! {
+                <label>"Merchant (ID)" <input type="number" name="merchant_id" min="1" required/></label>
+            })}
             <button type="submit" disabled=move || save.pending().get()>"Save"</button>
         </ActionForm>
         {move || save.value().get().map(|saved| match saved {

@@ -2,7 +2,7 @@
 //! other operator actions (`ops_audit`, written by their own features).
 
 use chrono::{DateTime, Utc};
-use contract::{AuditEntry, AuditKind, Source, SwitchRevision};
+use contract::{AuditEntry, AuditFilter, AuditKind, Source, SwitchRevision};
 
 use base::db::decode_name;
 use sqlx::PgPool;
@@ -232,20 +232,36 @@ struct Row {
     emergency: bool,
 }
 
-/// Switch flips and operator actions merged, newest first; `limit` rows after skipping
-/// `offset`. Each table is cut at `offset + limit` by its own time index before merging.
-pub(crate) async fn page(db: &PgPool, limit: i64, offset: i64) -> sqlx::Result<Vec<AuditEntry>> {
+/// Switch flips and operator actions merged, newest first, only the rows `filter` keeps;
+/// `limit` rows after skipping `offset`. Each table is cut at `offset + limit` by its own time
+/// index before merging. A text filter reads every row of a kind (no index serves a
+/// substring): the log is an operator's, thousands of rows, not a buyer's.
+pub(crate) async fn page(
+    db: &PgPool,
+    limit: i64,
+    offset: i64,
+    filter: &AuditFilter,
+) -> sqlx::Result<Vec<AuditEntry>> {
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT * FROM (
              (SELECT 'switch' AS kind, id, created_at AS at, actor, source,
                      CASE state WHEN 'applied' THEN 'set' ELSE 'set_' || state END AS action,
                      path AS target, old_value, new_value, reason, etcd_revision,
                      NULL::TEXT AS detail, change_id, emergency
-                FROM switch_audit ORDER BY created_at DESC, id DESC LIMIT $3)
+                FROM switch_audit
+               WHERE ($4::TEXT IS NULL OR $4 = 'switch')
+                 AND ($5::TEXT IS NULL OR strpos(lower(concat_ws(' ', actor, source,
+                          CASE state WHEN 'applied' THEN 'set' ELSE 'set_' || state END,
+                          path, old_value, new_value, reason)), lower($5)) > 0)
+               ORDER BY created_at DESC, id DESC LIMIT $3)
              UNION ALL
              (SELECT 'ops', id, created_at, actor, source, action, target, NULL, NULL, NULL,
                      NULL, detail::TEXT, NULL, false
-                FROM ops_audit ORDER BY created_at DESC, id DESC LIMIT $3)
+                FROM ops_audit
+               WHERE ($4::TEXT IS NULL OR $4 = 'ops')
+                 AND ($5::TEXT IS NULL OR strpos(lower(concat_ws(' ', actor, source, action,
+                          target, detail::TEXT)), lower($5)) > 0)
+               ORDER BY created_at DESC, id DESC LIMIT $3)
          ) merged
          ORDER BY at DESC, kind, id DESC
          LIMIT $1 OFFSET $2",
@@ -253,6 +269,8 @@ pub(crate) async fn page(db: &PgPool, limit: i64, offset: i64) -> sqlx::Result<V
     .bind(limit)
     .bind(offset)
     .bind(offset.saturating_add(limit))
+    .bind(filter.kind.map(AuditKind::as_str))
+    .bind(filter.containing.as_deref())
     .fetch_all(db)
     .await?;
     rows.into_iter()

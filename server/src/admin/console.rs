@@ -18,11 +18,11 @@ use contract::{
     HotKeysView, Readiness, Revoked,
 };
 use contract::{
-    ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, DashboardFrame,
-    DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage, OrderQuery,
-    OutboxRetryReport, OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun,
-    ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard,
-    SwitchChange,
+    ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditFilter, AuditPage,
+    DashboardFrame, DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage,
+    OrderQuery, OutboxRetryReport, OutboxSummary, Permission, PrewarmReport, PublishedPage,
+    ReconciliationRun, ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun,
+    SwitchBoard, SwitchChange,
 };
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use leptos::prelude::provide_context;
@@ -201,8 +201,13 @@ impl ConsoleBackend for ConsoleService {
         Ok(Board::of(&self.state).flip(flip).await?)
     }
 
-    async fn audit_log(&self, actor: &Actor, page: i64) -> Result<AuditPage, ConsoleError> {
-        Ok(board::audit(&self.state, actor, Some(page)).await?)
+    async fn audit_log(
+        &self,
+        actor: &Actor,
+        page: i64,
+        filter: &AuditFilter,
+    ) -> Result<AuditPage, ConsoleError> {
+        Ok(board::audit(&self.state, actor, Some(page), filter).await?)
     }
 
     async fn dead_letters(&self, actor: &Actor, page: i64) -> Result<DeadLetterPage, ConsoleError> {

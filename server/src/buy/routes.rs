@@ -8,7 +8,7 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
-use contract::SaleItem;
+use contract::{ItemUnits, SaleItem};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -198,20 +198,12 @@ async fn activity(
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
-struct ItemStatus {
-    item_id: i64,
-    sold_out: bool,
-    /// Units left to sell, by the same word as `sold_out`: the sale page shows it moving.
-    units_left: i64,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
 struct Status {
     server_time_ms: i64,
     starts_at_ms: i64,
     ends_at_ms: i64,
     phase: Phase,
-    items: Vec<ItemStatus>,
+    items: Vec<ItemUnits>,
     challenge_required: bool,
 }
 
@@ -224,31 +216,7 @@ async fn status(
     let activity = cached_activity(&state, id, None).await?;
     sample_read(&state, &activity);
     let now = chrono::Utc::now();
-    let keys: Vec<String> = activity
-        .items
-        .iter()
-        .map(|item| state.redis.stock_key(SaleItem::new(id, item.item_id)))
-        .collect();
-    let catalogue = &state.catalogue;
-    let stock = if catalogue.is_hot(&activity) {
-        catalogue.hot_stock(id, keys).await?
-    } else {
-        std::sync::Arc::new(state.redis.get_integers(&keys).await?)
-    };
-    let items = activity
-        .items
-        .iter()
-        .zip(stock.iter().copied())
-        .map(|(item, stock)| ItemStatus {
-            item_id: item.item_id,
-            // Either layer's word: Redis's stock moves first on the Redis path; on the
-            // database path only PostgreSQL's does (as of the activity copy, a second old).
-            sold_out: stock.is_some_and(|left| left <= 0) || item.units_left <= 0,
-            units_left: stock
-                .map_or(item.units_left, |left| left.min(item.units_left))
-                .max(0),
-        })
-        .collect();
+    let items = units_left(&state, &activity).await?;
     let switches = state.switches.current();
     let body = Status {
         server_time_ms: now.timestamp_millis(),
@@ -264,6 +232,42 @@ async fn status(
         challenge_required: switches.challenge_required,
     };
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)))
+}
+
+/// Each item's units left, as `/status` says them and the event streams push them.
+pub(crate) async fn units_left(
+    state: &AppState,
+    activity: &CachedActivity,
+) -> ApiResult<Vec<ItemUnits>> {
+    let keys: Vec<String> = activity
+        .items
+        .iter()
+        .map(|item| {
+            state
+                .redis
+                .stock_key(SaleItem::new(activity.id, item.item_id))
+        })
+        .collect();
+    let catalogue = &state.catalogue;
+    let stock = if catalogue.is_hot(activity) {
+        catalogue.hot_stock(activity.id, keys).await?
+    } else {
+        std::sync::Arc::new(state.redis.get_integers(&keys).await?)
+    };
+    Ok(activity
+        .items
+        .iter()
+        .zip(stock.iter().copied())
+        .map(|(item, stock)| ItemUnits {
+            item_id: item.item_id,
+            // Either layer's word: Redis's stock moves first on the Redis path; on the
+            // database path only PostgreSQL's does (as of the activity copy, a second old).
+            sold_out: stock.is_some_and(|left| left <= 0) || item.units_left <= 0,
+            units_left: stock
+                .map_or(item.units_left, |left| left.min(item.units_left))
+                .max(0),
+        })
+        .collect())
 }
 
 /// Counts a read of the activity's items for hot keys until its sale is over: a read names

@@ -28,8 +28,9 @@ fn catalog_owner(actor: &Actor, requested: Option<i64>) -> ApiResult<i64> {
         (Role::Merchant, Some(own), Some(other)) if other == own => Ok(own),
         (Role::Merchant, _, _) => Err(ApiError::Forbidden),
         (_, _, Some(merchant)) => Ok(merchant),
+        // Worded as the console's item form labels the field an admin fills in.
         (_, _, None) => Err(ApiError::BadRequest(
-            "an admin must name the merchant_id".into(),
+            "Merchant (ID): an admin must name the merchant it belongs to".into(),
         )),
     }
 }

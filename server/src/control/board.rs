@@ -579,12 +579,13 @@ pub(crate) async fn audit(
     state: &AppState,
     actor: &Actor,
     page: Option<i64>,
+    filter: &contract::AuditFilter,
 ) -> ApiResult<AuditPage> {
     crate::admin::authorize(actor, contract::Permission::WatchOperations)?;
     let page = page.unwrap_or(1);
     let window = PageWindow::new(page, AUDIT_PER_PAGE).map_err(ApiError::BadRequest)?;
     let (entries, has_more) =
-        window.split(audit::page(&state.db, window.fetch_limit(), window.offset).await?);
+        window.split(audit::page(&state.db, window.fetch_limit(), window.offset, filter).await?);
     Ok(AuditPage {
         rows: contract::AuditEntries { entries },
         page,

@@ -13,7 +13,7 @@ use base::{metrics::Metrics, quiet_log::quiet};
 use contract::{ActivityId, UserId};
 use futures::StreamExt;
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
         Arc, Mutex,
@@ -47,6 +47,8 @@ struct Slot {
     activity: ActivityId,
     deliveries: mpsc::Sender<Delivery>,
     replaced: Arc<AtomicBool>,
+    /// The units left this stream was last told (the `units` event's data), if any.
+    units: Option<Arc<str>>,
 }
 
 /// What the hub hands a stream.
@@ -57,6 +59,9 @@ pub(crate) enum Delivery {
     /// The subscription was away for a while: events announced meanwhile are only in the
     /// log; read them from there.
     CatchUp,
+    /// The activity's units left moved (or the stream has not been told them yet): the
+    /// `units` event's data.
+    Units(Arc<str>),
 }
 
 /// Why a stream could not be opened.
@@ -124,6 +129,7 @@ impl Hub {
                 activity,
                 deliveries: sender,
                 replaced: replaced.clone(),
+                units: None,
             },
         );
         self.metrics.events.streams_open.set(slots.len() as i64);
@@ -175,6 +181,31 @@ impl Hub {
             // Behind by a whole backlog: ended, its page resumes from the log.
             slots.remove(&announcement.user);
             self.metrics.events.streams_open.set(slots.len() as i64);
+        }
+    }
+
+    /// The activities whose sales the streams here follow.
+    pub(crate) fn activities(&self) -> Vec<ActivityId> {
+        let followed: HashSet<ActivityId> =
+            self.slots().values().map(|slot| slot.activity).collect();
+        followed.into_iter().collect()
+    }
+
+    /// Tells each stream of `activity` its units left, `units` (the event's data), unless
+    /// that is what it was last told. A stream with a full backlog is skipped, not ended:
+    /// the next round tells it again, and only its own events are worth a resume.
+    pub(crate) fn tell_units(&self, activity: ActivityId, units: &Arc<str>) {
+        for slot in self.slots().values_mut() {
+            if slot.activity != activity || slot.units.as_ref() == Some(units) {
+                continue;
+            }
+            if slot
+                .deliveries
+                .try_send(Delivery::Units(units.clone()))
+                .is_ok()
+            {
+                slot.units = Some(units.clone());
+            }
         }
     }
 

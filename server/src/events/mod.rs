@@ -4,14 +4,16 @@
 //! commit; the event goes into the buyer's log of the activity in Redis and is announced on
 //! one Redis channel in the same script (`log`); every instance's one subscriber hands it to
 //! the buyer's stream if it holds one (`hub`); `GET /api/events` serves the stream and
-//! resumes it from the log with `Last-Event-ID` (`routes`). Why Redis pub/sub and not
-//! RabbitMQ: docs/buyer-events.md.
+//! resumes it from the log with `Last-Event-ID` (`routes`). The same streams carry the
+//! sale's units left as they move (`units`), read once a second for the whole instance.
+//! Why Redis pub/sub and not RabbitMQ: docs/buyer-events.md.
 
 pub(crate) mod hub;
 pub(crate) mod log;
 mod publisher;
 pub(crate) mod routes;
 pub(crate) mod rules;
+pub(crate) mod units;
 
 pub use hub::Hub;
 pub use publisher::BuyerEvents;

@@ -7,6 +7,7 @@
 //! With `Last-Event-ID` it first writes what the buyer's log holds after that id. A stream
 //! replaced by the buyer's newer one here ends with an event `replaced` (data `{}`): the
 //! page stops asking for it again, so two tabs do not take it from each other for ever.
+//! Between them come the sale's `units` events (no `id:`, `events::units`).
 
 use axum::{
     extract::{rejection::QueryRejection, Query, State},
@@ -16,7 +17,7 @@ use axum::{
         Sse,
     },
 };
-use contract::{ActivityId, UserId};
+use contract::{ActivityId, UnitsEvent, UserId};
 use futures::{stream, Stream, StreamExt};
 use serde::Deserialize;
 use std::{collections::VecDeque, convert::Infallible, sync::atomic::Ordering, time::Duration};
@@ -165,6 +166,12 @@ impl Reader {
             match self.opened.deliveries.recv().await {
                 Some(Delivery::Event(event)) => self.pending.push_back((event, "live")),
                 Some(Delivery::CatchUp) => self.catch_up().await,
+                // The sale's figures, in no buyer's log: no id, the last one stays.
+                Some(Delivery::Units(units)) => {
+                    delivered(&self.state.metrics, UnitsEvent::NAME, "live");
+                    let frame = Event::default().event(UnitsEvent::NAME).data(&*units);
+                    return Some((Ok(frame), self));
+                }
                 None if self.opened.replaced.load(Ordering::SeqCst) => {
                     self.ended = true;
                     let replaced = Event::default().event("replaced").data("{}");

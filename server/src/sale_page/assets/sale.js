@@ -322,7 +322,7 @@
     el.buy.disabled = !lit;
     el.buy.textContent = wait > 0 ? `Buy now (wait ${Math.ceil(wait / 1000)} s)` : 'Buy now';
     if (!token && p === 'open' && !soldOut()) say('Sign in to buy: this page has no buyer token.', 'NO_TOKEN');
-    // The units left, as /status last said them.
+    // The units left, as /status or the stream last said them.
     if (status) {
       for (const item of status.items) {
         const left = document.querySelector(`.item[data-item="${item.item_id}"] .left`);
@@ -559,6 +559,17 @@
     wakeStreamWaiters();
     if (!stream.replaced) setTimeout(openStream, STREAM_RETRY_MS);
   }
+
+  // The units left as the sale moves them, pushed while the stream is open (the page
+  // reads /status every 20 s all the same, and only that without a stream).
+  onStream('units', (units) => {
+    if (!status || !Array.isArray(units.items)) return;
+    for (const item of units.items) {
+      const known = status.items.find((i) => i.item_id === item.item_id);
+      if (known) Object.assign(known, { sold_out: item.sold_out, units_left: item.units_left });
+    }
+    render();
+  });
 
   // A lottery's status pushed (the draw, a code from the waitlist, a revocation, the end):
   // the buyer's whole line (his code, his place) is read at once. A stream that opens tells
