@@ -213,7 +213,7 @@ async fn a_prewarmed_open_activity_is_ready_until_its_stock_scripts_or_switches_
     let page = format!("/readiness?activity_id={}", sale.activity_id);
     let html = app.console_page(&page, &session).await;
     assert!(html.contains(r#"data-ready="false""#), "{html}");
-    assert!(html.contains("NO-GO: 1 of 15 checks fail"), "{html}");
+    assert!(html.contains("NO-GO: 1 of 16 checks fail"), "{html}");
     let first_row = html.find("<tr data-check=").expect("check rows");
     assert!(
         html[first_row..].starts_with(r#"<tr data-check="stock" data-ok="false""#),
