@@ -23,6 +23,7 @@ const NODES: &str = "nodes/";
 const HOTKEYS: &str = "hotkeys/";
 const LIFTED_HOTKEYS: &str = "lifted-hotkeys/";
 const CHANGES: &str = "changes/";
+const STAGED: &str = "staged/";
 
 impl Layout {
     pub(crate) fn new(prefix: &str) -> Self {
@@ -103,6 +104,24 @@ impl Layout {
     /// Every marker of one change.
     pub(crate) fn change_markers(&self, change_id: i64) -> String {
         self.key(&format!("{CHANGES}{change_id}/"))
+    }
+
+    /// Where a value staged on some instances waits (`staged/{path}`, a
+    /// [`contract::SwitchStage`]): outside `switches/`, so an instance it does not name
+    /// never takes it for the key's value.
+    pub(crate) fn staged_key(&self, path: &str) -> String {
+        self.key(&format!("{STAGED}{path}"))
+    }
+
+    /// The switch path a stage belongs to (`staged/switches/entry` → `switches/entry`).
+    pub(crate) fn staged_path(path: &str) -> Option<&str> {
+        path.strip_prefix(STAGED)
+    }
+
+    /// How much worse a stage's share of 5xx buy answers may be than the other instances'
+    /// before the leader aborts it (see `changes::stage_watch`).
+    pub(crate) fn stage_abort_policy(&self) -> String {
+        self.key("policy/stage_abort")
     }
 
     /// The key patterns that need a second person's approval (see `control::policy`).
