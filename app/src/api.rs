@@ -14,7 +14,7 @@ use contract::{
     OutboxRetryReport, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun,
     ReplayReport, RequeueReport, RunSummary, StartedRun, SwitchBoard,
 };
-use contract::{ChangeList, FlipOutcome, SwitchForm, SwitchImpact, SwitchRevision};
+use contract::{ChangeList, FlipOutcome, SwitchImpact, SwitchRevision};
 use contract::{Rehearsal, StartedRehearsal};
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
@@ -310,7 +310,7 @@ pub async fn flip_switch(
     stage: Option<String>,
 ) -> Result<FlipOutcome, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
-    let form = SwitchForm {
+    let form = contract::SwitchForm {
         path,
         value,
         reason,

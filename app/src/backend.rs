@@ -16,9 +16,7 @@ use contract::{
     OrderQuery, OutboxRetryReport, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun,
     ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard,
 };
-use contract::{
-    ChangeDecision, ChangeList, FlipOutcome, SwitchForm, SwitchImpact, SwitchRevision,
-};
+use contract::{ChangeList, FlipOutcome, SwitchForm, SwitchImpact, SwitchRevision};
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use std::sync::Arc;
 
@@ -107,7 +105,7 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     /// The latest switch changes, newest first (every role that reads the board).
     async fn list_changes(&self, actor: &Actor) -> Result<ChangeList, ConsoleError>;
     /// Approves, rejects, cancels, promotes or aborts a change (ops and admin only); the
-    /// decision is one of [`ChangeDecision`]'s names.
+    /// decision is one of `contract::ChangeDecision`'s names.
     async fn decide_change(
         &self,
         actor: &Actor,

@@ -603,6 +603,27 @@ async fn four_eyes_an_admins_emergency_flip_applies_at_once_and_the_audit_flags_
 }
 
 #[tokio::test]
+async fn a_policy_written_into_etcd_is_audited_as_an_outside_write() {
+    let app = spawn_app_with(|_| {}).await;
+    let patterns = json!(["switches/deduction"]);
+    require_approval(&app, &patterns).await;
+    wait::until("the policy's write audited", Duration::from_secs(5), || async {
+        let rows: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT actor, source, new_value FROM switch_audit WHERE path = 'policy/approval'",
+        )
+        .fetch_all(&app.db)
+        .await
+        .expect("audit rows");
+        if rows == [("etcd".to_owned(), "external".to_owned(), patterns.to_string())] {
+            Ok(())
+        } else {
+            Err(rows)
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_malformed_policy_makes_every_key_wait_for_a_second_person() {
     let app = spawn_app_with(|_| {}).await;
     etcd(&app)

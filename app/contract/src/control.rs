@@ -183,7 +183,7 @@ pub struct NodeApplied {
 
 /// A live instance as its heartbeat describes it.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeState {
     pub node_id: String,
     pub address: String,

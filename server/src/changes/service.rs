@@ -226,7 +226,7 @@ async fn land_now(board: &Board<'_>, id: i64, now: DateTime<Utc>) -> ChangeState
         }
         let state = land(board, &mut tx, &change, now).await?;
         tx.commit().await?;
-        Ok(state)
+        Ok::<_, anyhow::Error>(state)
     };
     match landed.await {
         Ok(state) => state,

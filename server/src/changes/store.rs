@@ -120,12 +120,12 @@ pub(crate) async fn list(
     rows.into_iter().map(Row::decode).collect()
 }
 
-/// Every change that may still flip a key: scheduled, waiting for approval, or applied
-/// with its revert still due.
+/// Every change that may still flip a key: scheduled, waiting for approval, staged, or
+/// applied with its revert still due.
 pub(crate) async fn waiting(db: &PgPool) -> sqlx::Result<Vec<SwitchChangeRow>> {
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM switch_changes
-         WHERE state IN ('scheduled', 'pending_approval')
+         WHERE state IN ('scheduled', 'pending_approval', 'staged')
             OR (state = 'applied' AND revert_at IS NOT NULL AND revert_dropped IS NULL)
          ORDER BY id"
     ))

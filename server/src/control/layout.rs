@@ -24,6 +24,7 @@ const HOTKEYS: &str = "hotkeys/";
 const LIFTED_HOTKEYS: &str = "lifted-hotkeys/";
 const CHANGES: &str = "changes/";
 const STAGED: &str = "staged/";
+const POLICY: &str = "policy/";
 
 impl Layout {
     pub(crate) fn new(prefix: &str) -> Self {
@@ -121,12 +122,18 @@ impl Layout {
     /// How much worse a stage's share of 5xx buy answers may be than the other instances'
     /// before the leader aborts it (see `changes::stage_watch`).
     pub(crate) fn stage_abort_policy(&self) -> String {
-        self.key("policy/stage_abort")
+        self.key(&format!("{POLICY}stage_abort"))
+    }
+
+    /// Whether a path holds a policy of change management (`policy/approval`,
+    /// `policy/stage_abort`): written with `etcdctl`, audited as outside writes.
+    pub(crate) fn is_policy_path(path: &str) -> bool {
+        path.starts_with(POLICY)
     }
 
     /// The key patterns that need a second person's approval (see `control::policy`).
     pub(crate) fn approval_policy(&self) -> String {
-        self.key("policy/approval")
+        self.key(&format!("{POLICY}approval"))
     }
 
     /// The etcd election's name; candidates' keys are created beneath it.

@@ -20,7 +20,7 @@ use crate::state::AppState;
 use base::etcd::EtcdCall;
 
 /// The JSON under `{prefix}/nodes/{node_id}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct NodeReport {
     pub(crate) node_id: String,
     /// Where the instance serves HTTP.
@@ -107,7 +107,7 @@ fn buy_answers(metrics: &base::metrics::Metrics) -> (u64, u64) {
     let mut server_errors = 0;
     for family in metrics.http_requests.collect() {
         for metric in family.get_metric() {
-            let label = |name| crate::dashboard::sample::label(metric, name);
+            let label = |name: &str| crate::dashboard::sample::label(metric, name);
             if !label("route").is_some_and(|route| BUY_ROUTES.contains(&route)) {
                 continue;
             }

@@ -335,6 +335,7 @@ impl Watcher {
         self.count_nodes(events);
         let stages_changed = self.apply_stages(events);
         let mut seen = Vec::new();
+        let mut policies = Vec::new();
         let mut last = self.position.unwrap_or(0);
         // One revision at a time, its notes first: a flip's note and value share one
         // revision (and one response), and a later flip of the same key in the same
@@ -368,6 +369,20 @@ impl Watcher {
                     },
                     EventType::Delete => None,
                 };
+                if Layout::is_policy_path(path) {
+                    policies.push(Seen {
+                        path: path.to_owned(),
+                        value: value.map(str::to_owned),
+                        previous: event
+                            .prev_kv()
+                            .and_then(|prev| prev.value_str().ok())
+                            .map(str::to_owned),
+                        mod_revision: kv.mod_revision(),
+                        written_at_us: None,
+                        refused: None,
+                    });
+                    continue;
+                }
                 let outcome = self.accepted.observe(Observed {
                     path,
                     value,
@@ -394,6 +409,10 @@ impl Watcher {
         self.position = Some(last);
         self.mark_synced(last);
         self.put_in_force(seen, stages_changed);
+        // A policy is written with etcdctl: every change of one is an outside write.
+        if !policies.is_empty() {
+            self.audit_external(policies);
+        }
     }
 
     /// Stages made, promoted or aborted; true when any changed.
@@ -540,8 +559,8 @@ impl Watcher {
         }
     }
 
-    /// Offers changes written straight into etcd to the audit (idempotent across
-    /// instances), each retried until its row commits: a database away for a while delays
+    /// Offers changes written straight into etcd (switches, and the policies) to the audit
+    /// (idempotent across instances), each retried until its row commits: a database away for a while delays
     /// the audit of a change, never loses it. Every failed attempt counts as `failed`.
     fn audit_external(&self, changes: Vec<Seen>) {
         let db = self.state.db.clone();
