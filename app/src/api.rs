@@ -372,7 +372,7 @@ pub async fn rollback_switch(
 
 /// What a flip would touch, for its confirmation.
 #[server(prefix = "/console/fn")]
-pub async fn switch_impact(path: String, value: String) -> Result<SwitchImpact, ConsoleFnError> {
+pub async fn preview_impact(path: String, value: String) -> Result<SwitchImpact, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
         .switch_impact(&actor, &path, &value)

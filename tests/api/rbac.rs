@@ -271,14 +271,7 @@ fn rows() -> Vec<Row> {
             Needs(P::FlipSwitch),
             400,
         ),
-        admin(
-            M::GET,
-            "/switches/{*path}",
-            "/switches/switches/entry/impact?value=closed",
-            Body::None,
-            Needs(P::ReadSwitches),
-            200,
-        ),
+
         admin(
             M::GET,
             "/orders",
@@ -496,7 +489,7 @@ fn rows() -> Vec<Row> {
             400,
         ),
         server_fn(
-            SwitchImpact::PATH,
+            PreviewImpact::PATH,
             Form(vec![("path", "switches/entry"), ("value", "closed")]),
             Needs(P::ReadSwitches),
             200,

@@ -19,7 +19,7 @@ use super::{
     error_box, maybe_time_cell, reason_field, ticker, time_cell, viewer_wall_clock, when,
 };
 use crate::api::{
-    get_switch_board, list_changes, switch_history, switch_impact, whoami, DecideChange,
+    get_switch_board, list_changes, preview_impact, switch_history, whoami, DecideChange,
     FlipSwitch, RollbackSwitch,
 };
 use crate::error::ConsoleFnError;
@@ -680,7 +680,7 @@ fn ChangeForm(
                 let path = path.clone();
                 async move {
                     match value {
-                        Some(value) => Some(switch_impact(path, value).await),
+                        Some(value) => Some(preview_impact(path, value).await),
                         None => None,
                     }
                 }
@@ -826,6 +826,7 @@ fn History(
                             {revisions.into_iter().map(|revision| {
                                 let now = current == Some(revision.revision);
                                 let field = format!("rollback-{}-{}", path.replace('/', "-"), revision.revision);
+                                let key = path.clone();
                                 view! {
                                     <li data-revision=revision.revision.to_string()>
                                         <span class="mono">{revision.value.clone()}</span>
@@ -835,7 +836,7 @@ fn History(
                                         {now.then(|| view! { <span class="meta">"(in force)"</span> })}
                                         {(may_flip && !now).then(|| view! {
                                             <ActionForm action=rollback attr:class="row rollback-form">
-                                                <input type="hidden" name="path" value=path.clone()/>
+                                                <input type="hidden" name="path" value=key/>
                                                 <input type="hidden" name="revision" value=revision.revision.to_string()/>
                                                 <label for=field.clone()>"Reason to roll back"</label>
                                                 <input type="text" id=field name="reason" required maxlength="500"/>

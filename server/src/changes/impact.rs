@@ -13,9 +13,9 @@ use contract::{
 use crate::{
     admin::authorize,
     catalog,
-    control::{board::Board, keys::SwitchKey},
+    control::{board::Board, keys::SwitchKey, switches::SwitchValues},
 };
-use base::error::{ApiError, ApiResult};
+use base::error::ApiResult;
 
 /// The impact of setting `path` to `value` at `now`; 400 for a key or value a flip would
 /// refuse.
@@ -31,21 +31,19 @@ pub async fn impact(
     let value = key.parse_value(value)?.to_string();
     let path = key.path();
     let read = board.read().await?;
-    let row = read
+    // An activity's entry key absent from etcd has no line on the board: its setting holds.
+    let current = read
         .switches
         .iter()
         .find(|row| row.path == path)
-        .ok_or(ApiError::NotFound("switch"))?;
-    let current = row
-        .etcd_value
-        .clone()
-        .unwrap_or_else(|| row.default_value.clone());
-    let effect = row
-        .choices
+        .and_then(|row| row.etcd_value.clone())
+        .unwrap_or_else(|| key.value_in(&SwitchValues::from_settings(&board.settings.buy)));
+    let effect = key
+        .choices()
         .iter()
-        .zip(&row.choice_notes)
+        .zip(key.choice_notes())
         .find(|(choice, _)| **choice == value)
-        .map_or_else(|| row.meaning.clone(), |(_, note)| note.clone());
+        .map_or_else(|| key.meaning(), |(_, note)| (*note).to_owned());
     let now_ms = now.timestamp_millis();
     let activities = catalog::store::list_activities(board.db, None)
         .await?
