@@ -138,9 +138,9 @@ await runScenario(
       line = await fillChange(page, 'limits/max_in_flight', value, reason);
       await until(
         page,
-        'the confirmation names no impact',
-        () => document.querySelector('#switch-list tr[data-path="limits/max_in_flight"] .impact')?.textContent.includes('Impact'),
-        null,
+        `the confirmation names no impact of ${value}`,
+        (want) => document.querySelector(`#switch-list tr[data-path="limits/max_in_flight"] .impact[data-value="${want}"]`),
+        value,
         '#switch-list tr[data-path="limits/max_in_flight"] .change-form',
       );
       const impact = await textOf(page, '#switch-list tr[data-path="limits/max_in_flight"] .impact');

@@ -50,20 +50,38 @@ pub fn SwitchBoardPage() -> impl IntoView {
         Some((change.revision, Progress::of(&board, &change).complete()))
     });
     // What etcd holds of the keys and stages: a change the leader applied, a stage it
-    // aborted or a decision elsewhere moves it, and the table and the changes reload.
-    let landed = Memo::new(move |_| live.get().and_then(Result::ok).map(|board| landmarks(&board)));
-    let actions = move || {
-        (
-            flip.version().get(),
-            decide.version().get(),
-            rollback.version().get(),
-        )
-    };
+    // aborted or a decision elsewhere moves it, and the table and the changes reload. Read
+    // in an effect: the browser follows the live board, the server renders once.
+    let landed = RwSignal::new(0_u64);
     let board = Resource::new(
-        move || (actions(), flip_applied.get(), landed.get()),
+        move || (flip.version().get(), flip_applied.get(), landed.get()),
         |_| get_switch_board(),
     );
-    let changes = Resource::new(move || (actions(), landed.get()), |_| list_changes());
+    // The table reloads when the live board shows a key or a stage the table does not
+    // (once per such sight); a decision that writes nothing (a cancel) reloads the changes.
+    Effect::new(move |asked: Option<Option<Landmarks>>| {
+        let asked = asked.flatten();
+        let live_marks = live.get().and_then(Result::ok).map(|board| landmarks(&board));
+        let shown = board.get().and_then(Result::ok).map(|board| landmarks(&board));
+        match (live_marks, shown) {
+            (Some(now), Some(shown)) if now != shown && asked.as_ref() != Some(&now) => {
+                landed.update(|moves| *moves += 1);
+                Some(now)
+            }
+            _ => asked,
+        }
+    });
+    let changes = Resource::new(
+        move || {
+            (
+                flip.version().get(),
+                decide.version().get(),
+                rollback.version().get(),
+                landed.get(),
+            )
+        },
+        |_| list_changes(),
+    );
     view! {
         <h1>"Switch board"</h1>
         <Transition fallback=|| ()>
@@ -192,8 +210,11 @@ fn flipped(outcome: FlipOutcome) -> Option<SwitchChange> {
     }
 }
 
+/// Every key's revision and the change staged on it, if any.
+type Landmarks = Vec<(String, Option<i64>, Option<i64>)>;
+
 /// What moves when a change lands or a stage ends: every key's revision and every stage.
-fn landmarks(board: &SwitchBoard) -> Vec<(String, Option<i64>, Option<i64>)> {
+fn landmarks(board: &SwitchBoard) -> Landmarks {
     board
         .switches
         .iter()
@@ -746,7 +767,7 @@ fn impact_note(impact: Result<contract::SwitchImpact, ConsoleFnError>) -> AnyVie
         "This value is the one in force: the flip changes nothing.".to_owned()
     };
     view! {
-        <div class="impact" aria-live="polite" data-live=live.len().to_string()>
+        <div class="impact" aria-live="polite" data-value=impact.value.clone() data-live=live.len().to_string()>
             <strong>"Impact: "</strong> {text}
             <p class="meta">{impact.effect}</p>
         </div>
