@@ -578,9 +578,21 @@ async fn two_operators_schedule_approve_roll_back_and_stage_on_the_switch_board(
     assert_eq!(
         decided,
         [
-            ("limits/max_in_flight".into(), "cancelled".into(), alice.username.clone()),
-            ("switches/deduction".into(), "applied".into(), bob.username.clone()),
-            ("limits/local_rate_per_s".into(), "applied".into(), String::new()),
+            (
+                "limits/max_in_flight".into(),
+                "cancelled".into(),
+                alice.username.clone()
+            ),
+            (
+                "switches/deduction".into(),
+                "applied".into(),
+                bob.username.clone()
+            ),
+            (
+                "limits/local_rate_per_s".into(),
+                "applied".into(),
+                String::new()
+            ),
         ],
         "the rollback of a key without four eyes is a plain flip"
     );

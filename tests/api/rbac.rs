@@ -271,7 +271,6 @@ fn rows() -> Vec<Row> {
             Needs(P::FlipSwitch),
             400,
         ),
-
         admin(
             M::GET,
             "/orders",

@@ -195,7 +195,10 @@ impl SwitchForm {
     /// does not parse.
     pub fn timing(&self) -> Result<FormTiming, (&'static str, String)> {
         fn given(field: &Option<String>) -> Option<&str> {
-            field.as_deref().map(str::trim).filter(|text| !text.is_empty())
+            field
+                .as_deref()
+                .map(str::trim)
+                .filter(|text| !text.is_empty())
         }
         let at = match (given(&self.at), given(&self.at_wall)) {
             (Some(text), _) => Some(
@@ -212,8 +215,12 @@ impl SwitchForm {
         };
         let revert_after_s = given(&self.revert_after_s)
             .map(|text| {
-                text.parse()
-                    .map_err(|_| ("INVALID_REVERT", format!("`{text}` is no number of seconds")))
+                text.parse().map_err(|_| {
+                    (
+                        "INVALID_REVERT",
+                        format!("`{text}` is no number of seconds"),
+                    )
+                })
             })
             .transpose()?;
         let stage = given(&self.stage)
@@ -267,7 +274,9 @@ impl ChangeDecision {
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|decision| decision.as_str() == text)
+        Self::ALL
+            .into_iter()
+            .find(|decision| decision.as_str() == text)
     }
 }
 

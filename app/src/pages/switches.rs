@@ -15,9 +15,7 @@
 //! work before hydration too (a time typed then is read as UTC, as its label says); the
 //! live panel, the impact and the history need the hydrated page.
 
-use super::{
-    error_box, maybe_time_cell, reason_field, ticker, time_cell, viewer_wall_clock, when,
-};
+use super::{error_box, maybe_time_cell, reason_field, ticker, time_cell, viewer_wall_clock, when};
 use crate::api::{
     get_switch_board, list_changes, preview_impact, switch_history, whoami, DecideChange,
     FlipSwitch, RollbackSwitch,
@@ -61,8 +59,14 @@ pub fn SwitchBoardPage() -> impl IntoView {
     // (once per such sight); a decision that writes nothing (a cancel) reloads the changes.
     Effect::new(move |asked: Option<Option<Landmarks>>| {
         let asked = asked.flatten();
-        let live_marks = live.get().and_then(Result::ok).map(|board| landmarks(&board));
-        let shown = board.get().and_then(Result::ok).map(|board| landmarks(&board));
+        let live_marks = live
+            .get()
+            .and_then(Result::ok)
+            .map(|board| landmarks(&board));
+        let shown = board
+            .get()
+            .and_then(Result::ok)
+            .map(|board| landmarks(&board));
         match (live_marks, shown) {
             (Some(now), Some(shown)) if now != shown && asked.as_ref() != Some(&now) => {
                 landed.update(|moves| *moves += 1);
@@ -330,7 +334,11 @@ fn decisions(state: ChangeState) -> &'static [(&'static str, &'static str)] {
 }
 
 #[component]
-fn ChangeLine(change: SwitchChangeRow, may_flip: bool, decide: ServerAction<DecideChange>) -> AnyView {
+fn ChangeLine(
+    change: SwitchChangeRow,
+    may_flip: bool,
+    decide: ServerAction<DecideChange>,
+) -> AnyView {
     let when = match change.state {
         ChangeState::Staged => {
             let on = change.stage_instances.clone().unwrap_or_default().join(", ");
@@ -511,7 +519,11 @@ fn Switches(
     flip: ServerAction<FlipSwitch>,
     rollback: ServerAction<RollbackSwitch>,
 ) -> AnyView {
-    let nodes: Vec<String> = board.nodes.iter().map(|node| node.node_id.clone()).collect();
+    let nodes: Vec<String> = board
+        .nodes
+        .iter()
+        .map(|node| node.node_id.clone())
+        .collect();
     view! {
         <h2>"Switches and limits"</h2>
         {(!may_flip).then(|| view! {
@@ -835,7 +847,10 @@ fn History(
 ) -> impl IntoView {
     let revisions = {
         let path = path.clone();
-        Resource::new(move || rollback.version().get(), move |_| switch_history(path.clone()))
+        Resource::new(
+            move || rollback.version().get(),
+            move |_| switch_history(path.clone()),
+        )
     };
     view! {
         <Transition fallback=|| view! { <p>"Loading…"</p> }>

@@ -23,9 +23,7 @@ use contract::{
     OutboxRetryReport, OutboxSummary, Permission, PrewarmReport, PublishedPage, ReconciliationRun,
     ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard,
 };
-use contract::{
-    ChangeDecision, ChangeList, FlipOutcome, SwitchForm, SwitchImpact, SwitchRevision,
-};
+use contract::{ChangeDecision, ChangeList, FlipOutcome, SwitchForm, SwitchImpact, SwitchRevision};
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use leptos::prelude::provide_context;
 use leptos::server_fn::ServerFn;

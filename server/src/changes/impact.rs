@@ -6,9 +6,7 @@
 //! route, and an activity's share of them is not measured.
 
 use chrono::{DateTime, Utc};
-use contract::{
-    Actor, ImpactedActivity, ImpactedInstance, Permission, SaleWindow, SwitchImpact,
-};
+use contract::{Actor, ImpactedActivity, ImpactedInstance, Permission, SaleWindow, SwitchImpact};
 
 use crate::{
     admin::authorize,

@@ -205,7 +205,8 @@ pub async fn submit(board: &Board<'_>, submission: Submission<'_>) -> ApiResult<
     )
     .await?;
     tx.commit().await?;
-    let due_now = state == ChangeState::Scheduled && apply_at.is_some_and(|at| at <= submission.now);
+    let due_now =
+        state == ChangeState::Scheduled && apply_at.is_some_and(|at| at <= submission.now);
     let state = match (stage, due_now) {
         (Some(_), true) => land_now(board, change_id, submission.now).await,
         _ => state,

@@ -79,7 +79,10 @@ impl Watch {
     /// Whether a look is due (one a second).
     fn due(&mut self) -> bool {
         let now = Instant::now();
-        if self.looked_at.is_some_and(|at| now.duration_since(at) < EVERY) {
+        if self
+            .looked_at
+            .is_some_and(|at| now.duration_since(at) < EVERY)
+        {
             return false;
         }
         self.looked_at = Some(now);
@@ -187,10 +190,7 @@ pub(crate) async fn check(state: &AppState) -> anyhow::Result<()> {
     let (live, _) = nodes::live(&mut client, &layout).await?;
     let policy = state
         .etcd
-        .timed(
-            EtcdCall::Get,
-            client.get(layout.stage_abort_policy(), None),
-        )
+        .timed(EtcdCall::Get, client.get(layout.stage_abort_policy(), None))
         .await?;
     let margin = parse_margin(policy.kvs().first().map(|kv| kv.value()));
     let counts = live
@@ -199,7 +199,12 @@ pub(crate) async fn check(state: &AppState) -> anyhow::Result<()> {
         .collect();
     let stages: Vec<(i64, Vec<String>)> = staged
         .iter()
-        .map(|change| (change.id, change.stage_instances.clone().unwrap_or_default()))
+        .map(|change| {
+            (
+                change.id,
+                change.stage_instances.clone().unwrap_or_default(),
+            )
+        })
         .collect();
     let now = state.changes.now();
     let verdicts: Vec<(i64, Verdict)> = {
@@ -279,7 +284,10 @@ mod tests {
         assert_eq!(watch.judge(7, bad, 0.05, at(0)), Verdict::Keep);
         assert_eq!(watch.judge(7, bad, 0.05, at(29)), Verdict::Keep);
         // A lull says nothing: the breach still counts from 0 s.
-        assert_eq!(watch.judge(7, Sides::default(), 0.05, at(30)), Verdict::Keep);
+        assert_eq!(
+            watch.judge(7, Sides::default(), 0.05, at(30)),
+            Verdict::Keep
+        );
         assert_eq!(
             watch.judge(7, bad, 0.05, at(31)),
             Verdict::Abort {
@@ -289,7 +297,11 @@ mod tests {
         );
         assert_eq!(watch.judge(8, bad, 0.05, at(40)), Verdict::Keep);
         assert_eq!(watch.judge(8, good, 0.05, at(50)), Verdict::Keep);
-        assert_eq!(watch.judge(8, bad, 0.05, at(75)), Verdict::Keep, "starts over");
+        assert_eq!(
+            watch.judge(8, bad, 0.05, at(75)),
+            Verdict::Keep,
+            "starts over"
+        );
     }
 
     #[test]

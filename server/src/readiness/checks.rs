@@ -683,7 +683,11 @@ pub(crate) fn changes(
             }
             ChangeState::Staged => found.push(format!(
                 "change #{id} stages {path} at `{value}` on {}: promote or abort it",
-                change.stage_instances.clone().unwrap_or_default().join(", ")
+                change
+                    .stage_instances
+                    .clone()
+                    .unwrap_or_default()
+                    .join(", ")
             )),
             ChangeState::PendingApproval if change.created_at < now - APPROVAL_WAIT => {
                 found.push(format!(
