@@ -1138,12 +1138,18 @@ CREATE TABLE public.switch_changes (
     decided_by text,
     decided_reason text,
     decided_at timestamp with time zone,
+    stage_instances text[],
+    stage_percent smallint,
+    staged_at timestamp with time zone,
     CONSTRAINT switch_changes_check CHECK (((state <> 'scheduled'::text) OR (apply_at IS NOT NULL))),
     CONSTRAINT switch_changes_check1 CHECK (((state <> ALL (ARRAY['applied'::text, 'reverted'::text])) OR ((applied_at IS NOT NULL) AND (applied_revision IS NOT NULL)))),
     CONSTRAINT switch_changes_check2 CHECK (((revert_at IS NULL) = ((revert_after_s IS NULL) OR (applied_at IS NULL)))),
     CONSTRAINT switch_changes_revert_after_s_check CHECK ((revert_after_s > 0)),
     CONSTRAINT switch_changes_source_check CHECK ((source = ANY (ARRAY['console'::text, 'api'::text, 'cli'::text]))),
-    CONSTRAINT switch_changes_state_check CHECK ((state = ANY (ARRAY['scheduled'::text, 'pending_approval'::text, 'applied'::text, 'reverted'::text, 'cancelled'::text, 'rejected'::text])))
+    CONSTRAINT switch_changes_stage_has_instances CHECK (((state <> 'staged'::text) OR ((stage_instances IS NOT NULL) AND (staged_at IS NOT NULL)))),
+    CONSTRAINT switch_changes_stage_percent_check CHECK (((stage_percent >= 1) AND (stage_percent <= 99))),
+    CONSTRAINT switch_changes_stage_without_revert CHECK ((((stage_instances IS NULL) AND (stage_percent IS NULL)) OR (revert_after_s IS NULL))),
+    CONSTRAINT switch_changes_state_check CHECK ((state = ANY (ARRAY['scheduled'::text, 'pending_approval'::text, 'applied'::text, 'reverted'::text, 'cancelled'::text, 'rejected'::text, 'staged'::text, 'aborted'::text])))
 );
 
 --
@@ -1739,6 +1745,12 @@ CREATE INDEX switch_changes_due ON public.switch_changes USING btree (apply_at) 
 --
 
 CREATE INDEX switch_changes_revert_due ON public.switch_changes USING btree (revert_at) WHERE ((state = 'applied'::text) AND (revert_at IS NOT NULL) AND (revert_dropped IS NULL));
+
+--
+-- Name: switch_changes_staged; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX switch_changes_staged ON public.switch_changes USING btree (id) WHERE (state = 'staged'::text);
 
 --
 -- Name: activity_items activity_items_holders_version; Type: TRIGGER; Schema: public; Owner: -

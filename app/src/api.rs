@@ -12,8 +12,9 @@ use contract::{
     ActivityDetail, ActivityInput, ActivityLedger, ActivitySummary, AuditPage, CurrentUser,
     DashboardFrame, DeadLetterPage, DeadLetterView, Item, OrderDetail, OrderPage,
     OutboxRetryReport, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun,
-    ReplayReport, RequeueReport, RunSummary, StartedRun, SwitchBoard, SwitchChange,
+    ReplayReport, RequeueReport, RunSummary, StartedRun, SwitchBoard,
 };
+use contract::{ChangeList, FlipOutcome, SwitchImpact, SwitchRevision};
 use contract::{Rehearsal, StartedRehearsal};
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
@@ -304,16 +305,86 @@ pub async fn get_switch_board() -> Result<SwitchBoard, ConsoleFnError> {
     backend.switch_board(&actor).await.map_err(session::refuse)
 }
 
-/// Flips a switch or sets a limit; the reason is required and audited.
+/// Flips a switch or sets a limit; the reason is required and audited. With a time
+/// (`at` in RFC 3339, or `at_wall` read as UTC), a revert or a stage, or on a key that
+/// needs four eyes, a change that waits.
 #[server(prefix = "/console/fn")]
 pub async fn flip_switch(
     path: String,
     value: String,
     reason: String,
-) -> Result<SwitchChange, ConsoleFnError> {
+    at: Option<String>,
+    at_wall: Option<String>,
+    revert_after_s: Option<String>,
+    stage: Option<String>,
+) -> Result<FlipOutcome, ConsoleFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    let form = contract::SwitchForm {
+        path,
+        value,
+        reason,
+        at,
+        at_wall,
+        revert_after_s,
+        stage,
+    };
+    backend
+        .flip_switch(&actor, form)
+        .await
+        .map_err(session::refuse)
+}
+
+/// The latest switch changes, newest first.
+#[server(prefix = "/console/fn")]
+pub async fn list_changes() -> Result<ChangeList, ConsoleFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend.list_changes(&actor).await.map_err(session::refuse)
+}
+
+/// `approve`, `reject`, `cancel`, `promote` or `abort` a change; the reason is audited.
+#[server(prefix = "/console/fn")]
+pub async fn decide_change(
+    id: i64,
+    decision: String,
+    reason: String,
+) -> Result<(), ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend
-        .flip_switch(&actor, &path, &value, &reason)
+        .decide_change(&actor, id, &decision, &reason)
+        .await
+        .map_err(session::refuse)
+}
+
+/// The values a key held, newest first.
+#[server(prefix = "/console/fn")]
+pub async fn switch_history(path: String) -> Result<Vec<SwitchRevision>, ConsoleFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .switch_history(&actor, &path)
+        .await
+        .map_err(session::refuse)
+}
+
+/// Sets the value a revision held again; the reason is audited.
+#[server(prefix = "/console/fn")]
+pub async fn rollback_switch(
+    path: String,
+    revision: i64,
+    reason: String,
+) -> Result<FlipOutcome, ConsoleFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .rollback_switch(&actor, &path, revision, &reason)
+        .await
+        .map_err(session::refuse)
+}
+
+/// What a flip would touch, for its confirmation.
+#[server(prefix = "/console/fn")]
+pub async fn preview_impact(path: String, value: String) -> Result<SwitchImpact, ConsoleFnError> {
+    let (backend, actor) = session::signed_in().await?;
+    backend
+        .switch_impact(&actor, &path, &value)
         .await
         .map_err(session::refuse)
 }
@@ -616,7 +687,7 @@ pub async fn begin_rehearsal(
 pub async fn mark_baseline(
     run_id: i64,
     reason: String,
-    #[server(default)] scope: BaselineScope,
+    scope: BaselineScope,
 ) -> Result<BaselineRun, ConsoleFnError> {
     let (backend, actor) = session::signed_in().await?;
     backend

@@ -15,8 +15,8 @@ use contract::{
     DashboardFrame, DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage,
     OrderQuery, OutboxRetryReport, OutboxSummary, PrewarmReport, PublishedPage, ReconciliationRun,
     ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun, SwitchBoard,
-    SwitchChange,
 };
+use contract::{ChangeList, FlipOutcome, SwitchForm, SwitchImpact, SwitchRevision};
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use std::sync::Arc;
 
@@ -93,15 +93,47 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     /// Every switch and limit with its etcd revision and per-instance applied state
     /// (ops, SRE and admin).
     async fn switch_board(&self, actor: &Actor) -> Result<SwitchBoard, ConsoleError>;
-    /// Writes a switch or limit into etcd, audited with the reason (ops and admin only);
-    /// answers once etcd has it, without waiting for the instances.
+    /// Writes a switch or limit into etcd, audited with the reason (ops and admin only),
+    /// answering once etcd has it, without waiting for the instances; or makes the change
+    /// that waits the form asks for (a time, a revert, a stage, a second person), as the
+    /// admin API's `PUT /switches/{path}` does.
     async fn flip_switch(
+        &self,
+        actor: &Actor,
+        form: SwitchForm,
+    ) -> Result<FlipOutcome, ConsoleError>;
+    /// The latest switch changes, newest first (every role that reads the board).
+    async fn list_changes(&self, actor: &Actor) -> Result<ChangeList, ConsoleError>;
+    /// Approves, rejects, cancels, promotes or aborts a change (ops and admin only); the
+    /// decision is one of `contract::ChangeDecision`'s names.
+    async fn decide_change(
+        &self,
+        actor: &Actor,
+        id: i64,
+        decision: &str,
+        reason: &str,
+    ) -> Result<(), ConsoleError>;
+    /// The values a key held, newest first.
+    async fn switch_history(
+        &self,
+        actor: &Actor,
+        path: &str,
+    ) -> Result<Vec<SwitchRevision>, ConsoleError>;
+    /// Sets the value a revision held again, as a new audited change (ops and admin only).
+    async fn rollback_switch(
+        &self,
+        actor: &Actor,
+        path: &str,
+        revision: i64,
+        reason: &str,
+    ) -> Result<FlipOutcome, ConsoleError>;
+    /// What setting `path` to `value` would touch.
+    async fn switch_impact(
         &self,
         actor: &Actor,
         path: &str,
         value: &str,
-        reason: &str,
-    ) -> Result<SwitchChange, ConsoleError>;
+    ) -> Result<SwitchImpact, ConsoleError>;
     /// A page of the audit log: the switch flips and operator actions `filter` keeps,
     /// newest first.
     async fn audit_log(

@@ -171,6 +171,11 @@ enum SwitchCommand {
         /// acts as `admin`; the audit flags it).
         #[arg(long)]
         emergency: bool,
+        /// Put the value in force on some instances only, until `seckill changes
+        /// promote|abort`: node ids separated by commas, or a share of the live ones
+        /// (`25%`). Prints the change.
+        #[arg(long, value_parser = contract::StageTarget::parse)]
+        stage: Option<contract::StageTarget>,
     },
     /// The values a key held, newest first, with the revision a rollback names (JSON).
     History { path: String },
@@ -560,8 +565,9 @@ async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()
             at,
             revert_after_s,
             emergency,
+            stage,
         } => {
-            let waits = at.is_some() || revert_after_s.is_some();
+            let waits = at.is_some() || revert_after_s.is_some() || stage.is_some();
             let submitted = change_service::submit(
                 &board,
                 Submission {
@@ -576,6 +582,7 @@ async fn switch(settings: Settings, command: SwitchCommand) -> anyhow::Result<()
                     at,
                     revert_after_s,
                     emergency,
+                    stage,
                     now: chrono::Utc::now(),
                 },
             )

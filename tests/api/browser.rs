@@ -6,8 +6,8 @@
 //! flips a switch with the keyboard alone; SRE watches the live dashboard lose its stream (a
 //! proxy cut) and reconnect, and follows a storm of `seckill-load` on it, then reads the audit;
 //! every role visits every page of the console it may use, at a desktop's and a phone's
-//! width; the switch board says what each key does; an ended session signs in again and
-//! comes back.
+//! width; the switch board says what each key does; two operators schedule, approve, roll
+//! back and stage changes on it; an ended session signs in again and comes back.
 
 use crate::sale_page::{open_page, said_value, when_said};
 use crate::support::{
@@ -559,6 +559,69 @@ async fn as_ops(script: &str) {
 #[tokio::test]
 async fn the_switch_board_says_what_each_key_does_and_its_forms_fit_the_page() {
     as_ops("console_switch_board_plain.mjs").await;
+}
+
+/// Change management on the switch board: one operator schedules (in her zone) and cancels,
+/// flips and proposes a four-eyes key; a second approves it, rolls a key back from its
+/// history, stages a key on the instance and promotes it.
+#[tokio::test]
+async fn two_operators_schedule_approve_roll_back_and_stage_on_the_switch_board() {
+    let app = spawn_app().await;
+    crate::control::etcd(&app)
+        .await
+        .put(
+            crate::control::key(&app, "policy/approval"),
+            r#"["switches/deduction"]"#,
+            None,
+        )
+        .await
+        .expect("policy written");
+    let (alice, bob) = (
+        app.caller(Role::Ops, None).await,
+        app.caller(Role::Ops, None).await,
+    );
+    run_scenario(
+        "console_change_management.mjs",
+        vec![
+            app.address.clone(),
+            alice.username.clone(),
+            alice.password.clone(),
+            bob.username.clone(),
+            bob.password.clone(),
+            shots(),
+        ],
+    )
+    .await;
+    let decided: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT path, state, COALESCE(decided_by, '') FROM switch_changes ORDER BY id",
+    )
+    .fetch_all(&app.db)
+    .await
+    .expect("changes");
+    assert_eq!(
+        decided,
+        [
+            (
+                "limits/max_in_flight".into(),
+                "cancelled".into(),
+                alice.username.clone()
+            ),
+            (
+                "switches/deduction".into(),
+                "applied".into(),
+                bob.username.clone()
+            ),
+            (
+                "limits/local_rate_per_s".into(),
+                "applied".into(),
+                String::new()
+            ),
+        ],
+        "the rollback of a key without four eyes is a plain flip"
+    );
+    let values = app.state.switches.current();
+    assert_eq!(values.limits.max_in_flight, 300);
+    assert_eq!(values.deduction, base::config::DeductionMode::Db);
 }
 
 #[tokio::test]

@@ -1,13 +1,15 @@
 //! Switch changes that wait, against real PostgreSQL and etcd: a change scheduled for T
 //! lands at T on three instances, the leader killed just before T leaves it to the next,
 //! which applies it once; an auto-revert sets the key back, and is dropped when someone
-//! changed the key meanwhile; a cancelled change never lands; bad input stores nothing.
+//! changed the key meanwhile; a cancelled change never lands; bad input stores nothing. A
+//! stage applies on its instances only until promoted or aborted, and the leader aborts
+//! one whose instance answers buys with 5xx; the impact of a flip names what it touches.
 
 use crate::{
     control::{cluster, etcd, key, one_leader, quick},
     support::{
         app::{json, spawn_app_with, TestApp},
-        fixtures::{open_sale, Caller, TestClock},
+        fixtures::{buy_body, open_sale, upcoming_activity, Caller, Listing, TestClock},
         wait,
     },
 };
@@ -601,6 +603,37 @@ async fn four_eyes_an_admins_emergency_flip_applies_at_once_and_the_audit_flags_
 }
 
 #[tokio::test]
+async fn a_policy_written_into_etcd_is_audited_as_an_outside_write() {
+    let app = spawn_app_with(|_| {}).await;
+    let patterns = json!(["switches/deduction"]);
+    require_approval(&app, &patterns).await;
+    wait::until(
+        "the policy's write audited",
+        Duration::from_secs(5),
+        || async {
+            let rows: Vec<(String, String, String)> = sqlx::query_as(
+                "SELECT actor, source, new_value FROM switch_audit WHERE path = 'policy/approval'",
+            )
+            .fetch_all(&app.db)
+            .await
+            .expect("audit rows");
+            if rows
+                == [(
+                    "etcd".to_owned(),
+                    "external".to_owned(),
+                    patterns.to_string(),
+                )]
+            {
+                Ok(())
+            } else {
+                Err(rows)
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn a_malformed_policy_makes_every_key_wait_for_a_second_person() {
     let app = spawn_app_with(|_| {}).await;
     etcd(&app)
@@ -749,5 +782,362 @@ async fn readiness_lists_a_change_landing_during_the_sale_and_an_approval_left_w
             .as_str()
             .is_some_and(|detail| detail.contains(&format!("change #{pending}"))),
         "{check}"
+    );
+}
+
+impl TestApp {
+    /// This instance's node id, as its own switch board says.
+    async fn node_id(&self, caller: &Caller) -> String {
+        let (status, board) = json(self.get("/admin/api/switches", Some(caller)).await).await;
+        assert_eq!(status, 200, "{board}");
+        board["instance"]["node_id"]
+            .as_str()
+            .expect("node id")
+            .to_owned()
+    }
+
+    /// Per live instance, the value it reports for a staged `path` (`None`: not staged
+    /// there), from the heartbeats the board reads.
+    async fn staged_reports(&self, caller: &Caller, path: &str) -> Vec<(String, Option<String>)> {
+        let (status, board) = json(self.get("/admin/api/switches", Some(caller)).await).await;
+        assert_eq!(status, 200, "{board}");
+        let mut seen: Vec<(String, Option<String>)> = board["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .map(|node| {
+                let staged = node["staged"].as_array().into_iter().flatten();
+                let value = staged
+                    .filter(|entry| entry["path"] == path)
+                    .find_map(|entry| entry["value"].as_str().map(str::to_owned));
+                (node["node_id"].as_str().unwrap_or("?").to_owned(), value)
+            })
+            .collect();
+        seen.sort();
+        seen
+    }
+
+    async fn impact(&self, caller: &Caller, path: &str, value: &str) -> (u16, Value) {
+        let path = format!("/admin/api/switches/{path}/impact?value={value}");
+        json(self.get(&path, Some(caller)).await).await
+    }
+}
+
+fn max_in_flight(app: &TestApp) -> u64 {
+    app.state.switches.current().limits.max_in_flight
+}
+
+#[tokio::test]
+async fn staged_to_one_instance_of_three_only_it_applies_the_value_until_promoted_or_aborted() {
+    let apps = cluster(|_| {}).await;
+    let ops = apps[0].caller(Role::Ops, None).await;
+    let chosen = apps[1].node_id(&ops).await;
+    let default = max_in_flight(&apps[0]);
+    let body = json!({
+        "value": 500, "reason": "try a tighter admission on one instance",
+        "stage": { "instances": [chosen] },
+    });
+    let (status, answer) = apps[0]
+        .flip(&ops, "limits/max_in_flight", &body, None)
+        .await;
+    let id = accepted_id(status, &answer, "staged");
+    let mut expected: Vec<(String, Option<String>)> = Vec::new();
+    for app in &apps {
+        let node = app.node_id(&ops).await;
+        let value = (node == chosen).then(|| "500".to_owned());
+        expected.push((node, value));
+    }
+    expected.sort();
+    wait::until(
+        "only the chosen instance reports the staged value",
+        Duration::from_secs(5),
+        || async {
+            let seen = apps[2].staged_reports(&ops, "limits/max_in_flight").await;
+            if seen == expected {
+                Ok(())
+            } else {
+                Err(seen)
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        apps.iter().map(max_in_flight).collect::<Vec<_>>(),
+        [default, 500, default]
+    );
+    assert_eq!(
+        stored(&apps[0], "limits/max_in_flight").await,
+        None,
+        "the key itself waits"
+    );
+    let change = apps[0].change(&ops, id).await;
+    assert_eq!(change["stage_instances"], json!([chosen]), "{change}");
+
+    // One stage per key at a time; a stage names live instances; promote needs a stage.
+    let (status, answer) = apps[0]
+        .flip(&ops, "limits/max_in_flight", &body, None)
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (409, Some("STAGE_IN_PROGRESS"))
+    );
+    let ghost = json!({ "value": 7, "reason": "r", "stage": { "instances": ["nobody"] } });
+    let (status, answer) = apps[0]
+        .flip(&ops, "limits/local_rate_per_s", &ghost, None)
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("UNKNOWN_INSTANCE"))
+    );
+    let both =
+        json!({ "value": 7, "reason": "r", "stage": { "instances": [chosen], "percent": 5 } });
+    let (status, answer) = apps[0]
+        .flip(&ops, "limits/local_rate_per_s", &both, None)
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("INVALID_STAGE"))
+    );
+    let sre = apps[0].caller(Role::Sre, None).await;
+    let (status, _) = apps[0].decide(&sre, id, "promote", "sre may not").await;
+    assert_eq!(status, 403);
+
+    // Promoted: every instance, through the key itself; the stage is gone.
+    let (status, change) = apps[0].decide(&ops, id, "promote", "looks healthy").await;
+    assert_eq!(
+        (status, change["state"].as_str()),
+        (200, Some("applied")),
+        "{change}"
+    );
+    wait::until(
+        "every instance on the promoted value",
+        Duration::from_secs(5),
+        || async { apps.iter().all(|app| max_in_flight(app) == 500) },
+    )
+    .await;
+    assert_eq!(
+        stored(&apps[0], "limits/max_in_flight").await,
+        Some(("500".into(), 1))
+    );
+    assert_eq!(
+        apps[0].change_flips(id).await,
+        [("500".to_owned(), "applied".to_owned())],
+        "the promote is an audited flip of the change"
+    );
+    let (status, answer) = apps[0].decide(&ops, id, "abort", "too late").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (409, Some("CHANGE_NOT_STAGED"))
+    );
+
+    // A share of the live instances, then aborted: the instance goes back to the key's value.
+    let body = json!({ "value": 400, "reason": "a third of them", "stage": { "percent": 34 } });
+    let (status, answer) = apps[0]
+        .flip(&ops, "limits/max_in_flight", &body, None)
+        .await;
+    let second = accepted_id(status, &answer, "staged");
+    let change = apps[0].change(&ops, second).await;
+    let instances = change["stage_instances"]
+        .as_array()
+        .expect("chosen")
+        .clone();
+    assert_eq!(instances.len(), 2, "34 % of three, rounded up: {change}");
+    wait::until(
+        "two instances on the staged value",
+        Duration::from_secs(5),
+        || async { apps.iter().filter(|app| max_in_flight(app) == 400).count() == 2 },
+    )
+    .await;
+    let (status, change) = apps[0].decide(&ops, second, "abort", "not convinced").await;
+    assert_eq!(
+        (status, change["state"].as_str()),
+        (200, Some("aborted")),
+        "{change}"
+    );
+    assert_eq!(change["decided_by"], ops.username.as_str());
+    wait::until(
+        "every instance back on the key's value",
+        Duration::from_secs(5),
+        || async { apps.iter().all(|app| max_in_flight(app) == 500) },
+    )
+    .await;
+    assert_eq!(
+        stored(&apps[0], "limits/max_in_flight").await,
+        Some(("500".into(), 1))
+    );
+    let actions: Vec<String> =
+        sqlx::query_scalar("SELECT action FROM ops_audit WHERE target = ANY($1) ORDER BY id")
+            .bind(vec![format!("change:{id}"), format!("change:{second}")])
+            .fetch_all(&apps[0].db)
+            .await
+            .expect("operator actions");
+    assert_eq!(
+        actions,
+        [
+            "change.stage",
+            "change.promote",
+            "change.stage",
+            "change.abort"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_staged_instance_answering_buys_with_5xx_is_aborted_by_the_leader() {
+    let apps = Arc::new(cluster(quick).await);
+    let clock = TestClock::starting_now();
+    for app in apps.iter() {
+        app.state.changes.use_clock(clock.clone());
+    }
+    let sale = open_sale(&apps[0], 1, 1).await;
+    let ops = apps[0].caller(Role::Ops, None).await;
+    let sick = apps[2].node_id(&ops).await;
+    // A real cause: one request in flight at a time sheds the rest of a busy instance's
+    // buys with 503 OVERLOADED.
+    let body = json!({
+        "value": 1, "reason": "admission of one", "stage": { "instances": [sick] },
+    });
+    let (status, answer) = apps[0]
+        .flip(&ops, "limits/max_in_flight", &body, None)
+        .await;
+    let id = accepted_id(status, &answer, "staged");
+    wait::until("the stage in force", Duration::from_secs(5), || async {
+        max_in_flight(&apps[2]) == 1
+    })
+    .await;
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let buy = Arc::new(buy_body(&sale, 1));
+    let mut load = Vec::new();
+    for n in 0..apps.len() {
+        for worker in 0..6_i64 {
+            let (apps, stop, buy) = (apps.clone(), stop.clone(), buy.clone());
+            load.push(tokio::spawn(async move {
+                let mut sent = 0_i64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let user = 1_000_000 * (n as i64 + 1) + worker * 10_000 + sent % 5_000;
+                    apps[n]
+                        .buy(user, &format!("load-{n}-{worker}-{sent}"), &buy)
+                        .await;
+                    sent += 1;
+                }
+            }));
+        }
+    }
+    let started = Instant::now();
+    loop {
+        let change = apps[0].change(&ops, id).await;
+        if change["state"] == "aborted" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "never aborted: {change}"
+        );
+        // The leader's hold is read on the changes' clock: moving it is what takes time.
+        clock.advance(Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for task in load {
+        task.await.expect("load");
+    }
+    let change = apps[0].change(&ops, id).await;
+    assert_eq!(change["decided_by"], "auto", "{change}");
+    let (actor, source, detail): (String, String, Value) = sqlx::query_as(
+        "SELECT actor, source, detail FROM ops_audit WHERE action = 'change.abort' AND target = $1",
+    )
+    .bind(format!("change:{id}"))
+    .fetch_one(&apps[0].db)
+    .await
+    .expect("the abort audited");
+    assert_eq!((actor.as_str(), source.as_str()), ("auto", "system"));
+    assert_eq!(detail["auto"], true);
+    let staged_errors = detail["figures"]["staged"]["server_errors"]
+        .as_u64()
+        .unwrap_or(0);
+    let other_errors = detail["figures"]["others"]["server_errors"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(staged_errors > 0 && other_errors == 0, "{detail}");
+    wait::until(
+        "the sick instance back on the key's value",
+        Duration::from_secs(5),
+        || async { max_in_flight(&apps[2]) == max_in_flight(&apps[0]) },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_impact_of_a_flip_names_the_sales_it_touches_and_the_traffic_now() {
+    let app = spawn_app_with(|_| {}).await;
+    let live = open_sale(&app, 1, 1).await;
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let upcoming = upcoming_activity(&app, &merchant, &Listing::storm(5, 1, &[])).await;
+    let sre = app.caller(Role::Sre, None).await;
+    for n in 0..30 {
+        app.buy(7_000 + n, &format!("impact-{n}"), &buy_body(&live, 1))
+            .await;
+    }
+    wait::until(
+        "the buys in the heartbeat's rate",
+        Duration::from_secs(10),
+        || async {
+            let (status, impact) = app.impact(&sre, "switches/entry", "closed").await;
+            assert_eq!(status, 200, "{impact}");
+            if impact["buy_rate_per_s"].as_f64().unwrap_or(0.0) > 0.0 {
+                Ok(())
+            } else {
+                Err(impact)
+            }
+        },
+    )
+    .await;
+    let (_, impact) = app.impact(&sre, "switches/entry", "closed").await;
+    assert_eq!(impact["current"], "open");
+    assert_eq!(impact["changes_anything"], true);
+    let touched: Vec<(i64, &str)> = impact["activities"]
+        .as_array()
+        .expect("activities")
+        .iter()
+        .map(|a| {
+            (
+                a["id"].as_i64().unwrap_or(0),
+                a["window"].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    assert!(touched.contains(&(live.activity_id, "live")), "{impact}");
+    assert!(
+        touched.contains(&(upcoming.activity_id, "upcoming")),
+        "{impact}"
+    );
+    assert_eq!(impact["instances"].as_array().map(Vec::len), Some(1));
+
+    // One activity's entry touches that activity only; its current value changes nothing.
+    let path = format!("switches/entry/{}", upcoming.activity_id);
+    let (_, impact) = app.impact(&sre, &path, "open").await;
+    assert_eq!(impact["changes_anything"], false);
+    let ids: Vec<i64> = impact["activities"]
+        .as_array()
+        .expect("activities")
+        .iter()
+        .filter_map(|a| a["id"].as_i64())
+        .collect();
+    assert_eq!(ids, [upcoming.activity_id]);
+
+    let (status, answer) = app.impact(&sre, "switches/entry", "ajar").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("INVALID_SWITCH_VALUE"))
+    );
+    let (status, answer) = json(
+        app.get("/admin/api/switches/switches/entry/impact", Some(&sre))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("INVALID_VALUE"))
     );
 }

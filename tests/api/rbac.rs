@@ -256,6 +256,22 @@ fn rows() -> Vec<Row> {
             400,
         ),
         admin(
+            M::POST,
+            "/changes/{id}/promote",
+            &format!("/changes/{NO_ID}/promote"),
+            Json(json!({ "reason": "" })),
+            Needs(P::FlipSwitch),
+            400,
+        ),
+        admin(
+            M::POST,
+            "/changes/{id}/abort",
+            &format!("/changes/{NO_ID}/abort"),
+            Json(json!({ "reason": "" })),
+            Needs(P::FlipSwitch),
+            400,
+        ),
+        admin(
             M::GET,
             "/orders",
             "/orders",
@@ -447,6 +463,35 @@ fn rows() -> Vec<Row> {
             ]),
             Needs(P::FlipSwitch),
             400,
+        ),
+        server_fn(ListChanges::PATH, Form(vec![]), Needs(P::ReadSwitches), 200),
+        server_fn(
+            DecideChange::PATH,
+            Form(vec![("id", NO_ID), ("decision", "approve"), ("reason", "")]),
+            Needs(P::FlipSwitch),
+            400,
+        ),
+        server_fn(
+            SwitchHistory::PATH,
+            Form(vec![("path", "switches/entry")]),
+            Needs(P::ReadSwitches),
+            200,
+        ),
+        server_fn(
+            RollbackSwitch::PATH,
+            Form(vec![
+                ("path", "switches/entry"),
+                ("revision", "1"),
+                ("reason", ""),
+            ]),
+            Needs(P::FlipSwitch),
+            400,
+        ),
+        server_fn(
+            PreviewImpact::PATH,
+            Form(vec![("path", "switches/entry"), ("value", "closed")]),
+            Needs(P::ReadSwitches),
+            200,
         ),
         server_fn(AuditLog::PATH, Form(vec![]), Needs(P::WatchOperations), 200),
         server_fn(

@@ -77,6 +77,84 @@ pub struct SwitchRow {
     pub written: Option<SwitchWrite>,
     /// Per live instance: has it applied `mod_revision`, and how long after the write.
     pub applied: Vec<NodeApplied>,
+    /// A value staged on some instances only, in place of `etcd_value` there.
+    #[serde(default)]
+    pub staged: Option<SwitchStage>,
+}
+
+/// A value in force on chosen instances only: what `staged/{path}` holds in etcd.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchStage {
+    pub change_id: i64,
+    pub value: String,
+    /// Node ids of the instances that apply it.
+    pub instances: Vec<String>,
+}
+
+/// A staged value one instance applies, as its heartbeat reports it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedValue {
+    pub path: String,
+    pub value: String,
+    pub change_id: i64,
+}
+
+/// Buy answers one instance counted since it started, as its heartbeat reports them.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BuyAnswers {
+    pub answered: u64,
+    /// Answers with a 5xx status.
+    pub server_errors: u64,
+    /// Buy requests answered per second over about the last minute.
+    pub rate_per_s: f64,
+    /// Buy requests in flight when the report was written.
+    pub in_flight: u64,
+}
+
+/// `GET /admin/api/switches/{path}/impact?value=`: what a flip would touch, for the
+/// confirmation before it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SwitchImpact {
+    pub path: String,
+    /// The value in force now (etcd's, else the setting's).
+    pub current: String,
+    pub value: String,
+    /// False when the value is the one in force: the flip would change nothing.
+    pub changes_anything: bool,
+    /// What the new value does, for people.
+    pub effect: String,
+    /// The live and upcoming activities the key governs.
+    pub activities: Vec<ImpactedActivity>,
+    /// Every live instance applies the key (a stage names its own): each one's buy
+    /// traffic.
+    pub instances: Vec<ImpactedInstance>,
+    /// Buy requests per second over about the last minute, every instance together.
+    pub buy_rate_per_s: f64,
+    /// Buy requests in flight now, every instance together.
+    pub in_flight: u64,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImpactedActivity {
+    pub id: i64,
+    pub title: String,
+    /// `live` or `upcoming`.
+    pub window: String,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImpactedInstance {
+    pub node_id: String,
+    pub buy_rate_per_s: f64,
+    pub in_flight: u64,
 }
 
 /// Who wrote a switch through the control plane, and when.
@@ -105,7 +183,7 @@ pub struct NodeApplied {
 
 /// A live instance as its heartbeat describes it.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeState {
     pub node_id: String,
     pub address: String,
@@ -117,6 +195,12 @@ pub struct NodeState {
     /// When the instance's process started (absent from instances that do not say).
     #[serde(default)]
     pub started_at: Option<DateTime<Utc>>,
+    /// The staged values it applies in place of etcd's.
+    #[serde(default)]
+    pub staged: Vec<StagedValue>,
+    /// Its buy answers, for a stage's error rate and a flip's impact.
+    #[serde(default)]
+    pub buys: BuyAnswers,
 }
 
 /// `PUT /admin/api/switches/{path}`: a new value with the reason for it.

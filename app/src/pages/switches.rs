@@ -4,13 +4,26 @@
 //! page follows the flip live (every second) until every instance has applied it, with the
 //! time each one took. A banner says when etcd is unreachable or this instance is stale.
 //!
+//! A flip may also wait (docs/control-plane.md, "Changes that wait"): for a time typed in
+//! the operator's zone (UTC shown beside), with a revert, for a second person (a key that
+//! needs four eyes), or staged on some instances first. The changes list shows what waits
+//! with its buttons: approve or reject, cancel, promote or abort; the live panel shows
+//! each staged key's value per instance. Each key has its history, with a rollback button
+//! per revision, and a flip's confirmation shows what it would touch (its impact).
+//!
 //! The change forms are plain forms (`<details>` and a required confirmation box), so they
-//! work before hydration too; the live panel needs the hydrated page.
+//! work before hydration too (a time typed then is read as UTC, as its label says); the
+//! live panel, the impact and the history need the hydrated page.
 
-use super::{error_box, reason_field, ticker, time_cell, when};
-use crate::api::{get_switch_board, whoami, FlipSwitch};
+use super::{error_box, maybe_time_cell, reason_field, ticker, time_cell, viewer_wall_clock, when};
+use crate::api::{
+    get_switch_board, list_changes, preview_impact, switch_history, whoami, DecideChange,
+    FlipSwitch, RollbackSwitch,
+};
 use crate::error::ConsoleFnError;
-use contract::{NodeState, SwitchBoard, SwitchChange, SwitchRow};
+use contract::{
+    ChangeState, FlipOutcome, NodeState, SwitchBoard, SwitchChange, SwitchChangeRow, SwitchRow,
+};
 use leptos::prelude::*;
 use std::time::Duration;
 
@@ -21,6 +34,8 @@ const STALE_AFTER_MS: u64 = 3_000;
 pub fn SwitchBoardPage() -> impl IntoView {
     let user = Resource::new(|| (), |_| whoami());
     let flip = ServerAction::<FlipSwitch>::new();
+    let decide = ServerAction::<DecideChange>::new();
+    let rollback = ServerAction::<RollbackSwitch>::new();
     let beat = ticker(Duration::from_secs(1));
     let live = Resource::new(move || beat.get(), |_| get_switch_board());
     // Whether the live panel has seen the latest flip applied by every instance. The table
@@ -28,21 +43,66 @@ pub fn SwitchBoardPage() -> impl IntoView {
     // Applied column keeps the count read right after the write), never on the beat, so an
     // open change form keeps what was typed.
     let flip_applied = Memo::new(move |_| {
-        let change = flip.value().get()?.ok()?;
+        let change = flipped(flip.value().get()?.ok()?)?;
         let board = live.get()?.ok()?;
         Some((change.revision, Progress::of(&board, &change).complete()))
     });
+    // What etcd holds of the keys and stages: a change the leader applied, a stage it
+    // aborted or a decision elsewhere moves it, and the table and the changes reload. Read
+    // in an effect: the browser follows the live board, the server renders once.
+    let landed = RwSignal::new(0_u64);
     let board = Resource::new(
-        move || (flip.version().get(), flip_applied.get()),
+        move || (flip.version().get(), flip_applied.get(), landed.get()),
         |_| get_switch_board(),
+    );
+    // The table reloads when the live board shows a key or a stage the table does not
+    // (once per such sight); a decision that writes nothing (a cancel) reloads the changes.
+    Effect::new(move |asked: Option<Option<Landmarks>>| {
+        let asked = asked.flatten();
+        let live_marks = live
+            .get()
+            .and_then(Result::ok)
+            .map(|board| landmarks(&board));
+        let shown = board
+            .get()
+            .and_then(Result::ok)
+            .map(|board| landmarks(&board));
+        match (live_marks, shown) {
+            (Some(now), Some(shown)) if now != shown && asked.as_ref() != Some(&now) => {
+                landed.update(|moves| *moves += 1);
+                Some(now)
+            }
+            _ => asked,
+        }
+    });
+    let changes = Resource::new(
+        move || {
+            (
+                flip.version().get(),
+                decide.version().get(),
+                rollback.version().get(),
+                landed.get(),
+            )
+        },
+        |_| list_changes(),
     );
     view! {
         <h1>"Switch board"</h1>
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {
                 let flipped = flip.value().get();
+                let outcome = decide.value().get().or_else(|| rollback.value().get().map(|done| done.map(|_| ())));
                 match live.await {
-                    Ok(board) => view! { <LivePanel board flipped/> }.into_any(),
+                    Ok(board) => view! { <LivePanel board flipped/> {decision_note(outcome)} }.into_any(),
+                    Err(error) => error_box(error),
+                }
+            })}
+        </Transition>
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let may_flip = user.await.is_ok_and(|user| user.role.may(contract::Permission::FlipSwitch));
+                match changes.await {
+                    Ok(list) => view! { <Changes changes=list.changes may_flip decide/> }.into_any(),
                     Err(error) => error_box(error),
                 }
             })}
@@ -51,7 +111,7 @@ pub fn SwitchBoardPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 let may_flip = user.await.is_ok_and(|user| user.role.may(contract::Permission::FlipSwitch));
                 match board.await {
-                    Ok(board) => view! { <Switches board may_flip flip/> }.into_any(),
+                    Ok(board) => view! { <Switches board may_flip flip rollback/> }.into_any(),
                     Err(error) => error_box(error),
                 }
             })}
@@ -61,7 +121,7 @@ pub fn SwitchBoardPage() -> impl IntoView {
 
 /// Where etcd and this instance stand, the latest flip's propagation, and every instance.
 #[component]
-fn LivePanel(board: SwitchBoard, flipped: Option<Result<SwitchChange, ConsoleFnError>>) -> AnyView {
+fn LivePanel(board: SwitchBoard, flipped: Option<Result<FlipOutcome, ConsoleFnError>>) -> AnyView {
     let etcd_banner = (!board.etcd.reachable).then(|| {
         let error = board.etcd.error.clone().unwrap_or_default();
         view! {
@@ -88,10 +148,30 @@ fn LivePanel(board: SwitchBoard, flipped: Option<Result<SwitchChange, ConsoleFnE
         })
     });
     let progress = match flipped {
-        Some(Ok(change)) => Some(view! { <FlipProgress board=board.clone() change/> }.into_any()),
+        Some(Ok(FlipOutcome::Flipped(change))) => {
+            Some(view! { <FlipProgress board=board.clone() change/> }.into_any())
+        }
+        Some(Ok(FlipOutcome::Waiting(accepted))) => Some(
+            view! {
+                <p class="card flip-result" id="change-accepted" role="status" data-state=accepted.state.as_str()>
+                    {format!(
+                        "Change #{} is {}: it is listed under Changes below.",
+                        accepted.change_id,
+                        state_words(accepted.state),
+                    )}
+                </p>
+            }
+            .into_any(),
+        ),
         Some(Err(error)) => Some(error_box(error)),
         None => None,
     };
+    let stages = board
+        .switches
+        .iter()
+        .filter(|row| row.staged.is_some())
+        .cloned()
+        .collect::<Vec<_>>();
     view! {
         {etcd_banner}
         {stale_banner}
@@ -106,7 +186,201 @@ fn LivePanel(board: SwitchBoard, flipped: Option<Result<SwitchChange, ConsoleFnE
             ))}
         </p>
         {progress}
+        {(!stages.is_empty()).then(|| view! { <Stages rows=stages nodes=board.nodes.clone()/> })}
         <Nodes nodes=board.nodes/>
+    }
+    .into_any()
+}
+
+/// The console's words for where a change stands.
+fn state_words(state: ChangeState) -> &'static str {
+    match state {
+        ChangeState::Scheduled => "scheduled",
+        ChangeState::PendingApproval => "waiting for a second person's approval",
+        ChangeState::Staged => "staged on its instances",
+        ChangeState::Applied => "applied",
+        ChangeState::Reverted => "reverted",
+        ChangeState::Cancelled => "cancelled",
+        ChangeState::Rejected => "rejected",
+        ChangeState::Aborted => "aborted",
+    }
+}
+
+/// The change a flip wrote at once, if it did.
+fn flipped(outcome: FlipOutcome) -> Option<SwitchChange> {
+    match outcome {
+        FlipOutcome::Flipped(change) => Some(change),
+        FlipOutcome::Waiting(_) => None,
+    }
+}
+
+/// Every key's revision and the change staged on it, if any.
+type Landmarks = Vec<(String, Option<i64>, Option<i64>)>;
+
+/// What moves when a change lands or a stage ends: every key's revision and every stage.
+fn landmarks(board: &SwitchBoard) -> Landmarks {
+    board
+        .switches
+        .iter()
+        .map(|row| {
+            let stage = row.staged.as_ref().map(|stage| stage.change_id);
+            (row.path.clone(), row.mod_revision, stage)
+        })
+        .collect()
+}
+
+/// The outcome of the latest decision or rollback: an error, or a note that it was done.
+fn decision_note(outcome: Option<Result<(), ConsoleFnError>>) -> Option<AnyView> {
+    match outcome? {
+        Ok(()) => Some(view! { <p class="meta saved" role="status" id="decision-done">"Done; the changes below are current."</p> }.into_any()),
+        Err(error) => Some(error_box(error)),
+    }
+}
+
+/// Every staged key: its value, the staged one, and each live instance's, as their
+/// heartbeats report them.
+#[component]
+fn Stages(rows: Vec<SwitchRow>, nodes: Vec<NodeState>) -> AnyView {
+    view! {
+        <h2>"Staged values"</h2>
+        <table class="grid" tabindex="0" id="stage-list">
+            <thead><tr>
+                <th>"Change"</th><th>"Key"</th><th>"Key's value"</th><th>"Staged value"</th><th>"Each instance"</th>
+            </tr></thead>
+            <tbody>
+                {rows.into_iter().filter_map(|row| {
+                    let stage = row.staged.clone()?;
+                    let own = row.etcd_value.clone().unwrap_or_else(|| format!("{} (default)", row.default_value));
+                    let per_node = nodes.iter().map(|node| {
+                        let staged = node.staged.iter().find(|value| value.path == row.path);
+                        let value = staged.map_or_else(|| own.clone(), |value| value.value.clone());
+                        let class = if staged.is_some() { "staged" } else { "own" };
+                        view! { <li class=class data-node=node.node_id.clone()>{format!("{}: {value}", node.node_id)}</li> }
+                    }).collect_view();
+                    Some(view! {
+                        <tr data-change=stage.change_id.to_string() data-path=row.path.clone()>
+                            <td class="num">{format!("#{}", stage.change_id)}</td>
+                            <td class="mono">{row.path.clone()}</td>
+                            <td class="value">{own.clone()}</td>
+                            <td class="value">{stage.value.clone()}</td>
+                            <td><ul class="instance-values">{per_node}</ul></td>
+                        </tr>
+                    })
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}
+
+/// The latest changes: those that wait first, each with the decisions it allows.
+#[component]
+fn Changes(
+    changes: Vec<SwitchChangeRow>,
+    may_flip: bool,
+    decide: ServerAction<DecideChange>,
+) -> AnyView {
+    let (open, done): (Vec<_>, Vec<_>) = changes.into_iter().partition(|change| {
+        matches!(
+            change.state,
+            ChangeState::Scheduled | ChangeState::PendingApproval | ChangeState::Staged
+        )
+    });
+    let done: Vec<_> = done.into_iter().take(10).collect();
+    view! {
+        <h2>"Changes"</h2>
+        {super::listing(Ok(open), "No change waits: nothing scheduled, pending approval or staged.", move |open| view! {
+            <table class="grid" tabindex="0" id="change-list">
+                <thead><tr>
+                    <th>"Change"</th><th>"Key"</th><th>"Value"</th><th>"State"</th><th>"When"</th>
+                    <th>"Proposed by"</th>{may_flip.then(|| view! { <th>"Decide"</th> })}
+                </tr></thead>
+                <tbody>
+                    {open.into_iter().map(|change| view! { <ChangeLine change may_flip decide/> }).collect_view()}
+                </tbody>
+            </table>
+        }.into_any())}
+        {(!done.is_empty()).then(|| view! {
+            <details class="change" id="recent-changes">
+                <summary>"Recent changes"</summary>
+                <table class="grid" tabindex="0">
+                    <thead><tr><th>"Change"</th><th>"Key"</th><th>"Value"</th><th>"State"</th><th>"Decided by"</th></tr></thead>
+                    <tbody>
+                        {done.into_iter().map(|change| view! {
+                            <tr data-change=change.id.to_string() data-state=change.state.as_str()>
+                                <td class="num">{format!("#{}", change.id)}</td>
+                                <td class="mono">{change.path}</td>
+                                <td class="value">{change.value}</td>
+                                <td>{state_words(change.state)}{change.revert_dropped.map(|why| format!(" (revert dropped: {why})"))}</td>
+                                <td>{change.decided_by.unwrap_or_default()}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </details>
+        })}
+    }
+    .into_any()
+}
+
+/// The decisions a waiting change allows, by its state.
+fn decisions(state: ChangeState) -> &'static [(&'static str, &'static str)] {
+    match state {
+        ChangeState::PendingApproval => &[("approve", "Approve"), ("reject", "Reject")],
+        ChangeState::Scheduled => &[("cancel", "Cancel")],
+        ChangeState::Staged => &[("promote", "Promote to every instance"), ("abort", "Abort")],
+        _ => &[],
+    }
+}
+
+#[component]
+fn ChangeLine(
+    change: SwitchChangeRow,
+    may_flip: bool,
+    decide: ServerAction<DecideChange>,
+) -> AnyView {
+    let when = match change.state {
+        ChangeState::Staged => {
+            let on = change.stage_instances.clone().unwrap_or_default().join(", ");
+            view! { "on " {on} " since " {maybe_time_cell(change.staged_at)} }.into_any()
+        }
+        _ => view! {
+            {maybe_time_cell(change.apply_at)}
+            {change.revert_after_s.map(|s| format!(", set back {s} s after"))}
+            {change.stage_percent.map(|p| format!(", staged on {p} % of the instances"))}
+            {change.stage_instances.clone().filter(|_| change.state != ChangeState::Staged).map(|on| format!(", staged on {}", on.join(", ")))}
+        }
+        .into_any(),
+    };
+    let id = change.id;
+    let forms = may_flip.then(|| {
+        decisions(change.state)
+            .iter()
+            .map(|(decision, label)| {
+                let label = *label;
+                let field = format!("reason-{decision}-{id}");
+                view! {
+                    <ActionForm action=decide attr:class="row decide-form" attr:data-decision=*decision>
+                        <input type="hidden" name="id" value=id.to_string()/>
+                        <input type="hidden" name="decision" value=*decision/>
+                        <label for=field.clone()>{format!("Reason to {}", label.to_lowercase())}</label>
+                        <input type="text" id=field name="reason" required maxlength="500"/>
+                        <button type="submit" disabled=move || decide.pending().get()>{label}</button>
+                    </ActionForm>
+                }
+            })
+            .collect_view()
+    });
+    view! {
+        <tr data-change=id.to_string() data-state=change.state.as_str() data-path=change.path.clone()>
+            <td class="num">{format!("#{id}")}</td>
+            <td class="mono">{change.path.clone()}</td>
+            <td class="value">{change.value.clone()}</td>
+            <td>{state_words(change.state)}</td>
+            <td>{when}</td>
+            <td>{change.proposer.clone()} ": " {change.reason.clone()}</td>
+            {forms.map(|forms| view! { <td class="decide">{forms}</td> })}
+        </tr>
     }
     .into_any()
 }
@@ -239,7 +513,17 @@ fn Nodes(nodes: Vec<NodeState>) -> AnyView {
 }
 
 #[component]
-fn Switches(board: SwitchBoard, may_flip: bool, flip: ServerAction<FlipSwitch>) -> AnyView {
+fn Switches(
+    board: SwitchBoard,
+    may_flip: bool,
+    flip: ServerAction<FlipSwitch>,
+    rollback: ServerAction<RollbackSwitch>,
+) -> AnyView {
+    let nodes: Vec<String> = board
+        .nodes
+        .iter()
+        .map(|node| node.node_id.clone())
+        .collect();
     view! {
         <h2>"Switches and limits"</h2>
         {(!may_flip).then(|| view! {
@@ -249,13 +533,14 @@ fn Switches(board: SwitchBoard, may_flip: bool, flip: ServerAction<FlipSwitch>) 
             <thead><tr>
                 <th>"Key"</th><th>"Value"</th><th>"In force here"</th><th>"Revision"</th>
                 <th>"Last write"</th><th>"Applied"</th>{may_flip.then(|| view! { <th></th> })}
+                <th>"History"</th>
             </tr></thead>
             <tbody>
                 // Keyed by what a line shows: a line whose key changed (a flip landed) is
                 // built afresh, which also closes and clears its change form; the others keep
                 // whatever an operator is typing.
                 <For each=move || board.switches.clone() key=line_key let:row>
-                    <SwitchLine row may_flip flip/>
+                    <SwitchLine row may_flip flip rollback nodes=nodes.clone()/>
                 </For>
             </tbody>
         </table>
@@ -278,7 +563,17 @@ fn line_key(row: &SwitchRow) -> String {
 }
 
 #[component]
-fn SwitchLine(row: SwitchRow, may_flip: bool, flip: ServerAction<FlipSwitch>) -> AnyView {
+fn SwitchLine(
+    row: SwitchRow,
+    may_flip: bool,
+    flip: ServerAction<FlipSwitch>,
+    rollback: ServerAction<RollbackSwitch>,
+    nodes: Vec<String>,
+) -> AnyView {
+    let editing = RwSignal::new(false);
+    let reading = RwSignal::new(false);
+    let history_path = row.path.clone();
+    let in_force_revision = row.mod_revision;
     let value = row
         .etcd_value
         .clone()
@@ -319,12 +614,21 @@ fn SwitchLine(row: SwitchRow, may_flip: bool, flip: ServerAction<FlipSwitch>) ->
             <td class="num">{applied}</td>
             {may_flip.then(|| view! {
                 <td>
-                    <details class="change">
+                    <details class="change" on:toggle=move |ev| editing.set(details_open(&ev))>
                         <summary>"Change…"</summary>
-                        <ChangeForm path=row.path.clone() current row=row.clone() flip/>
+                        <ChangeForm path=row.path.clone() current row=row.clone() flip open=editing nodes/>
                     </details>
                 </td>
             })}
+            // After the change form: a keyboard user tabbing along a row meets "Change…" first.
+            <td>
+                <details class="change history" on:toggle=move |ev| reading.set(details_open(&ev))>
+                    <summary>"History…"</summary>
+                    <Show when=move || reading.get()>
+                        <History path=history_path.clone() current=in_force_revision may_flip rollback/>
+                    </Show>
+                </details>
+            </td>
         </tr>
     }
     .into_any()
@@ -340,6 +644,9 @@ fn ChangeForm(
     current: String,
     row: SwitchRow,
     flip: ServerAction<FlipSwitch>,
+    /// The form is shown: its impact is worth reading.
+    open: RwSignal<bool>,
+    nodes: Vec<String>,
 ) -> AnyView {
     let SwitchRow {
         choices,
@@ -398,6 +705,21 @@ fn ChangeForm(
         let path = path.clone();
         move || format!("Set {path} from {current} to {}", chosen.get())
     };
+    let impact = {
+        let path = path.clone();
+        Resource::new(
+            move || open.get().then(|| chosen.get()),
+            move |value| {
+                let path = path.clone();
+                async move {
+                    match value {
+                        Some(value) => Some(preview_impact(path, value).await),
+                        None => None,
+                    }
+                }
+            },
+        )
+    };
     view! {
         <ActionForm action=flip attr:class="card change-form">
             <input type="hidden" name="path" value=path/>
@@ -405,6 +727,10 @@ fn ChangeForm(
             <label>"Reason (audited)"
                 <textarea name="reason" rows="2" required maxlength="500" placeholder="why, for the audit log"></textarea>
             </label>
+            <WhenFields nodes/>
+            <Transition fallback=|| ()>
+                {move || Suspend::new(async move { impact.await.map(impact_note) })}
+            </Transition>
             <label class="confirm">
                 <input type="checkbox" required/>
                 <span>{confirm_text}</span>
@@ -413,6 +739,157 @@ fn ChangeForm(
         </ActionForm>
     }
     .into_any()
+}
+
+/// Whether a `toggle` event's `<details>` is open now.
+fn details_open(event: &leptos::ev::Event) -> bool {
+    use leptos::wasm_bindgen::JsCast;
+    event
+        .target()
+        .and_then(|target| target.dyn_into::<leptos::web_sys::Element>().ok())
+        .is_some_and(|details| details.has_attribute("open"))
+}
+
+/// What a flip would touch, in the confirmation.
+fn impact_note(impact: Result<contract::SwitchImpact, ConsoleFnError>) -> AnyView {
+    let impact = match impact {
+        Ok(impact) => impact,
+        Err(error) => return error_box(error),
+    };
+    let live: Vec<String> = impact
+        .activities
+        .iter()
+        .filter(|activity| activity.window == "live")
+        .map(|activity| format!("#{} {}", activity.id, activity.title))
+        .collect();
+    let upcoming = impact.activities.len() - live.len();
+    let sales = if live.is_empty() {
+        "no live sale".to_owned()
+    } else {
+        format!("{} live sale(s): {}", live.len(), live.join(", "))
+    };
+    let text = if impact.changes_anything {
+        format!(
+            "Touches {sales} and {upcoming} upcoming; {:.1} buy requests/s over the last minute and {} in flight on {} instance(s).",
+            impact.buy_rate_per_s,
+            impact.in_flight,
+            impact.instances.len(),
+        )
+    } else {
+        "This value is the one in force: the flip changes nothing.".to_owned()
+    };
+    view! {
+        <div class="impact" aria-live="polite" data-value=impact.value.clone() data-live=live.len().to_string()>
+            <strong>"Impact: "</strong> {text}
+            <p class="meta">{impact.effect}</p>
+        </div>
+    }
+    .into_any()
+}
+
+/// The optional fields of a change that waits: a time in the operator's zone (the UTC
+/// instant beside it, sent as `at`), a revert, a stage.
+#[component]
+fn WhenFields(nodes: Vec<String>) -> impl IntoView {
+    let wall = RwSignal::new(String::new());
+    let local = RwSignal::new(false);
+    Effect::new(move |_| local.set(true));
+    let instant = move || {
+        let typed = chrono::NaiveDateTime::parse_from_str(&wall.get(), "%Y-%m-%dT%H:%M").ok()?;
+        if local.get() {
+            super::from_viewer_wall_clock(typed)
+        } else {
+            Some(typed.and_utc())
+        }
+    };
+    let caption = move || match (local.get(), instant()) {
+        (true, Some(time)) => format!("Apply at (your time, {})", viewer_wall_clock(time).1),
+        (true, None) => "Apply at (your time)".to_owned(),
+        (false, _) => "Apply at (UTC)".to_owned(),
+    };
+    let utc = move || instant().map(|time| format!("= {} UTC", time.format("%Y-%m-%d %H:%M")));
+    let at = move || {
+        instant()
+            .filter(|_| local.get())
+            .map(|time| time.to_rfc3339())
+            .unwrap_or_default()
+    };
+    let hint = if nodes.is_empty() {
+        "node ids separated by commas, or a share such as 25%".to_owned()
+    } else {
+        format!("node ids ({}), or a share such as 25%", nodes.join(", "))
+    };
+    view! {
+        <details class="when">
+            <summary>"Schedule, revert or stage…"</summary>
+            <label>{caption}
+                <input type="datetime-local" name="at_wall" bind:value=wall/>
+                <small class="utc-beside">{utc}</small>
+            </label>
+            <input type="hidden" name="at" prop:value=at/>
+            <label>"Set back after (seconds, optional)"
+                <input type="number" name="revert_after_s" min="1" step="1"/>
+            </label>
+            <label>"Stage on (optional: try it on some instances first)"
+                <input type="text" name="stage" placeholder=hint.clone() title=hint/>
+            </label>
+        </details>
+    }
+}
+
+/// A key's values, newest first, each older one with a rollback.
+#[component]
+fn History(
+    path: String,
+    current: Option<i64>,
+    may_flip: bool,
+    rollback: ServerAction<RollbackSwitch>,
+) -> impl IntoView {
+    let revisions = {
+        let path = path.clone();
+        Resource::new(
+            move || rollback.version().get(),
+            move |_| switch_history(path.clone()),
+        )
+    };
+    view! {
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || {
+                let path = path.clone();
+                Suspend::new(async move {
+                    super::listing(revisions.await, "No value was ever written.", move |revisions| view! {
+                        <ol class="history-list">
+                            {revisions.into_iter().map(|revision| {
+                                let now = current == Some(revision.revision);
+                                let field = format!("rollback-{}-{}", path.replace('/', "-"), revision.revision);
+                                let key = path.clone();
+                                view! {
+                                    <li data-revision=revision.revision.to_string()>
+                                        <span class="mono">{revision.value.clone()}</span>
+                                        {format!(" · revision {} · {} via {} · ", revision.revision, revision.by, revision.source.as_str())}
+                                        {time_cell(revision.at)}
+                                        <p class="meta">{revision.reason.clone()}</p>
+                                        {now.then(|| view! { <span class="meta">"(in force)"</span> })}
+                                        {(may_flip && !now).then(|| view! {
+                                            <ActionForm action=rollback attr:class="row rollback-form">
+                                                <input type="hidden" name="path" value=key/>
+                                                <input type="hidden" name="revision" value=revision.revision.to_string()/>
+                                                <label for=field.clone()>"Reason to roll back"</label>
+                                                <input type="text" id=field name="reason" required maxlength="500"/>
+                                                <button type="submit" disabled=move || rollback.pending().get()>
+                                                    {format!("Roll back to {}", revision.value)}
+                                                </button>
+                                            </ActionForm>
+                                        })}
+                                    </li>
+                                }
+                            }).collect_view()}
+                        </ol>
+                    }.into_any())
+                })
+            }}
+        </Transition>
+    }
 }
 
 /// A key not listed yet, such as one activity's entry switch (`switches/entry/42`).
@@ -448,6 +925,8 @@ mod tests {
             heartbeat_at: chrono::Utc::now(),
             started_at: None,
             synced_ago_ms: Some(10),
+            staged: Vec::new(),
+            buys: Default::default(),
         }
     }
 
@@ -474,6 +953,7 @@ mod tests {
                 mod_revision: Some(mod_revision),
                 written: None,
                 applied,
+                staged: None,
             }],
             nodes,
         }

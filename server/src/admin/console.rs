@@ -22,8 +22,9 @@ use contract::{
     DashboardFrame, DeadLetterPage, DeadLetterView, Item, ItemInput, OrderDetail, OrderPage,
     OrderQuery, OutboxRetryReport, OutboxSummary, Permission, PrewarmReport, PublishedPage,
     ReconciliationRun, ReplayReport, RequeueReport, RunSummary, StartReconciliation, StartedRun,
-    SwitchBoard, SwitchChange,
+    SwitchBoard,
 };
+use contract::{ChangeDecision, ChangeList, FlipOutcome, SwitchForm, SwitchImpact, SwitchRevision};
 use contract::{Rehearsal, StartRehearsal, StartedRehearsal};
 use leptos::prelude::provide_context;
 use leptos::server_fn::ServerFn;
@@ -33,6 +34,7 @@ use std::sync::Arc;
 use crate::{
     admin::authorize,
     catalog::service as catalog,
+    changes::{history, impact, service as change_service, stage},
     control::board::{self, Board, Flip},
     hotkeys::service as hotkeys,
     identity::{authenticate::LoginError, rules},
@@ -185,20 +187,113 @@ impl ConsoleBackend for ConsoleService {
     async fn flip_switch(
         &self,
         actor: &Actor,
-        path: &str,
-        value: &str,
+        form: SwitchForm,
+    ) -> Result<FlipOutcome, ConsoleError> {
+        // A role that may not flip learns nothing about its input.
+        authorize(actor, Permission::FlipSwitch)?;
+        let timing = form
+            .timing()
+            .map_err(|(code, message)| ConsoleError::Invalid { code, message })?;
+        let flip = Flip {
+            actor,
+            source: Source::Console,
+            path: &form.path,
+            value: &form.value,
+            reason: &form.reason,
+            // The switch board polls the instances' applied revisions itself.
+            wait: None,
+        };
+        let submission = change_service::Submission {
+            flip,
+            at: timing.at,
+            revert_after_s: timing.revert_after_s,
+            emergency: false,
+            stage: timing.stage,
+            now: self.state.changes.now(),
+        };
+        let board = Board::of(&self.state);
+        Ok(change_service::submit(&board, submission).await?.into())
+    }
+
+    async fn list_changes(&self, actor: &Actor) -> Result<ChangeList, ConsoleError> {
+        let board = Board::of(&self.state);
+        let changes = change_service::list(&board, actor, None).await?;
+        Ok(ChangeList { changes })
+    }
+
+    async fn decide_change(
+        &self,
+        actor: &Actor,
+        id: i64,
+        decision: &str,
         reason: &str,
-    ) -> Result<SwitchChange, ConsoleError> {
+    ) -> Result<(), ConsoleError> {
+        authorize(actor, Permission::FlipSwitch)?;
+        let decision = ChangeDecision::parse(decision).ok_or_else(|| ConsoleError::Invalid {
+            code: "INVALID_DECISION",
+            message: format!("no decision `{decision}`"),
+        })?;
+        let board = Board::of(&self.state);
+        let source = Source::Console;
+        let now = self.state.changes.now();
+        match decision {
+            ChangeDecision::Approve => {
+                change_service::approve(&board, actor, source, id, reason, now).await?;
+            }
+            ChangeDecision::Reject | ChangeDecision::Cancel => {
+                let decided = if decision == ChangeDecision::Reject {
+                    change_service::Decision::Reject
+                } else {
+                    change_service::Decision::Cancel
+                };
+                change_service::decide(&board, actor, source, id, decided, reason).await?;
+            }
+            ChangeDecision::Promote => {
+                stage::promote(&board, actor, source, id, reason, now).await?;
+            }
+            ChangeDecision::Abort => {
+                stage::abort(&board, actor, source, id, reason).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn switch_history(
+        &self,
+        actor: &Actor,
+        path: &str,
+    ) -> Result<Vec<SwitchRevision>, ConsoleError> {
+        Ok(history::history(&Board::of(&self.state), actor, path).await?)
+    }
+
+    async fn rollback_switch(
+        &self,
+        actor: &Actor,
+        path: &str,
+        revision: i64,
+        reason: &str,
+    ) -> Result<FlipOutcome, ConsoleError> {
         let flip = Flip {
             actor,
             source: Source::Console,
             path,
-            value,
+            value: "",
             reason,
-            // The switch board polls the instances' applied revisions itself.
             wait: None,
         };
-        Ok(Board::of(&self.state).flip(flip).await?)
+        let now = self.state.changes.now();
+        let board = Board::of(&self.state);
+        Ok(history::rollback(&board, flip, revision, now).await?.into())
+    }
+
+    async fn switch_impact(
+        &self,
+        actor: &Actor,
+        path: &str,
+        value: &str,
+    ) -> Result<SwitchImpact, ConsoleError> {
+        let now = self.state.changes.now();
+        Ok(impact::impact(&Board::of(&self.state), actor, path, value, now).await?)
     }
 
     async fn audit_log(

@@ -22,10 +22,13 @@ use crate::{
 };
 use base::etcd::EtcdCall;
 
-/// What the marker of a step remembers: the value the step replaced.
+/// What the marker of a step remembers: the value the step replaced, and for a stage the
+/// instances it chose.
 #[derive(Serialize, Deserialize)]
 struct Marker {
     replaced: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    instances: Vec<String>,
 }
 
 /// A step written into etcd, now or by an earlier leader.
@@ -60,17 +63,108 @@ pub(crate) async fn apply(board: &Board<'_>, change: &SwitchChangeRow) -> anyhow
         change,
         name: "apply",
         value: change.value.clone(),
-        reason: match &change.decided_by {
-            Some(approver) => format!(
-                "change #{} approved by {approver}: {}",
-                change.id, change.reason
-            ),
-            None => format!("change #{}: {}", change.id, change.reason),
-        },
+        reason: approved_reason(change),
+        also: Vec::new(),
     };
     let seen = step.read().await?;
     let expected = seen.mod_revision;
     step.write(seen, expected).await
+}
+
+fn approved_reason(change: &SwitchChangeRow) -> String {
+    match &change.decided_by {
+        Some(approver) => format!(
+            "change #{} approved by {approver}: {}",
+            change.id, change.reason
+        ),
+        None => format!("change #{}: {}", change.id, change.reason),
+    }
+}
+
+/// The change's value on `instances` only, once: `staged/{path}` and the marker in one
+/// etcd transaction. The key's own value stays; the instances named apply the staged one
+/// in its place. Returns the instances, the ones an earlier leader chose if it landed.
+pub(crate) async fn stage(
+    board: &Board<'_>,
+    change: &SwitchChangeRow,
+    instances: Vec<String>,
+) -> anyhow::Result<Vec<String>> {
+    let layout = Layout::new(&board.settings.etcd_prefix);
+    let marker_key = layout.change_marker(change.id, "stage");
+    let mut client = board.etcd.client().await?;
+    let staged = contract::SwitchStage {
+        change_id: change.id,
+        value: change.value.clone(),
+        instances,
+    };
+    let marker = Marker {
+        replaced: None,
+        instances: staged.instances.clone(),
+    };
+    let txn = Txn::new()
+        .when(vec![Compare::create_revision(
+            marker_key.clone(),
+            CompareOp::Equal,
+            0,
+        )])
+        .and_then(vec![
+            TxnOp::put(
+                layout.staged_key(&change.path),
+                serde_json::to_vec(&staged)?,
+                None,
+            ),
+            TxnOp::put(marker_key.clone(), serde_json::to_vec(&marker)?, None),
+        ])
+        .or_else(vec![TxnOp::get(marker_key, None)]);
+    let response = board.etcd.timed(EtcdCall::Txn, client.txn(txn)).await?;
+    if response.succeeded() {
+        return Ok(staged.instances);
+    }
+    // An earlier attempt staged it: its marker says on which instances.
+    let earlier = response
+        .op_responses()
+        .into_iter()
+        .find_map(|op| match op {
+            TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+            _ => None,
+        })
+        .ok_or_else(|| anyhow::anyhow!("change #{}: its stage marker vanished", change.id))?;
+    let Marker { instances, .. } = serde_json::from_slice(earlier.value())?;
+    Ok(instances)
+}
+
+/// A staged change's value on every instance, once: the key's value, its note and the
+/// marker written, and the stage taken away, in one etcd transaction.
+pub(crate) async fn promote(
+    board: &Board<'_>,
+    change: &SwitchChangeRow,
+    promoter: &str,
+) -> anyhow::Result<Landed> {
+    let layout = Layout::new(&board.settings.etcd_prefix);
+    let step = Step {
+        board,
+        change,
+        name: "promote",
+        value: change.value.clone(),
+        reason: format!(
+            "change #{} promoted by {promoter}: {}",
+            change.id, change.reason
+        ),
+        also: vec![TxnOp::delete(layout.staged_key(&change.path), None)],
+    };
+    let seen = step.read().await?;
+    let expected = seen.mod_revision;
+    step.write(seen, expected).await
+}
+
+/// Takes a stage away: its instances apply the key's own value again. Deleting a stage
+/// already gone changes nothing, so an abort tried again is harmless.
+pub(crate) async fn unstage(board: &Board<'_>, change: &SwitchChangeRow) -> anyhow::Result<()> {
+    let layout = Layout::new(&board.settings.etcd_prefix);
+    let mut client = board.etcd.client().await?;
+    let txn = Txn::new().and_then(vec![TxnOp::delete(layout.staged_key(&change.path), None)]);
+    board.etcd.timed(EtcdCall::Txn, client.txn(txn)).await?;
+    Ok(())
 }
 
 /// The value the change replaced, once, if the key still holds the change's write; a key
@@ -90,6 +184,7 @@ pub(crate) async fn revert(
         name: "revert",
         value,
         reason: format!("revert of change #{}: {}", change.id, change.reason),
+        also: Vec::new(),
     };
     let seen = step.read().await?;
     let applied = change
@@ -131,6 +226,8 @@ struct Step<'a> {
     name: &'static str,
     value: String,
     reason: String,
+    /// More writes in the step's transaction (a promote takes its stage away).
+    also: Vec<TxnOp>,
 }
 
 impl Step<'_> {
@@ -184,11 +281,11 @@ impl Step<'_> {
     /// Writes the step if the key is still at `expected` (0: absent) and no marker says it
     /// landed already; audited like a flip. A marker found means an earlier leader wrote
     /// it: its audit row (left `pending`) becomes `applied`, and nothing is written.
-    async fn write(&self, seen: Seen, expected: i64) -> anyhow::Result<Landed> {
+    async fn write(mut self, seen: Seen, expected: i64) -> anyhow::Result<Landed> {
         let db = self.board.db;
         let audit = audit::open_change_flip(db, &self.audited()).await?;
         if let Some((revision, marker)) = seen.marker {
-            let Marker { replaced } = marker;
+            let Marker { replaced, .. } = marker;
             audit.applied(db, replaced.as_deref(), revision).await?;
             return Ok(Landed { revision, replaced });
         }
@@ -201,17 +298,20 @@ impl Step<'_> {
         };
         let marker = Marker {
             replaced: seen.value.clone(),
+            instances: Vec::new(),
         };
+        let mut also = vec![TxnOp::put(
+            self.marker_key(),
+            serde_json::to_vec(&marker)?,
+            None,
+        )];
+        also.append(&mut self.also);
         let guard = Guard {
             compares: vec![
                 Compare::create_revision(self.marker_key(), CompareOp::Equal, 0),
                 Compare::mod_revision(layout.key(&self.change.path), CompareOp::Equal, expected),
             ],
-            also: vec![TxnOp::put(
-                self.marker_key(),
-                serde_json::to_vec(&marker)?,
-                None,
-            )],
+            also,
         };
         let mut client = self.board.etcd.client().await?;
         // An unanswered write leaves the row pending: the next attempt finds the marker if

@@ -58,6 +58,7 @@ pub async fn rollback(
             at: None,
             revert_after_s: None,
             emergency: false,
+            stage: None,
             now,
         },
     )

@@ -4,15 +4,21 @@
 //! force). The leader applies each change when it falls due and reverts it when its revert
 //! does, exactly once across a change of leader ([`apply`]), each step audited like a flip.
 //! A key that needs four eyes waits for a second person's approval ([`service`]); a key's
-//! history and the rollback to one of its revisions are in [`history`].
+//! history and the rollback to one of its revisions are in [`history`]. A change may be
+//! staged on some instances first ([`stage`]), and the leader aborts a stage whose
+//! instances answer worse than the others ([`stage_watch`]). What a flip would touch is
+//! in [`impact`].
 //!
 //! Time is read from [`Changes`]'s clock, which tests move by hand.
 
 pub(crate) mod apply;
 pub(crate) mod history;
+pub(crate) mod impact;
 pub(crate) mod routes;
 pub(crate) mod rules;
 pub(crate) mod service;
+pub(crate) mod stage;
+pub(crate) mod stage_watch;
 pub(crate) mod store;
 
 use chrono::{DateTime, Utc};
@@ -21,10 +27,12 @@ use std::{sync::Arc, time::Duration};
 use crate::{control::board::Board, state::AppState};
 use base::clock::{Clock, SwappableClock};
 
-/// The clock due changes are read by.
+/// The clock due changes are read by, and what the leader remembers of the stages it
+/// watches.
 #[derive(Default)]
 pub struct Changes {
     clock: SwappableClock,
+    stages: std::sync::Mutex<stage_watch::Watch>,
 }
 
 impl Changes {
@@ -35,6 +43,14 @@ impl Changes {
 
     pub(crate) fn now(&self) -> DateTime<Utc> {
         DateTime::from_timestamp_millis(self.clock.now_ms()).unwrap_or_else(Utc::now)
+    }
+
+    /// What the leader remembers of the stages it watches; held only between awaits.
+    pub(crate) fn stage_watch(&self) -> std::sync::MutexGuard<'_, stage_watch::Watch> {
+        // A panic while judging leaves at worst a stale memory of the last look.
+        self.stages
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -63,11 +79,41 @@ async fn run_while_leading(state: AppState) {
     }
 }
 
-/// Every change due now, then every revert due now, one transaction each.
+/// Every change due now, then every revert due now, one transaction each; then the
+/// stages' error rates.
 async fn pass(state: &AppState) -> anyhow::Result<()> {
     while state.leadership.is_leader() && apply_next(state).await? {}
     while state.leadership.is_leader() && revert_next(state).await? {}
+    if state.leadership.is_leader() {
+        stage_watch::check(state).await?;
+    }
     Ok(())
+}
+
+/// Puts a change in force, recorded in `tx` (which holds its row locked): its value on
+/// every instance, or its stage on its instances.
+pub(crate) async fn land(
+    board: &Board<'_>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    change: &contract::SwitchChangeRow,
+    now: DateTime<Utc>,
+) -> anyhow::Result<contract::ChangeState> {
+    if stage::is_stage(change) {
+        let instances = stage::instances_of(board, change).await?;
+        let instances = apply::stage(board, change, instances).await?;
+        store::mark_staged(tx, change.id, now, &instances).await?;
+        return Ok(contract::ChangeState::Staged);
+    }
+    let landed = apply::apply(board, change).await?;
+    store::mark_applied(
+        tx,
+        change.id,
+        now,
+        landed.revision,
+        landed.replaced.as_deref(),
+    )
+    .await?;
+    Ok(contract::ChangeState::Applied)
 }
 
 /// Claims one due change, writes it into etcd once and commits it `applied`; false when
@@ -79,31 +125,23 @@ async fn apply_next(state: &AppState) -> anyhow::Result<bool> {
         return Ok(false);
     };
     let board = Board::of(state);
-    let landed = apply::apply(&board, &change).await?;
-    let applied_at = state.changes.now();
-    store::mark_applied(
-        &mut tx,
-        change.id,
-        applied_at,
-        landed.revision,
-        landed.replaced.as_deref(),
-    )
-    .await?;
+    let landed = land(&board, &mut tx, &change, state.changes.now()).await?;
     tx.commit().await?;
     state
         .metrics
         .control
         .change_steps
-        .with_label_values(&["apply", "applied"])
+        .with_label_values(&["apply", landed.as_str()])
         .inc();
     tracing::info!(
         change_id = change.id,
         path = change.path,
         value = change.value,
-        revision = landed.revision,
+        state = landed.as_str(),
         "a scheduled change is in force"
     );
-    if change.revert_after_s.is_none() {
+    // A stage's marker stays until it is promoted or aborted; a revert's is still due.
+    if landed == contract::ChangeState::Applied && change.revert_after_s.is_none() {
         apply::forget_markers(&board, change.id).await;
     }
     Ok(true)

@@ -1,7 +1,8 @@
-//! `GET /admin/api/changes?state=`, `POST /admin/api/changes/{id}/approve|reject` and
-//! `DELETE /admin/api/changes/{id}`, each with `{reason}`; a change is made through `PUT
-//! /admin/api/switches/{*path}` (with `at` or `revert_after_s`, or on a key that needs four
-//! eyes).
+//! `GET /admin/api/changes?state=`, `POST /admin/api/changes/{id}/approve|reject|
+//! promote|abort` and `DELETE /admin/api/changes/{id}`, each with `{reason}`; a change is
+//! made through `PUT /admin/api/switches/{*path}` (with `at`, `revert_after_s` or `stage`,
+//! or on a key that needs four eyes). A key's history, its rollback and the impact of a
+//! flip hang under `/admin/api/switches/{*path}/...`.
 
 use axum::{
     extract::{
@@ -11,16 +12,15 @@ use axum::{
     http::StatusCode,
     Json,
 };
-use contract::{
-    Actor, ChangeList, ChangeState, Permission, Source, SwitchChangeRow, SwitchRevision,
-};
+use contract::{Actor, ChangeList, ChangeState, Permission, Source, SwitchChangeRow};
 use serde::Deserialize;
 
 use crate::{
     admin::{authorize, routes::AdminRoutes},
     changes::{
-        history,
+        history, impact,
         service::{self, Decision, Submitted},
+        stage,
     },
     control::board::{Board, Flip},
     state::AppState,
@@ -31,7 +31,8 @@ use base::error::{ApiError, ApiResult};
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {
-    /// `scheduled`, `pending_approval`, `applied`, `reverted`, `cancelled` or `rejected`.
+    /// `scheduled`, `pending_approval`, `staged`, `applied`, `reverted`, `cancelled`,
+    /// `rejected` or `aborted`.
     state: Option<String>,
 }
 
@@ -109,20 +110,105 @@ async fn approve(
     Ok(Json(change))
 }
 
-/// `GET /admin/api/switches/{path}/history`: the key's revisions, newest first. A key's
-/// path may hold slashes, so the action is the path's last segment.
-async fn switch_history(
+/// A staged change's value on every instance; answers the change as it stands after.
+async fn promote(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+    body: Result<Json<DecisionBody>, JsonRejection>,
+) -> ApiResult<Json<SwitchChangeRow>> {
+    authorize(&actor, Permission::FlipSwitch)?;
+    let Path(id) = id?;
+    let Json(body) = body?;
+    let now = state.changes.now();
+    let board = Board::of(&state);
+    let change = stage::promote(&board, &actor, Source::Api, id, &body.reason, now).await?;
+    Ok(Json(change))
+}
+
+/// A staged change taken back; answers the change as it stands after.
+async fn abort(
+    State(state): State<AppState>,
+    actor: Actor,
+    id: Result<Path<i64>, PathRejection>,
+    body: Result<Json<DecisionBody>, JsonRejection>,
+) -> ApiResult<Json<SwitchChangeRow>> {
+    authorize(&actor, Permission::FlipSwitch)?;
+    let Path(id) = id?;
+    let Json(body) = body?;
+    let board = Board::of(&state);
+    let change = stage::abort(&board, &actor, Source::Api, id, &body.reason).await?;
+    Ok(Json(change))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct ReadQuery {
+    /// For `.../impact`: the value the flip would set.
+    value: Option<String>,
+}
+
+/// A read about one key; the answer is `SwitchRevision[]` or `SwitchImpact`.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum KeyRead {
+    History(Vec<contract::SwitchRevision>),
+    Impact(contract::SwitchImpact),
+}
+
+impl axum::response::IntoResponse for KeyRead {
+    fn into_response(self) -> axum::response::Response {
+        Json(self).into_response()
+    }
+}
+
+/// In the OpenAPI document: 200 with either body.
+impl base::route_table::DescribesAnswer for KeyRead {
+    fn describe_answer(shape: &mut base::route_table::RequestShape) {
+        use utoipa::{PartialSchema, ToSchema};
+        contract::SwitchRevision::schemas(&mut shape.schemas);
+        contract::SwitchImpact::schemas(&mut shape.schemas);
+        shape.success = Some(base::route_table::Success {
+            status: "200",
+            body: Some(
+                utoipa::openapi::schema::OneOfBuilder::new()
+                    .item(<Vec<contract::SwitchRevision>>::schema())
+                    .item(contract::SwitchImpact::schema())
+                    .into(),
+            ),
+        });
+    }
+}
+
+/// `GET /admin/api/switches/{path}/history`: the key's revisions, newest first;
+/// `GET /admin/api/switches/{path}/impact?value=`: what setting it would touch. A key's
+/// path may hold slashes, so the read is the path's last segment.
+async fn switch_read(
     State(state): State<AppState>,
     actor: Actor,
     path: Result<Path<String>, PathRejection>,
-) -> ApiResult<Json<Vec<SwitchRevision>>> {
+    query: Result<Query<ReadQuery>, QueryRejection>,
+) -> ApiResult<KeyRead> {
     authorize(&actor, Permission::ReadSwitches)?;
     let Path(path) = path?;
+    let Query(query) = query?;
+    let board = Board::of(&state);
+    if let Some(key) = path.strip_suffix("/history") {
+        return Ok(KeyRead::History(
+            history::history(&board, &actor, key).await?,
+        ));
+    }
     let key = path
-        .strip_suffix("/history")
+        .strip_suffix("/impact")
         .ok_or(ApiError::NotFound("route"))?;
-    Ok(Json(
-        history::history(&Board::of(&state), &actor, key).await?,
+    let value = query.value.ok_or_else(|| ApiError::Invalid {
+        code: "INVALID_VALUE",
+        message: "`value` names the value the flip would set".into(),
+    })?;
+    let now = state.changes.now();
+    Ok(KeyRead::Impact(
+        impact::impact(&board, &actor, key, &value, now).await?,
     ))
 }
 
@@ -161,10 +247,12 @@ async fn switch_rollback(
 
 pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {
     routes
-        .get("/switches/{*path}", switch_history)
+        .get("/switches/{*path}", switch_read)
         .post("/switches/{*path}", switch_rollback)
         .get("/changes", list)
         .delete("/changes/{id}", cancel)
         .post("/changes/{id}/approve", approve)
         .post("/changes/{id}/reject", reject)
+        .post("/changes/{id}/promote", promote)
+        .post("/changes/{id}/abort", abort)
 }

@@ -6,7 +6,8 @@
 
 use chrono::{DateTime, Utc};
 use contract::{
-    Actor, ChangeAccepted, ChangeState, Permission, Source, SwitchChange, SwitchChangeRow,
+    Actor, ChangeAccepted, ChangeState, Permission, Source, StageTarget, SwitchChange,
+    SwitchChangeRow,
 };
 use serde_json::json;
 
@@ -16,8 +17,9 @@ use crate::{
         ops_audit::{self, OpsAction},
     },
     changes::{
-        apply,
+        land,
         rules::{Timing, TimingError},
+        stage::{self, Stage},
         store::{self, NewChange},
     },
     control::board::{Approval, Board, Checked, Flip},
@@ -46,6 +48,8 @@ pub struct Submission<'a> {
     pub revert_after_s: Option<u32>,
     /// An admin flips a key that needs four eyes at once (audited as such).
     pub emergency: bool,
+    /// Put the value in force on these instances only, until promoted or aborted.
+    pub stage: Option<StageTarget>,
     /// The time `at` is checked against.
     pub now: DateTime<Utc>,
 }
@@ -57,6 +61,16 @@ pub enum Submitted {
     Flipped(SwitchChange),
     /// A change that waits (for its time).
     Waiting(ChangeAccepted),
+}
+
+/// The console's name for what came of it.
+impl From<Submitted> for contract::FlipOutcome {
+    fn from(submitted: Submitted) -> Self {
+        match submitted {
+            Submitted::Flipped(change) => Self::Flipped(change),
+            Submitted::Waiting(accepted) => Self::Waiting(accepted),
+        }
+    }
 }
 
 /// A flip made now answers 200 with the write; a change that waits, 202 with its id.
@@ -92,12 +106,22 @@ impl base::route_table::DescribesAnswer for Submitted {
 /// Flips now, or stores a change: for a second person when the key needs four eyes (the
 /// approval applies it), else for the leader: with `at`, at that time; with a revert but no
 /// `at`, at once, so the leader that reverts it also applied it. An admin's emergency flip
-/// applies now whatever the key, flagged in the audit.
+/// applies now whatever the key, flagged in the audit. A stage due now goes into force on
+/// its instances in this request (the leader's next tick if that fails).
 pub async fn submit(board: &Board<'_>, submission: Submission<'_>) -> ApiResult<Submitted> {
     let flip = submission.flip;
     let actor = flip.actor;
     authorize(actor, Permission::FlipSwitch)?;
     let timing = Timing::of(submission.at, submission.revert_after_s, submission.now)?;
+    let stage = submission.stage.map(Stage::of).transpose()?;
+    if stage.is_some() && (submission.emergency || submission.revert_after_s.is_some()) {
+        return Err(ApiError::Invalid {
+            code: "INVALID_STAGE",
+            message: "a stage is promoted or aborted by hand: no `emergency`, no \
+                      `revert_after_s`"
+                .into(),
+        });
+    }
     if submission.emergency {
         if timing != Timing::Now {
             return Err(ApiError::Invalid {
@@ -117,7 +141,13 @@ pub async fn submit(board: &Board<'_>, submission: Submission<'_>) -> ApiResult<
             return Err(error);
         }
     };
+    if let Some(stage) = &stage {
+        stage::check_new(board, &checked.path, stage).await?;
+    }
     let (state, apply_at, revert_after_s) = match (timing, needs_approval) {
+        (Timing::Now, false) if stage.is_some() => {
+            (ChangeState::Scheduled, Some(submission.now), None)
+        }
         (Timing::Now, false) => return Ok(Submitted::Flipped(board.flip(flip).await?)),
         (Timing::Now, true) => (ChangeState::PendingApproval, None, None),
         (Timing::Waits { at, revert_after_s }, true) => {
@@ -147,11 +177,14 @@ pub async fn submit(board: &Board<'_>, submission: Submission<'_>) -> ApiResult<
             state,
             apply_at,
             revert_after_s,
+            stage_instances: stage.as_ref().and_then(Stage::named),
+            stage_percent: stage.as_ref().and_then(Stage::percent),
         },
     )
     .await?;
-    let action = match state {
-        ChangeState::PendingApproval => "change.propose",
+    let action = match (state, &stage) {
+        (ChangeState::PendingApproval, _) => "change.propose",
+        (_, Some(_)) => "change.stage",
         _ => "change.schedule",
     };
     ops_audit::record(
@@ -164,12 +197,45 @@ pub async fn submit(board: &Board<'_>, submission: Submission<'_>) -> ApiResult<
             detail: json!({
                 "path": checked.path, "value": checked.value, "reason": checked.reason,
                 "at": apply_at, "revert_after_s": revert_after_s,
+                "stage": stage.as_ref().map(|stage| json!({
+                    "instances": stage.named(), "percent": stage.percent(),
+                })),
             }),
         },
     )
     .await?;
     tx.commit().await?;
+    let due_now =
+        state == ChangeState::Scheduled && apply_at.is_some_and(|at| at <= submission.now);
+    let state = match (stage, due_now) {
+        (Some(_), true) => land_now(board, change_id, submission.now).await,
+        _ => state,
+    };
     Ok(Submitted::Waiting(ChangeAccepted { change_id, state }))
+}
+
+/// Puts a committed change due now in force in this request; what it stands at after. A
+/// failure leaves it `scheduled`, due: the leader's next tick lands it.
+async fn land_now(board: &Board<'_>, id: i64, now: DateTime<Utc>) -> ChangeState {
+    let landed = async {
+        let mut tx = board.db.begin().await?;
+        let Some(change) = store::lock(&mut tx, id).await? else {
+            anyhow::bail!("change #{id} vanished");
+        };
+        if change.state != ChangeState::Scheduled {
+            return Ok(change.state);
+        }
+        let state = land(board, &mut tx, &change, now).await?;
+        tx.commit().await?;
+        Ok::<_, anyhow::Error>(state)
+    };
+    match landed.await {
+        Ok(state) => state,
+        Err(error) => {
+            tracing::warn!(change_id = id, error = %format!("{error:#}"), "a change due now waits for the leader");
+            ChangeState::Scheduled
+        }
+    }
 }
 
 /// A second person's yes to a change that waits for one: applied at once (its own time
@@ -218,11 +284,9 @@ pub async fn approve(
             decided_by: Some(actor.username.clone()),
             ..change
         };
-        let landed = apply::apply(board, &approved)
+        land(board, &mut tx, &approved, now)
             .await
             .map_err(ApiError::Unavailable)?;
-        let revision = landed.revision;
-        store::mark_applied(&mut tx, id, now, revision, landed.replaced.as_deref()).await?;
     }
     tx.commit().await?;
     store::get(board.db, id)

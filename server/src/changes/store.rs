@@ -17,6 +17,9 @@ pub(crate) struct NewChange<'a> {
     pub(crate) state: ChangeState,
     pub(crate) apply_at: Option<DateTime<Utc>>,
     pub(crate) revert_after_s: Option<u32>,
+    /// A stage's named instances, or its share of the live ones.
+    pub(crate) stage_instances: Option<&'a [String]>,
+    pub(crate) stage_percent: Option<u8>,
 }
 
 pub(crate) async fn insert<'e>(
@@ -25,8 +28,9 @@ pub(crate) async fn insert<'e>(
 ) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "INSERT INTO switch_changes
-             (path, value, reason, proposer, source, state, apply_at, revert_after_s)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+             (path, value, reason, proposer, source, state, apply_at, revert_after_s,
+              stage_instances, stage_percent)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
     )
     .bind(change.path)
     .bind(change.value)
@@ -36,6 +40,8 @@ pub(crate) async fn insert<'e>(
     .bind(change.state.as_str())
     .bind(change.apply_at)
     .bind(change.revert_after_s.map(|s| s as i32))
+    .bind(change.stage_instances)
+    .bind(change.stage_percent.map(i16::from))
     .fetch_one(db)
     .await
 }
@@ -60,6 +66,9 @@ struct Row {
     decided_by: Option<String>,
     decided_reason: Option<String>,
     decided_at: Option<DateTime<Utc>>,
+    stage_instances: Option<Vec<String>>,
+    stage_percent: Option<i16>,
+    staged_at: Option<DateTime<Utc>>,
 }
 
 impl Row {
@@ -83,13 +92,16 @@ impl Row {
             decided_by: self.decided_by,
             decided_reason: self.decided_reason,
             decided_at: self.decided_at,
+            stage_instances: self.stage_instances,
+            stage_percent: self.stage_percent.and_then(|p| u8::try_from(p).ok()),
+            staged_at: self.staged_at,
         })
     }
 }
 
 const COLUMNS: &str = "id, path, value, reason, proposer, source, state, apply_at, revert_after_s,
     created_at, applied_at, applied_revision, replaced_value, revert_at, revert_dropped,
-    decided_by, decided_reason, decided_at";
+    decided_by, decided_reason, decided_at, stage_instances, stage_percent, staged_at";
 
 /// The latest `limit` changes, of one state or all, newest first.
 pub(crate) async fn list(
@@ -108,12 +120,12 @@ pub(crate) async fn list(
     rows.into_iter().map(Row::decode).collect()
 }
 
-/// Every change that may still flip a key: scheduled, waiting for approval, or applied
-/// with its revert still due.
+/// Every change that may still flip a key: scheduled, waiting for approval, staged, or
+/// applied with its revert still due.
 pub(crate) async fn waiting(db: &PgPool) -> sqlx::Result<Vec<SwitchChangeRow>> {
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM switch_changes
-         WHERE state IN ('scheduled', 'pending_approval')
+         WHERE state IN ('scheduled', 'pending_approval', 'staged')
             OR (state = 'applied' AND revert_at IS NOT NULL AND revert_dropped IS NULL)
          ORDER BY id"
     ))
@@ -252,6 +264,39 @@ pub(crate) async fn mark_applied(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// A stage is in force on `instances` since `staged_at`.
+pub(crate) async fn mark_staged(
+    tx: &mut Transaction<'_, Postgres>,
+    id: i64,
+    staged_at: DateTime<Utc>,
+    instances: &[String],
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE switch_changes SET state = 'staged', staged_at = $2, stage_instances = $3
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(staged_at)
+    .bind(instances)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The change staged on the key now, or about to be (scheduled or waiting for approval),
+/// if any: a key has one stage at a time.
+pub(crate) async fn stage_on(db: &PgPool, path: &str) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar(
+        "SELECT id FROM switch_changes
+         WHERE path = $1 AND (state = 'staged' OR (state IN ('scheduled', 'pending_approval')
+               AND (stage_instances IS NOT NULL OR stage_percent IS NOT NULL)))
+         ORDER BY id LIMIT 1",
+    )
+    .bind(path)
+    .fetch_optional(db)
+    .await
 }
 
 pub(crate) async fn mark_reverted(tx: &mut Transaction<'_, Postgres>, id: i64) -> sqlx::Result<()> {

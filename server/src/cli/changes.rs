@@ -1,11 +1,14 @@
-//! `seckill changes list|approve|reject|cancel`: the switch changes that wait, over
-//! PostgreSQL and etcd only.
+//! `seckill changes list|approve|reject|cancel|promote|abort`: the switch changes that
+//! wait, over PostgreSQL and etcd only.
 
 use clap::Subcommand;
 use contract::{Actor, ChangeState, Source};
 
 use crate::{
-    changes::service::{self, Decision},
+    changes::{
+        service::{self, Decision},
+        stage,
+    },
     control::board::Board,
 };
 
@@ -13,7 +16,8 @@ use crate::{
 pub(super) enum ChangesCommand {
     /// The latest changes, newest first, as JSON.
     List {
-        /// `scheduled`, `pending_approval`, `applied`, `reverted`, `cancelled` or `rejected`.
+        /// `scheduled`, `pending_approval`, `staged`, `applied`, `reverted`, `cancelled`,
+        /// `rejected` or `aborted`.
         #[arg(long, value_parser = parse_state)]
         state: Option<ChangeState>,
     },
@@ -32,6 +36,18 @@ pub(super) enum ChangesCommand {
     },
     /// Take back a change that has not applied yet.
     Cancel {
+        id: i64,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Put a staged change's value in force on every instance; prints the change.
+    Promote {
+        id: i64,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Take a staged change back: its instances apply the key's own value again.
+    Abort {
         id: i64,
         #[arg(long)]
         reason: String,
@@ -64,6 +80,15 @@ pub(super) async fn run(
         ChangesCommand::Cancel { id, reason } => {
             service::decide(board, actor, Source::Cli, id, Decision::Cancel, &reason).await?;
             println!("change #{id} cancelled");
+        }
+        ChangesCommand::Promote { id, reason } => {
+            let now = chrono::Utc::now();
+            let change = stage::promote(board, actor, Source::Cli, id, &reason, now).await?;
+            println!("{}", serde_json::to_string_pretty(&change)?);
+        }
+        ChangesCommand::Abort { id, reason } => {
+            let change = stage::abort(board, actor, Source::Cli, id, &reason).await?;
+            println!("{}", serde_json::to_string_pretty(&change)?);
         }
     }
     Ok(())

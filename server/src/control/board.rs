@@ -328,6 +328,7 @@ impl<'a> Board<'a> {
                         values,
                         notes: HashMap::new(),
                         nodes: BTreeMap::new(),
+                        stages: BTreeMap::new(),
                     },
                 )
             }
@@ -376,6 +377,7 @@ impl<'a> Board<'a> {
                         at: from_micros(note.written_at_us),
                     }),
                     applied,
+                    staged: view.stages.get(&path).cloned(),
                     path,
                 }
             })
@@ -503,6 +505,7 @@ struct EtcdView {
     values: BTreeMap<String, (String, i64)>,
     notes: HashMap<String, (i64, WriteNote)>,
     nodes: BTreeMap<String, NodeReport>,
+    stages: BTreeMap<String, contract::SwitchStage>,
 }
 
 async fn read_etcd(etcd: &EtcdLink, layout: &Layout) -> anyhow::Result<EtcdView> {
@@ -518,6 +521,7 @@ async fn read_etcd(etcd: &EtcdLink, layout: &Layout) -> anyhow::Result<EtcdView>
         values: BTreeMap::new(),
         notes: HashMap::new(),
         nodes: BTreeMap::new(),
+        stages: BTreeMap::new(),
     };
     for kv in response.kvs() {
         let Some(path) = kv.key_str().ok().and_then(|key| layout.relative(key)) else {
@@ -531,6 +535,10 @@ async fn read_etcd(etcd: &EtcdLink, layout: &Layout) -> anyhow::Result<EtcdView>
         } else if Layout::is_node_path(path) {
             if let Ok(report) = serde_json::from_slice::<NodeReport>(kv.value()) {
                 view.nodes.insert(report.node_id.clone(), report);
+            }
+        } else if let Some(staged) = Layout::staged_path(path) {
+            if let Ok(stage) = serde_json::from_slice(kv.value()) {
+                view.stages.insert(staged.to_owned(), stage);
             }
         } else if super::accepted::is_switch_path(path) {
             let value = kv.value_str().unwrap_or("<not UTF-8>").to_owned();
@@ -567,6 +575,8 @@ fn node_state(report: NodeReport) -> NodeState {
         leader: report.leader,
         synced_ago_ms: report.synced_ago_ms,
         started_at: report.started_at_us.map(from_micros),
+        staged: report.staged,
+        buys: report.buys,
     }
 }
 

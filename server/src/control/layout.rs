@@ -23,6 +23,8 @@ const NODES: &str = "nodes/";
 const HOTKEYS: &str = "hotkeys/";
 const LIFTED_HOTKEYS: &str = "lifted-hotkeys/";
 const CHANGES: &str = "changes/";
+const STAGED: &str = "staged/";
+const POLICY: &str = "policy/";
 
 impl Layout {
     pub(crate) fn new(prefix: &str) -> Self {
@@ -105,9 +107,33 @@ impl Layout {
         self.key(&format!("{CHANGES}{change_id}/"))
     }
 
+    /// Where a value staged on some instances waits (`staged/{path}`, a
+    /// [`contract::SwitchStage`]): outside `switches/`, so an instance it does not name
+    /// never takes it for the key's value.
+    pub(crate) fn staged_key(&self, path: &str) -> String {
+        self.key(&format!("{STAGED}{path}"))
+    }
+
+    /// The switch path a stage belongs to (`staged/switches/entry` → `switches/entry`).
+    pub(crate) fn staged_path(path: &str) -> Option<&str> {
+        path.strip_prefix(STAGED)
+    }
+
+    /// How much worse a stage's share of 5xx buy answers may be than the other instances'
+    /// before the leader aborts it (see `changes::stage_watch`).
+    pub(crate) fn stage_abort_policy(&self) -> String {
+        self.key(&format!("{POLICY}stage_abort"))
+    }
+
+    /// Whether a path holds a policy of change management (`policy/approval`,
+    /// `policy/stage_abort`): written with `etcdctl`, audited as outside writes.
+    pub(crate) fn is_policy_path(path: &str) -> bool {
+        path.starts_with(POLICY)
+    }
+
     /// The key patterns that need a second person's approval (see `control::policy`).
     pub(crate) fn approval_policy(&self) -> String {
-        self.key("policy/approval")
+        self.key(&format!("{POLICY}approval"))
     }
 
     /// The etcd election's name; candidates' keys are created beneath it.

@@ -3,11 +3,12 @@
 //! report shows its revision. The report is rewritten every heartbeat and at once after
 //! the watcher applies a change, so a confirmation does not wait for the next beat.
 
-use contract::NodeApplied;
+use contract::{BuyAnswers, NodeApplied, StagedValue, BUY_ROUTES};
 use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
+use prometheus::core::Collector;
 use serde::{Deserialize, Serialize};
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, VecDeque},
     time::{Duration, Instant},
 };
 
@@ -19,7 +20,7 @@ use crate::state::AppState;
 use base::etcd::EtcdCall;
 
 /// The JSON under `{prefix}/nodes/{node_id}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct NodeReport {
     pub(crate) node_id: String,
     /// Where the instance serves HTTP.
@@ -38,6 +39,12 @@ pub(crate) struct NodeReport {
     pub(crate) leader: bool,
     /// The switch keys it applied lately, with their revision and when.
     pub(crate) recent: Vec<RecentApply>,
+    /// The staged values it applies in place of etcd's.
+    #[serde(default)]
+    pub(crate) staged: Vec<StagedValue>,
+    /// Its buy answers: a stage's error rate, a flip's impact.
+    #[serde(default)]
+    pub(crate) buys: BuyAnswers,
 }
 
 impl NodeReport {
@@ -63,8 +70,66 @@ impl NodeReport {
     }
 }
 
+/// How far back a report's buy rate looks.
+const RATE_SPAN: Duration = Duration::from_secs(60);
+
+/// The buy answers counted at each heartbeat over the last [`RATE_SPAN`], for the rate.
+#[derive(Default)]
+struct BuyRate {
+    samples: VecDeque<(Instant, u64)>,
+}
+
+impl BuyRate {
+    /// Buy answers per second since the oldest sample kept, with `answered` counted now.
+    fn per_s(&mut self, now: Instant, answered: u64) -> f64 {
+        while self
+            .samples
+            .front()
+            .is_some_and(|(at, _)| now.duration_since(*at) > RATE_SPAN)
+        {
+            self.samples.pop_front();
+        }
+        let rate = match self.samples.front() {
+            Some((at, before)) if now > *at => {
+                answered.saturating_sub(*before) as f64 / now.duration_since(*at).as_secs_f64()
+            }
+            _ => 0.0,
+        };
+        self.samples.push_back((now, answered));
+        rate
+    }
+}
+
+/// Buy answers since the process started, and how many of them were 5xx, from the HTTP
+/// request counters of the buy routes.
+fn buy_answers(metrics: &base::metrics::Metrics) -> (u64, u64) {
+    let mut answered = 0;
+    let mut server_errors = 0;
+    for family in metrics.http_requests.collect() {
+        for metric in family.get_metric() {
+            let label = |name: &str| crate::dashboard::sample::label(metric, name);
+            if !label("route").is_some_and(|route| BUY_ROUTES.contains(&route)) {
+                continue;
+            }
+            let count = metric.get_counter().get_value() as u64;
+            answered += count;
+            if label("status").is_some_and(|status| status.starts_with('5')) {
+                server_errors += count;
+            }
+        }
+    }
+    (answered, server_errors)
+}
+
 /// This instance's report as of now.
-fn current_report(state: &AppState, address: &str) -> NodeReport {
+fn current_report(state: &AppState, address: &str, rate: &mut BuyRate) -> NodeReport {
+    let (answered, server_errors) = buy_answers(&state.metrics);
+    let buys = BuyAnswers {
+        answered,
+        server_errors,
+        rate_per_s: rate.per_s(Instant::now(), answered),
+        in_flight: state.funnel.in_flight(),
+    };
     let sync = state.control.sync();
     NodeReport {
         node_id: state.control.node_id().to_owned(),
@@ -76,6 +141,8 @@ fn current_report(state: &AppState, address: &str) -> NodeReport {
         synced_ago_ms: sync.synced_ago().map(|ago| ago.as_millis() as u64),
         leader: state.leadership.is_leader(),
         recent: sync.recent.iter().cloned().collect(),
+        staged: sync.staged.clone(),
+        buys,
     }
 }
 
@@ -92,13 +159,14 @@ pub(super) async fn heartbeat(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut lease: Option<i64> = None;
     let mut complaint = Complaint::new(Duration::from_secs(30));
+    let mut rate = BuyRate::default();
     loop {
         let keep_alive = tokio::select! {
             _ = tick.tick() => true,
             () = state.control.report_requested() => false,
             _ = stop.changed() => break,
         };
-        let report = current_report(&state, &address);
+        let report = current_report(&state, &address, &mut rate);
         match beat(&state, &key, &mut lease, keep_alive, &report).await {
             Ok(()) => complaint.recovered("node heartbeat back in etcd"),
             Err(error) => {
@@ -243,6 +311,8 @@ mod tests {
             synced_ago_ms: Some(5),
             leader: false,
             recent,
+            staged: Vec::new(),
+            buys: BuyAnswers::default(),
         }
     }
 
@@ -267,6 +337,17 @@ mod tests {
         let loaded = node.applied("limits/max_in_flight", 11, Some(1_000_000));
         assert!(loaded.applied, "applied by a read, not an event");
         assert_eq!(loaded.took_ms, None);
+    }
+
+    #[test]
+    fn the_buy_rate_spans_the_samples_of_the_last_minute() {
+        let mut rate = BuyRate::default();
+        let start = Instant::now();
+        assert_eq!(rate.per_s(start, 100), 0.0, "nothing to compare with yet");
+        assert_eq!(rate.per_s(start + Duration::from_secs(10), 600), 50.0);
+        // The first sample is more than a minute old at 70 s: the rate spans 10 s..70 s.
+        let later = rate.per_s(start + Duration::from_secs(70), 1_800);
+        assert_eq!(later, 20.0);
     }
 
     #[test]

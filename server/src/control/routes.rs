@@ -54,6 +54,10 @@ pub(crate) struct FlipBody {
     /// An admin flips a key that needs four eyes at once; the audit flags it.
     #[serde(default)]
     emergency: bool,
+    /// Put the value in force on these instances only (named, or a share of the live
+    /// ones) until the change is promoted or aborted: answered 202 with the change.
+    #[serde(default)]
+    stage: Option<contract::StageTarget>,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -95,6 +99,7 @@ pub(crate) async fn set(
             at: body.at,
             revert_after_s: body.revert_after_s,
             emergency: body.emergency,
+            stage: body.stage,
             now: state.changes.now(),
         },
     )

@@ -42,6 +42,8 @@ pub(crate) struct SyncState {
     pub(crate) values_from: ValuesFrom,
     pub(crate) accepted: Accepted,
     pub(crate) recent: VecDeque<RecentApply>,
+    /// The staged values this instance applies in place of etcd's.
+    pub(crate) staged: Vec<contract::StagedValue>,
 }
 
 impl SyncState {
@@ -79,6 +81,7 @@ impl ControlStatus {
                 values_from: ValuesFrom::Settings,
                 accepted: Accepted::default(),
                 recent: VecDeque::new(),
+                staged: Vec::new(),
             }),
             report_now: Notify::new(),
         }))
@@ -119,6 +122,17 @@ impl ControlStatus {
             }
             sync.recent.push_back(apply);
         }
+        drop(sync);
+        self.0.report_now.notify_one();
+    }
+
+    /// Puts the staged values this instance applies in its next report, written at once.
+    pub(super) fn record_staged(&self, staged: Vec<contract::StagedValue>) {
+        let mut sync = self.sync();
+        if sync.staged == staged {
+            return;
+        }
+        sync.staged = staged;
         drop(sync);
         self.0.report_now.notify_one();
     }

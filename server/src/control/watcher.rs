@@ -6,15 +6,17 @@
 //! (and events) are the "last successful sync" that the staleness metric counts from.
 //!
 //! Hot keys (`hotkeys/`) go to the hot-key table as they change; everything else below
-//! is about switches.
+//! is about switches. A value staged on some instances (`staged/{path}`) is applied in
+//! place of the key's own by the instances it names, and by no other.
 //!
 //! Values go into force with [`Switches::replace`](super::switches::Switches::replace)
 //! and nothing else; then the node report is woken, the snapshot is saved to disk, and
 //! changes written straight into etcd are offered to the audit.
 
+use contract::{StagedValue, SwitchStage};
 use etcd_client::{Client, EventType, GetOptions, KeyValue, WatchOptions, WatchResponse};
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet},
     time::{Duration, Instant},
 };
 use tokio::sync::watch;
@@ -48,6 +50,8 @@ pub(super) struct Watcher {
     notes: HashMap<String, (i64, WriteNote)>,
     /// The live instances' node keys: a hot key's cluster-wide limit is shared among them.
     nodes: HashSet<String>,
+    /// Values staged on some instances, by switch path.
+    stages: BTreeMap<String, SwitchStage>,
     /// Every change up to this revision is applied; `None`: read everything first.
     position: Option<i64>,
     /// A watch was open before: the next one is a resumption.
@@ -82,6 +86,7 @@ impl Watcher {
             accepted: Accepted::default(),
             notes: HashMap::new(),
             nodes: HashSet::new(),
+            stages: BTreeMap::new(),
             position: None,
             watched_before: false,
             snapshots,
@@ -224,10 +229,17 @@ impl Watcher {
         let mut hot_keys = Vec::new();
         self.notes.clear();
         self.nodes.clear();
+        self.stages.clear();
         for kv in response.kvs() {
             let Some(path) = self.relative(kv) else {
                 continue;
             };
+            if let Some(staged) = Layout::staged_path(path) {
+                if let Some(stage) = parse_stage(kv) {
+                    self.stages.insert(staged.to_owned(), stage);
+                }
+                continue;
+            }
             if let Some(hot) = Layout::hotkey_path(path) {
                 hot_keys.push(HotKeyEntry {
                     path: hot,
@@ -321,7 +333,9 @@ impl Watcher {
         }
         self.apply_hot_keys(events);
         self.count_nodes(events);
+        let stages_changed = self.apply_stages(events);
         let mut seen = Vec::new();
+        let mut policies = Vec::new();
         let mut last = self.position.unwrap_or(0);
         // One revision at a time, its notes first: a flip's note and value share one
         // revision (and one response), and a later flip of the same key in the same
@@ -355,6 +369,20 @@ impl Watcher {
                     },
                     EventType::Delete => None,
                 };
+                if Layout::is_policy_path(path) {
+                    policies.push(Seen {
+                        path: path.to_owned(),
+                        value: value.map(str::to_owned),
+                        previous: event
+                            .prev_kv()
+                            .and_then(|prev| prev.value_str().ok())
+                            .map(str::to_owned),
+                        mod_revision: kv.mod_revision(),
+                        written_at_us: None,
+                        refused: None,
+                    });
+                    continue;
+                }
                 let outcome = self.accepted.observe(Observed {
                     path,
                     value,
@@ -380,7 +408,62 @@ impl Watcher {
         }
         self.position = Some(last);
         self.mark_synced(last);
-        self.put_in_force(seen, false);
+        self.put_in_force(seen, stages_changed);
+        // A policy is written with etcdctl: every change of one is an outside write.
+        if !policies.is_empty() {
+            self.audit_external(policies);
+        }
+    }
+
+    /// Stages made, promoted or aborted; true when any changed.
+    fn apply_stages(&mut self, events: &[etcd_client::Event]) -> bool {
+        let mut changed = false;
+        for event in events {
+            let Some(kv) = event.kv() else { continue };
+            let Some(path) = self.relative(kv).and_then(Layout::staged_path) else {
+                continue;
+            };
+            let path = path.to_owned();
+            changed = true;
+            match (event.event_type(), parse_stage(kv)) {
+                (EventType::Put, Some(stage)) => self.stages.insert(path, stage),
+                _ => self.stages.remove(&path),
+            };
+        }
+        changed
+    }
+
+    /// The values this instance applies: etcd's, with the stages that name it in place of
+    /// their keys' values. Reports the stages it applies.
+    fn in_force(&self, revision: i64) -> SwitchValues {
+        let node = self.state.control.node_id();
+        let mut effective = None::<Accepted>;
+        let mut here = Vec::new();
+        for (path, stage) in &self.stages {
+            if !stage.instances.iter().any(|named| named == node) {
+                continue;
+            }
+            let accepted = effective.get_or_insert_with(|| self.accepted.clone());
+            let seen = Observed {
+                path,
+                value: Some(&stage.value),
+                mod_revision: revision,
+            };
+            if let Outcome::Rejected(error) = accepted.observe(seen) {
+                tracing::warn!(path, error = %error, "a staged value refused; the key's own stays");
+                continue;
+            }
+            here.push(StagedValue {
+                path: path.clone(),
+                value: stage.value.clone(),
+                change_id: stage.change_id,
+            });
+        }
+        self.state.control.record_staged(here);
+        effective
+            .as_ref()
+            .unwrap_or(&self.accepted)
+            .values(&self.defaults, revision)
     }
 
     /// Hot keys published, renewed, removed or lapsed (their lease ran out).
@@ -429,7 +512,7 @@ impl Watcher {
         let applied_any = seen.iter().any(|s| s.refused.is_none());
         let revision = self.position.unwrap_or(0);
         if applied_any || always {
-            let values = self.accepted.values(&self.defaults, revision);
+            let values = self.in_force(revision);
             self.state.switches.replace(values);
         }
         let applied_at_us = now_us();
@@ -476,8 +559,8 @@ impl Watcher {
         }
     }
 
-    /// Offers changes written straight into etcd to the audit (idempotent across
-    /// instances), each retried until its row commits: a database away for a while delays
+    /// Offers changes written straight into etcd (switches, and the policies) to the audit
+    /// (idempotent across instances), each retried until its row commits: a database away for a while delays
     /// the audit of a change, never loses it. Every failed attempt counts as `failed`.
     fn audit_external(&self, changes: Vec<Seen>) {
         let db = self.state.db.clone();
@@ -554,6 +637,14 @@ fn revision_of(event: &etcd_client::Event) -> i64 {
 
 fn parse_note(kv: &KeyValue) -> Option<WriteNote> {
     serde_json::from_slice(kv.value()).ok()
+}
+
+fn parse_stage(kv: &KeyValue) -> Option<SwitchStage> {
+    let stage = serde_json::from_slice(kv.value());
+    if let Err(error) = &stage {
+        tracing::warn!(error = %error, "a malformed stage in etcd ignored");
+    }
+    stage.ok()
 }
 
 fn rejected_path(error: &KeyError) -> String {

@@ -651,7 +651,8 @@ pub(crate) const APPROVAL_WAIT: chrono::Duration = chrono::Duration::minutes(5);
 /// Changes that wait and what a sale should know of them: `sale` is the activity's window.
 /// A scheduled change or a revert that lands within it, on a key the activity obeys, is a
 /// flip during the sale nobody may be watching; a change waiting for approval for longer
-/// than [`APPROVAL_WAIT`] is a decision somebody forgot.
+/// than [`APPROVAL_WAIT`] is a decision somebody forgot; a stage still in force leaves the
+/// instances disagreeing on a key the sale obeys.
 pub(crate) fn changes(
     waiting: &[SwitchChangeRow],
     activity_id: i64,
@@ -683,6 +684,14 @@ pub(crate) fn changes(
                         .unwrap_or_default()
                 ))
             }
+            ChangeState::Staged => found.push(format!(
+                "change #{id} stages {path} at `{value}` on {}: promote or abort it",
+                change
+                    .stage_instances
+                    .clone()
+                    .unwrap_or_default()
+                    .join(", ")
+            )),
             ChangeState::PendingApproval if change.created_at < now - APPROVAL_WAIT => {
                 found.push(format!(
                     "change #{id} ({path} to `{value}`, by {}) has waited for approval since {}",

@@ -351,6 +351,9 @@ mod waiting_changes {
             decided_by: None,
             decided_reason: None,
             decided_at: None,
+            stage_instances: None,
+            stage_percent: None,
+            staged_at: None,
         }
     }
 
@@ -388,6 +391,17 @@ mod waiting_changes {
             ..revert
         };
         assert!(check(&[dropped], 1).ok);
+    }
+
+    #[test]
+    fn a_stage_still_in_force_is_not_ready() {
+        let staged = SwitchChangeRow {
+            stage_instances: Some(vec!["node-a".into()]),
+            ..change(4, "limits/max_in_flight", ChangeState::Staged)
+        };
+        let verdict = check(&[staged], 1);
+        assert!(!verdict.ok);
+        assert!(verdict.detail.contains("node-a"), "{}", verdict.detail);
     }
 
     #[test]
