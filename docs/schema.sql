@@ -687,7 +687,11 @@ CREATE TABLE public.lottery_draws (
     winners integer NOT NULL,
     drawn_at timestamp with time zone DEFAULT now() NOT NULL,
     published_at timestamp with time zone,
-    settled_at timestamp with time zone
+    settled_at timestamp with time zone,
+    registrations integer,
+    addresses integer,
+    from_top_100 integer,
+    top_addresses jsonb
 );
 
 --
