@@ -491,6 +491,20 @@ async fn an_event_the_relay_has_not_sent_makes_the_sale_not_ready_until_the_rela
     let (status, answer) = app.buy(1, "rq-1", &buy_body(&sale, 1)).await;
     assert_eq!(status, 200, "{answer}");
     app.readiness_failing(&sre, &sale, &[]).await;
+    // Ready says no row waits past the grace, not that the row is sent: the buy path's own
+    // publisher may still be waiting for RabbitMQ's confirm, and marking the row sent after
+    // the reopening below (which once left nothing pending to see). Reopen a sent row.
+    wait::until(
+        "the buy path sent its event",
+        Duration::from_secs(30),
+        || async {
+            sqlx::query_scalar::<_, String>("SELECT status FROM outbox")
+                .fetch_one(&app.db)
+                .await
+                .is_ok_and(|status| status == "sent")
+        },
+    )
+    .await;
 
     // Its event's publish never confirmed: the row is still pending a minute later.
     let reopened = sqlx::query(
