@@ -174,6 +174,14 @@ async fn lottery_activity(bench: &Funnel<'_>, token: &str) -> anyhow::Result<(i6
         )
         .await?;
     let activity = activity["id"].as_i64().context("an activity id")?;
+    // The buyer API knows an activity once it is pre-warmed: registrations before that
+    // answer 404.
+    let prewarm = crate::process::seckill(
+        &bench.seckill,
+        &["prewarm", &activity.to_string()],
+        &bench.env,
+    );
+    crate::process::output(prewarm, None).await?;
     // The buyer API reads its activities from a cache it refreshes every second.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     Ok((activity, item))
