@@ -54,6 +54,13 @@ async fn lottery_sale(app: &TestApp, stock: i64) -> (Sale, std::sync::Arc<TestCl
     .await;
     assert_eq!(status, 201, "{activity}");
     let activity_id = activity["id"].as_i64().expect("id");
+    // The lottery's clock is set before the window is moved into the past: the leader's
+    // draw pass runs on its own, and between the two it would read the wall clock, find
+    // the window closed and draw the item with nobody registered (the test's registrations
+    // then answered 403 REGISTRATION_CLOSED).
+    let clock =
+        TestClock::at((chrono::Utc::now() - chrono::Duration::minutes(10)).timestamp_millis());
+    app.state.lottery.use_clock(clock.clone());
     // The sale opens now by the wall clock, which the buy path reads; its registration
     // closed a minute and a half ago, which the lottery's clock has not reached yet.
     sqlx::query(
@@ -66,9 +73,6 @@ async fn lottery_sale(app: &TestApp, stock: i64) -> (Sale, std::sync::Arc<TestCl
     .execute(&app.db)
     .await
     .expect("open the sale");
-    let clock =
-        TestClock::at((chrono::Utc::now() - chrono::Duration::minutes(10)).timestamp_millis());
-    app.state.lottery.use_clock(clock.clone());
     let sale = Sale {
         activity_id,
         item_id,

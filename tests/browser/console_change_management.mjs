@@ -10,7 +10,8 @@
 // (a key that needs four eyes, by the test's policy) and finds only Approve and Reject for it.
 // OPS2 signs in, approves the proposal (the key then reads `db`), rolls `limits/max_in_flight`
 // back to its first value from the key's history, stages `limits/local_rate_per_s` on the only
-// instance (the live panel shows the instance's staged value) and promotes it. The browser's
+// instance (the live panel shows the instance's staged value) and promotes it; the audit shows
+// the cancelled change's time in her zone, UTC beside. The browser's
 // error log is watched throughout (harness.mjs). Screenshots at 1366 and 390 px go to SHOTS_DIR
 // when given. Exit codes as in harness.mjs.
 
@@ -203,6 +204,13 @@ await runScenario(
     await valueIs(page, 'limits/local_rate_per_s', '5000');
     await until(page, 'the stage is still shown after its promotion', () => !document.querySelector('#stage-list'), null, '#stage-list');
     await screenshots(page, 'switches-after');
+
+    // The audit tells when the cancelled change was for in her zone too, not UTC alone.
+    await openHydrated(page, base, '/audit?containing=evening%20peak');
+    const audited = page.locator('#audit-list tr', { hasText: 'change.schedule' });
+    await step('the audit lists the scheduled change', () => audited.first().waitFor());
+    const detail = await audited.first().locator('td').nth(5).innerText();
+    if (!detail.includes('20:30 UTC+8') || !detail.includes('12:30 UTC')) throw new StepError(`the audit's detail reads ${detail}`);
     console.log(`ok: scheduled and cancelled #${scheduled}, #${proposal} approved by ${ops2}, rolled back, #${staged} staged on ${node} and promoted`);
   },
   150_000,

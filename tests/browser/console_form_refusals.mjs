@@ -9,8 +9,8 @@
 // what was typed. Then, on /activities/new with ITEM_NAME picked by name, saves inputs the
 // browser lets through but the rules refuse (a blank title, a limit above the stock, a price
 // too high, a pay time too long, a price that is no amount): each message names the fields
-// as the form labels them. No message may hold a wire name (`price_cents`, `ends_at`: any
-// snake_case word). Prints `shown=MESSAGE` per refusal. Exit codes as in harness.mjs.
+// as the form labels them, and goes once the form is edited. No message may hold a wire name
+// (`price_cents`, `ends_at`: any snake_case word). Prints `shown=MESSAGE` per refusal. Exit codes as in harness.mjs.
 
 import { StepError, login, openHydrated, runScenario, scenarioArgs, step, textOf } from './harness.mjs';
 
@@ -83,5 +83,12 @@ await runScenario(async (page) => {
     });
     await step('save', () => page.click('#activity-form button[type=submit]'));
     await refusal(page, what, expected, code);
+    // Once the form is edited the refusal no longer describes it, and goes.
+    await step(`edit the form after ${what}`, () => page.fill('#activity-form [name=title]', 'Refused sale, edited'));
+    try {
+      await page.waitForSelector('[role=alert]', { state: 'detached', timeout: 10_000 });
+    } catch {
+      throw new StepError(`${what}: the refusal stays on screen after the form was edited: ${await textOf(page, '[role=alert]')}`);
+    }
   }
 });

@@ -49,10 +49,24 @@ export async function flip(page, { path, value, reason, input = 'mouse' }) {
     if (request.method() === 'POST' && new URL(request.url()).pathname.startsWith('/console/fn/flip_switch')) calls += 1;
   };
   page.on('request', count);
+  // What the browser does with the unconfirmed submit is watched, not waited out: it either
+  // fires `invalid` on the unticked box (refused) or `submit` on the form (sent).
+  await row.evaluate((tr) => {
+    const form = tr.querySelector('form.change-form');
+    const box = tr.querySelector('label.confirm input[type=checkbox]');
+    form.dataset.seen = '';
+    box.addEventListener('invalid', () => { form.dataset.seen += ' invalid'; }, { once: true });
+    form.addEventListener('submit', () => { form.dataset.seen += ' submit'; }, { once: true });
+  });
   if (input === 'keyboard') await page.keyboard.press('Enter');
   else await step('submit without confirming', () => row.locator('button[type=submit]').click());
-  await page.waitForTimeout(1_000);
-  if (calls > 0) throw new StepError('the flip went through without its confirmation');
+  try {
+    await page.waitForFunction((selector) => document.querySelector(`${selector} form.change-form`)?.dataset.seen, ROW, { timeout: STEP_TIMEOUT_MS });
+  } catch {
+    throw new StepError('the unconfirmed submit was neither refused nor sent');
+  }
+  const seen = await row.locator('form.change-form').getAttribute('data-seen');
+  if (seen.includes('submit') || calls > 0) throw new StepError(`the flip went through without its confirmation (${seen.trim()}, ${calls} calls)`);
   if (input === 'keyboard') {
     // The refused form hands the focus to the box it wants checked.
     const at = await focused(page);

@@ -563,6 +563,14 @@ fn ActivityForm(
             Err(message) => local_error.set(Some(message)),
         }
     };
+    // A refusal answers the form as it was sent: once the form is edited it no longer
+    // describes what is on screen, so it goes (the next save answers afresh).
+    let on_input = move |_| {
+        local_error.set(None);
+        if matches!(save.value().get_untracked(), Some(Err(_))) {
+            save.value().set(None);
+        }
+    };
     open_when_saved(save);
     let ActivityFields {
         title,
@@ -578,7 +586,7 @@ fn ActivityForm(
     } = fields;
 
     view! {
-        <form class="card" id="activity-form" on:submit=on_submit>
+        <form class="card" id="activity-form" on:submit=on_submit on:input=on_input on:change=on_input>
             <label>"Title" <input type="text" name="title" required maxlength="200" bind:value=title/></label>
             <ScheduleFields starts_at ends_at local pay_timeout kind/>
             <LotteryFieldset fields=lottery local/>

@@ -119,8 +119,9 @@ fn AuditTable(entries: Vec<AuditEntry>) -> AnyView {
                         (old, Some(new)) => format!(
                             "{} → {new}",
                             old.as_deref().unwrap_or("(default)")
-                        ),
-                        (_, None) => entry.detail.as_deref().map(readable_detail).unwrap_or_default(),
+                        )
+                        .into_any(),
+                        (_, None) => entry.detail.as_deref().map(detail_view).into_any(),
                     };
                     view! {
                         <tr data-kind=entry.kind.as_str()>
@@ -141,15 +142,23 @@ fn AuditTable(entries: Vec<AuditEntry>) -> AnyView {
     .into_any()
 }
 
-/// An action's detail (a flat JSON object) as `field: value` pairs, with the fields that
-/// hold epoch milliseconds (`…_ms`) written as UTC times; the text as it came otherwise.
-fn readable_detail(detail: &str) -> String {
+/// One field of an action's detail: its name in words, and its value as text or, for a field
+/// that holds epoch milliseconds (`…_ms`) or an RFC 3339 time, as a time.
+#[derive(Debug, PartialEq)]
+enum DetailField {
+    Text(String, String),
+    Time(String, chrono::DateTime<chrono::Utc>),
+}
+
+/// An action's detail (a flat JSON object) as its fields; one text field holding the detail
+/// as it came when it is not an object.
+fn detail_fields(detail: &str) -> Vec<DetailField> {
     let Some(fields) = detail
         .trim()
         .strip_prefix('{')
         .and_then(|rest| rest.strip_suffix('}'))
     else {
-        return detail.to_owned();
+        return vec![DetailField::Text(String::new(), detail.to_owned())];
     };
     split_top_level(fields)
         .into_iter()
@@ -157,22 +166,39 @@ fn readable_detail(detail: &str) -> String {
             let (name, value) = field.split_once(':')?;
             let name = name.trim().trim_matches('"');
             let value = value.trim().trim_matches('"');
-            let time = value
+            let millis = value
                 .parse::<i64>()
                 .ok()
                 .filter(|ms| name.ends_with("_ms") && *ms > 1_000_000_000_000)
                 .and_then(chrono::DateTime::from_timestamp_millis);
-            Some(match time {
-                Some(at) => format!(
-                    "{}: {} UTC",
-                    name.trim_end_matches("_ms").replace('_', " "),
-                    super::when(at)
-                ),
-                None => format!("{}: {value}", name.replace('_', " ")),
+            Some(match (millis, super::parse_stamp(value)) {
+                (Some(at), _) => {
+                    DetailField::Time(name.trim_end_matches("_ms").replace('_', " "), at)
+                }
+                (None, Some(at)) => DetailField::Time(name.replace('_', " "), at),
+                (None, None) => DetailField::Text(name.replace('_', " "), value.to_owned()),
             })
         })
-        .collect::<Vec<_>>()
-        .join(" · ")
+        .collect()
+}
+
+/// An action's detail as `field: value` pairs, its times as every console time shows (the
+/// viewer's zone, UTC beside).
+fn detail_view(detail: &str) -> impl IntoView {
+    detail_fields(detail)
+        .into_iter()
+        .enumerate()
+        .map(|(at, field)| {
+            let gap = (at > 0).then_some(" · ");
+            match field {
+                DetailField::Text(name, value) if name.is_empty() => view! { {gap}{value} }.into_any(),
+                DetailField::Text(name, value) => view! { {gap}{name}": "{value} }.into_any(),
+                DetailField::Time(name, time) => {
+                    view! { {gap}{name}": "{super::time_cell(time)} }.into_any()
+                }
+            }
+        })
+        .collect_view()
 }
 
 /// The comma-separated parts of a JSON object's body, commas inside strings, arrays and
@@ -207,10 +233,28 @@ mod tests {
 
     #[test]
     fn a_detail_reads_as_its_fields_with_times_as_times() {
+        let text = |name: &str, value: &str| DetailField::Text(name.into(), value.into());
         assert_eq!(
-            readable_detail(r#"{"requeued":3,"oldest_ms":1796551200000,"note":"a, b"}"#),
-            "requeued: 3 · oldest: 2026-12-06 10:00:00 UTC · note: a, b"
+            detail_fields(r#"{"requeued":3,"oldest_ms":1796551200000,"note":"a, b"}"#),
+            vec![
+                text("requeued", "3"),
+                DetailField::Time(
+                    "oldest".into(),
+                    chrono::DateTime::from_timestamp_millis(1_796_551_200_000).expect("time")
+                ),
+                text("note", "a, b"),
+            ]
         );
-        assert_eq!(readable_detail("not json"), "not json");
+        assert_eq!(
+            detail_fields(r#"{"at":"2026-12-06T10:00:00Z","proposer":"ops1"}"#),
+            vec![
+                DetailField::Time(
+                    "at".into(),
+                    chrono::DateTime::from_timestamp_millis(1_796_551_200_000).expect("time")
+                ),
+                text("proposer", "ops1"),
+            ]
+        );
+        assert_eq!(detail_fields("not json"), vec![text("", "not json")]);
     }
 }

@@ -284,7 +284,7 @@ pub fn ended_cell(text: Option<&str>) -> AnyView {
     text.map_or_else(|| "—".into_any(), stamp_cell)
 }
 
-fn parse_stamp(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+pub(super) fn parse_stamp(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     chrono::DateTime::parse_from_rfc3339(text)
         .ok()
         .map(|time| time.with_timezone(&chrono::Utc))
