@@ -12,6 +12,7 @@
 //! put the pieces together.
 
 pub mod admin;
+pub(crate) mod audit;
 pub(crate) mod baselines;
 pub mod buy;
 pub(crate) mod catalog;
@@ -31,7 +32,9 @@ pub(crate) mod readiness;
 pub mod reconcile;
 pub(crate) mod rehearsal;
 pub mod retention;
+pub mod sale;
 pub mod sale_page;
 pub mod startup;
 pub mod state;
+pub(crate) mod switches;
 pub(crate) mod web;

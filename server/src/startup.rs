@@ -14,24 +14,19 @@ use crate::{
     admin, buy,
     buy::{
         activity_cache::Catalogue,
-        deduction,
         deduction::DeductionGate,
         funnel::{Funnel, FunnelParts},
         preorders::PreorderWriter,
     },
-    control::{
-        self,
-        leader::{Leadership, LeadershipSignal},
-        status::ControlStatus,
-        switches::{SwitchValues, Switches},
-        ControlPlane,
-    },
+    control::{self, status::ControlStatus, ControlPlane},
     events::{BuyerEvents, Hub},
     hotkeys::HotKeys,
     identity::{authenticate::Authenticator, buyer_token::BuyerTokens},
     orders::{self, Pipeline},
     payment::simulated::SimulatedCenter,
+    sale::{SaleShared, SaleState},
     state::{AppState, Shared},
+    switches::{SwitchValues, Switches},
 };
 use base::{
     amqp::AmqpLink,
@@ -39,6 +34,7 @@ use base::{
     config::Settings,
     db::{self, MeteredPool},
     etcd::EtcdLink,
+    leadership::{Leadership, LeadershipSignal},
     metrics::Metrics,
     redis::RedisStore,
 };
@@ -66,7 +62,7 @@ impl Application {
         db::migrate(&state.db).await?;
         crate::sale_page::load_all(&state).await?;
         crate::sale_page::spawn_refresher(&state);
-        deduction::handover::spawn(state.clone());
+        crate::prewarm::handover::spawn(state.clone());
         let listener = tokio::net::TcpListener::bind(state.settings.bind).await?;
         state.payment.listening_on(listener.local_addr()?);
         // Set once, by the one place that binds.
@@ -213,16 +209,14 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
     let sale_pages = crate::sale_page::SalePages::new(&settings.sale_page);
     let events = BuyerEvents::spawn(redis.clone(), &settings.events, metrics.clone());
     let event_hub = Hub::new(settings.events.max_streams, metrics.clone());
-    let state = AppState::new(Shared {
+    let sale = SaleState::new(SaleShared {
         amqp,
         pipeline,
-        etcd: EtcdLink::new(settings.etcd_endpoints.clone(), &metrics),
         settings: Arc::new(settings),
         db,
         redis,
         metrics,
         auth,
-        leptos,
         buyer_tokens,
         catalogue,
         deduction,
@@ -230,16 +224,22 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         switches,
         leadership,
         payment,
-        control,
-        dashboard: crate::dashboard::Hub::default(),
-        ledgers: Default::default(),
         sale_pages,
-        hotkeys,
-        address: std::sync::OnceLock::new(),
-        retention: Default::default(),
+        hotkeys: hotkeys.clone(),
         lottery,
         events,
         event_hub,
+    });
+    let state = AppState::new(Shared {
+        etcd: EtcdLink::new(sale.settings.etcd_endpoints.clone(), &sale.metrics),
+        sale,
+        leptos,
+        control,
+        dashboard: crate::dashboard::Hub::default(),
+        ledgers: Default::default(),
+        hotkeys,
+        address: std::sync::OnceLock::new(),
+        retention: Default::default(),
         changes: Default::default(),
     });
     Ok((state, election))

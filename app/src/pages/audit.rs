@@ -191,7 +191,9 @@ fn detail_view(detail: &str) -> impl IntoView {
         .map(|(at, field)| {
             let gap = (at > 0).then_some(" · ");
             match field {
-                DetailField::Text(name, value) if name.is_empty() => view! { {gap}{value} }.into_any(),
+                DetailField::Text(name, value) if name.is_empty() => {
+                    view! { {gap}{value} }.into_any()
+                }
                 DetailField::Text(name, value) => view! { {gap}{name}": "{value} }.into_any(),
                 DetailField::Time(name, time) => {
                     view! { {gap}{name}": "{super::time_cell(time)} }.into_any()

@@ -5,7 +5,8 @@
 //! process, the call tally a buy's store calls are counted in, the API error every route
 //! answers with, the route table routers and the OpenAPI document are built from, who a
 //! request comes from (behind trusted proxies), the clock rules read, the fault points tests
-//! crash a process at, percentiles, the paging window of admin listings, the patience with slow request bodies, the rate limit on
+//! crash a process at, whether this instance leads the singleton jobs (read-only, but for
+//! the election's signal), percentiles, the paging window of admin listings, the patience with slow request bodies, the rate limit on
 //! warning lines and the token bucket of local rate limits.
 //!
 //! The lowest storey of the server: it depends on the contract alone, and Cargo keeps it
@@ -19,6 +20,7 @@ pub mod db;
 pub mod error;
 pub mod etcd;
 pub mod fault;
+pub mod leadership;
 pub mod lua;
 pub mod metrics;
 pub mod paging;

@@ -32,11 +32,11 @@ use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRou
 use std::sync::Arc;
 
 use crate::{
-    admin::authorize,
     catalog::service as catalog,
     changes::{history, impact, service as change_service, stage},
     control::board::{self, Board, Flip},
     hotkeys::service as hotkeys,
+    identity::authorize,
     identity::{authenticate::LoginError, rules},
     lottery::ops as lottery,
     orders::{admin as order_admin, dead_letters, outbox_retry, recordings, relay},

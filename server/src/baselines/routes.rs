@@ -22,7 +22,7 @@ async fn list(
     actor: Actor,
     filter: Result<ByActivity, ApiError>,
 ) -> ApiResult<Json<Vec<BaselineRun>>> {
-    crate::admin::authorize(&actor, contract::Permission::WatchOperations)?;
+    crate::identity::authorize(&actor, contract::Permission::WatchOperations)?;
     Ok(Json(runs::list(&state, &actor, filter?.activity_id).await?))
 }
 
@@ -33,7 +33,7 @@ async fn mark(
     body: Result<Json<MarkBaseline>, JsonRejection>,
 ) -> ApiResult<Json<BaselineRun>> {
     // A role that may not mark learns nothing about its input.
-    crate::admin::authorize(&actor, contract::Permission::MarkBaseline)?;
+    crate::identity::authorize(&actor, contract::Permission::MarkBaseline)?;
     let Path(id) = path?;
     let Json(body) = body?;
     Ok(Json(

@@ -7,16 +7,14 @@ use contract::{ActivityBaselines, Actor, BaselineRun, BaselineScope, Permission,
 use std::time::Duration;
 
 use crate::{
-    admin::{
-        authorize,
-        ops_audit::{self, OpsAction},
-        reason::audited_reason,
-    },
+    audit::ops_audit::{self, OpsAction},
+    audit::reason::audited_reason,
     baselines::{
         figures::{run_figures, InstanceWindow},
         store::{self, NewRun, StoredReport},
     },
     control::status::Complaint,
+    identity::authorize,
     state::AppState,
 };
 use base::error::{ApiError, ApiResult};

@@ -29,10 +29,10 @@ use std::{
 use crate::{
     buy::{
         bloom::{self, BloomShape},
+        hot_keys::HotKeyGate,
         rules,
     },
     catalog::store as catalog,
-    hotkeys::HotKeys,
 };
 use base::{config::BuySettings, quiet_log::quiet, redis::RedisStore};
 
@@ -119,7 +119,7 @@ pub struct Catalogue {
     /// Hot activities whose stock is being refreshed in the background.
     refreshing: Arc<Mutex<HashSet<i64>>>,
     stock: StockMemos,
-    hotkeys: Arc<HotKeys>,
+    hotkeys: Arc<dyn HotKeyGate>,
     missing: Expiries<i64>,
     sold_out: Expiries<(i64, i64)>,
     activity_ttl: Duration,
@@ -186,7 +186,7 @@ impl Catalogue {
         db: PgPool,
         redis: RedisStore,
         settings: &BuySettings,
-        hotkeys: Arc<HotKeys>,
+        hotkeys: Arc<dyn HotKeyGate>,
         reads: prometheus::IntCounter,
     ) -> Self {
         Self {

@@ -25,8 +25,8 @@
 //! If the re-derivation fails (Redis sick, which is why one flips to `db`), the instance
 //! stays on the database path and retries, so a flip back can never open a stale Redis.
 //!
-//! The gate is here; the task that runs the hand-over, and needs the whole state to
-//! re-derive Redis, is in [`handover`].
+//! The gate is here; the task that runs the hand-over re-derives every live activity as a
+//! pre-warm does, so it is the pre-warm's (`crate::prewarm::handover`).
 
 use std::{
     sync::atomic::{AtomicBool, AtomicU64, Ordering},
@@ -35,8 +35,6 @@ use std::{
 use tokio::sync::Notify;
 
 use base::config::DeductionMode;
-
-pub(crate) mod handover;
 
 /// How long the hand-over waits for this instance's database-path pre-orders to commit.
 const DRAIN_WAIT: Duration = Duration::from_secs(10);
@@ -49,7 +47,7 @@ pub struct DeductionGate {
     database_in_flight: AtomicU64,
     /// Rung when a request closes the Redis path, so the hand-over looks again even if the
     /// switch's watch coalesced the `db` value away (redis → db → redis in quick succession).
-    closed: Notify,
+    pub(crate) closed: Notify,
 }
 
 /// A database-path pre-order in flight; dropping it counts it out.
@@ -98,7 +96,7 @@ impl DeductionGate {
         DatabaseDeduction(&self.database_in_flight)
     }
 
-    fn open_redis(&self) {
+    pub(crate) fn open_redis(&self) {
         self.redis_serving.store(true, Ordering::Release);
     }
 
@@ -106,7 +104,7 @@ impl DeductionGate {
         self.redis_serving.load(Ordering::Acquire)
     }
 
-    async fn drained(&self) -> bool {
+    pub(crate) async fn drained(&self) -> bool {
         let started = tokio::time::Instant::now();
         while self.database_in_flight.load(Ordering::Acquire) > 0 {
             if started.elapsed() > DRAIN_WAIT {

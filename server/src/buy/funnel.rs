@@ -48,11 +48,13 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::{
+    buy::settle::{self, Deduction},
     buy::{
         activity_cache::{CachedActivity, CachedItem, Catalogue, LookupError},
         challenge::Challenges,
         deduction::DeductionGate,
         holders::HolderSets,
+        hot_keys::HotKeyGate,
         in_flight::{self, Entry, First, Running},
         kept_answers::{Kept, KeptAnswers},
         preorders::{self, OnTheWay, PreOrder, PreorderWriter, Reservation, Verdict},
@@ -63,12 +65,10 @@ use crate::{
         stages::{self, Mark, Stage, StageCounters},
         stock_scripts::{is_in_flight, BuyCall, CodeCheck, Steps, Units, Windows},
     },
+    catalog::copies,
     catalog::rules::{valid_seat_code, MAX_PER_USER_LIMIT},
-    control::switches::{SwitchValues, Switches},
-    hotkeys::HotKeys,
     identity::buyer_token::{Buyer, BuyerTokens},
-    reconcile::settle::{self, Deduction},
-    rehearsal::copies,
+    switches::{SwitchValues, Switches},
 };
 use base::slow_bodies;
 use base::{
@@ -416,13 +416,13 @@ pub struct Funnel {
     admission: Admission,
     bucket: TokenBucket,
     /// The in-memory catalogue, shared with the pre-warm, readiness and reconciliation
-    /// (`AppState::catalogue`), which refresh or read it.
+    /// (`SaleState::catalogue`), which refresh or read it.
     catalogue: Arc<Catalogue>,
     pub challenges: Challenges,
-    /// Which layer deducts now, and the db → redis hand-over's state (`AppState::deduction`).
+    /// Which layer deducts now, and the db → redis hand-over's state (`SaleState::deduction`).
     deduction: Arc<DeductionGate>,
     /// Hot-key counting and the reactions to keys in force.
-    hotkeys: Arc<HotKeys>,
+    hotkeys: Arc<dyn HotKeyGate>,
     /// Who holds units of the items this instance refuses from memory.
     holders: HolderSets,
     /// The requests running here, for their replays to wait on.
@@ -436,7 +436,7 @@ pub struct Funnel {
     db: PgPool,
     /// Permits to keep retrying the release of a deduction whose answer was lost.
     unanswered: Arc<Semaphore>,
-    /// The time a lottery code's lifetime is judged by (`AppState::lottery`'s clock).
+    /// The time a lottery code's lifetime is judged by (`SaleState::lottery`'s clock).
     lottery_clock: Arc<SwappableClock>,
     counts: StageCounts,
     /// What finished requests cost the stores, per outcome.
@@ -449,7 +449,7 @@ pub(crate) struct FunnelParts {
     pub(crate) switches: Switches,
     pub(crate) catalogue: Arc<Catalogue>,
     pub(crate) deduction: Arc<DeductionGate>,
-    pub(crate) hotkeys: Arc<HotKeys>,
+    pub(crate) hotkeys: Arc<dyn HotKeyGate>,
     pub(crate) tokens: Arc<BuyerTokens>,
     pub(crate) preorders: PreorderWriter,
     pub(crate) redis: RedisStore,

@@ -1,6 +1,7 @@
 //! The buyer API under `/api` (docs/buyer-api.md): activity info, live status, challenge
 //! and buy. The buyer's own orders are `orders::buyer`'s, paying them `payment::routes`'.
 
+use axum::extract::{FromRef, FromRequestParts};
 use axum::{
     body::Body,
     extract::{Path, Query, State},
@@ -8,6 +9,7 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
+use contract::Actor;
 use contract::{ItemUnits, SaleItem};
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +20,7 @@ use crate::{
         funnel::{Answer, Ask},
         rules::{phase, Phase},
     },
-    state::AppState,
+    sale::SaleState,
 };
 use base::{
     client_address::ClientAddress,
@@ -27,7 +29,13 @@ use base::{
 };
 use utoipa::openapi::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
 
-pub(crate) fn routes(routes: RouteTable<AppState>) -> RouteTable<AppState> {
+pub(crate) fn routes<S>(routes: RouteTable<S>) -> RouteTable<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SaleState: FromRef<S>,
+    Actor: FromRequestParts<S>,
+    ClientAddress: FromRequestParts<S>,
+{
     routes
         .get("/activities/{id}", activity)
         .get("/activities/{id}/status", status)
@@ -84,7 +92,7 @@ impl DescribesAnswer for Answer {
 // The body is handed over unread: admission comes first, and only an admitted request
 // reads it.
 async fn buy(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     ClientAddress(client): ClientAddress,
     headers: HeaderMap,
     body: Body,
@@ -93,7 +101,7 @@ async fn buy(
 }
 
 async fn seats(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     ClientAddress(client): ClientAddress,
     headers: HeaderMap,
     body: Body,
@@ -104,7 +112,7 @@ async fn seats(
 /// The activity as the caller may see it: a rehearsal's shadow copy is absent to everyone
 /// but its own synthetic buyers (`caller_rehearsal`, from their tokens).
 pub(crate) async fn cached_activity(
-    state: &AppState,
+    state: &SaleState,
     id: i64,
     caller_rehearsal: Option<i64>,
 ) -> ApiResult<std::sync::Arc<CachedActivity>> {
@@ -153,7 +161,7 @@ struct PublicActivity {
 
 /// Static facts of an activity; cacheable by a CDN for a few seconds.
 async fn activity(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<(Headers, Json<PublicActivity>)> {
     let Path(id) = id?;
@@ -209,7 +217,7 @@ struct Status {
 
 /// The live state the activity page syncs its countdown with; never cached.
 async fn status(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<(Headers, Json<Status>)> {
     let Path(id) = id?;
@@ -236,7 +244,7 @@ async fn status(
 
 /// Each item's units left, as `/status` says them and the event streams push them.
 pub(crate) async fn units_left(
-    state: &AppState,
+    state: &SaleState,
     activity: &CachedActivity,
 ) -> ApiResult<Vec<ItemUnits>> {
     let keys: Vec<String> = activity
@@ -273,7 +281,7 @@ pub(crate) async fn units_left(
 /// Counts a read of the activity's items for hot keys until its sale is over: a read names
 /// no buyer, and its address is the client's to choose, so only the items count (an
 /// anonymous reader must not heat an address, nor an item whose sale has ended).
-fn sample_read(state: &AppState, activity: &CachedActivity) {
+fn sample_read(state: &SaleState, activity: &CachedActivity) {
     if chrono::Utc::now() < activity.ends_at {
         for item in &activity.items {
             state.hotkeys.sample(Some(item.item_id), None, None);
@@ -288,7 +296,7 @@ struct ChallengeQuery {
 }
 
 async fn challenge(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     headers: HeaderMap,
     query: Result<Query<ChallengeQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<(Headers, Json<Challenge>)> {

@@ -8,13 +8,13 @@ use contract::{
 };
 
 use crate::{
-    admin::authorize,
+    catalog::copies,
     catalog::{
         rules::{lottery_terms, validate_activity, validate_item},
         store::{self, ActivityWrite},
     },
-    rehearsal::copies,
-    state::AppState,
+    identity::authorize,
+    sale::SaleState,
 };
 use base::error::{ApiError, ApiResult};
 
@@ -49,7 +49,7 @@ fn activity_write_error(error: ActivityWrite) -> ApiError {
 }
 
 pub(crate) async fn create_item(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     input: ItemInput,
 ) -> ApiResult<i64> {
@@ -59,7 +59,7 @@ pub(crate) async fn create_item(
 }
 
 pub(crate) async fn update_item(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     id: i64,
     input: ItemInput,
@@ -73,12 +73,12 @@ pub(crate) async fn update_item(
     }
 }
 
-pub(crate) async fn list_items(state: &AppState, actor: &Actor) -> ApiResult<Vec<Item>> {
+pub(crate) async fn list_items(state: &SaleState, actor: &Actor) -> ApiResult<Vec<Item>> {
     authorize(actor, Permission::ReadCatalog)?;
     Ok(store::list_items(&state.db, actor.visible_merchant()).await?)
 }
 
-pub(crate) async fn get_item(state: &AppState, actor: &Actor, id: i64) -> ApiResult<Item> {
+pub(crate) async fn get_item(state: &SaleState, actor: &Actor, id: i64) -> ApiResult<Item> {
     authorize(actor, Permission::ReadCatalog)?;
     store::get_item(&state.db, id, actor.visible_merchant())
         .await?
@@ -86,7 +86,7 @@ pub(crate) async fn get_item(state: &AppState, actor: &Actor, id: i64) -> ApiRes
 }
 
 pub(crate) async fn create_activity(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     input: ActivityInput,
 ) -> ApiResult<i64> {
@@ -99,7 +99,7 @@ pub(crate) async fn create_activity(
 }
 
 pub(crate) async fn update_activity(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     id: i64,
     input: ActivityInput,
@@ -121,7 +121,7 @@ pub(crate) async fn update_activity(
 }
 
 pub(crate) async fn list_activities(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
 ) -> ApiResult<Vec<ActivitySummary>> {
     authorize(actor, Permission::ReadCatalog)?;
@@ -130,7 +130,7 @@ pub(crate) async fn list_activities(
 
 /// The activity with its live figures: DB stock and sold, and Redis stock per item.
 pub(crate) async fn get_activity(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     id: i64,
 ) -> ApiResult<ActivityDetail> {

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use contract::{ActivityInput, ActivityKind, ActivitySummary, Item, ItemInput};
 use sqlx::{PgPool, Postgres, Transaction};
 
-use crate::{catalog::rules::LotteryTerms, rehearsal::copies::REAL_ACTIVITY};
+use crate::{catalog::copies::REAL_ACTIVITY, catalog::rules::LotteryTerms};
 use base::tally;
 
 pub(crate) async fn insert_item(

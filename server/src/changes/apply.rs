@@ -12,13 +12,13 @@ use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    admin::audit::{self, PendingFlip},
+    audit::{self, PendingFlip},
     control::{
         board::{put_with_note, Board, Guard, Put},
         keys::SwitchKey,
         layout::{now_us, Layout, WriteNote},
-        switches::SwitchValues,
     },
+    switches::SwitchValues,
 };
 use base::etcd::EtcdCall;
 

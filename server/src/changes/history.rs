@@ -5,12 +5,13 @@
 use contract::{Actor, Permission, SwitchRevision};
 
 use crate::{
-    admin::{audit, authorize},
+    audit,
     changes::service::{self, Submission, Submitted},
     control::{
         board::{Board, Flip},
         keys::SwitchKey,
     },
+    identity::authorize,
 };
 use base::error::{ApiError, ApiResult};
 
@@ -38,7 +39,7 @@ pub async fn rollback(
     now: chrono::DateTime<chrono::Utc>,
 ) -> ApiResult<Submitted> {
     authorize(flip.actor, Permission::FlipSwitch)?;
-    let reason = crate::admin::reason::audited_reason(flip.reason)?;
+    let reason = crate::audit::reason::audited_reason(flip.reason)?;
     let path = SwitchKey::parse(flip.path.trim_matches('/'))?.path();
     let held = audit::revisions(board.db, &path, Some(revision), 1)
         .await?

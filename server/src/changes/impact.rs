@@ -9,9 +9,10 @@ use chrono::{DateTime, Utc};
 use contract::{Actor, ImpactedActivity, ImpactedInstance, Permission, SaleWindow, SwitchImpact};
 
 use crate::{
-    admin::authorize,
     catalog,
-    control::{board::Board, keys::SwitchKey, switches::SwitchValues},
+    control::{board::Board, keys::SwitchKey},
+    identity::authorize,
+    switches::SwitchValues,
 };
 use base::error::ApiResult;
 

@@ -16,13 +16,14 @@ use contract::{Actor, ChangeList, ChangeState, Permission, Source, SwitchChangeR
 use serde::Deserialize;
 
 use crate::{
-    admin::{authorize, routes::AdminRoutes},
+    admin::routes::AdminRoutes,
     changes::{
         history, impact,
         service::{self, Decision, Submitted},
         stage,
     },
     control::board::{Board, Flip},
+    identity::authorize,
     state::AppState,
 };
 use base::error::{ApiError, ApiResult};

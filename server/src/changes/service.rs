@@ -12,10 +12,7 @@ use contract::{
 use serde_json::json;
 
 use crate::{
-    admin::{
-        authorize,
-        ops_audit::{self, OpsAction},
-    },
+    audit::ops_audit::{self, OpsAction},
     changes::{
         land,
         rules::{Timing, TimingError},
@@ -23,6 +20,7 @@ use crate::{
         store::{self, NewChange},
     },
     control::board::{Approval, Board, Checked, Flip},
+    identity::authorize,
 };
 use base::error::{ApiError, ApiResult};
 
@@ -250,7 +248,7 @@ pub async fn approve(
     now: DateTime<Utc>,
 ) -> ApiResult<SwitchChangeRow> {
     authorize(actor, Permission::FlipSwitch)?;
-    let reason = crate::admin::reason::audited_reason(reason)?;
+    let reason = crate::audit::reason::audited_reason(reason)?;
     let mut tx = board.db.begin().await?;
     let change = store::lock(&mut tx, id)
         .await?
@@ -324,7 +322,7 @@ pub async fn decide(
     reason: &str,
 ) -> ApiResult<()> {
     authorize(actor, Permission::FlipSwitch)?;
-    let reason = crate::admin::reason::audited_reason(reason)?;
+    let reason = crate::audit::reason::audited_reason(reason)?;
     let (waiting, to, action): (&[ChangeState], _, _) = match decision {
         Decision::Cancel => (
             &[ChangeState::Scheduled, ChangeState::PendingApproval],

@@ -9,12 +9,10 @@ use contract::{Actor, ChangeState, Permission, Source, StageTarget, SwitchChange
 use serde_json::json;
 
 use crate::{
-    admin::{
-        authorize,
-        ops_audit::{self, OpsAction},
-    },
+    audit::ops_audit::{self, OpsAction},
     changes::{apply, store},
     control::{board::Board, layout::Layout, nodes},
+    identity::authorize,
 };
 use base::error::{ApiError, ApiResult};
 
@@ -143,7 +141,7 @@ pub async fn promote(
     now: DateTime<Utc>,
 ) -> ApiResult<SwitchChangeRow> {
     authorize(actor, Permission::FlipSwitch)?;
-    let reason = crate::admin::reason::audited_reason(reason)?;
+    let reason = crate::audit::reason::audited_reason(reason)?;
     let mut tx = board.db.begin().await?;
     let change = locked_stage(&mut tx, id).await?;
     let landed = apply::promote(board, &change, &actor.username)
@@ -197,7 +195,7 @@ pub async fn abort(
     reason: &str,
 ) -> ApiResult<SwitchChangeRow> {
     authorize(actor, Permission::FlipSwitch)?;
-    let reason = crate::admin::reason::audited_reason(reason)?;
+    let reason = crate::audit::reason::audited_reason(reason)?;
     abort_as(board, Aborter::Operator(actor, source), id, reason).await
 }
 

@@ -12,8 +12,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::control::{
-    keys::{self, KeyError, Setting, SwitchKey},
+use crate::{
+    control::keys::{self, KeyError, Setting, SwitchKey},
     switches::SwitchValues,
 };
 

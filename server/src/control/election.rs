@@ -1,7 +1,7 @@
 //! The leader election of the singleton jobs: an etcd lease, kept alive here, and
 //! a campaign with etcd's election API on `{prefix}/election/leader`. It drives
-//! [`LeadershipSignal`](super::leader::LeadershipSignal); jobs read
-//! [`Leadership`](super::leader::Leadership).
+//! [`LeadershipSignal`](base::leadership::LeadershipSignal); jobs read
+//! [`Leadership`](base::leadership::Leadership).
 //!
 //! Never two leaders: the leader steps down (signal false) as soon as a keep-alive fails,
 //! and at the latest two thirds of a TTL after the last acknowledged keep-alive was sent;
@@ -22,11 +22,11 @@ use tokio::{sync::watch, time::Instant};
 
 use crate::control::{
     layout::Layout,
-    leader::LeadershipSignal,
     status::{Backoff, Complaint},
 };
 use crate::state::AppState;
 use base::etcd::EtcdCall;
+use base::leadership::LeadershipSignal;
 
 /// Bound on every single election call that is not the campaign itself.
 const CALL: Duration = Duration::from_secs(3);

@@ -6,7 +6,7 @@ use std::fmt;
 
 use contract::{HotKeyKind, HotKeyRule};
 
-use crate::control::switches::{Limits, SwitchValues};
+use crate::switches::{Limits, SwitchValues};
 use base::config::{AsyncMode, DeductionMode};
 
 /// A switch or limit key, relative to the prefix (`switches/entry`, `limits/max_in_flight`).

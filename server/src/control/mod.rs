@@ -7,19 +7,18 @@
 use std::{net::SocketAddr, sync::Arc};
 use tokio::{sync::watch, task::JoinHandle};
 
-use crate::{control::leader::LeadershipSignal, state::AppState};
+use crate::state::AppState;
+use base::leadership::LeadershipSignal;
 
 pub(crate) mod accepted;
 pub mod board;
 pub(crate) mod election;
 pub(crate) mod keys;
 pub(crate) mod layout;
-pub(crate) mod leader;
 pub(crate) mod nodes;
 pub(crate) mod policy;
 pub(crate) mod routes;
 pub(crate) mod status;
-pub(crate) mod switches;
 mod watcher;
 
 /// The running control plane of one instance.

@@ -9,7 +9,7 @@
 //! is about switches. A value staged on some instances (`staged/{path}`) is applied in
 //! place of the key's own by the instances it names, and by no other.
 //!
-//! Values go into force with [`Switches::replace`](super::switches::Switches::replace)
+//! Values go into force with [`Switches::replace`](crate::switches::Switches::replace)
 //! and nothing else; then the node report is woken, the snapshot is saved to disk, and
 //! changes written straight into etcd are offered to the audit.
 
@@ -26,9 +26,8 @@ use crate::control::{
     keys::KeyError,
     layout::{now_us, Layout, WriteNote},
     status::{Backoff, Complaint, RecentApply, ValuesFrom},
-    switches::SwitchValues,
 };
-use crate::{admin::audit, hotkeys::table::Entry as HotKeyEntry, state::AppState};
+use crate::{audit, hotkeys::table::Entry as HotKeyEntry, state::AppState, switches::SwitchValues};
 use base::etcd::EtcdCall;
 
 /// How long start-up waits for the first read of etcd before serving with what it has.

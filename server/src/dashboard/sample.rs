@@ -16,10 +16,10 @@ use std::{
 
 use crate::{
     baselines::{live::LivePath, store::live_baselines},
+    catalog::copies::Copies,
     control::board::Board,
     control::status::Complaint,
     orders::admin_store,
-    rehearsal::copies::Copies,
     state::AppState,
 };
 use base::tally::PathTotals;

@@ -27,7 +27,7 @@ use crate::{
         log::EventLog,
         rules::{admit, Admission, Announcement, LoggedEvent},
     },
-    state::AppState,
+    sale::SaleState,
 };
 
 /// Events waiting for one stream to write them; past it the stream is behind and ends.
@@ -219,7 +219,7 @@ impl Hub {
 }
 
 /// Starts this instance's subscriber (only where HTTP is served: the streams live there).
-pub(crate) fn spawn(state: &AppState) {
+pub(crate) fn spawn(state: &SaleState) {
     tokio::spawn(subscribe_forever(state.clone()));
 }
 
@@ -227,7 +227,7 @@ pub(crate) fn spawn(state: &AppState) {
 const RESUBSCRIBE_FIRST: Duration = Duration::from_millis(100);
 const RESUBSCRIBE_MAX: Duration = Duration::from_secs(2);
 
-async fn subscribe_forever(state: AppState) {
+async fn subscribe_forever(state: SaleState) {
     let mut pause = RESUBSCRIBE_FIRST;
     loop {
         match listen(&state).await {
@@ -242,7 +242,7 @@ async fn subscribe_forever(state: AppState) {
 }
 
 /// One subscription's life: every announcement handed out until the connection ends.
-async fn listen(state: &AppState) -> redis::RedisResult<()> {
+async fn listen(state: &SaleState) -> redis::RedisResult<()> {
     let mut subscription = state.redis.subscription().await?;
     subscription
         .subscribe(EventLog::channel(&state.redis))

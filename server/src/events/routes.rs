@@ -9,6 +9,7 @@
 //! page stops asking for it again, so two tabs do not take it from each other for ever.
 //! Between them come the sale's `units` events (no `id:`, `events::units`).
 
+use axum::extract::{FromRef, FromRequestParts};
 use axum::{
     extract::{rejection::QueryRejection, Query, State},
     http::{header, HeaderMap, HeaderName},
@@ -17,6 +18,8 @@ use axum::{
         Sse,
     },
 };
+use base::client_address::ClientAddress;
+use contract::Actor;
 use contract::{ActivityId, UnitsEvent, UserId};
 use futures::{stream, Stream, StreamExt};
 use serde::Deserialize;
@@ -28,7 +31,7 @@ use crate::{
         log::EventLog,
         rules::{is_new, EventId, LoggedEvent},
     },
-    state::AppState,
+    sale::SaleState,
 };
 use base::{
     error::{ApiError, ApiResult},
@@ -36,7 +39,13 @@ use base::{
     route_table::RouteTable,
 };
 
-pub(crate) fn routes(routes: RouteTable<AppState>) -> RouteTable<AppState> {
+pub(crate) fn routes<S>(routes: RouteTable<S>) -> RouteTable<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SaleState: FromRef<S>,
+    Actor: FromRequestParts<S>,
+    ClientAddress: FromRequestParts<S>,
+{
     routes.get("/events", events)
 }
 
@@ -52,7 +61,7 @@ struct EventsQuery {
 const RETRY_MS: u64 = 2_000;
 
 async fn events(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> ApiResult<(
@@ -113,7 +122,7 @@ async fn events(
 /// The stream's headers: never cached, never buffered.
 type StreamHeaders = [(HeaderName, &'static str); 2];
 
-fn log(state: &AppState) -> EventLog<'_> {
+fn log(state: &SaleState) -> EventLog<'_> {
     EventLog {
         redis: &state.redis,
         settings: &state.settings.events,
@@ -139,7 +148,7 @@ fn last_event_id(headers: &HeaderMap) -> ApiResult<Option<EventId>> {
 
 /// One stream's state between two frames.
 struct Reader {
-    state: AppState,
+    state: SaleState,
     activity: ActivityId,
     user: UserId,
     /// The last event written (or where the stream started): nothing at or before it is

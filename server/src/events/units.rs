@@ -6,17 +6,17 @@
 use contract::{ActivityId, UnitsEvent};
 use std::{sync::Arc, time::Duration};
 
-use crate::{buy::routes::units_left, state::AppState};
+use crate::{buy::routes::units_left, sale::SaleState};
 
 /// How often the figures are read: a buyer sees a unit go within about this long.
 pub(crate) const UNITS_EVERY: Duration = Duration::from_secs(1);
 
 /// Starts the reader (only where HTTP is served: the streams live there).
-pub(crate) fn spawn(state: &AppState) {
+pub(crate) fn spawn(state: &SaleState) {
     tokio::spawn(tell_forever(state.clone()));
 }
 
-async fn tell_forever(state: AppState) {
+async fn tell_forever(state: SaleState) {
     let mut every = tokio::time::interval(UNITS_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -32,7 +32,7 @@ async fn tell_forever(state: AppState) {
 }
 
 /// The `units` event's data for `activity`, as `/status` would say it now.
-async fn read(state: &AppState, activity: ActivityId) -> Option<Arc<str>> {
+async fn read(state: &SaleState, activity: ActivityId) -> Option<Arc<str>> {
     let cached = state.catalogue.activity(activity.0).await.ok()?;
     let items = match units_left(state, &cached).await {
         Ok(items) => items,

@@ -29,6 +29,7 @@ use std::{
     },
 };
 
+use crate::buy::hot_keys::{HotKeyGate, Refusal};
 use base::{metrics::Metrics, token_bucket::TokenBucket};
 
 mod cluster;
@@ -94,12 +95,6 @@ pub struct HotKeys {
     metrics: Metrics,
 }
 
-/// A request refused by a hot key, with what to tell the client.
-pub(crate) struct Refusal {
-    pub(crate) kind: HotKeyKind,
-    pub(crate) retry_after_s: u64,
-}
-
 impl HotKeys {
     pub(crate) fn new(detection: bool, metrics: Metrics) -> Self {
         Self {
@@ -112,81 +107,11 @@ impl HotKeys {
         }
     }
 
-    /// Counts a buy's item, buyer and address, or an activity read's items and address;
-    /// never waits: a sample the counting task has no room for is dropped and counted.
-    pub(crate) fn sample(&self, item: Option<i64>, user: Option<i64>, ip: Option<IpAddr>) {
-        let Some(samples) = &self.samples else {
-            return;
-        };
-        if !samples.push(Sample { item, user, ip }) {
-            self.metrics.hotkeys.samples_dropped.inc();
-        }
-    }
-
-    /// A `block` on the buyer or the address: refuse until the key lapses.
-    pub(crate) fn refusal(&self, user: Option<i64>, ip: IpAddr) -> Option<Refusal> {
-        if self.table.is_empty() {
-            return None;
-        }
-        let keys = [user.map(HotKeyId::User), Some(HotKeyId::Ip(ip))];
-        keys.into_iter().flatten().find_map(|id| {
-            let (action, _, expires_ms) = self.table.action(&id)?;
-            (action == HotKeyAction::Block).then(|| {
-                self.react(id.kind(), action);
-                let left_ms = expires_ms - chrono::Utc::now().timestamp_millis();
-                Refusal {
-                    kind: id.kind(),
-                    retry_after_s: u64::try_from(left_ms.max(0))
-                        .unwrap_or(0)
-                        .div_ceil(1000)
-                        .max(1),
-                }
-            })
-        })
-    }
-
     /// The number of live instances, as the watcher counts their node keys: a `limit` is
     /// the cluster's total, and each instance takes its share.
     pub(crate) fn set_instances(&self, live: usize) {
         self.instances
             .store(u64::try_from(live.max(1)).unwrap_or(1), Ordering::Relaxed);
-    }
-
-    /// Whether a `limit` on the item, the buyer or the address has no token for this
-    /// request. The limit is the cluster's total: each limited key has its own bucket on
-    /// this instance, refilled at the limit divided among the live instances (rounded up,
-    /// so the cluster may admit up to one more per instance and second, never fewer).
-    pub(crate) fn limited(&self, item: i64, user: i64, ip: IpAddr) -> Option<HotKeyKind> {
-        if self.table.is_empty() {
-            return None;
-        }
-        [HotKeyId::Item(item), HotKeyId::User(user), HotKeyId::Ip(ip)]
-            .into_iter()
-            .find(|id| {
-                let Some((HotKeyAction::Limit, Some(rate), _)) = self.table.action(id) else {
-                    return false;
-                };
-                let share = rate.div_ceil(self.instances.load(Ordering::Relaxed).max(1));
-                let taken = self.bucket(*id).try_take(share);
-                if !taken {
-                    self.react(id.kind(), HotKeyAction::Limit);
-                }
-                !taken
-            })
-            .map(|id| id.kind())
-    }
-
-    /// Whether the item's activity info and status are served from memory.
-    pub(crate) fn caches_item(&self, item: i64) -> bool {
-        matches!(
-            self.table.action(&HotKeyId::Item(item)),
-            Some((HotKeyAction::Cache, _, _))
-        )
-    }
-
-    /// Counts a read served from memory past the cache's lifetime.
-    pub(crate) fn served_from_cache(&self) {
-        self.react(HotKeyKind::Item, HotKeyAction::Cache);
     }
 
     fn react(&self, kind: HotKeyKind, action: HotKeyAction) {
@@ -243,5 +168,72 @@ impl HotKeys {
     /// The buffer the counting task drains; none with detection off.
     fn samples(&self) -> Option<Arc<Samples>> {
         self.samples.clone()
+    }
+}
+
+impl HotKeyGate for HotKeys {
+    /// Never waits: a sample the counting task has no room for is dropped and counted.
+    fn sample(&self, item: Option<i64>, user: Option<i64>, ip: Option<IpAddr>) {
+        let Some(samples) = &self.samples else {
+            return;
+        };
+        if !samples.push(Sample { item, user, ip }) {
+            self.metrics.hotkeys.samples_dropped.inc();
+        }
+    }
+
+    fn refusal(&self, user: Option<i64>, ip: IpAddr) -> Option<Refusal> {
+        if self.table.is_empty() {
+            return None;
+        }
+        let keys = [user.map(HotKeyId::User), Some(HotKeyId::Ip(ip))];
+        keys.into_iter().flatten().find_map(|id| {
+            let (action, _, expires_ms) = self.table.action(&id)?;
+            (action == HotKeyAction::Block).then(|| {
+                self.react(id.kind(), action);
+                let left_ms = expires_ms - chrono::Utc::now().timestamp_millis();
+                Refusal {
+                    kind: id.kind(),
+                    retry_after_s: u64::try_from(left_ms.max(0))
+                        .unwrap_or(0)
+                        .div_ceil(1000)
+                        .max(1),
+                }
+            })
+        })
+    }
+
+    /// The limit is the cluster's total: each limited key has its own bucket on this
+    /// instance, refilled at the limit divided among the live instances (rounded up, so the
+    /// cluster may admit up to one more per instance and second, never fewer).
+    fn limited(&self, item: i64, user: i64, ip: IpAddr) -> Option<HotKeyKind> {
+        if self.table.is_empty() {
+            return None;
+        }
+        [HotKeyId::Item(item), HotKeyId::User(user), HotKeyId::Ip(ip)]
+            .into_iter()
+            .find(|id| {
+                let Some((HotKeyAction::Limit, Some(rate), _)) = self.table.action(id) else {
+                    return false;
+                };
+                let share = rate.div_ceil(self.instances.load(Ordering::Relaxed).max(1));
+                let taken = self.bucket(*id).try_take(share);
+                if !taken {
+                    self.react(id.kind(), HotKeyAction::Limit);
+                }
+                !taken
+            })
+            .map(|id| id.kind())
+    }
+
+    fn caches_item(&self, item: i64) -> bool {
+        matches!(
+            self.table.action(&HotKeyId::Item(item)),
+            Some((HotKeyAction::Cache, _, _))
+        )
+    }
+
+    fn served_from_cache(&self) {
+        self.react(HotKeyKind::Item, HotKeyAction::Cache);
     }
 }

@@ -14,9 +14,7 @@ use contract::{Actor, HotKey, HotKeyPeriod, HotKeysView, NewHotKey, Permission, 
 use serde::Deserialize;
 
 use crate::{
-    admin::{authorize, routes::AdminRoutes},
-    control::board::Board,
-    hotkeys::service,
+    admin::routes::AdminRoutes, control::board::Board, hotkeys::service, identity::authorize,
     state::AppState,
 };
 use base::error::ApiResult;

@@ -11,17 +11,15 @@ use contract::{
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 
 use crate::{
-    admin::{
-        audit::{self, OpenFlip, PendingFlip},
-        authorize,
-        reason::audited_reason,
-    },
+    audit::reason::audited_reason,
+    audit::{self, OpenFlip, PendingFlip},
     control::{board::Board, layout::Layout},
     hotkeys::{
         store::{self, Opening},
         table::{Entry, HotKeyTable, Published},
         window::WINDOW_MS,
     },
+    identity::authorize,
     state::AppState,
 };
 use base::{

@@ -13,6 +13,7 @@ use contract::SaleItem;
 use std::time::Duration;
 
 use crate::{
+    catalog::expiry::keys_expire_at,
     lottery::{
         registration_changed,
         rules::{self, Grant, Status},
@@ -20,8 +21,7 @@ use crate::{
         store::{self, DrawResult, DueItem},
     },
     orders::mq::consume::QuietWarnings,
-    prewarm::expiry::keys_expire_at,
-    state::AppState,
+    sale::SaleState,
 };
 
 /// How often the leader looks: a unit given back reaches the next on the waitlist within
@@ -30,11 +30,11 @@ const TICK: Duration = Duration::from_millis(250);
 /// Fresh codes one advance call takes: buyers it may reach at most.
 const ADVANCE_BATCH: usize = 64;
 
-pub(crate) fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn(state: &SaleState) -> tokio::task::JoinHandle<()> {
     tokio::spawn(run_while_leading(state.clone()))
 }
 
-async fn run_while_leading(state: AppState) {
+async fn run_while_leading(state: SaleState) {
     let mut ticks = tokio::time::interval(TICK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut leadership = state.leadership.clone();
@@ -63,7 +63,7 @@ fn lifetime(item: &DueItem, now_ms: i64) -> (i64, i64) {
     (from, from + i64::from(item.code_ttl_s) * 1000)
 }
 
-async fn pass(state: &AppState) -> anyhow::Result<()> {
+async fn pass(state: &SaleState) -> anyhow::Result<()> {
     let now_ms = state.lottery.now_ms();
     for item in store::due_items(&state.db, at(now_ms)).await? {
         if !item.drawn {
@@ -81,7 +81,7 @@ async fn pass(state: &AppState) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn draw(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result<()> {
+async fn draw(state: &SaleState, item: &DueItem, now_ms: i64) -> anyhow::Result<()> {
     let sale = SaleItem::new(item.activity_id, item.item_id);
     let expires_at_ms = keys_expire_at(item.ends_at).timestamp_millis();
     let (registrants, revoked) = LotteryClient(&state.redis)
@@ -131,7 +131,7 @@ async fn draw(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result<(
     Ok(())
 }
 
-async fn publish(state: &AppState, item: &DueItem) -> anyhow::Result<()> {
+async fn publish(state: &SaleState, item: &DueItem) -> anyhow::Result<()> {
     let (ranked, codes, winners) = store::drawn_result(&state.db, item).await?;
     let published = Published {
         ranked: &ranked,
@@ -160,7 +160,7 @@ async fn publish(state: &AppState, item: &DueItem) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn advance(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result<()> {
+async fn advance(state: &SaleState, item: &DueItem, now_ms: i64) -> anyhow::Result<()> {
     let sale = SaleItem::new(item.activity_id, item.item_id);
     let (valid_from_ms, expires_ms) = lifetime(item, now_ms);
     loop {
@@ -194,7 +194,7 @@ async fn advance(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Resul
 }
 
 /// Once the sale is over: every entry's final status (bought, expired, lost, revoked).
-async fn settle(state: &AppState, item: &DueItem, now_ms: i64) -> anyhow::Result<()> {
+async fn settle(state: &SaleState, item: &DueItem, now_ms: i64) -> anyhow::Result<()> {
     let live = LotteryClient(&state.redis)
         .live_state(SaleItem::new(item.activity_id, item.item_id))
         .await?;

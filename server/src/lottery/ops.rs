@@ -5,17 +5,19 @@
 use contract::{Actor, DrawItem, DrawReport, Permission, Revoked, SaleItem, Source};
 
 use crate::{
-    admin::{
-        authorize,
-        ops_audit::{self, OpsAction},
-        reason::audited_reason,
-    },
+    audit::ops_audit::{self, OpsAction},
+    audit::reason::audited_reason,
+    identity::authorize,
     lottery::{registration_changed, rules::Status, scripts::LotteryClient, store},
-    state::AppState,
+    sale::SaleState,
 };
 use base::error::{ApiError, ApiResult};
 
-pub(crate) async fn draw_report(state: &AppState, actor: &Actor, id: i64) -> ApiResult<DrawReport> {
+pub(crate) async fn draw_report(
+    state: &SaleState,
+    actor: &Actor,
+    id: i64,
+) -> ApiResult<DrawReport> {
     authorize(actor, Permission::WatchOperations)?;
     let (commitment, seed) = store::seed_state(&state.db, id)
         .await?
@@ -60,7 +62,7 @@ pub(crate) async fn draw_report(state: &AppState, actor: &Actor, id: i64) -> Api
 /// revoked, his code unless it bought deleted (its units go to the waitlist's next), audited
 /// with `reason`. 404 when he is registered for none.
 pub(crate) async fn revoke(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     source: Source,
     id: i64,

@@ -3,6 +3,7 @@
 //! `GET /admin/api/activities/{id}/draw` and
 //! `POST /admin/api/activities/{id}/registrations/{user_id}/revoke`.
 
+use axum::extract::{FromRef, FromRequestParts};
 use axum::{
     extract::{
         rejection::{JsonRejection, PathRejection},
@@ -16,16 +17,16 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use crate::{
-    admin::authorize,
     buy::activity_cache::{CachedActivity, LookupError},
+    catalog::expiry::keys_expire_at,
     catalog::store::StoredLottery,
+    identity::authorize,
     lottery::{
         ops,
         rules::{self, Status},
         scripts::{LotteryClient, Registered, Registration},
     },
-    prewarm::expiry::keys_expire_at,
-    state::AppState,
+    sale::SaleState,
 };
 use base::{
     client_address::{self, ClientAddress},
@@ -33,15 +34,25 @@ use base::{
     route_table::RouteTable,
 };
 
-pub(crate) fn buyer(routes: RouteTable<AppState>) -> RouteTable<AppState> {
+pub(crate) fn buyer<S>(routes: RouteTable<S>) -> RouteTable<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SaleState: FromRef<S>,
+    Actor: FromRequestParts<S>,
+    ClientAddress: FromRequestParts<S>,
+{
     routes
         .post("/activities/{id}/registrations", register)
         .get("/activities/{id}/registrations/me", mine)
 }
 
-pub(crate) fn admin(
-    routes: crate::admin::routes::AdminRoutes,
-) -> crate::admin::routes::AdminRoutes {
+pub(crate) fn admin<S>(routes: RouteTable<S>) -> RouteTable<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SaleState: FromRef<S>,
+    Actor: FromRequestParts<S>,
+    ClientAddress: FromRequestParts<S>,
+{
     routes
         .get("/activities/{id}/draw", draw)
         .post("/activities/{id}/registrations/{user_id}/revoke", revoke)
@@ -49,7 +60,7 @@ pub(crate) fn admin(
 
 /// A lottery activity as a buyer may see it, with its terms.
 async fn lottery_activity(
-    state: &AppState,
+    state: &SaleState,
     id: i64,
 ) -> ApiResult<(Arc<CachedActivity>, StoredLottery)> {
     let activity = match state.catalogue.activity(id).await {
@@ -96,7 +107,7 @@ fn registration_closed() -> ApiError {
 }
 
 async fn register(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     ClientAddress(client): ClientAddress,
     headers: HeaderMap,
     id: Result<Path<i64>, PathRejection>,
@@ -198,7 +209,7 @@ struct MyRegistration {
 }
 
 async fn mine(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     headers: HeaderMap,
     id: Result<Path<i64>, PathRejection>,
 ) -> ApiResult<(NoStore, Json<Vec<MyRegistration>>)> {
@@ -238,7 +249,7 @@ async fn mine(
 }
 
 async fn draw(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,
 ) -> ApiResult<Json<DrawReport>> {
@@ -247,7 +258,7 @@ async fn draw(
 }
 
 async fn revoke(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     path: Result<Path<(i64, i64)>, PathRejection>,
     body: Result<Json<RevokeRegistration>, JsonRejection>,

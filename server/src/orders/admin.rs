@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::{
     orders::admin_store::{self as store, OrderFilter},
-    state::AppState,
+    sale::SaleState,
 };
 use base::{
     error::{ApiError, ApiResult},
@@ -21,11 +21,11 @@ pub(crate) const PER_PAGE: i64 = 50;
 
 /// One page of orders matching `query`, newest first.
 pub(crate) async fn list(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     query: &OrderQuery,
 ) -> ApiResult<OrderPage> {
-    crate::admin::authorize(actor, contract::Permission::ReadOrders)?;
+    crate::identity::authorize(actor, contract::Permission::ReadOrders)?;
     let status = query.status.as_deref().map(parse_status).transpose()?;
     let page = query.page.unwrap_or(1);
     let window = PageWindow::new(page, PER_PAGE).map_err(ApiError::BadRequest)?;
@@ -54,8 +54,8 @@ pub(crate) async fn list(
 }
 
 /// The order with its history, payment trades, seats and restore-journal row.
-pub(crate) async fn get(state: &AppState, actor: &Actor, id: &str) -> ApiResult<OrderDetail> {
-    crate::admin::authorize(actor, contract::Permission::ReadOrders)?;
+pub(crate) async fn get(state: &SaleState, actor: &Actor, id: &str) -> ApiResult<OrderDetail> {
+    crate::identity::authorize(actor, contract::Permission::ReadOrders)?;
     let id = Uuid::parse_str(id.trim())
         .map_err(|_| ApiError::BadRequest(format!("`{id}` is not an order id")))?;
     let record = store::get(&state.db, id, actor.visible_merchant())

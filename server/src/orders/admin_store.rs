@@ -14,7 +14,7 @@ use contract::{
     OrderStatus, OrderSummary, OrderTransition, PaymentTradeView, StockRestoreView, TradeStatus,
 };
 
-use crate::rehearsal::copies::REAL_ACTIVITY;
+use crate::catalog::copies::REAL_ACTIVITY;
 use base::db::decode_name;
 use sqlx::PgPool;
 use uuid::Uuid;

@@ -1,27 +1,36 @@
 //! A buyer's own orders: `GET /api/orders/{id}` (anyone else's order answers 404, like one
 //! that does not exist), and the query the pay route finds the order it pays with.
 
+use axum::extract::{FromRef, FromRequestParts};
 use axum::{
     extract::{Path, State},
     http::HeaderMap,
     Json,
 };
+use base::client_address::ClientAddress;
+use contract::Actor;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::state::AppState;
+use crate::sale::SaleState;
 use base::{
     error::{ApiError, ApiResult},
     route_table::RouteTable,
 };
 
-pub(crate) fn routes(routes: RouteTable<AppState>) -> RouteTable<AppState> {
+pub(crate) fn routes<S>(routes: RouteTable<S>) -> RouteTable<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SaleState: FromRef<S>,
+    Actor: FromRequestParts<S>,
+    ClientAddress: FromRequestParts<S>,
+{
     routes.get("/orders/{id}", order)
 }
 
 /// The buyer's own order; anyone else's answers 404.
 async fn order(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     headers: HeaderMap,
     id: Result<Path<Uuid>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Json<OrderView>> {

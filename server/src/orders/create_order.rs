@@ -28,7 +28,7 @@ use crate::{
         pay_timeout::give_back_to_redis,
         status::OrderStatus,
     },
-    state::AppState,
+    sale::SaleState,
 };
 use base::db::MeteredPool;
 
@@ -40,7 +40,7 @@ pub(crate) const CONSUMER: &str = "create-order";
 const BATCHES_IN_FLIGHT: usize = 2;
 
 /// Starts a create-order consumer; it runs until the task is aborted.
-pub fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub fn spawn(state: &SaleState) -> tokio::task::JoinHandle<()> {
     let settings = &state.settings.pipeline;
     let spec = ConsumerSpec {
         name: CONSUMER,
@@ -61,7 +61,7 @@ pub fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
 }
 
 struct CreateOrders {
-    state: AppState,
+    state: SaleState,
 }
 
 /// A delivery's orders and whether the broker delivered it before; `None` when it did not
@@ -115,7 +115,7 @@ impl PipelinedHandler for CreateOrders {
 
 /// One batch: its transaction, the Redis give-backs of failed orders, the metrics, and the
 /// pay timeouts; the verdict acks what is done and returns the rest.
-async fn work(state: &AppState, events: &[Option<Event>]) -> Verdict {
+async fn work(state: &SaleState, events: &[Option<Event>]) -> Verdict {
     let mut returned: Vec<usize> = indexes(events, |event| event.is_none());
     // Sorted and distinct: one key order for every batch, and each order once.
     let mut ids: Vec<Uuid> = events
@@ -165,7 +165,7 @@ async fn work(state: &AppState, events: &[Option<Event>]) -> Verdict {
 /// Tells each buyer his order's new state, now that the batch is committed: `UNPAID` for
 /// the completed, `FAILED` for those the stock no longer covered. A skipped order changed
 /// nothing here, so nothing is told twice by a redelivery.
-fn tell_buyers(state: &AppState, outcome: &BatchOutcome, events: &[Option<Event>]) {
+fn tell_buyers(state: &SaleState, outcome: &BatchOutcome, events: &[Option<Event>]) {
     let owners: HashMap<Uuid, (i64, i64)> = events
         .iter()
         .flatten()
@@ -210,7 +210,7 @@ fn indexes(events: &[Option<Event>], wanted: impl Fn(Option<&Event>) -> bool) ->
 /// redelivered messages that were completed before and are still unpaid (the first delivery
 /// may have died between its commit and its schedule). Whether all were confirmed.
 async fn schedule_timeouts(
-    state: &AppState,
+    state: &SaleState,
     outcome: &BatchOutcome,
     events: &[Option<Event>],
 ) -> bool {
@@ -251,7 +251,7 @@ fn seconds(pay_timeout_s: i32) -> u32 {
 /// Completes the batch; if its transaction fails for a reason of its own (not an outage),
 /// completes the orders one by one so only the bad ones are returned. Returns the outcome
 /// and the ids that could not be completed.
-async fn complete_resiliently(state: &AppState, ids: &[Uuid]) -> (BatchOutcome, Vec<Uuid>) {
+async fn complete_resiliently(state: &SaleState, ids: &[Uuid]) -> (BatchOutcome, Vec<Uuid>) {
     match complete_retrying(state, ids).await {
         Ok(outcome) => (outcome, Vec::new()),
         Err(error) if ids.len() == 1 => {
@@ -278,7 +278,7 @@ async fn complete_resiliently(state: &AppState, ids: &[Uuid]) -> (BatchOutcome, 
 
 /// Retries while the database is unreachable (as long as it takes) and a few times on a
 /// serialization failure or deadlock; any other error is the batch's own.
-async fn complete_retrying(state: &AppState, ids: &[Uuid]) -> Result<BatchOutcome, sqlx::Error> {
+async fn complete_retrying(state: &SaleState, ids: &[Uuid]) -> Result<BatchOutcome, sqlx::Error> {
     const CONFLICT_RETRIES: u32 = 5;
     let mut pause = Duration::from_millis(100);
     let mut conflicts = 0;

@@ -14,8 +14,8 @@ use serde_json::json;
 use std::time::Duration;
 
 use crate::{
-    admin::ops_audit::{self, OpsAction},
-    admin::reason::audited_reason,
+    audit::ops_audit::{self, OpsAction},
+    audit::reason::audited_reason,
     orders::{
         dead_letter_store::{self as store, Lookup, NewDeadLetter, Waiting},
         mq::{
@@ -24,7 +24,7 @@ use crate::{
             topology::{field, header_integer, header_text},
         },
     },
-    state::AppState,
+    sale::SaleState,
 };
 use base::{
     error::{ApiError, ApiResult},
@@ -39,7 +39,7 @@ const REQUEUE_CHUNK: i64 = 200;
 const STORE_RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 /// Starts the DLQ sink; it runs until the task is aborted.
-pub fn spawn_sink(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub fn spawn_sink(state: &SaleState) -> tokio::task::JoinHandle<()> {
     let settings = &state.settings.pipeline;
     let spec = ConsumerSpec {
         name: "dlq-sink",
@@ -60,7 +60,7 @@ pub fn spawn_sink(state: &AppState) -> tokio::task::JoinHandle<()> {
 }
 
 struct Sink {
-    state: AppState,
+    state: SaleState,
 }
 
 impl BatchHandler for Sink {
@@ -133,8 +133,8 @@ fn dead_letter(delivery: &Delivery) -> NewDeadLetter {
 }
 
 /// One page (1-based) of dead letters, the waiting ones first.
-pub(crate) async fn list(state: &AppState, actor: &Actor, page: i64) -> ApiResult<DeadLetterPage> {
-    crate::admin::authorize(actor, contract::Permission::WatchOperations)?;
+pub(crate) async fn list(state: &SaleState, actor: &Actor, page: i64) -> ApiResult<DeadLetterPage> {
+    crate::identity::authorize(actor, contract::Permission::WatchOperations)?;
     let window = PageWindow::new(page, PER_PAGE).map_err(ApiError::BadRequest)?;
     let (dead_letters, has_more) =
         window.split(store::list(&state.db, window.fetch_limit(), window.offset).await?);
@@ -152,13 +152,13 @@ pub(crate) async fn list(state: &AppState, actor: &Actor, page: i64) -> ApiResul
 /// Sends one dead letter back to its routing key, once: a second requeue answers 409
 /// `ALREADY_REQUEUED`. Returns the dead letter as it is now.
 pub(crate) async fn requeue(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     source: Source,
     id: i64,
     reason: &str,
 ) -> ApiResult<DeadLetterView> {
-    crate::admin::authorize(actor, contract::Permission::OperatePipeline)?;
+    crate::identity::authorize(actor, contract::Permission::OperatePipeline)?;
     let reason = audited_reason(reason)?;
     let mut tx = state.db.begin().await?;
     let waiting = match store::lock(&mut tx, id).await? {
@@ -202,12 +202,12 @@ pub(crate) async fn requeue(
 /// Sends every waiting dead letter back (in chunks, each its own transaction); returns how
 /// many went. Ones RabbitMQ does not take stay waiting and are not retried by this call.
 pub(crate) async fn requeue_all(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     source: Source,
     reason: &str,
 ) -> ApiResult<RequeueReport> {
-    crate::admin::authorize(actor, contract::Permission::OperatePipeline)?;
+    crate::identity::authorize(actor, contract::Permission::OperatePipeline)?;
     let reason = audited_reason(reason)?;
     let mut requeued = 0_i64;
     let mut refused = 0_i64;
@@ -247,7 +247,7 @@ pub(crate) async fn requeue_all(
 
 /// Publishes dead letters to the order exchange with their routing keys; per letter,
 /// whether RabbitMQ confirmed it.
-async fn publish(state: &AppState, letters: &[Waiting]) -> ApiResult<Vec<bool>> {
+async fn publish(state: &SaleState, letters: &[Waiting]) -> ApiResult<Vec<bool>> {
     let topology = &state.pipeline.topology;
     let messages: Vec<_> = letters
         .iter()

@@ -9,15 +9,14 @@ use crate::{
     orders::{
         dead_letter_store as dead_letters,
         mq::{broker::queue_states, consume::QuietWarnings},
-        outbox,
+        outbox, stuck,
     },
-    reconcile::store as reconcile_store,
-    state::AppState,
+    sale::SaleState,
 };
 
 const REFRESH: Duration = Duration::from_secs(5);
 
-pub(crate) fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn(state: &SaleState) -> tokio::task::JoinHandle<()> {
     let state = state.clone();
     tokio::spawn(async move {
         let mut database = QuietWarnings::new("pipeline gauges (PostgreSQL)");
@@ -36,7 +35,7 @@ pub(crate) fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
     })
 }
 
-async fn refresh_rows(state: &AppState) -> Result<(), sqlx::Error> {
+async fn refresh_rows(state: &SaleState) -> Result<(), sqlx::Error> {
     let counts = outbox::counts(&state.db).await?;
     let metrics = &state.metrics.pipeline;
     for (status, rows) in [
@@ -53,8 +52,8 @@ async fn refresh_rows(state: &AppState) -> Result<(), sqlx::Error> {
         .dead_letters_waiting
         .set(dead_letters::waiting_count(&state.db).await?);
     let flag_after = Duration::from_secs(state.settings.reconcile.fail_stuck_after_s);
-    let stuck = reconcile_store::stuck_counts(&state.db, flag_after).await?;
-    for status in reconcile_store::OUTBOX_STATES {
+    let stuck = stuck::stuck_counts(&state.db, flag_after).await?;
+    for status in stuck::OUTBOX_STATES {
         let count = stuck
             .iter()
             .find(|(stuck_status, _)| stuck_status == status)
@@ -67,7 +66,7 @@ async fn refresh_rows(state: &AppState) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
-async fn refresh_queues(state: &AppState) -> Result<(), crate::orders::mq::broker::BrokerError> {
+async fn refresh_queues(state: &SaleState) -> Result<(), crate::orders::mq::broker::BrokerError> {
     let topology = &state.pipeline.topology;
     let queues = [
         ("create", topology.create_queue.as_str()),

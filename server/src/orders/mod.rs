@@ -34,6 +34,7 @@ pub mod release_scripts;
 pub(crate) mod routes;
 pub(crate) mod rules;
 pub(crate) mod status;
+pub(crate) mod stuck;
 pub(crate) mod workers;
 
 use contract::{SaleItem, UserId};

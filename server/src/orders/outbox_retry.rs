@@ -9,10 +9,10 @@ use contract::{Actor, OutboxRetryReport, Permission, Source};
 use serde_json::json;
 
 use crate::{
-    admin::ops_audit::{self, OpsAction},
-    admin::reason::audited_reason,
+    audit::ops_audit::{self, OpsAction},
+    audit::reason::audited_reason,
     orders::outbox,
-    state::AppState,
+    sale::SaleState,
 };
 use base::error::{ApiError, ApiResult};
 
@@ -26,13 +26,13 @@ use base::error::{ApiError, ApiResult};
 /// reconciliation is harmless: the create-order consumer applies an event once and completes
 /// only `PRE_CREATED` orders, so it records the event and changes nothing.
 pub(crate) async fn retry(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     source: Source,
     row: Option<i64>,
     reason: &str,
 ) -> ApiResult<OutboxRetryReport> {
-    crate::admin::authorize(actor, Permission::OperatePipeline)?;
+    crate::identity::authorize(actor, Permission::OperatePipeline)?;
     let reason = audited_reason(reason)?;
     let mut tx = state.db.begin().await?;
     if let Some(id) = row {

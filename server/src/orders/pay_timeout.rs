@@ -36,7 +36,7 @@ use crate::{
         status::OrderStatus,
     },
     payment::{self, store::Recorded, PaymentState, Settled},
-    state::AppState,
+    sale::SaleState,
 };
 
 /// The consumer's name in logs and its consumer tag.
@@ -89,7 +89,7 @@ pub enum Verdict {
 /// Settles an order whose pay timeout came: paid if the center has its money, else
 /// cancelled with its stock given back. Safe to call any number of times, concurrently.
 pub async fn settle_overdue(
-    state: &AppState,
+    state: &SaleState,
     order_id: Uuid,
     trigger: Trigger,
 ) -> anyhow::Result<Verdict> {
@@ -160,7 +160,7 @@ pub async fn settle_overdue(
 
 /// Gives a cancelled order's units back to Redis, retrying a few times; records success in
 /// the journal. On failure the journal row keeps `redis_restored_at` NULL for the scanner.
-pub(crate) async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -> bool {
+pub(crate) async fn give_back_to_redis(state: &SaleState, give_back: &GiveBack) -> bool {
     let attempts = state.settings.pipeline.redis_giveback_attempts.max(1);
     let mut wait = GIVEBACK_FIRST_WAIT;
     for attempt in 1..=attempts {
@@ -205,7 +205,7 @@ pub(crate) async fn give_back_to_redis(state: &AppState, give_back: &GiveBack) -
 
 /// Starts the pay-timeout consumer and the leader's scanner, in one task that runs until
 /// it is aborted.
-pub fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub fn spawn(state: &SaleState) -> tokio::task::JoinHandle<()> {
     let consumer = consume_pay_timeouts(state);
     let scanner = scan_while_leading(state.clone());
     tokio::spawn(async move {
@@ -213,7 +213,7 @@ pub fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
     })
 }
 
-fn consume_pay_timeouts(state: &AppState) -> impl std::future::Future<Output = ()> + Send {
+fn consume_pay_timeouts(state: &SaleState) -> impl std::future::Future<Output = ()> + Send {
     let settings = &state.settings.pipeline;
     let spec = ConsumerSpec {
         name: CONSUMER,
@@ -235,7 +235,7 @@ fn consume_pay_timeouts(state: &AppState) -> impl std::future::Future<Output = (
 }
 
 struct TimeoutHandler {
-    state: AppState,
+    state: SaleState,
     /// Failures are warned about at most every so often: an outage must not fill the disk.
     warnings: std::sync::Mutex<QuietWarnings>,
 }
@@ -362,7 +362,7 @@ enum Settling {
 /// The leader's safety net, every `timeout_scan_interval_ms`: settles `UNPAID` orders past
 /// their deadline by more than two intervals (their message was lost), then retries Redis
 /// give-backs that failed.
-async fn scan_while_leading(state: AppState) {
+async fn scan_while_leading(state: SaleState) {
     let interval = Duration::from_millis(state.settings.pipeline.timeout_scan_interval_ms.max(1));
     let grace = interval * 2;
     let mut leadership = state.leadership.clone();
@@ -383,7 +383,7 @@ async fn scan_while_leading(state: AppState) {
 }
 
 async fn scan(
-    state: &AppState,
+    state: &SaleState,
     grace: Duration,
     warnings: &mut QuietWarnings,
 ) -> anyhow::Result<()> {

@@ -12,10 +12,10 @@ use contract::Source;
 use serde_json::json;
 
 use crate::{
-    admin::ops_audit::{self, OpsAction},
-    admin::reason::audited_reason,
+    audit::ops_audit::{self, OpsAction},
+    audit::reason::audited_reason,
     orders::{outbox, relay},
-    state::AppState,
+    sale::SaleState,
 };
 use base::error::ApiResult;
 
@@ -24,12 +24,12 @@ const REPLAY_CHUNK: i64 = 500;
 
 /// Replays every recorded pre-order; audited with the reason and the figures.
 pub(crate) async fn replay(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     source: Source,
     reason: &str,
 ) -> ApiResult<ReplayReport> {
-    crate::admin::authorize(actor, contract::Permission::OperatePipeline)?;
+    crate::identity::authorize(actor, contract::Permission::OperatePipeline)?;
     let reason = audited_reason(reason)?;
     let (mut replayed, mut published) = (0_i64, 0_i64);
     loop {

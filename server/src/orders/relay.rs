@@ -17,7 +17,7 @@ use crate::{
         outbox::{self, Claimed, Failure},
         rules::relay_backoff,
     },
-    state::AppState,
+    sale::SaleState,
 };
 use base::error::ApiResult;
 
@@ -25,12 +25,12 @@ use base::error::ApiResult;
 const RELAY_BATCH: i64 = 500;
 
 /// Starts the relay in the background; aborting the handle stops it.
-pub fn spawn(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub fn spawn(state: &SaleState) -> tokio::task::JoinHandle<()> {
     tokio::spawn(run(state.clone()))
 }
 
 /// Runs the relay for as long as the task runs, while this instance leads.
-async fn run(state: AppState) {
+async fn run(state: SaleState) {
     let interval = Duration::from_millis(state.settings.pipeline.relay_interval_ms.max(10));
     let mut leadership = state.leadership.clone();
     let mut warnings = QuietWarnings::new("outbox relay");
@@ -48,7 +48,7 @@ async fn run(state: AppState) {
 }
 
 /// Publishes every row due now; returns how many pre-orders the confirmed rows carry.
-pub(crate) async fn relay_due(state: &AppState) -> Result<usize, sqlx::Error> {
+pub(crate) async fn relay_due(state: &SaleState) -> Result<usize, sqlx::Error> {
     let settings = &state.settings.pipeline;
     let grace = Duration::from_millis(settings.relay_grace_ms);
     let mut relayed = 0;
@@ -69,7 +69,7 @@ pub(crate) async fn relay_due(state: &AppState) -> Result<usize, sqlx::Error> {
 }
 
 /// How long a claimed row is left alone by other relays: long enough for its confirm.
-pub(crate) fn lease(state: &AppState) -> Duration {
+pub(crate) fn lease(state: &SaleState) -> Duration {
     Duration::from_millis(state.settings.pipeline.confirm_timeout_ms) * 2
 }
 
@@ -77,7 +77,7 @@ pub(crate) fn lease(state: &AppState) -> Duration {
 /// error, their next attempt's time, or `failed` once out of attempts. Returns how many
 /// pre-orders the confirmed rows carry.
 pub(crate) async fn publish_claimed(
-    state: &AppState,
+    state: &SaleState,
     broker: &Broker,
     claimed: &[Claimed],
 ) -> Result<usize, sqlx::Error> {
@@ -132,7 +132,7 @@ pub(crate) async fn publish_claimed(
     Ok(orders)
 }
 
-fn failure(state: &AppState, row: &Claimed, error: String) -> Failure {
+fn failure(state: &SaleState, row: &Claimed, error: String) -> Failure {
     let base = Duration::from_millis(state.settings.pipeline.relay_interval_ms.max(10));
     Failure {
         id: row.id,
@@ -145,8 +145,8 @@ fn failure(state: &AppState, row: &Claimed, error: String) -> Failure {
 const FAILED_ROWS_SHOWN: i64 = 100;
 
 /// What the relay is up to, for the console and `GET /admin/api/outbox` (ops, SRE, admin).
-pub(crate) async fn summary(state: &AppState, actor: &Actor) -> ApiResult<OutboxSummary> {
-    crate::admin::authorize(actor, contract::Permission::WatchOperations)?;
+pub(crate) async fn summary(state: &SaleState, actor: &Actor) -> ApiResult<OutboxSummary> {
+    crate::identity::authorize(actor, contract::Permission::WatchOperations)?;
     let counts = outbox::counts(&state.db).await?;
     let failed_rows = outbox::failed_rows(&state.db, FAILED_ROWS_SHOWN)
         .await?

@@ -5,14 +5,14 @@ use tokio::task::JoinHandle;
 
 use crate::{
     orders::{create_order, dead_letters, gauges, pay_timeout, relay},
-    state::AppState,
+    sale::SaleState,
 };
 
 /// Starts the pipeline's background workers: the create-order consumer, the DLQ sink, the
 /// outbox relay (it works only while this instance leads), the gauges and the pay-timeout
 /// consumer. Returns their
 /// handles; aborting one stops that worker.
-pub(crate) fn spawn(state: &AppState) -> Vec<JoinHandle<()>> {
+pub(crate) fn spawn(state: &SaleState) -> Vec<JoinHandle<()>> {
     vec![
         create_order::spawn(state),
         dead_letters::spawn_sink(state),

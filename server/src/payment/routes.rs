@@ -2,6 +2,7 @@
 //! center for the buyer's own unpaid order; `POST /api/pay/notify` takes the center's
 //! signed callback. Served under `/api` beside the buyer API.
 
+use axum::extract::{FromRef, FromRequestParts};
 use axum::{
     body::Bytes,
     extract::{
@@ -11,6 +12,8 @@ use axum::{
     http::{HeaderMap, StatusCode},
     Json,
 };
+use base::client_address::ClientAddress;
+use contract::Actor;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -19,14 +22,20 @@ use crate::{
         notice::{self, Accepted, Refused},
         signature, Payable, Settled, StartError,
     },
-    state::AppState,
+    sale::SaleState,
 };
 use base::{
     error::{ApiError, ApiResult},
     route_table::RouteTable,
 };
 
-pub(crate) fn routes(routes: RouteTable<AppState>) -> RouteTable<AppState> {
+pub(crate) fn routes<S>(routes: RouteTable<S>) -> RouteTable<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SaleState: FromRef<S>,
+    Actor: FromRequestParts<S>,
+    ClientAddress: FromRequestParts<S>,
+{
     routes
         .post("/orders/{id}/pay", pay)
         .post("/pay/notify", notify)
@@ -43,7 +52,7 @@ struct TradeStarted {
 /// row: a check here first would be a check then an insert, open to the pay timeout
 /// cancelling in between.
 async fn pay(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     headers: HeaderMap,
     id: Result<Path<Uuid>, PathRejection>,
 ) -> ApiResult<Json<TradeStarted>> {
@@ -79,7 +88,7 @@ struct NoticeTaken {
 /// The payment center's callback. The signature is checked over the raw bytes, so the
 /// body is read as bytes, never re-serialised.
 async fn notify(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<NoticeTaken>> {

@@ -8,9 +8,9 @@
 //! is handed out twice. The deduction hand-over and repairs use the same [`load`]. It holds
 //! the activity's reconciliation lock throughout, so a pre-warm, the hand-over on every
 //! instance and the leader's pass never re-derive one activity at once. Every key written
-//! expires some time after the activity's end (`expiry`).
+//! expires some time after the activity's end (`crate::catalog::expiry`).
 
-pub(crate) mod expiry;
+pub(crate) mod handover;
 pub(crate) mod routes;
 
 use crate::buy::bloom::BloomClient;
@@ -18,15 +18,15 @@ use contract::{Actor, PrewarmReport, PrewarmedItem, Source};
 use serde_json::json;
 
 use crate::{
-    admin::ops_audit::{self, OpsAction},
+    audit::ops_audit::{self, OpsAction},
     buy::bloom,
+    catalog::copies,
     catalog::store::StoredActivity,
     reconcile::{
         fence,
         service::{ActivityLock, LOCK_WAIT},
         store as reconcile_store,
     },
-    rehearsal::copies,
     state::AppState,
 };
 use base::error::{ApiError, ApiResult};
@@ -40,7 +40,7 @@ pub(crate) async fn prewarm(
     source: Source,
     activity_id: i64,
 ) -> ApiResult<PrewarmReport> {
-    crate::admin::authorize(actor, contract::Permission::Prewarm)?;
+    crate::identity::authorize(actor, contract::Permission::Prewarm)?;
     let activity = copies::real_activity(&state.db, activity_id, None).await?;
     let loaded = load(state, &activity).await;
     let detail = match &loaded {

@@ -9,7 +9,7 @@ use contract::{
 };
 use std::time::Duration;
 
-use crate::{admin::audit::SwitchFlip, baselines::store::AppliedBaseline};
+use crate::{audit::SwitchFlip, baselines::store::AppliedBaseline};
 
 /// Largest clock difference with the database a sale tolerates.
 pub(crate) const CLOCK_TOLERANCE_MS: f64 = 100.0;

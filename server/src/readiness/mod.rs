@@ -18,15 +18,18 @@ use contract::{
 use std::time::{Duration, Instant};
 
 use crate::{
-    admin::{audit, authorize},
+    audit,
     baselines::store as baselines_store,
     buy::bloom,
+    catalog::copies,
     catalog::store::StoredActivity,
-    control::{board::Board, election, keys::SwitchKey, layout::Layout, switches::SwitchValues},
+    control::{board::Board, election, keys::SwitchKey, layout::Layout},
+    identity::authorize,
     orders::{dead_letter_store, mq::broker::queue_states, outbox},
     reconcile::{ledger, rules, store as reconcile_store},
-    rehearsal::{copies, store as rehearsal_store},
+    rehearsal::store as rehearsal_store,
     state::AppState,
+    switches::SwitchValues,
 };
 use base::{error::ApiResult, lua};
 use checks::{BloomProbe, ClockSample, ItemState, SwitchState};
@@ -384,7 +387,7 @@ async fn backlog_checks(state: &AppState) -> Vec<ReadinessCheck> {
         Err(error) => checks::unreadable(Name::Outbox, "the outbox", error),
     };
     let flag_after = Duration::from_secs(state.settings.reconcile.fail_stuck_after_s);
-    let stuck = match reconcile_store::stuck_counts(&state.db, flag_after).await {
+    let stuck = match crate::orders::stuck::stuck_counts(&state.db, flag_after).await {
         Ok(stuck) => checks::stuck_preorders(&stuck, flag_after),
         Err(error) => checks::unreadable(Name::StuckPreorders, "the stuck pre-orders", error),
     };

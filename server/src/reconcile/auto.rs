@@ -17,7 +17,8 @@ use contract::{SaleItem, Source};
 use serde_json::json;
 
 use crate::{
-    admin::ops_audit::{self, OpsAction},
+    audit::ops_audit::{self, OpsAction},
+    catalog::copies::{self, Copies},
     catalog::store as catalog,
     orders::mq::consume::QuietWarnings,
     reconcile::{
@@ -26,7 +27,6 @@ use crate::{
         service::ActivityLock,
         store::{self, NewRun},
     },
-    rehearsal::copies::{self, Copies},
     state::AppState,
 };
 

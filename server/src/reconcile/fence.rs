@@ -36,13 +36,12 @@ use uuid::Uuid;
 use contract::{SaleItem, UserId};
 
 use crate::{
-    buy::preorders,
-    catalog::store::StoredActivity,
-    reconcile::{
-        redis_state::Derived,
-        service::ActivityLock,
+    buy::{
+        preorders,
         settle::{self, Deduction, Settled},
     },
+    catalog::store::StoredActivity,
+    reconcile::{redis_state::Derived, service::ActivityLock},
     state::AppState,
 };
 use base::redis::RedisStore;
@@ -211,7 +210,7 @@ async fn fenced(
                 holders: &holders,
                 seats: &seats,
                 restored: &restored,
-                expires_at: crate::prewarm::expiry::keys_expire_at(activity.ends_at),
+                expires_at: crate::catalog::expiry::keys_expire_at(activity.ends_at),
             },
         )
         .await?;

@@ -7,8 +7,9 @@
 //! * [`fence`]: re-deriving an item's Redis state from PostgreSQL mid-sale (pre-warm,
 //!   repair, Redis lost), behind a fence no deduction passes.
 //! * [`viewers`]: the live ledger as viewers read it, computed once a second and shared.
-//! * [`settle`]: voiding a pre-order that may never commit and giving its units back; the
-//!   buy path uses it too, the moment it loses track of a deduction.
+//! * Voiding a pre-order that may never commit and giving its units back is the buy path's
+//!   (`crate::buy::settle`): it does so the moment it loses track of a deduction, and a run
+//!   for every marker that outlived its grace.
 //!
 //! # How a run knows no in-flight request will still take or commit what it repairs
 //!
@@ -38,6 +39,5 @@ pub(crate) mod routes;
 pub(crate) mod rules;
 pub(crate) mod run;
 pub mod service;
-pub(crate) mod settle;
 pub(crate) mod store;
 pub(crate) mod viewers;

@@ -58,7 +58,7 @@ pub struct Derived<'a> {
     /// back again, whoever retries.
     pub restored: &'a [Uuid],
     /// When every key written expires (the activity's end plus the grace of
-    /// `prewarm::expiry`); the scripts that create the item's other keys copy it.
+    /// `catalog::expiry`); the scripts that create the item's other keys copy it.
     pub expires_at: chrono::DateTime<chrono::Utc>,
 }
 

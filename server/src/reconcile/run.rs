@@ -34,18 +34,19 @@ use crate::{
     buy::{
         bloom::{self, BloomAnswer},
         rules::{phase, Phase},
+        settle::{self, Deduction, Settled},
     },
     catalog::store::StoredActivity,
     orders::{
         cancellations::GiveBack,
         pay_timeout::{self, give_back_to_redis, Trigger},
+        stuck,
     },
     reconcile::{
         fence::{self, Rederived},
         ledger::{self, Observed},
         rules::{self, EventState},
         service::ActivityLock,
-        settle::{self, Deduction, Settled},
         store,
     },
     state::AppState,
@@ -631,13 +632,13 @@ async fn stuck_preorders(
     let stuck_after = Duration::from_secs(settings.stuck_after_s);
     let flag_after = Duration::from_secs(settings.fail_stuck_after_s);
     let mut findings = Vec::new();
-    for stuck in store::stuck_preorders(&state.db, activity.id, stuck_after, PIPELINE_BATCH).await?
+    for stuck in stuck::stuck_preorders(&state.db, activity.id, stuck_after, PIPELINE_BATCH).await?
     {
         let since_sent = Duration::from_secs_f64(stuck.since_sent_s.max(0.0));
         let event = EventState::of(stuck.outbox_status.as_deref(), stuck.resent);
         let verdict = rules::stuck_verdict(event, since_sent, flag_after);
         let resent =
-            mode.repair && verdict.resend && store::republish(&state.db, stuck.order_id).await?;
+            mode.repair && verdict.resend && stuck::republish(&state.db, stuck.order_id).await?;
         let action = if verdict.flagged {
             FindingAction::Flagged
         } else if resent {

@@ -11,18 +11,16 @@ use serde_json::json;
 use sqlx::{pool::PoolConnection, PgPool, Postgres};
 
 use crate::{
-    admin::{
-        authorize,
-        ops_audit::{self, OpsAction},
-        reason::audited_reason,
-    },
+    audit::ops_audit::{self, OpsAction},
+    audit::reason::audited_reason,
+    catalog::copies,
     catalog::store::StoredActivity,
+    identity::authorize,
     reconcile::{
         ledger,
         run::{self, Mode, SeenDrifts, Sink},
         store::{self, NewRun},
     },
-    rehearsal::copies,
     state::AppState,
 };
 use base::error::{ApiError, ApiResult};

@@ -9,12 +9,12 @@
 //! * [`load`]: the load generator, over HTTP to this deployment's own buyer API, and the
 //!   tally of what came back.
 //! * [`check`] and [`rules`]: the figures after the load and the invariants' verdicts.
-//! * [`copies`]: the one rule that tells a rehearsal's copy and traffic from a real sale's.
+//! * The one rule that tells a rehearsal's copy and traffic from a real sale's is the
+//!   catalogue's (`crate::catalog::copies`): every listing and figure of a sale asks it.
 //! * [`service`], [`routes`], [`store`]: the use cases (start, read, list), the admin
 //!   routes, the rehearsal rows; [`service`] also holds the leader's clean-up retries.
 
 pub(crate) mod check;
-pub(crate) mod copies;
 pub(crate) mod load;
 pub(crate) mod plan;
 pub(crate) mod routes;

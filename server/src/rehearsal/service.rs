@@ -24,15 +24,16 @@ use std::{
 };
 
 use crate::{
-    admin::{
-        authorize,
-        ops_audit::{self, OpsAction},
-        reason::audited_reason,
+    audit::ops_audit::{self, OpsAction},
+    audit::reason::audited_reason,
+    catalog::{
+        copies,
+        store::{self as catalog, StoredActivity},
     },
-    catalog::store::{self as catalog, StoredActivity},
     control::status::Complaint,
+    identity::authorize,
     rehearsal::{
-        check, copies,
+        check,
         load::{self, own_address, Load, Planned},
         plan::{self, PlannedBuy},
         rules::{self, InTheWay, CLEAN_UP, SETTLE},

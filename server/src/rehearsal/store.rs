@@ -9,7 +9,7 @@ use sqlx::PgPool;
 use std::{collections::HashMap, time::Duration};
 use uuid::Uuid;
 
-use crate::rehearsal::copies::REAL_ACTIVITY;
+use crate::catalog::copies::REAL_ACTIVITY;
 use base::db::decode_name;
 
 /// A rehearsal about to start.

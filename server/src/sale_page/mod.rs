@@ -20,7 +20,7 @@ pub use site::SalePages;
 use contract::{Actor, Permission, PublishedPage};
 use std::{collections::HashSet, time::Duration};
 
-use crate::{admin::authorize, rehearsal::copies, state::AppState};
+use crate::{catalog::copies, identity::authorize, sale::SaleState};
 use base::{
     error::{ApiError, ApiResult},
     quiet_log::quiet,
@@ -29,7 +29,7 @@ use base::{
 /// Renders and writes the activity's page as a new version and serves it. The owning
 /// merchant, ops and admin may; another merchant's activity is absent (404).
 pub(crate) async fn publish(
-    state: &AppState,
+    state: &SaleState,
     actor: &Actor,
     activity_id: i64,
 ) -> ApiResult<PublishedPage> {
@@ -66,7 +66,7 @@ pub(crate) async fn publish(
 /// serving the pages PostgreSQL no longer has (their activity was deleted) and the assets
 /// whose files were removed; returns how many it loaded. A page whose files are missing
 /// stays as it was (logged).
-pub(crate) async fn refresh(state: &AppState) -> Result<usize, sqlx::Error> {
+pub(crate) async fn refresh(state: &SaleState) -> Result<usize, sqlx::Error> {
     let pages = &state.sale_pages;
     let mut loaded = 0;
     // Only pages served before the read can be gone: one loaded after it (a publish here
@@ -109,7 +109,7 @@ pub(crate) async fn refresh(state: &AppState) -> Result<usize, sqlx::Error> {
 /// and the assets no page names that are older than `grace` by `now_ms`. Returns how many
 /// pages and assets it removed.
 pub(crate) async fn prune(
-    state: &AppState,
+    state: &SaleState,
     now_ms: i64,
     grace: Duration,
 ) -> anyhow::Result<(usize, usize)> {
@@ -127,7 +127,7 @@ pub(crate) async fn prune(
 }
 
 /// Start-up: every asset of the site directory, then every published page.
-pub(crate) async fn load_all(state: &AppState) -> anyhow::Result<()> {
+pub(crate) async fn load_all(state: &SaleState) -> anyhow::Result<()> {
     let assets = state.sale_pages.load_assets().await?;
     let pages = refresh(state).await?;
     tracing::info!(assets, pages, "sale pages loaded");
@@ -135,7 +135,7 @@ pub(crate) async fn load_all(state: &AppState) -> anyhow::Result<()> {
 }
 
 /// Follows the publishes made elsewhere, every `[sale_page] refresh_ms`.
-pub(crate) fn spawn_refresher(state: &AppState) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn_refresher(state: &SaleState) -> tokio::task::JoinHandle<()> {
     let state = state.clone();
     tokio::spawn(async move {
         let interval = Duration::from_millis(state.settings.sale_page.refresh_ms.max(100));

@@ -5,6 +5,7 @@
 //! They read the request's headers where they are (taking the request) rather than have
 //! axum copy them for each request: the rest of the work is a lookup in memory.
 
+use axum::extract::{FromRef, FromRequestParts};
 use axum::{
     extract::{rejection::PathRejection, Path, Request, State},
     http::{header, StatusCode},
@@ -12,14 +13,16 @@ use axum::{
     routing::get,
     Json, Router,
 };
+use base::client_address::ClientAddress;
+use base::route_table::RouteTable;
 use contract::{Actor, PublishedPage};
 
 use super::render::page_url;
-use crate::state::AppState;
+use crate::sale::SaleState;
 use base::error::{ApiError, ApiResult};
 
 pub(crate) async fn publish(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,
 ) -> ApiResult<Json<PublishedPage>> {
@@ -27,13 +30,23 @@ pub(crate) async fn publish(
     Ok(Json(super::publish(&state, &actor, id).await?))
 }
 
-pub(crate) fn admin(
-    routes: crate::admin::routes::AdminRoutes,
-) -> crate::admin::routes::AdminRoutes {
+pub(crate) fn admin<S>(routes: RouteTable<S>) -> RouteTable<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SaleState: FromRef<S>,
+    Actor: FromRequestParts<S>,
+    ClientAddress: FromRequestParts<S>,
+{
     routes.post("/activities/{id}/publish", publish)
 }
 
-pub(crate) fn router() -> Router<AppState> {
+pub(crate) fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SaleState: FromRef<S>,
+    Actor: FromRequestParts<S>,
+    ClientAddress: FromRequestParts<S>,
+{
     Router::new()
         .route("/sale/{id}", get(without_slash))
         .route("/sale/{id}/", get(page))
@@ -61,7 +74,7 @@ fn published(
 }
 
 async fn page(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     id: Result<Path<i64>, PathRejection>,
     request: Request,
 ) -> ApiResult<Response> {
@@ -69,7 +82,7 @@ async fn page(
 }
 
 async fn button(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     id: Result<Path<i64>, PathRejection>,
     request: Request,
 ) -> ApiResult<Response> {
@@ -77,7 +90,7 @@ async fn button(
 }
 
 async fn asset(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     Path(name): Path<String>,
     request: Request,
 ) -> ApiResult<Response> {

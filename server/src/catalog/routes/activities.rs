@@ -11,11 +11,11 @@ use axum::{
 use contract::Actor;
 use contract::{ActivityDetail, ActivityInput, ActivitySummary, Written};
 
-use crate::{catalog::service as catalog, state::AppState};
+use crate::{catalog::service as catalog, sale::SaleState};
 use base::error::ApiResult;
 
 pub(crate) async fn create(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     input: Result<Json<ActivityInput>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<Written>)> {
@@ -25,7 +25,7 @@ pub(crate) async fn create(
 }
 
 pub(crate) async fn update(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,
     input: Result<Json<ActivityInput>, JsonRejection>,
@@ -36,14 +36,14 @@ pub(crate) async fn update(
 }
 
 pub(crate) async fn list(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
 ) -> ApiResult<Json<Vec<ActivitySummary>>> {
     Ok(Json(catalog::list_activities(&state, &actor).await?))
 }
 
 pub(crate) async fn read(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,
 ) -> ApiResult<Json<ActivityDetail>> {

@@ -8,11 +8,11 @@ use axum::{
 use contract::Actor;
 use contract::{Item, ItemInput, Written};
 
-use crate::{catalog::service as catalog, state::AppState};
+use crate::{catalog::service as catalog, sale::SaleState};
 use base::error::ApiResult;
 
 pub(crate) async fn create(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     input: Result<Json<ItemInput>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<Written>)> {
@@ -22,7 +22,7 @@ pub(crate) async fn create(
 }
 
 pub(crate) async fn update(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
     input: Result<Json<ItemInput>, JsonRejection>,
@@ -33,14 +33,14 @@ pub(crate) async fn update(
 }
 
 pub(crate) async fn list(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
 ) -> ApiResult<Json<Vec<Item>>> {
     Ok(Json(catalog::list_items(&state, &actor).await?))
 }
 
 pub(crate) async fn read(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Json<Item>> {

@@ -1,11 +1,20 @@
 //! The catalogue's admin routes: items and activities.
 
-use crate::admin::routes::AdminRoutes;
-
+use crate::sale::SaleState;
+use axum::extract::{FromRef, FromRequestParts};
+use base::client_address::ClientAddress;
+use base::route_table::RouteTable;
+use contract::Actor;
 mod activities;
 mod items;
 
-pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {
+pub(crate) fn admin<S>(routes: RouteTable<S>) -> RouteTable<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SaleState: FromRef<S>,
+    Actor: FromRequestParts<S>,
+    ClientAddress: FromRequestParts<S>,
+{
     routes
         .get("/items", items::list)
         .post("/items", items::create)

@@ -12,7 +12,7 @@ use contract::Source;
 use contract::{DeadLetterPage, DeadLetterView, OpsReason, RequeueReport};
 use serde::Deserialize;
 
-use crate::{orders::dead_letters, state::AppState};
+use crate::{orders::dead_letters, sale::SaleState};
 use base::error::ApiResult;
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -23,7 +23,7 @@ pub(crate) struct PageParams {
 }
 
 pub(crate) async fn list(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     params: Result<Query<PageParams>, QueryRejection>,
 ) -> ApiResult<Json<DeadLetterPage>> {
@@ -34,7 +34,7 @@ pub(crate) async fn list(
 }
 
 pub(crate) async fn requeue(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,
     body: Result<Json<OpsReason>, JsonRejection>,
@@ -46,7 +46,7 @@ pub(crate) async fn requeue(
 }
 
 pub(crate) async fn requeue_all(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     body: Result<Json<OpsReason>, JsonRejection>,
 ) -> ApiResult<Json<RequeueReport>> {

@@ -1,13 +1,22 @@
 //! The order pipeline's admin routes: orders, dead letters, the outbox and recorded pre-orders.
 
-use crate::admin::routes::AdminRoutes;
-
+use crate::sale::SaleState;
+use axum::extract::{FromRef, FromRequestParts};
+use base::client_address::ClientAddress;
+use base::route_table::RouteTable;
+use contract::Actor;
 mod dead_letters;
 mod orders;
 mod outbox;
 mod recordings;
 
-pub(crate) fn admin(routes: AdminRoutes) -> AdminRoutes {
+pub(crate) fn admin<S>(routes: RouteTable<S>) -> RouteTable<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SaleState: FromRef<S>,
+    Actor: FromRequestParts<S>,
+    ClientAddress: FromRequestParts<S>,
+{
     routes
         .get("/orders", orders::list)
         .get("/orders/{id}", orders::read)

@@ -11,7 +11,7 @@ use contract::Actor;
 use contract::{OrderDetail, OrderPage, OrderQuery};
 use serde::Deserialize;
 
-use crate::{orders::admin as order_admin, state::AppState};
+use crate::{orders::admin as order_admin, sale::SaleState};
 use base::error::{ApiError, ApiResult};
 
 /// The query string as typed: `?activity_id=&status=` (empty means "any", as a form sends it).
@@ -50,7 +50,7 @@ impl TryFrom<ListParams> for OrderQuery {
 }
 
 pub(crate) async fn list(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     params: Result<Query<ListParams>, QueryRejection>,
 ) -> ApiResult<Json<OrderPage>> {
@@ -60,7 +60,7 @@ pub(crate) async fn list(
 }
 
 pub(crate) async fn read(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     id: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<OrderDetail>> {

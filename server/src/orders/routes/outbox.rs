@@ -12,19 +12,19 @@ use contract::{Actor, OpsReason, OutboxRetryReport, OutboxSummary, Source};
 
 use crate::{
     orders::{outbox_retry, relay},
-    state::AppState,
+    sale::SaleState,
 };
 use base::error::ApiResult;
 
 pub(crate) async fn summary(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
 ) -> ApiResult<Json<OutboxSummary>> {
     Ok(Json(relay::summary(&state, &actor).await?))
 }
 
 pub(crate) async fn retry(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     id: Result<Path<i64>, PathRejection>,
     body: Result<Json<OpsReason>, JsonRejection>,
@@ -36,7 +36,7 @@ pub(crate) async fn retry(
 }
 
 pub(crate) async fn retry_all(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     body: Result<Json<OpsReason>, JsonRejection>,
 ) -> ApiResult<Json<OutboxRetryReport>> {

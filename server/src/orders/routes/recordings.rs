@@ -9,11 +9,11 @@ use contract::Actor;
 use contract::Source;
 use contract::{OpsReason, ReplayReport};
 
-use crate::{orders::recordings, state::AppState};
+use crate::{orders::recordings, sale::SaleState};
 use base::error::ApiResult;
 
 pub(crate) async fn replay(
-    State(state): State<AppState>,
+    State(state): State<SaleState>,
     actor: Actor,
     body: Result<Json<OpsReason>, JsonRejection>,
 ) -> ApiResult<Json<ReplayReport>> {

@@ -1,11 +1,13 @@
 //! The task that follows `switches/deduction` and runs the db → redis hand-over of
-//! [`DeductionGate`](super::DeductionGate): wait for this instance's database-path
+//! [`DeductionGate`](crate::buy::deduction::DeductionGate): wait for this instance's database-path
 //! pre-orders, re-derive Redis from PostgreSQL, then open the Redis path.
 
 use std::time::Duration;
 
 use crate::{
-    catalog::store as catalog, prewarm, reconcile, rehearsal::copies::Copies, state::AppState,
+    catalog::{copies::Copies, store as catalog},
+    prewarm, reconcile,
+    state::AppState,
 };
 use base::{config::DeductionMode, error::ApiResult};
 

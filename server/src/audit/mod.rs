@@ -1,5 +1,12 @@
-//! The audit log in PostgreSQL: every switch flip (`switch_audit`) and, for reading, the
-//! other operator actions (`ops_audit`, written by their own features).
+//! The audit log in PostgreSQL, which every operator action writes and the console reads:
+//! switch flips (`switch_audit`, written here before etcd is), the other operator actions
+//! (`ops_audit`, [`ops_audit`]), the merged log as one page, and the one rule for the reason
+//! each of them must give ([`reason`]). It sits beneath every capability that audits, the
+//! buyer-facing ones included (a dead-letter requeue, a lottery revoke), so none of them
+//! reaches up into the admin side for it.
+
+pub(crate) mod ops_audit;
+pub(crate) mod reason;
 
 use chrono::{DateTime, Utc};
 use contract::{AuditEntry, AuditFilter, AuditKind, Source, SwitchRevision};

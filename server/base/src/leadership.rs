@@ -10,11 +10,11 @@ use tokio::sync::watch;
 pub struct Leadership(watch::Receiver<bool>);
 
 /// The election's side: says when this instance gains or loses leadership.
-pub(crate) struct LeadershipSignal(watch::Sender<bool>);
+pub struct LeadershipSignal(watch::Sender<bool>);
 
 impl Leadership {
     /// A pair starting as not leader.
-    pub(crate) fn channel() -> (LeadershipSignal, Leadership) {
+    pub fn channel() -> (LeadershipSignal, Leadership) {
         let (sender, receiver) = watch::channel(false);
         (LeadershipSignal(sender), Leadership(receiver))
     }
@@ -25,7 +25,7 @@ impl Leadership {
 
     /// Waits until this instance leads (at once if it does). Without an election (its
     /// signal dropped, as in the CLI) that is never.
-    pub(crate) async fn until_leader(&mut self) {
+    pub async fn until_leader(&mut self) {
         if self.0.wait_for(|leading| *leading).await.is_err() {
             std::future::pending::<()>().await;
         }
@@ -33,7 +33,7 @@ impl Leadership {
 }
 
 impl LeadershipSignal {
-    pub(crate) fn set(&self, leading: bool) {
+    pub fn set(&self, leading: bool) {
         self.0.send_replace(leading);
     }
 }

@@ -1,6 +1,6 @@
 //! Writing `ops_audit`: operator actions that are not switch flips (dead-letter requeue,
 //! recorded-order replay, ...): who, from where, what, on which target, with what result.
-//! Reading the merged audit log is `crate::admin::audit::page`.
+//! Reading the merged audit log is `crate::audit::page`.
 
 use contract::Source;
 use sqlx::PgExecutor;
