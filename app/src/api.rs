@@ -21,8 +21,9 @@ use leptos::server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
 mod session {
-    use crate::backend::{ConsoleError, SharedBackend, SESSION_COOKIE};
+    use crate::backend::{ConsoleError, SharedBackend};
     use crate::error::ConsoleFnError;
+    use contract::SESSION_COOKIE;
     use leptos::prelude::*;
 
     /// The backend and the admin user the request's session cookie belongs to, resolved once.
@@ -43,7 +44,11 @@ mod session {
     /// The session token from the request's cookie header, if any.
     pub async fn token() -> Result<String, ConsoleFnError> {
         let headers: http::HeaderMap = leptos_axum::extract().await?;
-        Ok(crate::backend::session_token(&headers)
+        let cookies = headers
+            .get_all(http::header::COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok());
+        Ok(contract::session_token(cookies)
             .unwrap_or_default()
             .to_owned())
     }

@@ -276,38 +276,3 @@ pub trait ConsoleBackend: Send + Sync + 'static {
 
 /// How the server hands its implementation to the console.
 pub type SharedBackend = Arc<dyn ConsoleBackend>;
-
-/// Name of the HttpOnly, SameSite=Strict console session cookie.
-pub const SESSION_COOKIE: &str = "seckill_session";
-
-/// The console session token carried by a request's `Cookie` headers, if any.
-pub fn session_token(headers: &http::HeaderMap) -> Option<&str> {
-    headers
-        .get_all(http::header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|header| header.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
-        .map(|(_, value)| value)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_the_session_cookie_only() {
-        let mut headers = http::HeaderMap::new();
-        headers.append(
-            http::header::COOKIE,
-            "theme=dark; seckill_session_x=1".parse().expect("header"),
-        );
-        assert_eq!(session_token(&headers), None);
-        headers.append(
-            http::header::COOKIE,
-            "a=b; seckill_session=abc123".parse().expect("header"),
-        );
-        assert_eq!(session_token(&headers), Some("abc123"));
-    }
-}

@@ -11,19 +11,21 @@ use reports::{findings_table, progress_bar, readiness_table, rehearsal_report, s
 use std::io::BufRead;
 
 use crate::{
-    catalog::service as catalog,
     changes::{
         history as change_history,
         service::{self as change_service, Submission, Submitted},
     },
     control::board::{Board, Flip},
     hotkeys::service as hotkey_service,
-    identity::{buyer_token, password, secret_token, users},
     prewarm,
     reconcile::service as reconcile,
     startup::{self, Application},
 };
 use base::{config::Settings, db, etcd::EtcdLink, metrics::Metrics};
+use sale::{
+    catalog::service as catalog,
+    identity::{buyer_token, password, secret_token, users},
+};
 
 #[derive(Parser)]
 #[command(
@@ -227,7 +229,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Worker => startup::run_workers(settings).await?,
         Command::ReplayRecorded { reason } => {
             let state = startup::connect(settings).await?;
-            let report = crate::orders::recordings::replay(
+            let report = sale::orders::recordings::replay(
                 &state,
                 &cli_actor(),
                 contract::Source::Cli,
@@ -285,7 +287,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Publish { activity } => {
             let state = startup::connect(settings).await?;
-            let page = crate::sale_page::publish(&state, &cli_actor(), activity).await?;
+            let page = sale::sale_page::publish(&state, &cli_actor(), activity).await?;
             println!("{}", serde_json::to_string_pretty(&page)?);
         }
         Command::Reconcile {
@@ -628,7 +630,7 @@ pub async fn create_user(
     merchant: Option<&str>,
 ) -> anyhow::Result<Actor> {
     // A username longer than a login accepts could never sign in.
-    crate::identity::rules::check_username(username)?;
+    sale::identity::rules::check_username(username)?;
     let merchant_id = match (role, merchant) {
         (Role::Merchant, Some(name)) => Some(users::ensure_merchant(pool, name).await?),
         (Role::Merchant, None) => anyhow::bail!("a merchant user needs --merchant NAME"),
@@ -715,7 +717,7 @@ async fn seed_demo(settings: Settings) -> anyhow::Result<()> {
     };
     let report = prewarm::prewarm(&state, &cli_actor(), Source::Cli, activity_id).await?;
     let stock: i64 = report.items.iter().map(|item| item.redis_stock).sum();
-    let page = crate::sale_page::publish(&state, &cli_actor(), activity_id).await?;
+    let page = sale::sale_page::publish(&state, &cli_actor(), activity_id).await?;
     let token = buyer_token::mint(
         &state.settings.jwt_secret,
         DEMO_BUYER,

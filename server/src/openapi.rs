@@ -34,11 +34,11 @@ const ADMIN_PREFIX: &str = "/admin/api";
 
 /// The buyer API's routes, served under [`BUYER_PREFIX`].
 pub(crate) fn buyer_routes() -> RouteTable<AppState> {
-    let routes = crate::buy::routes::routes(RouteTable::default());
-    let routes = crate::orders::buyer::routes(routes);
-    let routes = crate::lottery::routes::buyer(routes);
-    let routes = crate::events::routes::routes(routes);
-    crate::payment::routes::routes(routes)
+    let routes = sale::buy::routes::routes(RouteTable::default());
+    let routes = sale::orders::buyer::routes(routes);
+    let routes = sale::lottery::routes::buyer(routes);
+    let routes = sale::events::routes::routes(routes);
+    sale::payment::routes::routes(routes)
 }
 
 /// Every buyer route as (method, path template under `/api`).
@@ -240,14 +240,12 @@ fn document() -> OpenApi {
         )
         .security_scheme(
             "admin_session",
-            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::new(
-                app::backend::SESSION_COOKIE,
-            ))),
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::new(contract::SESSION_COOKIE))),
         )
         .security_scheme(
             "payment_signature",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new(
-                crate::payment::signature::HEADER,
+                sale::payment::signature::HEADER,
             ))),
         )
         .build();

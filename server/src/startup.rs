@@ -11,22 +11,10 @@ use tower_http::{
 
 use crate::web::connections::{CappedListener, ConnectionGauges};
 use crate::{
-    admin, buy,
-    buy::{
-        activity_cache::Catalogue,
-        deduction::DeductionGate,
-        funnel::{Funnel, FunnelParts},
-        preorders::PreorderWriter,
-    },
+    admin,
     control::{self, status::ControlStatus, ControlPlane},
-    events::{BuyerEvents, Hub},
     hotkeys::HotKeys,
-    identity::{authenticate::Authenticator, buyer_token::BuyerTokens},
-    orders::{self, Pipeline},
-    payment::simulated::SimulatedCenter,
-    sale::{SaleShared, SaleState},
     state::{AppState, Shared},
-    switches::{SwitchValues, Switches},
 };
 use base::{
     amqp::AmqpLink,
@@ -37,6 +25,21 @@ use base::{
     leadership::{Leadership, LeadershipSignal},
     metrics::Metrics,
     redis::RedisStore,
+};
+use sale::{
+    buy,
+    buy::{
+        activity_cache::Catalogue,
+        deduction::DeductionGate,
+        funnel::{Funnel, FunnelParts},
+        preorders::PreorderWriter,
+    },
+    events::{BuyerEvents, Hub},
+    identity::{authenticate::Authenticator, buyer_token::BuyerTokens},
+    orders::{self, Pipeline},
+    payment::simulated::SimulatedCenter,
+    switches::{SwitchValues, Switches},
+    {SaleShared, SaleState},
 };
 
 /// Largest body a JSON extractor reads (answered `413 PAYLOAD_TOO_LARGE` beyond); the buyer
@@ -60,8 +63,8 @@ impl Application {
         settings.check_secrets()?;
         let (state, election) = assemble(settings).await?;
         db::migrate(&state.db).await?;
-        crate::sale_page::load_all(&state).await?;
-        crate::sale_page::spawn_refresher(&state);
+        sale::sale_page::load_all(&state).await?;
+        sale::sale_page::spawn_refresher(&state);
         crate::prewarm::handover::spawn(state.clone());
         let listener = tokio::net::TcpListener::bind(state.settings.bind).await?;
         state.payment.listening_on(listener.local_addr()?);
@@ -70,8 +73,8 @@ impl Application {
         let router = router(state.clone());
         let control = control::start(&state, election, listener.local_addr()?).await;
         crate::dashboard::spawn(&state);
-        crate::events::hub::spawn(&state);
-        crate::events::units::spawn(&state);
+        sale::events::hub::spawn(&state);
+        sale::events::units::spawn(&state);
         crate::hotkeys::spawn(&state);
         crate::changes::spawn(&state);
         crate::baselines::spawn(&state);
@@ -170,7 +173,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         metrics.catalogue_reads.clone(),
     ));
     let deduction = Arc::new(DeductionGate::new(switches.current().deduction));
-    let lottery = crate::lottery::Lottery::default();
+    let lottery = sale::lottery::Lottery::default();
     let funnel = Arc::new(Funnel::new(FunnelParts {
         settings: buy.clone(),
         switches: switches.clone(),
@@ -206,7 +209,7 @@ async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSig
         settings.payment.clone(),
         metrics.clone(),
     ));
-    let sale_pages = crate::sale_page::SalePages::new(&settings.sale_page);
+    let sale_pages = sale::sale_page::SalePages::new(&settings.sale_page);
     let events = BuyerEvents::spawn(redis.clone(), &settings.events, metrics.clone());
     let event_hub = Hub::new(settings.events.max_streams, metrics.clone());
     let sale = SaleState::new(SaleShared {
@@ -273,7 +276,7 @@ fn workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     workers.push(crate::reconcile::auto::spawn(state));
     workers.push(crate::rehearsal::service::spawn_leader(state));
     workers.push(crate::retention::spawn(state));
-    workers.push(crate::lottery::draw::spawn(state));
+    workers.push(sale::lottery::draw::spawn(state));
     workers
 }
 
@@ -285,7 +288,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/openapi.json", get(crate::openapi::serve))
         .nest("/api", crate::openapi::buyer_routes().into_router())
         .nest("/admin/api", admin::routes::router())
-        .merge(crate::sale_page::routes::router())
+        .merge(sale::sale_page::routes::router())
         .merge(admin::console::router(state.clone()))
         .layer(middleware::from_fn_with_state(
             Duration::from_millis(state.settings.body_patience_ms),

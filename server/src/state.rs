@@ -8,8 +8,9 @@ use contract::Actor;
 use leptos::config::LeptosOptions;
 use std::sync::Arc;
 
-use crate::{control::status::ControlStatus, sale::SaleState};
+use crate::control::status::ControlStatus;
 use base::{error::ApiError, etcd::EtcdLink};
+use sale::SaleState;
 
 #[derive(Clone)]
 pub struct AppState(Arc<Shared>);

@@ -31,7 +31,7 @@ use lapin::{
     types::FieldTable,
     Channel, Connection,
 };
-use seckill::orders::mq::broker::queue_states;
+use sale::orders::mq::broker::queue_states;
 use serde_json::json;
 use std::{
     sync::{Arc, Mutex},

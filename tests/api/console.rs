@@ -98,7 +98,7 @@ async fn a_wrong_password_gets_a_4xx_from_the_login_server_function() {
         .get("set-cookie")
         .and_then(|v| v.to_str().ok())
         .expect("a session cookie");
-    assert!(cookie.starts_with(&format!("{}=", app::backend::SESSION_COOKIE)));
+    assert!(cookie.starts_with(&format!("{}=", contract::SESSION_COOKIE)));
     assert!(
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
         "{cookie}"

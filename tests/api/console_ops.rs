@@ -14,7 +14,7 @@ use contract::{
     SwitchBoard, SwitchChange,
 };
 use leptos::server_fn::ServerFn;
-use seckill::orders::mq::message::OrderCreated;
+use sale::orders::mq::message::OrderCreated;
 use std::time::Duration;
 use uuid::Uuid;
 

@@ -373,7 +373,7 @@ async fn bad_asks_for_a_stream_are_refused_with_a_code_and_hold_nothing() {
     let app = spawn_app_with(beating_every_second).await;
     let sale = open_sale(&app, 10, 1).await;
     let good = token(&app, 71);
-    let forged = seckill::identity::buyer_token::mint(
+    let forged = sale::identity::buyer_token::mint(
         &"not the deployment's secret".to_owned().into(),
         71,
         chrono::Duration::hours(1),

@@ -3,7 +3,7 @@
 
 use crate::support::app::{json, spawn_app, spawn_app_with, with_session};
 use contract::Role;
-use seckill::identity::authenticate::LoginError;
+use sale::identity::authenticate::LoginError;
 
 #[tokio::test]
 async fn a_console_session_works_on_the_admin_api_until_logout() {

@@ -1019,7 +1019,7 @@ async fn a_registration_answers_the_challenge_while_the_switch_asks_for_it() {
         .is_empty());
 
     let asked = app.challenge_for(sale.activity_id, 7).await;
-    clock.advance(seckill::buy::challenge::MIN_THINKING_TIME);
+    clock.advance(sale::buy::challenge::MIN_THINKING_TIME);
     let (status, body) = register_with(&app, &sale, 7, None, answered(asked)).await;
     assert_eq!(
         (status, body["status"].as_str()),

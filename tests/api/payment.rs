@@ -11,9 +11,8 @@ use crate::support::{
 };
 use base::config::Settings;
 use futures::{stream, StreamExt};
-use seckill::orders::release_scripts::ReleaseClient;
-use seckill::reconcile::redis_state::ItemStateClient;
-use seckill::{
+use sale::orders::release_scripts::ReleaseClient;
+use sale::{
     orders::{
         mq::{
             broker::Broker,
@@ -24,6 +23,7 @@ use seckill::{
     },
     payment::signature,
 };
+use seckill::reconcile::redis_state::ItemStateClient;
 use serde_json::{json, Value};
 use std::{sync::Arc, time::Duration};
 use uuid::Uuid;
@@ -920,7 +920,7 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
     let sale = contract::SaleItem::new(7, 8);
     let seats = ["A1".to_owned(), "A2".to_owned(), "A3".to_owned()];
     let restore = |order: &'static str, quantity: i64, seats: Vec<String>| async move {
-        let held = seckill::orders::Holding {
+        let held = sale::orders::Holding {
             sale,
             buyer: contract::UserId(42),
             quantity,

@@ -13,7 +13,7 @@ use crate::support::{
 };
 use base::config::{AsyncMode, Settings};
 use contract::{Readiness, ReadinessCheckName as Name, Role};
-use seckill::orders::{
+use sale::orders::{
     create_order, dead_letters,
     mq::{
         message::{OrderCreated, PayTimeouts},

@@ -15,7 +15,7 @@ use crate::support::{
 use base::config::{DeductionMode, Settings};
 use contract::{Readiness, ReadinessCheckName as Name, Role, SaleItem};
 use etcd_client::{Client, GetOptions};
-use seckill::orders::{create_order, mq::topology::Outgoing, pay_timeout, relay};
+use sale::orders::{create_order, mq::topology::Outgoing, pay_timeout, relay};
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -5,13 +5,13 @@
 use base::config::{AsyncMode, DeductionMode, Settings};
 use contract::Role;
 use futures::{stream, StreamExt};
-use seckill::buy::stock_scripts::StockClient;
-use seckill::reconcile::redis_state::ItemStateClient;
-use seckill::{
+use sale::buy::stock_scripts::StockClient;
+use sale::{
     buy::stock_scripts::{BuyCall, Steps, Windows},
     orders::Holding,
-    reconcile::service::ActivityLock,
 };
+use seckill::reconcile::redis_state::ItemStateClient;
+use seckill::reconcile::service::ActivityLock;
 use serde_json::{json, Value};
 use std::time::Duration;
 use uuid::Uuid;

@@ -17,8 +17,9 @@ use crate::support::{
 use base::config::Settings;
 use contract::Role;
 use leptos::server_fn::ServerFn;
-use seckill::orders::release_scripts::ReleaseClient;
-use seckill::{cli::create_user, identity::authenticate::LoginError, startup::Application};
+use sale::identity::authenticate::LoginError;
+use sale::orders::release_scripts::ReleaseClient;
+use seckill::{cli::create_user, startup::Application};
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use sqlx::{migrate::Migrator, PgPool};
@@ -366,7 +367,7 @@ async fn every_key_of_a_prewarmed_activity_expires_two_days_after_its_end() {
     app.bought(8, "expiring-2", &buy_body(&standard.sale, 1))
         .await;
     let sale = contract::SaleItem::new(standard.sale.activity_id, standard.sale.item_id);
-    let held = seckill::orders::Holding {
+    let held = sale::orders::Holding {
         sale,
         buyer: contract::UserId(7),
         quantity: 1,
@@ -538,7 +539,7 @@ async fn requests_without_credentials_make_the_stores_keep_nothing() {
     for table in tables {
         rows_before.push(app.count(table).await);
     }
-    let forged = seckill::identity::buyer_token::mint(
+    let forged = sale::identity::buyer_token::mint(
         &secrecy::SecretString::from("not-the-platform-secret"),
         42,
         chrono::Duration::hours(1),

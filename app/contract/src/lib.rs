@@ -24,6 +24,7 @@ mod reconcile;
 mod rehearsal;
 mod roles;
 mod sale_page;
+mod session;
 
 pub use audit::*;
 pub use baselines::*;
@@ -46,3 +47,4 @@ pub use reconcile::*;
 pub use rehearsal::*;
 pub use roles::*;
 pub use sale_page::*;
+pub use session::*;

@@ -32,14 +32,9 @@ use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRou
 use std::sync::Arc;
 
 use crate::{
-    catalog::service as catalog,
     changes::{history, impact, service as change_service, stage},
     control::board::{self, Board, Flip},
     hotkeys::service as hotkeys,
-    identity::authorize,
-    identity::{authenticate::LoginError, rules},
-    lottery::ops as lottery,
-    orders::{admin as order_admin, dead_letters, outbox_retry, recordings, relay},
     prewarm, readiness,
     reconcile::service as reconcile,
     rehearsal::service as rehearsal,
@@ -47,6 +42,13 @@ use crate::{
 };
 use base::slow_bodies;
 use base::{client_address, error::ApiError};
+use sale::{
+    catalog::service as catalog,
+    identity::authorize,
+    identity::{authenticate::LoginError, rules},
+    lottery::ops as lottery,
+    orders::{admin as order_admin, dead_letters, outbox_retry, recordings, relay},
+};
 
 /// The console's view of the platform.
 pub(crate) struct ConsoleService {
@@ -164,7 +166,7 @@ impl ConsoleBackend for ConsoleService {
         actor: &Actor,
         activity_id: i64,
     ) -> Result<PublishedPage, ConsoleError> {
-        Ok(crate::sale_page::publish(&self.state, actor, activity_id).await?)
+        Ok(sale::sale_page::publish(&self.state, actor, activity_id).await?)
     }
 
     async fn list_orders(

@@ -29,7 +29,8 @@ pub(crate) fn needs_origin(method: &Method, path: &str, headers: &HeaderMap) -> 
     );
     !safe
         && !headers.contains_key(header::AUTHORIZATION)
-        && (app::backend::session_token(headers).is_some() || path.starts_with(SERVER_FUNCTIONS))
+        && (sale::identity::authenticate::session_token(headers).is_some()
+            || path.starts_with(SERVER_FUNCTIONS))
 }
 
 /// Whether the request names the console's own origin: its `Origin` (else the origin of its

@@ -1,6 +1,6 @@
 //! The admin side as a whole: the `/admin/api` router that gathers every capability's admin
 //! routes, the console's backend, the cross-site request check in front of both, and the
-//! audit log's route (the log itself is `crate::audit`).
+//! audit log's route (the log itself is `sale::audit`).
 
 mod audit_routes;
 pub(crate) mod console;

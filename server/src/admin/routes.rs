@@ -15,19 +15,19 @@ pub(crate) type AdminRoutes = RouteTable<AppState>;
 
 pub(crate) fn table() -> AdminRoutes {
     let routes = AdminRoutes::default().get("/audit", super::audit_routes::list);
-    let routes = crate::catalog::routes::admin(routes);
+    let routes = sale::catalog::routes::admin(routes);
     let routes = crate::prewarm::routes::admin(routes);
     let routes = crate::control::routes::admin(routes);
     let routes = crate::changes::routes::admin(routes);
     let routes = crate::reconcile::routes::admin(routes);
     let routes = crate::dashboard::routes::admin(routes);
-    let routes = crate::sale_page::routes::admin(routes);
+    let routes = sale::sale_page::routes::admin(routes);
     let routes = crate::hotkeys::routes::admin(routes);
     let routes = crate::readiness::routes::admin(routes);
     let routes = crate::rehearsal::routes::admin(routes);
     let routes = crate::baselines::routes::admin(routes);
-    let routes = crate::lottery::routes::admin(routes);
-    crate::orders::routes::admin(routes)
+    let routes = sale::lottery::routes::admin(routes);
+    sale::orders::routes::admin(routes)
 }
 
 pub(crate) fn router() -> Router<AppState> {

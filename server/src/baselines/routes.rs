@@ -22,7 +22,7 @@ async fn list(
     actor: Actor,
     filter: Result<ByActivity, ApiError>,
 ) -> ApiResult<Json<Vec<BaselineRun>>> {
-    crate::identity::authorize(&actor, contract::Permission::WatchOperations)?;
+    sale::identity::authorize(&actor, contract::Permission::WatchOperations)?;
     Ok(Json(runs::list(&state, &actor, filter?.activity_id).await?))
 }
 
@@ -33,7 +33,7 @@ async fn mark(
     body: Result<Json<MarkBaseline>, JsonRejection>,
 ) -> ApiResult<Json<BaselineRun>> {
     // A role that may not mark learns nothing about its input.
-    crate::identity::authorize(&actor, contract::Permission::MarkBaseline)?;
+    sale::identity::authorize(&actor, contract::Permission::MarkBaseline)?;
     let Path(id) = path?;
     let Json(body) = body?;
     Ok(Json(

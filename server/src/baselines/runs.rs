@@ -7,17 +7,19 @@ use contract::{ActivityBaselines, Actor, BaselineRun, BaselineScope, Permission,
 use std::time::Duration;
 
 use crate::{
-    audit::ops_audit::{self, OpsAction},
-    audit::reason::audited_reason,
     baselines::{
         figures::{run_figures, InstanceWindow},
         store::{self, NewRun, StoredReport},
     },
     control::status::Complaint,
-    identity::authorize,
     state::AppState,
 };
 use base::error::{ApiError, ApiResult};
+use sale::{
+    audit::ops_audit::{self, OpsAction},
+    audit::reason::audited_reason,
+    identity::authorize,
+};
 
 /// Reports are kept this long: a run not computed by then (no leader for days) is not.
 const KEEP_REPORTS_DAYS: i64 = 2;

@@ -11,16 +11,16 @@ use contract::SwitchChangeRow;
 use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    audit::{self, PendingFlip},
-    control::{
-        board::{put_with_note, Board, Guard, Put},
-        keys::SwitchKey,
-        layout::{now_us, Layout, WriteNote},
-    },
-    switches::SwitchValues,
+use crate::control::{
+    board::{put_with_note, Board, Guard, Put},
+    keys::SwitchKey,
+    layout::{now_us, Layout, WriteNote},
 };
 use base::etcd::EtcdCall;
+use sale::{
+    audit::{self, PendingFlip},
+    switches::SwitchValues,
+};
 
 /// What the marker of a step remembers: the value the step replaced, and for a stage the
 /// instances it chose.

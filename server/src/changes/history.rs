@@ -5,15 +5,14 @@
 use contract::{Actor, Permission, SwitchRevision};
 
 use crate::{
-    audit,
     changes::service::{self, Submission, Submitted},
     control::{
         board::{Board, Flip},
         keys::SwitchKey,
     },
-    identity::authorize,
 };
 use base::error::{ApiError, ApiResult};
+use sale::{audit, identity::authorize};
 
 /// Revisions a history shows at most.
 const HISTORY_LIMIT: i64 = 100;
@@ -39,7 +38,7 @@ pub async fn rollback(
     now: chrono::DateTime<chrono::Utc>,
 ) -> ApiResult<Submitted> {
     authorize(flip.actor, Permission::FlipSwitch)?;
-    let reason = crate::audit::reason::audited_reason(flip.reason)?;
+    let reason = sale::audit::reason::audited_reason(flip.reason)?;
     let path = SwitchKey::parse(flip.path.trim_matches('/'))?.path();
     let held = audit::revisions(board.db, &path, Some(revision), 1)
         .await?

@@ -8,13 +8,9 @@
 use chrono::{DateTime, Utc};
 use contract::{Actor, ImpactedActivity, ImpactedInstance, Permission, SaleWindow, SwitchImpact};
 
-use crate::{
-    catalog,
-    control::{board::Board, keys::SwitchKey},
-    identity::authorize,
-    switches::SwitchValues,
-};
+use crate::control::{board::Board, keys::SwitchKey};
 use base::error::ApiResult;
+use sale::{catalog, identity::authorize, switches::SwitchValues};
 
 /// The impact of setting `path` to `value` at `now`; 400 for a key or value a flip would
 /// refuse.

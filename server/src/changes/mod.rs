@@ -68,7 +68,7 @@ async fn run_while_leading(state: AppState) {
     let mut ticks = tokio::time::interval(TICK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut leadership = state.leadership.clone();
-    let mut warnings = crate::orders::mq::consume::QuietWarnings::new("switch changes");
+    let mut warnings = sale::orders::mq::consume::QuietWarnings::new("switch changes");
     loop {
         leadership.until_leader().await;
         ticks.tick().await;

@@ -23,10 +23,10 @@ use crate::{
         stage,
     },
     control::board::{Board, Flip},
-    identity::authorize,
     state::AppState,
 };
 use base::error::{ApiError, ApiResult};
+use sale::identity::authorize;
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -12,7 +12,6 @@ use contract::{
 use serde_json::json;
 
 use crate::{
-    audit::ops_audit::{self, OpsAction},
     changes::{
         land,
         rules::{Timing, TimingError},
@@ -20,9 +19,12 @@ use crate::{
         store::{self, NewChange},
     },
     control::board::{Approval, Board, Checked, Flip},
-    identity::authorize,
 };
 use base::error::{ApiError, ApiResult};
+use sale::{
+    audit::ops_audit::{self, OpsAction},
+    identity::authorize,
+};
 
 /// Changes a list shows at most.
 const LIST_LIMIT: i64 = 200;
@@ -248,7 +250,7 @@ pub async fn approve(
     now: DateTime<Utc>,
 ) -> ApiResult<SwitchChangeRow> {
     authorize(actor, Permission::FlipSwitch)?;
-    let reason = crate::audit::reason::audited_reason(reason)?;
+    let reason = sale::audit::reason::audited_reason(reason)?;
     let mut tx = board.db.begin().await?;
     let change = store::lock(&mut tx, id)
         .await?
@@ -322,7 +324,7 @@ pub async fn decide(
     reason: &str,
 ) -> ApiResult<()> {
     authorize(actor, Permission::FlipSwitch)?;
-    let reason = crate::audit::reason::audited_reason(reason)?;
+    let reason = sale::audit::reason::audited_reason(reason)?;
     let (waiting, to, action): (&[ChangeState], _, _) = match decision {
         Decision::Cancel => (
             &[ChangeState::Scheduled, ChangeState::PendingApproval],

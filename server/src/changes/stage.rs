@@ -9,12 +9,14 @@ use contract::{Actor, ChangeState, Permission, Source, StageTarget, SwitchChange
 use serde_json::json;
 
 use crate::{
-    audit::ops_audit::{self, OpsAction},
     changes::{apply, store},
     control::{board::Board, layout::Layout, nodes},
-    identity::authorize,
 };
 use base::error::{ApiError, ApiResult};
+use sale::{
+    audit::ops_audit::{self, OpsAction},
+    identity::authorize,
+};
 
 /// The most instances a stage may name.
 const MAX_NAMED: usize = 100;
@@ -141,7 +143,7 @@ pub async fn promote(
     now: DateTime<Utc>,
 ) -> ApiResult<SwitchChangeRow> {
     authorize(actor, Permission::FlipSwitch)?;
-    let reason = crate::audit::reason::audited_reason(reason)?;
+    let reason = sale::audit::reason::audited_reason(reason)?;
     let mut tx = board.db.begin().await?;
     let change = locked_stage(&mut tx, id).await?;
     let landed = apply::promote(board, &change, &actor.username)
@@ -195,7 +197,7 @@ pub async fn abort(
     reason: &str,
 ) -> ApiResult<SwitchChangeRow> {
     authorize(actor, Permission::FlipSwitch)?;
-    let reason = crate::audit::reason::audited_reason(reason)?;
+    let reason = sale::audit::reason::audited_reason(reason)?;
     abort_as(board, Aborter::Operator(actor, source), id, reason).await
 }
 

@@ -12,10 +12,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::{
-    control::keys::{self, KeyError, Setting, SwitchKey},
-    switches::SwitchValues,
-};
+use crate::control::keys::{self, KeyError, Setting, SwitchKey};
+use sale::switches::SwitchValues;
 
 /// A value as etcd held it when it was accepted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

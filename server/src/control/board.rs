@@ -23,16 +23,16 @@ use crate::control::{
     nodes::{self, NodeReport},
     policy,
 };
-use crate::{
-    audit::{self, PendingFlip},
-    state::AppState,
-    switches::SwitchValues,
-};
+use crate::state::AppState;
 use base::{
     config::Settings,
     error::{ApiError, ApiResult},
     etcd::{EtcdCall, EtcdLink},
     paging::PageWindow,
+};
+use sale::{
+    audit::{self, PendingFlip},
+    switches::SwitchValues,
 };
 
 /// Longest wait a flip may ask for.
@@ -112,9 +112,9 @@ impl<'a> Board<'a> {
         flip: Flip<'_>,
         approval: Approval,
     ) -> ApiResult<SwitchChange> {
-        crate::identity::authorize(flip.actor, contract::Permission::FlipSwitch)?;
+        sale::identity::authorize(flip.actor, contract::Permission::FlipSwitch)?;
         if approval == Approval::Emergency {
-            crate::identity::authorize(flip.actor, contract::Permission::EmergencyFlip)?;
+            sale::identity::authorize(flip.actor, contract::Permission::EmergencyFlip)?;
         }
         let checked = Checked::of(&flip)?;
         let layout = Layout::new(&self.settings.etcd_prefix);
@@ -414,7 +414,7 @@ impl<'a> Checked<'a> {
 
     /// The reason, the switch and its value, each refused with its own code.
     pub(crate) fn change(path: &str, value: &str, reason: &'a str) -> ApiResult<Self> {
-        let reason = crate::audit::reason::audited_reason(reason)?;
+        let reason = sale::audit::reason::audited_reason(reason)?;
         let key = SwitchKey::parse(path.trim_matches('/'))?;
         let value = key.parse_value(value)?.to_string();
         Ok(Self {
@@ -591,7 +591,7 @@ pub(crate) async fn audit(
     page: Option<i64>,
     filter: &contract::AuditFilter,
 ) -> ApiResult<AuditPage> {
-    crate::identity::authorize(actor, contract::Permission::WatchOperations)?;
+    sale::identity::authorize(actor, contract::Permission::WatchOperations)?;
     let page = page.unwrap_or(1);
     let window = PageWindow::new(page, AUDIT_PER_PAGE).map_err(ApiError::BadRequest)?;
     let (entries, has_more) =

@@ -6,8 +6,8 @@ use std::fmt;
 
 use contract::{HotKeyKind, HotKeyRule};
 
-use crate::switches::{Limits, SwitchValues};
 use base::config::{AsyncMode, DeductionMode};
+use sale::switches::{Limits, SwitchValues};
 
 /// A switch or limit key, relative to the prefix (`switches/entry`, `limits/max_in_flight`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -25,7 +25,7 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     actor: Actor,
 ) -> ApiResult<Json<SwitchBoard>> {
-    crate::identity::authorize(&actor, contract::Permission::ReadSwitches)?;
+    sale::identity::authorize(&actor, contract::Permission::ReadSwitches)?;
     Ok(Json(Board::of(&state).read().await?))
 }
 
@@ -76,7 +76,7 @@ pub(crate) async fn set(
     body: Result<Json<FlipBody>, JsonRejection>,
 ) -> ApiResult<Submitted> {
     // A role that may not flip learns nothing about its input.
-    crate::identity::authorize(&actor, contract::Permission::FlipSwitch)?;
+    sale::identity::authorize(&actor, contract::Permission::FlipSwitch)?;
     let Path(path) = path?;
     let Query(query) = query?;
     let Json(body) = body?;

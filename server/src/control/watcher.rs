@@ -9,7 +9,7 @@
 //! is about switches. A value staged on some instances (`staged/{path}`) is applied in
 //! place of the key's own by the instances it names, and by no other.
 //!
-//! Values go into force with [`Switches::replace`](crate::switches::Switches::replace)
+//! Values go into force with [`Switches::replace`](sale::switches::Switches::replace)
 //! and nothing else; then the node report is woken, the snapshot is saved to disk, and
 //! changes written straight into etcd are offered to the audit.
 
@@ -27,8 +27,9 @@ use crate::control::{
     layout::{now_us, Layout, WriteNote},
     status::{Backoff, Complaint, RecentApply, ValuesFrom},
 };
-use crate::{audit, hotkeys::table::Entry as HotKeyEntry, state::AppState, switches::SwitchValues};
+use crate::{hotkeys::table::Entry as HotKeyEntry, state::AppState};
 use base::etcd::EtcdCall;
+use sale::{audit, switches::SwitchValues};
 
 /// How long start-up waits for the first read of etcd before serving with what it has.
 const FIRST_READ: Duration = Duration::from_secs(2);

@@ -81,7 +81,7 @@ const PAGE_FRAMES: usize = 60;
 
 /// The most recent frames, oldest first, for a role that may watch operations.
 pub(crate) fn recent(state: &AppState, actor: &Actor) -> ApiResult<Vec<DashboardFrame>> {
-    crate::identity::authorize(actor, contract::Permission::WatchOperations)?;
+    sale::identity::authorize(actor, contract::Permission::WatchOperations)?;
     let (recent, _) = state.dashboard.subscribe();
     let skip = recent.len().saturating_sub(PAGE_FRAMES);
     Ok(recent

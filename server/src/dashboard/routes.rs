@@ -18,7 +18,7 @@ async fn stream_frames(
     State(state): State<AppState>,
     actor: Actor,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    crate::identity::authorize(&actor, contract::Permission::WatchOperations)?;
+    sale::identity::authorize(&actor, contract::Permission::WatchOperations)?;
     let (backlog, live) = state.dashboard.subscribe();
     let live = stream::unfold(live, next_live);
     let frames = stream::iter(backlog)

@@ -16,13 +16,12 @@ use std::{
 
 use crate::{
     baselines::{live::LivePath, store::live_baselines},
-    catalog::copies::Copies,
     control::board::Board,
     control::status::Complaint,
-    orders::admin_store,
     state::AppState,
 };
 use base::tally::PathTotals;
+use sale::{catalog::copies::Copies, orders::admin_store};
 
 /// The funnel's stages in the order a buy request meets them; a stage not listed here
 /// (added later) is shown after these.

@@ -29,8 +29,8 @@ use std::{
     },
 };
 
-use crate::buy::hot_keys::{HotKeyGate, Refusal};
 use base::{metrics::Metrics, token_bucket::TokenBucket};
+use sale::buy::hot_keys::{HotKeyGate, Refusal};
 
 mod cluster;
 mod publish;

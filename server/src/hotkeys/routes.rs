@@ -13,11 +13,9 @@ use axum::{
 use contract::{Actor, HotKey, HotKeyPeriod, HotKeysView, NewHotKey, Permission, Source};
 use serde::Deserialize;
 
-use crate::{
-    admin::routes::AdminRoutes, control::board::Board, hotkeys::service, identity::authorize,
-    state::AppState,
-};
+use crate::{admin::routes::AdminRoutes, control::board::Board, hotkeys::service, state::AppState};
 use base::error::ApiResult;
+use sale::identity::authorize;
 
 async fn view(State(state): State<AppState>, actor: Actor) -> ApiResult<Json<HotKeysView>> {
     Ok(Json(service::view(&state, &actor)?))

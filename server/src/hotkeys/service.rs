@@ -11,21 +11,23 @@ use contract::{
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 
 use crate::{
-    audit::reason::audited_reason,
-    audit::{self, OpenFlip, PendingFlip},
     control::{board::Board, layout::Layout},
     hotkeys::{
         store::{self, Opening},
         table::{Entry, HotKeyTable, Published},
         window::WINDOW_MS,
     },
-    identity::authorize,
     state::AppState,
 };
 use base::{
     client_address,
     error::{ApiError, ApiResult},
     etcd::EtcdCall,
+};
+use sale::{
+    audit::reason::audited_reason,
+    audit::{self, OpenFlip, PendingFlip},
+    identity::authorize,
 };
 
 /// Periods the history shows at most.

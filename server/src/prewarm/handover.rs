@@ -1,15 +1,12 @@
 //! The task that follows `switches/deduction` and runs the db → redis hand-over of
-//! [`DeductionGate`](crate::buy::deduction::DeductionGate): wait for this instance's database-path
+//! [`DeductionGate`](sale::buy::deduction::DeductionGate): wait for this instance's database-path
 //! pre-orders, re-derive Redis from PostgreSQL, then open the Redis path.
 
 use std::time::Duration;
 
-use crate::{
-    catalog::{copies::Copies, store as catalog},
-    prewarm, reconcile,
-    state::AppState,
-};
+use crate::{prewarm, reconcile, state::AppState};
 use base::{config::DeductionMode, error::ApiResult};
+use sale::catalog::{copies::Copies, store as catalog};
 
 /// Pause before retrying a failed re-derivation.
 const RETRY_AFTER: Duration = Duration::from_secs(1);

@@ -8,20 +8,16 @@
 //! is handed out twice. The deduction hand-over and repairs use the same [`load`]. It holds
 //! the activity's reconciliation lock throughout, so a pre-warm, the hand-over on every
 //! instance and the leader's pass never re-derive one activity at once. Every key written
-//! expires some time after the activity's end (`crate::catalog::expiry`).
+//! expires some time after the activity's end (`sale::catalog::expiry`).
 
 pub(crate) mod handover;
 pub(crate) mod routes;
 
-use crate::buy::bloom::BloomClient;
 use contract::{Actor, PrewarmReport, PrewarmedItem, Source};
+use sale::buy::bloom::BloomClient;
 use serde_json::json;
 
 use crate::{
-    audit::ops_audit::{self, OpsAction},
-    buy::bloom,
-    catalog::copies,
-    catalog::store::StoredActivity,
     reconcile::{
         fence,
         service::{ActivityLock, LOCK_WAIT},
@@ -30,6 +26,12 @@ use crate::{
     state::AppState,
 };
 use base::error::{ApiError, ApiResult};
+use sale::{
+    audit::ops_audit::{self, OpsAction},
+    buy::bloom,
+    catalog::copies,
+    catalog::store::StoredActivity,
+};
 
 /// An operator's pre-warm of an activity, audited (`activity.prewarm` in the audit log,
 /// with what it loaded, or why it failed): it rewrites what buyers are sold from, so who
@@ -40,7 +42,7 @@ pub(crate) async fn prewarm(
     source: Source,
     activity_id: i64,
 ) -> ApiResult<PrewarmReport> {
-    crate::identity::authorize(actor, contract::Permission::Prewarm)?;
+    sale::identity::authorize(actor, contract::Permission::Prewarm)?;
     let activity = copies::real_activity(&state.db, activity_id, None).await?;
     let loaded = load(state, &activity).await;
     let detail = match &loaded {

@@ -9,7 +9,8 @@ use contract::{
 };
 use std::time::Duration;
 
-use crate::{audit::SwitchFlip, baselines::store::AppliedBaseline};
+use crate::baselines::store::AppliedBaseline;
+use sale::audit::SwitchFlip;
 
 /// Largest clock difference with the database a sale tolerates.
 pub(crate) const CLOCK_TOLERANCE_MS: f64 = 100.0;

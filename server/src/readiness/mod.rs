@@ -10,29 +10,31 @@
 pub(crate) mod checks;
 pub(crate) mod routes;
 
-use crate::{buy::bloom::BloomClient, lottery::scripts::LotteryClient};
 use chrono::Utc;
 use contract::{
     Actor, Permission, Readiness, ReadinessCheck, ReadinessCheckName as Name, RehearsalStatus,
 };
+use sale::{buy::bloom::BloomClient, lottery::scripts::LotteryClient};
 use std::time::{Duration, Instant};
 
 use crate::{
-    audit,
     baselines::store as baselines_store,
-    buy::bloom,
-    catalog::copies,
-    catalog::store::StoredActivity,
     control::{board::Board, election, keys::SwitchKey, layout::Layout},
-    identity::authorize,
-    orders::{dead_letter_store, mq::broker::queue_states, outbox},
     reconcile::{ledger, rules, store as reconcile_store},
     rehearsal::store as rehearsal_store,
     state::AppState,
-    switches::SwitchValues,
 };
 use base::{error::ApiResult, lua};
 use checks::{BloomProbe, ClockSample, ItemState, SwitchState};
+use sale::{
+    audit,
+    buy::bloom,
+    catalog::copies,
+    catalog::store::StoredActivity,
+    identity::authorize,
+    orders::{dead_letter_store, mq::broker::queue_states, outbox},
+    switches::SwitchValues,
+};
 
 /// Made-up keys the Bloom filter is asked about to measure its false-positive rate.
 const BLOOM_PROBES: usize = 1000;
@@ -387,7 +389,7 @@ async fn backlog_checks(state: &AppState) -> Vec<ReadinessCheck> {
         Err(error) => checks::unreadable(Name::Outbox, "the outbox", error),
     };
     let flag_after = Duration::from_secs(state.settings.reconcile.fail_stuck_after_s);
-    let stuck = match crate::orders::stuck::stuck_counts(&state.db, flag_after).await {
+    let stuck = match sale::orders::stuck::stuck_counts(&state.db, flag_after).await {
         Ok(stuck) => checks::stuck_preorders(&stuck, flag_after),
         Err(error) => checks::unreadable(Name::StuckPreorders, "the stuck pre-orders", error),
     };
@@ -433,7 +435,7 @@ async fn draw_read(
     if activity.lottery.is_none() {
         return Ok(None);
     }
-    let rows = crate::lottery::store::draw_rows(&state.db, activity.id).await?;
+    let rows = sale::lottery::store::draw_rows(&state.db, activity.id).await?;
     let undrawn: Vec<i64> = rows
         .iter()
         .filter(|row| row.drawn_at.is_none())

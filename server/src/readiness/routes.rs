@@ -23,7 +23,7 @@ async fn readiness(
     query: Result<Query<ReadinessQuery>, QueryRejection>,
 ) -> ApiResult<Json<Readiness>> {
     // A role that may not read it learns nothing about its input.
-    crate::identity::authorize(&actor, contract::Permission::WatchOperations)?;
+    sale::identity::authorize(&actor, contract::Permission::WatchOperations)?;
     let Query(query) = query?;
     Ok(Json(
         readiness::check(&state, &actor, query.activity_id).await?,

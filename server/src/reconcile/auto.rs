@@ -17,10 +17,6 @@ use contract::{SaleItem, Source};
 use serde_json::json;
 
 use crate::{
-    audit::ops_audit::{self, OpsAction},
-    catalog::copies::{self, Copies},
-    catalog::store as catalog,
-    orders::mq::consume::QuietWarnings,
     reconcile::{
         rules::{worth_storing, FindingKey},
         run::{self, Mode, SeenDrifts, Sink},
@@ -28,6 +24,12 @@ use crate::{
         store::{self, NewRun},
     },
     state::AppState,
+};
+use sale::{
+    audit::ops_audit::{self, OpsAction},
+    catalog::copies::{self, Copies},
+    catalog::store as catalog,
+    orders::mq::consume::QuietWarnings,
 };
 
 /// The actor the audit names for the leader's repairs.

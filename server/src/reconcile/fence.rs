@@ -36,15 +36,17 @@ use uuid::Uuid;
 use contract::{SaleItem, UserId};
 
 use crate::{
+    reconcile::{redis_state::Derived, service::ActivityLock},
+    state::AppState,
+};
+use base::redis::RedisStore;
+use sale::{
     buy::{
         preorders,
         settle::{self, Deduction, Settled},
     },
     catalog::store::StoredActivity,
-    reconcile::{redis_state::Derived, service::ActivityLock},
-    state::AppState,
 };
-use base::redis::RedisStore;
 
 /// How long a fence holds an item after its last renewal, if its run dies.
 const FENCE_TTL_MS: u64 = 10_000;
@@ -210,7 +212,7 @@ async fn fenced(
                 holders: &holders,
                 seats: &seats,
                 restored: &restored,
-                expires_at: crate::catalog::expiry::keys_expire_at(activity.ends_at),
+                expires_at: sale::catalog::expiry::keys_expire_at(activity.ends_at),
             },
         )
         .await?;

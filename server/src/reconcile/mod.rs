@@ -8,7 +8,7 @@
 //!   repair, Redis lost), behind a fence no deduction passes.
 //! * [`viewers`]: the live ledger as viewers read it, computed once a second and shared.
 //! * Voiding a pre-order that may never commit and giving its units back is the buy path's
-//!   (`crate::buy::settle`): it does so the moment it loses track of a deduction, and a run
+//!   (`sale::buy::settle`): it does so the moment it loses track of a deduction, and a run
 //!   for every marker that outlived its grace.
 //!
 //! # How a run knows no in-flight request will still take or commit what it repairs

@@ -19,7 +19,7 @@ async fn start(
     body: Result<Json<StartReconciliation>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<StartedRun>)> {
     // A role that may not reconcile learns nothing about its input.
-    crate::identity::authorize(&actor, contract::Permission::Reconcile)?;
+    sale::identity::authorize(&actor, contract::Permission::Reconcile)?;
     let Json(request) = body?;
     let started = service::start(&state, &actor, Source::Api, request).await?;
     Ok((StatusCode::ACCEPTED, Json(started)))

@@ -22,8 +22,8 @@
 //! Differences seen in the cut are confirmed behind the fence before anything is rewritten:
 //! what the fenced re-derivation changed is what the run reports as repaired.
 
-use crate::buy::bloom::BloomClient;
 use crate::reconcile::redis_state::ItemStateClient;
+use sale::buy::bloom::BloomClient;
 use std::{collections::HashMap, time::Duration};
 
 use contract::{Finding, FindingAction, FindingClass, RunTrigger, SaleItem, UserId};
@@ -31,6 +31,16 @@ use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
 use crate::{
+    reconcile::{
+        fence::{self, Rederived},
+        ledger::{self, Observed},
+        rules::{self, EventState},
+        service::ActivityLock,
+        store,
+    },
+    state::AppState,
+};
+use sale::{
     buy::{
         bloom::{self, BloomAnswer},
         rules::{phase, Phase},
@@ -42,14 +52,6 @@ use crate::{
         pay_timeout::{self, give_back_to_redis, Trigger},
         stuck,
     },
-    reconcile::{
-        fence::{self, Rederived},
-        ledger::{self, Observed},
-        rules::{self, EventState},
-        service::ActivityLock,
-        store,
-    },
-    state::AppState,
 };
 
 /// Rows of each pipeline class one run handles at most; the next run takes the rest.

@@ -11,11 +11,6 @@ use serde_json::json;
 use sqlx::{pool::PoolConnection, PgPool, Postgres};
 
 use crate::{
-    audit::ops_audit::{self, OpsAction},
-    audit::reason::audited_reason,
-    catalog::copies,
-    catalog::store::StoredActivity,
-    identity::authorize,
     reconcile::{
         ledger,
         run::{self, Mode, SeenDrifts, Sink},
@@ -24,6 +19,13 @@ use crate::{
     state::AppState,
 };
 use base::error::{ApiError, ApiResult};
+use sale::{
+    audit::ops_audit::{self, OpsAction},
+    audit::reason::audited_reason,
+    catalog::copies,
+    catalog::store::StoredActivity,
+    identity::authorize,
+};
 
 /// Runs listed at most.
 const LISTED_RUNS: i64 = 100;

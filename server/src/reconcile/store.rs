@@ -15,8 +15,8 @@ use contract::{
     RunTrigger,
 };
 
-use crate::catalog::copies::{Copies, REAL_ACTIVITY};
 use base::db::decode_name;
+use sale::catalog::copies::{Copies, REAL_ACTIVITY};
 
 /// An item's counters as PostgreSQL keeps them.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -165,7 +165,7 @@ pub(crate) async fn owed_restores(
     activity_id: i64,
     grace: Duration,
     limit: i64,
-) -> Result<Vec<crate::orders::cancellations::GiveBack>, sqlx::Error> {
+) -> Result<Vec<sale::orders::cancellations::GiveBack>, sqlx::Error> {
     sqlx::query_as(
         "SELECT j.order_id, j.activity_id, j.item_id, o.user_id, j.quantity, j.seats
          FROM stock_restore_journal j JOIN orders o ON o.id = j.order_id

@@ -44,7 +44,7 @@ pub(crate) async fn figures(
     let held = store::held_units(&state.db, shadow).await?;
     let over_limit = store::over_limit(&state.db, shadow).await?;
     let limits: std::collections::HashMap<i64, i64> =
-        crate::catalog::store::get_activity(&state.db, shadow, None)
+        sale::catalog::store::get_activity(&state.db, shadow, None)
             .await?
             .map(|activity| {
                 activity

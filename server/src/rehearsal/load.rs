@@ -22,14 +22,12 @@ use std::{
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
-use crate::{
-    identity::buyer_token,
-    rehearsal::{
-        plan::{synthetic_buyer, Attempt, PlannedBuy},
-        service::Stop,
-    },
+use crate::rehearsal::{
+    plan::{synthetic_buyer, Attempt, PlannedBuy},
+    service::Stop,
 };
 use base::{fault, percentiles::nearest_rank};
+use sale::identity::buyer_token;
 
 /// Requests outstanding at once, at most: a server slower than the asked rate is then
 /// sent to as fast as it answers, and the latencies say how long it takes, not how long a

@@ -10,7 +10,7 @@
 //!   tally of what came back.
 //! * [`check`] and [`rules`]: the figures after the load and the invariants' verdicts.
 //! * The one rule that tells a rehearsal's copy and traffic from a real sale's is the
-//!   catalogue's (`crate::catalog::copies`): every listing and figure of a sale asks it.
+//!   catalogue's (`sale::catalog::copies`): every listing and figure of a sale asks it.
 //! * [`service`], [`routes`], [`store`]: the use cases (start, read, list), the admin
 //!   routes, the rehearsal rows; [`service`] also holds the leader's clean-up retries.
 

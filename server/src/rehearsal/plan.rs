@@ -245,7 +245,7 @@ mod tests {
             item: 0,
             attempt: Attempt::Again,
         };
-        assert!(crate::buy::rules::valid_request_id(
+        assert!(sale::buy::rules::valid_request_id(
             &send.request_id(i64::MAX)
         ));
         let last = synthetic_buyer(REHEARSAL_SLOTS - 1, (MAX_BUYERS - 1) as u32);

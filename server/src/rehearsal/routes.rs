@@ -22,7 +22,7 @@ async fn start(
     body: Result<Json<StartRehearsal>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<StartedRehearsal>)> {
     // A role that may not rehearse learns nothing about its input.
-    crate::identity::authorize(&actor, contract::Permission::Rehearse)?;
+    sale::identity::authorize(&actor, contract::Permission::Rehearse)?;
     let Id(id) = id?;
     let Json(request) = body?;
     let started = service::start(&state, &actor, Source::Api, id, request).await?;

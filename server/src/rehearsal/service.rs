@@ -24,14 +24,7 @@ use std::{
 };
 
 use crate::{
-    audit::ops_audit::{self, OpsAction},
-    audit::reason::audited_reason,
-    catalog::{
-        copies,
-        store::{self as catalog, StoredActivity},
-    },
     control::status::Complaint,
-    identity::authorize,
     rehearsal::{
         check,
         load::{self, own_address, Load, Planned},
@@ -45,6 +38,15 @@ use crate::{
 use base::{
     error::{ApiError, ApiResult},
     fault,
+};
+use sale::{
+    audit::ops_audit::{self, OpsAction},
+    audit::reason::audited_reason,
+    catalog::{
+        copies,
+        store::{self as catalog, StoredActivity},
+    },
+    identity::authorize,
 };
 
 /// Rehearsals listed at most.

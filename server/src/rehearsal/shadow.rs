@@ -24,20 +24,22 @@
 //! deleted shadow's id passes the filter and is answered by the null cache; a shadow that
 //! skipped the filter would not exercise the funnel's Bloom stage, which is the point.
 
-use crate::buy::stock_scripts::StockClient;
 use chrono::{DateTime, Utc};
 use contract::{ActivityId, SaleItem, UserId};
+use sale::buy::stock_scripts::StockClient;
 use std::time::Duration;
 
 use crate::{
-    catalog::store::{self as catalog, StoredActivity},
-    events::log::EventLog,
     prewarm,
     reconcile::service::ActivityLock,
     rehearsal::plan::{synthetic_buyer, PlannedBuy},
     state::AppState,
 };
 use base::{fault, redis::RedisStore};
+use sale::{
+    catalog::store::{self as catalog, StoredActivity},
+    events::log::EventLog,
+};
 
 /// How long the clean-up waits for the leader's reconciliation pass to let go of the shadow.
 const LOCK_WAIT: Duration = Duration::from_secs(30);
@@ -115,7 +117,7 @@ pub(crate) async fn open(
 fn shadow_title(rehearsal_id: i64, title: &str) -> String {
     let text = format!("Rehearsal {rehearsal_id} of {title}");
     text.chars()
-        .take(crate::catalog::rules::MAX_NAME_LEN)
+        .take(sale::catalog::rules::MAX_NAME_LEN)
         .collect()
 }
 
@@ -293,10 +295,10 @@ mod tests {
     #[test]
     fn shadow_titles_name_the_rehearsal_and_fit_the_catalogue() {
         assert_eq!(shadow_title(3, "Phone day"), "Rehearsal 3 of Phone day");
-        let long = "x".repeat(crate::catalog::rules::MAX_NAME_LEN);
+        let long = "x".repeat(sale::catalog::rules::MAX_NAME_LEN);
         assert_eq!(
             shadow_title(3, &long).chars().count(),
-            crate::catalog::rules::MAX_NAME_LEN
+            sale::catalog::rules::MAX_NAME_LEN
         );
     }
 }

@@ -9,8 +9,8 @@ use sqlx::PgPool;
 use std::{collections::HashMap, time::Duration};
 use uuid::Uuid;
 
-use crate::catalog::copies::REAL_ACTIVITY;
 use base::db::decode_name;
+use sale::catalog::copies::REAL_ACTIVITY;
 
 /// A rehearsal about to start.
 pub(crate) struct NewRehearsal<'a> {

@@ -26,16 +26,14 @@ pub(crate) mod store;
 use chrono::{DateTime, Utc};
 use std::{sync::Arc, time::Duration};
 
-use crate::{
-    hotkeys,
-    orders::mq::consume::QuietWarnings,
-    orders::{admin_store, completions, dead_letter_store, outbox},
-    reconcile::store as reconcile,
-    state::AppState,
-};
+use crate::{hotkeys, reconcile::store as reconcile, state::AppState};
 use base::{
     clock::{Clock, SwappableClock},
     config::RetentionSettings,
+};
+use sale::{
+    orders::mq::consume::QuietWarnings,
+    orders::{admin_store, completions, dead_letter_store, outbox},
 };
 
 /// The retention job's clock.
@@ -172,7 +170,7 @@ async fn pass(state: &AppState) -> anyhow::Result<()> {
         }
     }
     let grace = Duration::from_secs(settings.sale_assets_grace_s);
-    let (pages, assets) = crate::sale_page::prune(state, now.timestamp_millis(), grace).await?;
+    let (pages, assets) = sale::sale_page::prune(state, now.timestamp_millis(), grace).await?;
     metrics
         .pruned
         .with_label_values(&["sale_pages_dir"])

@@ -3,8 +3,8 @@
 //! calls with a bearer token or the console's session cookie, row counts, metrics.
 
 use super::fixtures::Caller;
-use app::backend::SESSION_COOKIE;
 use base::config::Settings;
+use contract::SESSION_COOKIE;
 use reqwest::{
     header::{AUTHORIZATION, COOKIE, ORIGIN},
     Client, RequestBuilder, Response,

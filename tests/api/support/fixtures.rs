@@ -8,12 +8,12 @@ use super::app::{json, TestApp};
 use base::config::Settings;
 use contract::Role;
 use futures::{stream, StreamExt};
-use seckill::{
+use sale::{
     buy::challenge::Clock,
-    cli::create_user,
     identity::{buyer_token, secret_token, users},
     orders::mq::message::{CreateOrders, OrderCreated},
 };
+use seckill::cli::create_user;
 use serde_json::{json, Value};
 use std::{
     collections::HashMap,

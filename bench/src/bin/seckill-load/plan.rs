@@ -63,7 +63,7 @@ impl Plan {
         let buyers = (0..shape.users)
             .map(|offset| {
                 let user_id = shape.first_user + i64::try_from(offset)?;
-                let token = seckill::identity::buyer_token::mint(secret, user_id, ttl)?;
+                let token = sale::identity::buyer_token::mint(secret, user_id, ttl)?;
                 Ok(Buyer {
                     authorization: format!("Bearer {token}"),
                     forwarded_for: shape.forwarded.as_deref().map(|forwarded| match forwarded {
@@ -115,7 +115,7 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use seckill::identity::buyer_token::BuyerTokens;
+    use sale::identity::buyer_token::BuyerTokens;
 
     fn plan(users: u64, retries_per_user: u64, request_cap: u64) -> Plan {
         let shape = Shape {

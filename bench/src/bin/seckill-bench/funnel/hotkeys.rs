@@ -375,7 +375,7 @@ impl Cluster {
     /// One burst of a fresh buyer, until both instances refuse it and list it in force, or
     /// [`GIVE_UP`].
     async fn burst(&self, user: i64) -> anyhow::Result<Burst> {
-        let token = seckill::identity::buyer_token::mint(
+        let token = sale::identity::buyer_token::mint(
             &self.settings.jwt_secret,
             user,
             chrono::Duration::minutes(10),

@@ -11,7 +11,7 @@ use anyhow::Context;
 use base::config::Settings;
 use chrono::{Duration as Span, Utc};
 use clap::Args;
-use seckill::identity::buyer_token;
+use sale::identity::buyer_token;
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection};
 use std::{

@@ -1001,7 +1001,7 @@ mod tests {
     fn perf_samples_are_grouped_by_area() {
         let report = "    40.00%  seckill  [.] hyper::proto::h1::role::parse\n\
                       \x20   10.00%  [kernel.kallsyms]  [k] tcp_sendmsg\n\
-                      \x20   5.00%  seckill  [.] seckill::buy::funnel::Funnel::buy\n";
+                      \x20   5.00%  seckill  [.] sale::buy::funnel::Funnel::buy\n";
         let areas = perf_areas(report);
         assert_eq!(areas[0], ("HTTP (hyper, axum, tower)".to_owned(), 40.0));
         assert!(areas.contains(&("funnel and other server code".to_owned(), 5.0)));

@@ -21,7 +21,7 @@ impl Buyers {
         let headers = (0..count)
             .map(|offset| {
                 let user = first + i64::try_from(offset)?;
-                let token = seckill::identity::buyer_token::mint(secret, user, ttl)?;
+                let token = sale::identity::buyer_token::mint(secret, user, ttl)?;
                 Ok(format!("Bearer {token}"))
             })
             .collect::<anyhow::Result<_>>()?;
