@@ -22,6 +22,7 @@
 //! The leader's automatic pass is off (`reconcile.interval_ms = 0`), so only the runs the
 //! benchmark starts read the sale. [`figures`] renders the result block.
 
+mod api;
 mod buys;
 mod figures;
 mod probes;
@@ -49,6 +50,7 @@ use crate::{
     run::Run,
     stores, Common,
 };
+use api::Api;
 use figures::{BuyWindow, Figures, Memory, Profile, RunFigures};
 use probes::{Key, PgSampler, RssSampler};
 
@@ -110,8 +112,6 @@ const LOCK_EVERY: Duration = Duration::from_millis(20);
 const BUY_WARM_UP: Duration = Duration::from_secs(2);
 /// The first buyer of the buy load: far above the seeded buyers.
 const FIRST_BUYER: i64 = 50_000_000;
-/// Longest one run may take before the benchmark gives up.
-const GIVE_UP: Duration = Duration::from_secs(300);
 
 pub async fn run(common: &Common, args: &ReconcileArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
@@ -141,101 +141,6 @@ pub async fn run(common: &Common, args: &ReconcileArgs) -> anyhow::Result<()> {
         figures.failures.join("; ")
     );
     Ok(())
-}
-
-/// The admin API as an ops user.
-#[derive(Clone)]
-struct Api {
-    http: reqwest::Client,
-    base_url: String,
-    token: String,
-}
-
-impl Api {
-    async fn send(&self, request: reqwest::RequestBuilder, what: &str) -> anyhow::Result<Value> {
-        let response = request.bearer_auth(&self.token).send().await?;
-        let status = response.status();
-        let text = response.text().await?;
-        anyhow::ensure!(status.is_success(), "{what} answered {status}: {text}");
-        Ok(serde_json::from_str(&text)?)
-    }
-
-    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        let request = self.http.post(format!("{}{path}", self.base_url));
-        self.send(request.json(&body), &format!("POST {path}"))
-            .await
-    }
-
-    async fn get(&self, path: &str) -> anyhow::Result<Value> {
-        let request = self.http.get(format!("{}{path}", self.base_url));
-        self.send(request, &format!("GET {path}")).await
-    }
-
-    /// One report run over `activity`, from the POST to its end (its status asked for
-    /// every `poll`); the server's memory when its pid is given.
-    async fn report_run(
-        &self,
-        activity: i64,
-        server: Option<u32>,
-        poll: Duration,
-    ) -> anyhow::Result<RunFigures> {
-        let memory = server.map(|pid| {
-            let reset = probes::reset_peak(pid);
-            let before = probes::status_kb(pid, "VmRSS").unwrap_or(0);
-            (pid, reset, before, RssSampler::start(pid, RSS_EVERY))
-        });
-        let started = Instant::now();
-        let answer = self
-            .post(
-                "/admin/api/reconciliations",
-                json!({ "activity_id": activity, "repair": false }),
-            )
-            .await?;
-        let id = answer["id"].as_i64().context("the run's id")?;
-        let run = loop {
-            let run = self
-                .get(&format!("/admin/api/reconciliations/{id}"))
-                .await?;
-            if run["status"] != "running" {
-                break run;
-            }
-            anyhow::ensure!(started.elapsed() < GIVE_UP, "run {id} still running");
-            tokio::time::sleep(poll).await;
-        };
-        let wall = started.elapsed();
-        let memory = match memory {
-            Some((pid, reset, before_kb, sampler)) => {
-                let peak_kb = sampler.finish().await;
-                Some(Memory {
-                    before_kb,
-                    peak_kb,
-                    hwm_kb: reset.then(|| probes::status_kb(pid, "VmHWM")).flatten(),
-                })
-            }
-            None => None,
-        };
-        anyhow::ensure!(
-            run["status"] == "done",
-            "run {id} ended {}: {}",
-            run["status"],
-            run["error"]
-        );
-        let at = |field: &str| {
-            run[field]
-                .as_str()
-                .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
-        };
-        let server_side = match (at("started_at"), at("ended_at")) {
-            (Some(start), Some(end)) => (end - start).to_std().ok(),
-            _ => None,
-        };
-        Ok(RunFigures {
-            wall,
-            server: server_side,
-            memory,
-            findings: run["findings"].as_array().cloned().unwrap_or_default(),
-        })
-    }
 }
 
 struct Bench<'a> {
