@@ -1005,7 +1005,8 @@ async fn readiness_line(app: &TestApp, ops: &Caller, sale: &Sale) -> Value {
 /// Registration opens hours before the sale, before anyone pre-warms it: the buyer API must
 /// find the activity all the same. Before the leader's horizon it does not (a made-up id
 /// costs nothing, and neither does this one yet); once the window opens, a registration is
-/// taken without a pre-warm, and readiness and the draw report say buyers can register.
+/// taken without a pre-warm, and readiness, the draw report and the console's activity page
+/// say buyers can register.
 #[tokio::test]
 async fn a_lottery_never_pre_warmed_takes_registrations_once_its_window_opens() {
     let app = spawn_app_with(|_| {}).await;
@@ -1039,6 +1040,14 @@ async fn a_lottery_never_pre_warmed_takes_registrations_once_its_window_opens() 
                 .is_some_and(|detail| detail.contains("makes it reachable")),
         "{later}"
     );
+    // The console's activity page says so too.
+    let session = app.console_session(&ops).await;
+    let page = format!("/activities/{}", sale.activity_id);
+    let html = app.console_page(&page, &session).await;
+    assert!(
+        html.contains(r#"id="registration" data-state="upcoming""#),
+        "{html}"
+    );
 
     clock.advance(Duration::from_secs(61 * 60));
     until(
@@ -1058,6 +1067,12 @@ async fn a_lottery_never_pre_warmed_takes_registrations_once_its_window_opens() 
     );
     let report = draw_report(&app, &ops, &sale).await;
     assert_eq!(report["registration"]["reachable"], true, "{report}");
+    let html = app.console_page(&page, &session).await;
+    assert!(
+        html.contains(r#"id="registration" data-state="open""#)
+            && html.contains("buyers can register"),
+        "{html}"
+    );
 }
 
 /// While the `challenge` switch is on, a registration answers the human challenge as a buy
