@@ -18,7 +18,7 @@ for run in $(seq 1 "$runs"); do
   cargo test --workspace --no-run -q >/dev/null 2>&1 || { sed -i '$ d' "$file"; exit 1; }
   ended=$(date +%s.%N)
   sed -i '$ d' "$file"
-  awk -v run="$run" -v s="$started" -v e="$ended" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" \
-    'BEGIN { printf "run %d: %.1f s (load %s)\n", run, e - s, load }'
+  awk -v run="$run" -v s="$started" -v e="$ended" -v loadavg="$(cut -d' ' -f1-3 /proc/loadavg)" \
+    'BEGIN { printf "run %d: %.1f s (load %s)\n", run, e - s, loadavg }'
 done
 cargo test --workspace --no-run -q >/dev/null 2>&1

@@ -17,12 +17,11 @@ const REGISTRANTS: i64 = 2_000;
 const STOCK: i64 = 100;
 const CODE_TTL_S: i64 = 60;
 
-/// A lottery activity of one item (`stock` units, one per buyer), its sale open by the wall
-/// clock (the buy path's), its registration window open by the lottery's clock, which the
-/// test returns.
-async fn lottery_sale(app: &TestApp, stock: i64) -> (Sale, std::sync::Arc<TestClock>) {
+/// A lottery activity of one item (`stock` units, one per buyer) made through the API: its
+/// sale starts at `starts`, its registration opens two hours before and closes ten minutes
+/// before. Not pre-warmed.
+async fn new_lottery(app: &TestApp, stock: i64, starts: chrono::DateTime<chrono::Utc>) -> Sale {
     let merchant = app.caller(Role::Merchant, Some("acme")).await;
-    let ops = app.caller(Role::Ops, None).await;
     let (status, item) = json(
         app.post_json(
             "/admin/api/items",
@@ -34,7 +33,6 @@ async fn lottery_sale(app: &TestApp, stock: i64) -> (Sale, std::sync::Arc<TestCl
     .await;
     assert_eq!(status, 201, "{item}");
     let item_id = item["id"].as_i64().expect("item id");
-    let starts = chrono::Utc::now() + chrono::Duration::hours(1);
     let (status, activity) = json(
         app.post_json(
             "/admin/api/activities",
@@ -53,7 +51,19 @@ async fn lottery_sale(app: &TestApp, stock: i64) -> (Sale, std::sync::Arc<TestCl
     )
     .await;
     assert_eq!(status, 201, "{activity}");
-    let activity_id = activity["id"].as_i64().expect("id");
+    Sale {
+        activity_id: activity["id"].as_i64().expect("id"),
+        item_id,
+    }
+}
+
+/// A lottery activity of one item (`stock` units, one per buyer), pre-warmed, its sale open
+/// by the wall clock (the buy path's), its registration window open by the lottery's clock,
+/// which the test returns.
+async fn lottery_sale(app: &TestApp, stock: i64) -> (Sale, std::sync::Arc<TestClock>) {
+    let ops = app.caller(Role::Ops, None).await;
+    let sale = new_lottery(app, stock, chrono::Utc::now() + chrono::Duration::hours(1)).await;
+    let activity_id = sale.activity_id;
     // The lottery's clock is set before the window is moved into the past: the leader's
     // draw pass runs on its own, and between the two it would read the wall clock, find
     // the window closed and draw the item with nobody registered (the test's registrations
@@ -73,10 +83,6 @@ async fn lottery_sale(app: &TestApp, stock: i64) -> (Sale, std::sync::Arc<TestCl
     .execute(&app.db)
     .await
     .expect("open the sale");
-    let sale = Sale {
-        activity_id,
-        item_id,
-    };
     let (status, report) = json(
         app.post_json(
             &format!("/admin/api/activities/{activity_id}/prewarm"),
@@ -959,18 +965,7 @@ async fn readiness_shows_a_lotterys_commitment_registrations_and_draw() {
     for user in 1..=3 {
         assert_eq!(register(&app, &sale, user).await.0, 200);
     }
-    let lottery_line = || async {
-        let path = format!("/admin/api/readiness?activity_id={}", sale.activity_id);
-        let (status, report) = json(app.get(&path, Some(&ops)).await).await;
-        assert_eq!(status, 200, "{report}");
-        report["checks"]
-            .as_array()
-            .expect("checks")
-            .iter()
-            .find(|check| check["name"] == "lottery")
-            .cloned()
-            .expect("a lottery check")
-    };
+    let lottery_line = || readiness_line(&app, &ops, &sale);
     let before = lottery_line().await;
     assert_eq!(before["ok"], true, "{before}");
     let detail = before["detail"].as_str().expect("detail");
@@ -991,6 +986,93 @@ async fn readiness_shows_a_lotterys_commitment_registrations_and_draw() {
         },
     )
     .await;
+}
+
+/// The line of readiness's `lottery` check for the activity of `sale`.
+async fn readiness_line(app: &TestApp, ops: &Caller, sale: &Sale) -> Value {
+    let path = format!("/admin/api/readiness?activity_id={}", sale.activity_id);
+    let (status, report) = json(app.get(&path, Some(ops)).await).await;
+    assert_eq!(status, 200, "{report}");
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|check| check["name"] == "lottery")
+        .cloned()
+        .expect("a lottery check")
+}
+
+/// Registration opens hours before the sale, before anyone pre-warms it: the buyer API must
+/// find the activity all the same. Before the leader's horizon it does not (a made-up id
+/// costs nothing, and neither does this one yet); once the window opens, a registration is
+/// taken without a pre-warm, and readiness, the draw report and the console's activity page
+/// say buyers can register.
+#[tokio::test]
+async fn a_lottery_never_pre_warmed_takes_registrations_once_its_window_opens() {
+    let app = spawn_app_with(|_| {}).await;
+    let ops = app.caller(Role::Ops, None).await;
+    until(
+        "this instance leads",
+        crate::support::wait::PATIENCE,
+        || async { app.state.leadership.is_leader() },
+    )
+    .await;
+    // The Bloom filter exists, as it does once any activity was pre-warmed: a key it lacks
+    // is absent (a filter that is gone lets every id through to the database).
+    let _: () = redis::cmd("SETBIT")
+        .arg(app.state.redis.bloom_key())
+        .arg(0)
+        .arg(1)
+        .query_async(&mut app.state.redis.connection())
+        .await
+        .expect("a filter");
+    let clock = TestClock::starting_now();
+    app.state.lottery.use_clock(clock.clone());
+    // Registration opens in an hour, the sale in three.
+    let sale = new_lottery(&app, 2, chrono::Utc::now() + chrono::Duration::hours(3)).await;
+    let (status, body) = register(&app, &sale, 1).await;
+    assert_eq!(status, 404, "not known an hour before: {body}");
+    let later = readiness_line(&app, &ops, &sale).await;
+    assert!(
+        later["ok"] == true
+            && later["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.contains("makes it reachable")),
+        "{later}"
+    );
+    // The console's activity page says so too.
+    let session = app.console_session(&ops).await;
+    let page = format!("/activities/{}", sale.activity_id);
+    let html = app.console_page(&page, &session).await;
+    assert!(
+        html.contains(r#"id="registration" data-state="upcoming""#),
+        "{html}"
+    );
+
+    clock.advance(Duration::from_secs(61 * 60));
+    until(
+        "a registration is taken without a pre-warm",
+        Duration::from_secs(10),
+        || async { register(&app, &sale, 1).await.0 == 200 },
+    )
+    .await;
+    assert_eq!(mine(&app, &sale, 1).await[0]["status"], "registered");
+    let open = readiness_line(&app, &ops, &sale).await;
+    assert!(
+        open["ok"] == true
+            && open["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.contains("buyers can register")),
+        "{open}"
+    );
+    let report = draw_report(&app, &ops, &sale).await;
+    assert_eq!(report["registration"]["reachable"], true, "{report}");
+    let html = app.console_page(&page, &session).await;
+    assert!(
+        html.contains(r#"id="registration" data-state="open""#)
+            && html.contains("buyers can register"),
+        "{html}"
+    );
 }
 
 /// While the `challenge` switch is on, a registration answers the human challenge as a buy
@@ -1037,15 +1119,7 @@ async fn a_waitlisted_buyers_place_leaves_out_the_revoked_ahead_and_counts_the_t
     // Two units: ranks 1 and 2 win, 3 to 6 wait.
     let (sale, clock) = lottery_sale(&app, 2).await;
     registered_and_drawn(&app, &ops, &sale, &clock, 1..=6, 2).await;
-    let ranked: Vec<i64> = sqlx::query_scalar(
-        "SELECT user_id FROM lottery_entries
-         WHERE activity_id = $1 AND item_id = $2 ORDER BY rank",
-    )
-    .bind(sale.activity_id)
-    .bind(sale.item_id)
-    .fetch_all(&app.db)
-    .await
-    .expect("ranks");
+    let ranked = ranked(&app, &sale).await;
     let place = |user: i64| {
         let app = &app;
         let sale = &sale;
@@ -1089,4 +1163,95 @@ async fn a_waitlisted_buyers_place_leaves_out_the_revoked_ahead_and_counts_the_t
     })
     .await;
     assert_eq!(place(ranked[4]).await, (Some(1), Some(1)), "rank 5 is next");
+}
+
+/// Every registrant drawn, in rank order.
+async fn ranked(app: &TestApp, sale: &Sale) -> Vec<i64> {
+    sqlx::query_scalar(
+        "SELECT user_id FROM lottery_entries
+         WHERE activity_id = $1 AND item_id = $2 ORDER BY rank",
+    )
+    .bind(sale.activity_id)
+    .bind(sale.item_id)
+    .fetch_all(&app.db)
+    .await
+    .expect("ranks")
+}
+
+/// Redis loses the lottery's keys mid-sale (a restart or a fail-over without its data): the
+/// draw committed in PostgreSQL is the truth, and the leader writes it back. A winner who
+/// bought is still told his code bought; one who had not buys with his code; the next in
+/// line keeps his place, and the waitlist moves on when a code expires.
+#[tokio::test]
+async fn the_lotterys_keys_lost_from_redis_are_rederived_from_the_committed_draw() {
+    let app = spawn_app_with(|_| {}).await;
+    let ops = app.caller(Role::Ops, None).await;
+    // Three units: three winners, three waiting.
+    let (sale, clock) = lottery_sale(&app, 3).await;
+    registered_and_drawn(&app, &ops, &sale, &clock, 1..=6, 3).await;
+    let winners = codes(&app, &sale).await;
+    let [(early, early_code), (late, late_code), (idle, _)] =
+        <[(i64, String); 3]>::try_from(winners).expect("three winners");
+    let order = app
+        .bought(early, "before", &lottery_buy(&sale, Some(&early_code)))
+        .await;
+    until(
+        "the order is in PostgreSQL",
+        Duration::from_secs(30),
+        || async { order_status(&app, order).await == "UNPAID" },
+    )
+    .await;
+    let next = ranked(&app, &sale).await[3];
+    assert_eq!(mine(&app, &sale, next).await[0]["waitlist_position"], 1);
+
+    // Every lottery key of the item is gone (the test's own key prefix).
+    let pattern = app.state.redis.item_key(
+        contract::SaleItem::new(sale.activity_id, sale.item_id),
+        "lot:*",
+    );
+    let mut redis = app.state.redis.connection();
+    let lost: Vec<String> = redis::cmd("KEYS")
+        .arg(&pattern)
+        .query_async(&mut redis)
+        .await
+        .expect("keys");
+    assert!(lost.len() >= 6, "{lost:?}");
+    let _: () = redis::cmd("DEL")
+        .arg(&lost)
+        .query_async(&mut redis)
+        .await
+        .expect("deleted");
+
+    until(
+        "the leader writes the draw back",
+        Duration::from_secs(10),
+        || async { mine(&app, &sale, late).await[0]["status"] == "won" },
+    )
+    .await;
+    assert_eq!(mine(&app, &sale, early).await[0]["status"], "bought");
+    assert_eq!(mine(&app, &sale, idle).await[0]["status"], "won");
+    assert_eq!(mine(&app, &sale, next).await[0]["waitlist_position"], 1);
+    let (status, body) = app
+        .buy(early, "again", &lottery_buy(&sale, Some(&early_code)))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("ALREADY_PURCHASED")),
+        "a code bought before the loss is still used: {body}"
+    );
+    app.bought(late, "after", &lottery_buy(&sale, Some(&late_code)))
+        .await;
+
+    // The idle winner's code expires: the next in line gets one and buys.
+    clock.advance(Duration::from_secs(CODE_TTL_S as u64 + 1));
+    until(
+        "the next in line gets a code",
+        Duration::from_secs(2),
+        || async { codes(&app, &sale).await.len() == 4 },
+    )
+    .await;
+    let (turn, turn_code) = codes(&app, &sale).await[3].clone();
+    assert_eq!(turn, next);
+    app.bought(next, "turn", &lottery_buy(&sale, Some(&turn_code)))
+        .await;
 }

@@ -1,6 +1,7 @@
 //! A lottery's draw as ops read it (`GET /admin/api/activities/{id}/draw` and the console's
 //! draw page), and the revocation of a buyer's part in it (docs/lottery.md).
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// One item's draw: who took part, what the codes came to, how far the waitlist got.
@@ -75,6 +76,66 @@ pub struct DrawReport {
     /// The seed in hex, once every item is drawn.
     pub seed: Option<String>,
     pub items: Vec<DrawItem>,
+    pub registration: RegistrationReach,
+}
+
+/// Whether buyers can register for a lottery, as read at `at_ms`. The buyer API finds an
+/// activity only once the Bloom filter holds its keys; the leader adds a lottery's from
+/// [`RegistrationReach::PREPARED_AHEAD_MS`] before its registration opens until it closes.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegistrationReach {
+    pub opens_at: DateTime<Utc>,
+    pub closes_at: DateTime<Utc>,
+    /// When it was read, by the lottery's clock, in ms since the epoch.
+    pub at_ms: i64,
+    /// The buyer API finds the activity and every item of it: a registration is taken, not
+    /// answered 404.
+    pub reachable: bool,
+}
+
+/// Where a lottery's registration window stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegistrationPhase {
+    /// Opens later than [`RegistrationReach::WARN_AHEAD_MS`] from now.
+    Later,
+    /// Opens within [`RegistrationReach::WARN_AHEAD_MS`].
+    Soon,
+    Open,
+    Closed,
+}
+
+impl RegistrationReach {
+    /// How long before registration opens the leader makes the lottery findable.
+    pub const PREPARED_AHEAD_MS: i64 = 15 * 60 * 1000;
+    /// How long before registration opens an unfindable lottery is worth a warning: later
+    /// than the leader's preparation, so a warning means the leader did not do it.
+    pub const WARN_AHEAD_MS: i64 = 10 * 60 * 1000;
+
+    pub fn phase(&self) -> RegistrationPhase {
+        let (opens, closes) = (
+            self.opens_at.timestamp_millis(),
+            self.closes_at.timestamp_millis(),
+        );
+        if self.at_ms >= closes {
+            RegistrationPhase::Closed
+        } else if self.at_ms >= opens {
+            RegistrationPhase::Open
+        } else if self.at_ms >= opens - Self::WARN_AHEAD_MS {
+            RegistrationPhase::Soon
+        } else {
+            RegistrationPhase::Later
+        }
+    }
+
+    /// Registration is open or about to open, and buyers could not register.
+    pub fn blocked(&self) -> bool {
+        !self.reachable
+            && matches!(
+                self.phase(),
+                RegistrationPhase::Soon | RegistrationPhase::Open
+            )
+    }
 }
 
 /// Body of `POST /admin/api/activities/{id}/registrations/{user_id}/revoke`.
@@ -96,6 +157,29 @@ pub struct Revoked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registration_is_blocked_only_when_open_or_soon_and_unreachable() {
+        let opens = DateTime::from_timestamp_millis(100 * 60 * 1000).expect("a time");
+        let reach = |minutes: i64, reachable| RegistrationReach {
+            opens_at: opens,
+            closes_at: opens + chrono::Duration::hours(1),
+            at_ms: opens.timestamp_millis() + minutes * 60 * 1000,
+            reachable,
+        };
+        assert_eq!(reach(-11, false).phase(), RegistrationPhase::Later);
+        assert!(
+            !reach(-11, false).blocked(),
+            "the leader has not had its turn"
+        );
+        assert_eq!(reach(-10, false).phase(), RegistrationPhase::Soon);
+        assert!(reach(-10, false).blocked());
+        assert_eq!(reach(0, true).phase(), RegistrationPhase::Open);
+        assert!(!reach(0, true).blocked());
+        assert!(reach(59, false).blocked());
+        assert_eq!(reach(60, false).phase(), RegistrationPhase::Closed);
+        assert!(!reach(60, false).blocked(), "closed: nothing to take");
+    }
 
     #[test]
     fn the_top_100_share_is_a_percentage_of_the_registrations_and_zero_without_any() {

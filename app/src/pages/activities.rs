@@ -1,5 +1,5 @@
-//! Activities: list, create, and the activity page (live figures, the live stock ledger,
-//! pre-warm and the edit form). The form builds an [`ActivityInput`] in the browser, so it
+//! Activities: list, create, and the activity page (whether a lottery's buyers can register,
+//! live figures, the live stock ledger, pre-warm and the edit form). The form builds an [`ActivityInput`] in the browser, so it
 //! needs hydration.
 
 use super::{
@@ -21,7 +21,7 @@ use leptos_router::{
     components::A,
     hooks::{use_navigate, use_params_map},
 };
-use lottery::{LotteryFields, LotteryFieldset};
+use lottery::{LotteryFields, LotteryFieldset, RegistrationReachLine};
 
 const INPUT_TIME_FORMAT: &str = "%Y-%m-%dT%H:%M";
 
@@ -149,6 +149,7 @@ pub fn ActivityPage() -> impl IntoView {
     // beside the others, never inside the view that awaits another: a server render of
     // nested boundaries could wait for ever (see `ledger_resource`).
     let ledger = ledger_resource(id);
+    let reach = lottery::reach_resource(id);
     // With the signed-in role: each role sees the controls it may use (the server refuses
     // the others anyway). Refetched after a pre-warm and a publish, whose state it shows.
     let activity = Resource::new(
@@ -173,6 +174,7 @@ pub fn ActivityPage() -> impl IntoView {
         },
     );
     view! {
+        <RegistrationReachLine reach/>
         // A transition, so the page stays up while a pre-warm refetches the figures.
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || Suspend::new(async move {

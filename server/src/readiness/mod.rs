@@ -426,12 +426,22 @@ fn leader_check(leader: &anyhow::Result<Option<String>>) -> ReadinessCheck {
     }
 }
 
-/// A lottery activity's draws: (items, items not drawn, registrations Redis holds for
-/// those); `None` for a first-come activity.
+/// What readiness reads of a lottery activity's draws.
+struct DrawRead {
+    items: usize,
+    undrawn: usize,
+    /// Registrations Redis holds for the undrawn items (`None`: unreadable).
+    registrations: Option<i64>,
+    /// Whether the buyer API finds the activity (`None`: unreadable).
+    reachable: Option<bool>,
+}
+
+/// A lottery activity's draws, and whether buyers can reach its registration; `None` for a
+/// first-come activity.
 async fn draw_read(
     state: &AppState,
     activity: &StoredActivity,
-) -> anyhow::Result<Option<(usize, usize, Option<i64>)>> {
+) -> anyhow::Result<Option<DrawRead>> {
     if activity.lottery.is_none() {
         return Ok(None);
     }
@@ -453,13 +463,22 @@ async fn draw_read(
             _ => None,
         };
     }
-    Ok(Some((rows.len(), undrawn.len(), registrations)))
+    let item_ids: Vec<i64> = activity.lines.iter().map(|line| line.item_id).collect();
+    let reachable = sale::lottery::registration::reachable(state, activity.id, &item_ids)
+        .await
+        .ok();
+    Ok(Some(DrawRead {
+        items: rows.len(),
+        undrawn: undrawn.len(),
+        registrations,
+        reachable,
+    }))
 }
 
 fn lottery_check(
     state: &AppState,
     activity: &StoredActivity,
-    draw: anyhow::Result<Option<(usize, usize, Option<i64>)>>,
+    draw: anyhow::Result<Option<DrawRead>>,
     leader: &anyhow::Result<Option<String>>,
 ) -> ReadinessCheck {
     let (lottery, draw) = match (&activity.lottery, draw) {
@@ -475,15 +494,16 @@ fn lottery_check(
             return checks::unreadable(Name::Lottery, "the election in etcd", format!("{error:#}"))
         }
     };
-    let (items, undrawn, registrations) = draw;
     let now = chrono::DateTime::from_timestamp_millis(state.lottery.now_ms()).unwrap_or_default();
     checks::lottery(
         Some(&checks::LotteryState {
+            opens_at: lottery.terms.registration_opens_at,
             closes_at: lottery.terms.registration_closes_at,
+            reachable: draw.reachable,
             commitment: &lottery.commitment,
-            items,
-            undrawn,
-            registrations,
+            items: draw.items,
+            undrawn: draw.undrawn,
+            registrations: draw.registrations,
         }),
         leader,
         now,

@@ -17,6 +17,8 @@ pub struct LotteryMetrics {
     pub codes: IntCounterVec,
     /// Codes handed to the next on a waitlist.
     pub waitlist_advances: IntCounter,
+    /// Drawn items whose state Redis had lost, written again from PostgreSQL.
+    pub rederived: IntCounter,
 }
 
 impl LotteryMetrics {
@@ -36,6 +38,10 @@ impl LotteryMetrics {
             waitlist_advances: add.counter(
                 "seckill_lottery_waitlist_advances_total",
                 "Codes handed to the next on a lottery waitlist",
+            ),
+            rederived: add.counter(
+                "seckill_lottery_rederived_total",
+                "Drawn lottery items whose state Redis had lost, written again from PostgreSQL",
             ),
         }
     }

@@ -1,7 +1,8 @@
-//! The leader's lottery job, a few times a second: for each lottery item whose registration
-//! has closed, the draw (once: its row in `lottery_draws` commits with every entry in one
-//! transaction), the draw's result into Redis (repeated until done), the waitlist's advance
-//! while the sale is on, and the final statuses once it is over.
+//! The leader's lottery job, a few times a second: the buyer API made able to find every
+//! lottery whose registration opens soon or is open (`registration`); for each lottery item
+//! whose registration has closed, the draw (once: its row in `lottery_draws` commits with
+//! every entry in one transaction), the draw's result into Redis (repeated until done), the
+//! waitlist's advance while the sale is on, and the final statuses once it is over.
 //!
 //! A leader that dies mid-draw left nothing in PostgreSQL (the transaction never committed):
 //! the next one seals and reads the same closed list, orders it by the same seed to the same
@@ -15,10 +16,10 @@ use std::time::Duration;
 use crate::{
     catalog::expiry::keys_expire_at,
     lottery::{
-        registration_changed,
+        registration, registration_changed,
         rules::{self, Grant, Status},
-        scripts::{LotteryClient, Published},
-        store::{self, DrawResult, DueItem},
+        scripts::LotteryClient,
+        store::{self, DrawResult, DrawnState, DueItem},
     },
     orders::mq::consume::QuietWarnings,
     SaleState,
@@ -65,12 +66,19 @@ fn lifetime(item: &DueItem, now_ms: i64) -> (i64, i64) {
 
 async fn pass(state: &SaleState) -> anyhow::Result<()> {
     let now_ms = state.lottery.now_ms();
+    // Its failure does not hold the draws back; the pass reports it after them.
+    let prepared = registration::prepare(state, at(now_ms)).await;
     for item in store::due_items(&state.db, at(now_ms)).await? {
-        if !item.drawn {
-            draw(state, &item, now_ms).await?;
-        }
+        let made = if item.drawn {
+            None
+        } else {
+            draw(state, &item, now_ms).await?
+        };
+        let sale = SaleItem::new(item.activity_id, item.item_id);
         if !item.published {
-            publish(state, &item).await?;
+            publish(state, &item, made).await?;
+        } else if !LotteryClient(&state.redis).holds_draw(sale).await? {
+            rederive(state, &item).await?;
         }
         if now_ms < item.ends_at.timestamp_millis() {
             advance(state, &item, now_ms).await?;
@@ -78,10 +86,15 @@ async fn pass(state: &SaleState) -> anyhow::Result<()> {
             settle(state, &item, now_ms).await?;
         }
     }
-    Ok(())
+    prepared
 }
 
-async fn draw(state: &SaleState, item: &DueItem, now_ms: i64) -> anyhow::Result<()> {
+/// Draws `item`; its state when this call committed the draw (None: another leader had).
+async fn draw(
+    state: &SaleState,
+    item: &DueItem,
+    now_ms: i64,
+) -> anyhow::Result<Option<DrawnState>> {
     let sale = SaleItem::new(item.activity_id, item.item_id);
     let expires_at_ms = keys_expire_at(item.ends_at).timestamp_millis();
     let (registrants, revoked) = LotteryClient(&state.redis)
@@ -111,7 +124,8 @@ async fn draw(state: &SaleState, item: &DueItem, now_ms: i64) -> anyhow::Result<
     };
     // A test kills the leader here: the list sealed and ordered, nothing written yet.
     base::fault::point("lottery.drawing");
-    if store::record_draw(&state.db, item, &result).await? {
+    let committed = store::record_draw(&state.db, item, &result).await?;
+    if committed {
         let metrics = &state.metrics.lottery;
         metrics.draws.inc();
         metrics
@@ -128,27 +142,45 @@ async fn draw(state: &SaleState, item: &DueItem, now_ms: i64) -> anyhow::Result<
     }
     // A test kills the leader here: the draw is in PostgreSQL, not yet in Redis.
     base::fault::point("lottery.drawn");
-    Ok(())
+    Ok(committed.then(|| DrawnState::drawn(&order, &codes, &revoked)))
 }
 
-async fn publish(state: &SaleState, item: &DueItem) -> anyhow::Result<()> {
-    let (ranked, codes, winners) = store::drawn_result(&state.db, item).await?;
-    let published = Published {
-        ranked: &ranked,
-        codes: &codes,
-        winners,
-        expires_at_ms: keys_expire_at(item.ends_at).timestamp_millis(),
+/// Writes `item`'s drawn state into Redis: `made`, as this leader just drew it, or else as
+/// PostgreSQL holds it.
+async fn write_state(
+    state: &SaleState,
+    item: &DueItem,
+    made: Option<DrawnState>,
+) -> anyhow::Result<DrawnState> {
+    let drawn = match made {
+        Some(drawn) => drawn,
+        None => store::drawn_state(&state.db, item).await?,
     };
-    let sale = SaleItem::new(item.activity_id, item.item_id);
     LotteryClient(&state.redis)
-        .publish(sale, &published)
+        .publish(
+            SaleItem::new(item.activity_id, item.item_id),
+            &drawn,
+            keys_expire_at(item.ends_at).timestamp_millis(),
+        )
         .await?;
+    Ok(drawn)
+}
+
+/// Writes the draw's result into Redis, marks it published and tells every registrant.
+async fn publish(
+    state: &SaleState,
+    item: &DueItem,
+    made: Option<DrawnState>,
+) -> anyhow::Result<()> {
+    let drawn = write_state(state, item, made).await?;
+    let sale = SaleItem::new(item.activity_id, item.item_id);
     store::mark_published(&state.db, item).await?;
     // Told once the result is in Redis, where a buyer's page reads his code and his place.
-    let changes: Vec<(i64, Status)> = ranked
+    let changes: Vec<(i64, Status)> = drawn
+        .ranked
         .iter()
         .map(|(user, rank)| {
-            let status = if *rank <= winners {
+            let status = if *rank <= drawn.winners {
                 Status::Won
             } else {
                 Status::Waitlisted
@@ -157,6 +189,24 @@ async fn publish(state: &SaleState, item: &DueItem) -> anyhow::Result<()> {
         })
         .collect();
     registration_changed(&state.events, sale, &changes);
+    Ok(())
+}
+
+/// Redis has lost a published draw (a restart or a fail-over without its data): its state
+/// is written again from PostgreSQL, whose entries hold every rank, code and revocation,
+/// and whose orders tell which codes bought. Until then a code cannot buy (the buyer is
+/// told `NOT_QUALIFIED` for that moment) and the waitlist does not move; nobody's status
+/// changes, so nobody is told anything.
+async fn rederive(state: &SaleState, item: &DueItem) -> anyhow::Result<()> {
+    let drawn = write_state(state, item, None).await?;
+    state.metrics.lottery.rederived.inc();
+    tracing::warn!(
+        activity = item.activity_id,
+        item = item.item_id,
+        codes = drawn.codes.len(),
+        waiting = drawn.waiting.len(),
+        "the lottery's state was gone from Redis; re-derived from PostgreSQL"
+    );
     Ok(())
 }
 

@@ -1,24 +1,45 @@
 //! What ops do with a lottery, for the admin API and the console alike: read an activity's
 //! draw (per item: registrants, codes by outcome, how far the waitlist got; the commitment
-//! and, once drawn, the seed) and revoke a buyer's part in it, audited.
+//! and, once drawn, the seed; whether buyers can register now) and revoke a buyer's part in
+//! it, audited.
 
 use contract::{Actor, DrawItem, DrawReport, Permission, Revoked, SaleItem, Source};
 
 use crate::{
     audit::ops_audit::{self, OpsAction},
     audit::reason::audited_reason,
+    catalog::store::{StoredActivity, StoredLottery},
     identity::authorize,
-    lottery::{registration_changed, rules::Status, scripts::LotteryClient, store},
+    lottery::{registration, registration_changed, rules::Status, scripts::LotteryClient, store},
     SaleState,
 };
 use base::error::{ApiError, ApiResult};
 
-pub async fn draw_report(state: &SaleState, actor: &Actor, id: i64) -> ApiResult<DrawReport> {
-    authorize(actor, Permission::WatchOperations)?;
-    let (commitment, seed) = store::seed_state(&state.db, id)
+/// Lottery activity `id` as the catalogue stores it, and its lottery; 404 for a first-come one.
+async fn lottery_activity(
+    state: &SaleState,
+    id: i64,
+) -> ApiResult<(StoredActivity, StoredLottery)> {
+    let mut stored = crate::catalog::store::get_activity(&state.db, id, None)
         .await?
         .ok_or(ApiError::NotFound("lottery activity"))?;
+    let lottery = stored
+        .lottery
+        .take()
+        .ok_or(ApiError::NotFound("lottery activity"))?;
+    Ok((stored, lottery))
+}
+
+pub async fn draw_report(state: &SaleState, actor: &Actor, id: i64) -> ApiResult<DrawReport> {
+    authorize(actor, Permission::WatchOperations)?;
+    let (stored, lottery) = lottery_activity(state, id).await?;
     let now = state.lottery.now_ms();
+    let item_ids: Vec<i64> = stored.lines.iter().map(|line| line.item_id).collect();
+    let window = (
+        lottery.terms.registration_opens_at,
+        lottery.terms.registration_closes_at,
+    );
+    let reach = registration::reach(state, id, &item_ids, window, now).await?;
     let mut items = Vec::new();
     for row in store::draw_rows(&state.db, id).await? {
         let sale = SaleItem::new(id, row.item_id);
@@ -48,9 +69,10 @@ pub async fn draw_report(state: &SaleState, actor: &Actor, id: i64) -> ApiResult
     }
     Ok(DrawReport {
         activity_id: id,
-        commitment,
-        seed: seed.map(hex::encode),
+        commitment: lottery.commitment,
+        seed: lottery.revealed_seed,
         items,
+        registration: reach,
     })
 }
 
@@ -67,10 +89,7 @@ pub async fn revoke(
 ) -> ApiResult<Revoked> {
     authorize(actor, Permission::RevokeRegistration)?;
     let reason = audited_reason(reason)?;
-    let stored = crate::catalog::store::get_activity(&state.db, id, None)
-        .await?
-        .filter(|stored| stored.lottery.is_some())
-        .ok_or(ApiError::NotFound("lottery activity"))?;
+    let (stored, _) = lottery_activity(state, id).await?;
     let mut items = Vec::new();
     for line in &stored.lines {
         let sale = SaleItem::new(id, line.item_id);

@@ -5,7 +5,10 @@
 use contract::{AddressRegistrations, RegistrationSources, SaleItem};
 use redis::AsyncCommands;
 
-use crate::lottery::rules::{Grant, Held};
+use crate::lottery::{
+    rules::{Grant, Held},
+    store::DrawnState,
+};
 use base::{
     lua::{LOTTERY_ADVANCE, LOTTERY_REGISTER, LOTTERY_REVOKE},
     redis::RedisStore,
@@ -80,17 +83,14 @@ pub struct Issued {
     pub grant: Grant,
 }
 
-/// The draw's result as Redis takes it: every registrant's rank, the winners' codes.
-pub struct Published<'a> {
-    /// (user id, rank) of everyone drawn, in rank order.
-    pub ranked: &'a [(i64, i64)],
-    pub codes: &'a [(i64, Grant)],
-    pub winners: i64,
-    pub expires_at_ms: i64,
-}
-
 /// Rows one pipeline of the publish carries at most.
 const PUBLISH_CHUNK: usize = 10_000;
+
+/// The `n`th slice of [`PUBLISH_CHUNK`] rows of `list` (empty past its end).
+fn nth_chunk<T>(list: &[T], n: usize) -> &[T] {
+    let start = (n * PUBLISH_CHUNK).min(list.len());
+    &list[start..(start + PUBLISH_CHUNK).min(list.len())]
+}
 
 #[derive(Clone, Copy)]
 pub struct LotteryClient<'a>(pub &'a RedisStore);
@@ -239,51 +239,74 @@ impl LotteryClient<'_> {
         }))
     }
 
-    /// Writes the draw's result (`published`), again from the start when a leader died in
-    /// the middle: every step sets what PostgreSQL says, and the waitlist is rebuilt whole.
-    /// Nothing moves the waitlist before the last step marks the result complete.
+    /// Writes a drawn item's state (`drawn`): after the draw, again from the start when a
+    /// leader died in the middle, and whenever Redis has lost it. Every step sets what
+    /// `drawn` says (a buy's used code is only ever added), and the waitlist is rebuilt
+    /// whole. Nothing moves the waitlist before the last step marks the state complete.
     pub async fn publish(
         &self,
         sale: SaleItem,
-        published: &Published<'_>,
+        drawn: &DrawnState,
+        expires_at_ms: i64,
     ) -> redis::RedisResult<()> {
         let keys = LotteryKeys::of(self.0, sale);
         let mut connection = self.0.connection();
         let _: () = connection.del(&keys.queue).await?;
-        for chunk in published.ranked.chunks(PUBLISH_CHUNK) {
+        let chunks = drawn
+            .ranked
+            .len()
+            .max(drawn.waiting.len())
+            .div_ceil(PUBLISH_CHUNK);
+        for chunk in 0..chunks {
             let mut pipe = redis::pipe();
-            let ranks: Vec<(i64, i64)> = chunk.to_vec();
-            pipe.hset_multiple(&keys.regs, &ranks).ignore();
-            let waiting: Vec<i64> = chunk
-                .iter()
-                .filter(|(_, rank)| *rank > published.winners)
-                .map(|(user, _)| *user)
-                .collect();
+            let ranked = nth_chunk(&drawn.ranked, chunk);
+            if !ranked.is_empty() {
+                pipe.hset_multiple(&keys.regs, ranked).ignore();
+            }
+            let waiting = nth_chunk(&drawn.waiting, chunk);
             if !waiting.is_empty() {
                 pipe.rpush(&keys.queue, waiting).ignore();
             }
             pipe.query_async::<()>(&mut connection).await?;
         }
+        for codes in drawn.codes.chunks(PUBLISH_CHUNK) {
+            let encoded: Vec<(i64, String)> = codes
+                .iter()
+                .map(|(buyer, grant)| (*buyer, grant.encode()))
+                .collect();
+            let _: () = connection.hset_multiple(&keys.codes, &encoded).await?;
+        }
         let mut pipe = redis::pipe();
-        for (buyer, grant) in published.codes {
-            pipe.hset(&keys.codes, buyer, grant.encode()).ignore();
+        if !drawn.used.is_empty() {
+            pipe.sadd(&keys.used, &drawn.used).ignore();
         }
-        for key in [&keys.regs, &keys.codes, &keys.queue] {
-            pipe.pexpire_at(key, published.expires_at_ms).ignore();
+        for (buyer, rank) in &drawn.revoked {
+            pipe.hset(&keys.regs, buyer, "x").ignore();
+            if let Some(rank) = rank {
+                pipe.zadd(&keys.gone, buyer, rank).ignore();
+            }
         }
-        pipe.set(&keys.turns, published.winners)
-            .ignore()
-            .pexpire_at(&keys.turns, published.expires_at_ms)
-            .ignore()
-            .set(&keys.winners, published.winners)
-            .ignore()
-            .pexpire_at(&keys.winners, published.expires_at_ms)
-            .ignore()
-            .set(&keys.drawn, "1")
-            .ignore()
-            .pexpire_at(&keys.drawn, published.expires_at_ms)
-            .ignore();
+        for key in [&keys.regs, &keys.codes, &keys.queue, &keys.used, &keys.gone] {
+            pipe.pexpire_at(key, expires_at_ms).ignore();
+        }
+        for (key, value) in [
+            (&keys.turns, drawn.turns),
+            (&keys.winners, drawn.winners),
+            (&keys.sealed, 1),
+            (&keys.drawn, 1),
+        ] {
+            pipe.set(key, value)
+                .ignore()
+                .pexpire_at(key, expires_at_ms)
+                .ignore();
+        }
         pipe.query_async::<()>(&mut connection).await
+    }
+
+    /// Whether Redis holds `sale`'s drawn state whole (`publish`'s last step).
+    pub async fn holds_draw(&self, sale: SaleItem) -> redis::RedisResult<bool> {
+        let keys = LotteryKeys::of(self.0, sale);
+        self.0.connection().exists(&keys.drawn).await
     }
 
     /// Hands free units to the next on the waitlist (`lua/lottery_advance.lua`): codes live

@@ -65,6 +65,32 @@ pub async fn due_items(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<DueItem>
     .await
 }
 
+/// A lottery activity whose registration the buyer API must reach, with its items.
+#[derive(sqlx::FromRow, Clone, Debug)]
+pub struct Registering {
+    pub activity_id: i64,
+    pub item_ids: Vec<i64>,
+}
+
+/// The lottery activities whose registration opens by `horizon` and has not closed at `now`.
+pub async fn registering(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+    horizon: DateTime<Utc>,
+) -> Result<Vec<Registering>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT a.id AS activity_id, array_agg(ai.item_id ORDER BY ai.item_id) AS item_ids
+         FROM activities a JOIN activity_items ai ON ai.activity_id = a.id
+         WHERE a.mode = 'lottery' AND a.registration_opens_at <= $2
+           AND a.registration_closes_at > $1
+         GROUP BY a.id ORDER BY a.id",
+    )
+    .bind(now)
+    .bind(horizon)
+    .fetch_all(pool)
+    .await
+}
+
 pub async fn seed(pool: &PgPool, activity: i64) -> Result<Vec<u8>, sqlx::Error> {
     sqlx::query_scalar("SELECT seed FROM lottery_seeds WHERE activity_id = $1")
         .bind(activity)
@@ -110,48 +136,49 @@ pub async fn record_draw(
     if inserted == 0 {
         return Ok(false);
     }
-    let ranks: Vec<i32> = (1..=i32::try_from(result.order.len()).unwrap_or(i32::MAX)).collect();
-    let mut codes: Vec<Option<&str>> = result.codes.iter().map(|g| Some(g.code.as_str())).collect();
-    let mut from: Vec<Option<DateTime<Utc>>> = result
-        .codes
-        .iter()
-        .map(|g| Some(at(g.valid_from_ms)))
-        .collect();
-    let mut until: Vec<Option<DateTime<Utc>>> = result
-        .codes
-        .iter()
-        .map(|g| Some(at(g.expires_ms)))
-        .collect();
-    let mut units: Vec<Option<i32>> = result
-        .codes
-        .iter()
-        .map(|g| i32::try_from(g.units).ok())
-        .collect();
-    let losers = result.order.len() - result.codes.len();
-    codes.extend(std::iter::repeat_n(None, losers));
-    from.extend(std::iter::repeat_n(None, losers));
-    until.extend(std::iter::repeat_n(None, losers));
-    units.extend(std::iter::repeat_n(None, losers));
-    for chunk_start in (0..result.order.len()).step_by(50_000) {
-        let end = (chunk_start + 50_000).min(result.order.len());
+    // The winners with their codes, then the waitlist, the bulk of a large draw, with its
+    // user ids alone: its ranks follow from the order, and four arrays of nulls beside them
+    // made the insert of a million entries a third slower.
+    let (winners, waiting) = result.order.split_at(result.codes.len());
+    for (start, chunk) in chunks(winners) {
+        let codes = &result.codes[start..start + chunk.len()];
+        let code: Vec<&str> = codes.iter().map(|g| g.code.as_str()).collect();
+        let from: Vec<DateTime<Utc>> = codes.iter().map(|g| at(g.valid_from_ms)).collect();
+        let until: Vec<DateTime<Utc>> = codes.iter().map(|g| at(g.expires_ms)).collect();
+        let units: Vec<i32> = codes
+            .iter()
+            .map(|g| i32::try_from(g.units).unwrap_or(i32::MAX))
+            .collect();
         sqlx::query(
             "INSERT INTO lottery_entries (activity_id, item_id, user_id, rank, status, code,
                                           code_valid_from, code_expires_at, code_units)
-             SELECT $1, $2, user_id, rank,
-                    CASE WHEN code IS NULL THEN 'waitlisted' ELSE 'won' END,
-                    code, valid_from, expires_at, units
-             FROM UNNEST($3::BIGINT[], $4::INTEGER[], $5::TEXT[], $6::TIMESTAMPTZ[],
-                         $7::TIMESTAMPTZ[], $8::INTEGER[])
-                  AS e (user_id, rank, code, valid_from, expires_at, units)",
+             SELECT $1, $2, e.user_id, ($3 + e.n)::INTEGER, 'won', e.code, e.valid_from,
+                    e.expires_at, e.units
+             FROM UNNEST($4::BIGINT[], $5::TEXT[], $6::TIMESTAMPTZ[], $7::TIMESTAMPTZ[],
+                         $8::INTEGER[]) WITH ORDINALITY
+                  AS e (user_id, code, valid_from, expires_at, units, n)",
         )
         .bind(item.activity_id)
         .bind(item.item_id)
-        .bind(&result.order[chunk_start..end])
-        .bind(&ranks[chunk_start..end])
-        .bind(&codes[chunk_start..end])
-        .bind(&from[chunk_start..end])
-        .bind(&until[chunk_start..end])
-        .bind(&units[chunk_start..end])
+        .bind(rank_before(start))
+        .bind(chunk)
+        .bind(&code)
+        .bind(&from)
+        .bind(&until)
+        .bind(&units)
+        .execute(&mut *tx)
+        .await?;
+    }
+    for (start, chunk) in chunks(waiting) {
+        sqlx::query(
+            "INSERT INTO lottery_entries (activity_id, item_id, user_id, rank, status)
+             SELECT $1, $2, e.user_id, ($3 + e.n)::INTEGER, 'waitlisted'
+             FROM UNNEST($4::BIGINT[]) WITH ORDINALITY AS e (user_id, n)",
+        )
+        .bind(item.activity_id)
+        .bind(item.item_id)
+        .bind(rank_before(winners.len() + start))
+        .bind(chunk)
         .execute(&mut *tx)
         .await?;
     }
@@ -179,12 +206,49 @@ pub async fn record_draw(
     Ok(true)
 }
 
-/// A drawn item's result as PostgreSQL holds it, for publishing it to Redis: (user, rank) in
-/// rank order, and the codes of the draw's winners.
-pub async fn drawn_result(
-    pool: &PgPool,
-    item: &DueItem,
-) -> Result<(Vec<(i64, i64)>, Vec<(i64, Grant)>, i64), sqlx::Error> {
+/// A drawn item's state: everything Redis must hold of it for its codes to buy and its
+/// waitlist to move (`LotteryClient::publish`). Made in memory by the draw that commits it,
+/// or read from PostgreSQL ([`drawn_state`]) by a leader that did not make it, or when Redis
+/// has lost it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DrawnState {
+    /// Everyone drawn and not revoked: (user, rank), in rank order.
+    pub ranked: Vec<(i64, i64)>,
+    pub winners: i64,
+    /// Ranks that have had their turn: the winners', and every rank up to the last one the
+    /// waitlist handed a code to.
+    pub turns: i64,
+    /// The waitlist, next first: everyone ranked after `turns` (the revoked among them too:
+    /// their turn passes them by, as it does live).
+    pub waiting: Vec<i64>,
+    /// Every code that may still buy, or has bought.
+    pub codes: Vec<(i64, Grant)>,
+    /// Buyers whose code bought.
+    pub used: Vec<i64>,
+    /// Revoked buyers, with their rank if they were drawn.
+    pub revoked: Vec<(i64, Option<i64>)>,
+}
+
+impl DrawnState {
+    /// The state a draw leaves: `order` ranked, its first `codes.len()` with the codes.
+    pub fn drawn(order: &[i64], codes: &[Grant], revoked: &[i64]) -> Self {
+        let winners = codes.len();
+        Self {
+            ranked: order.iter().copied().zip(1..).collect(),
+            winners: winners as i64,
+            turns: winners as i64,
+            waiting: order[winners..].to_vec(),
+            codes: order.iter().copied().zip(codes.iter().cloned()).collect(),
+            used: Vec::new(),
+            revoked: revoked.iter().map(|user| (*user, None)).collect(),
+        }
+    }
+}
+
+/// A drawn item's state as PostgreSQL holds it: its entries (ranks, codes, revocations) and,
+/// for the codes, whether an order of the item exists (the code bought). A cancelled order
+/// counts: its code bought once, and its unit went back to the stock for the waitlist.
+pub async fn drawn_state(pool: &PgPool, item: &DueItem) -> Result<DrawnState, sqlx::Error> {
     let winners: i32 = sqlx::query_scalar(
         "SELECT winners FROM lottery_draws WHERE activity_id = $1 AND item_id = $2",
     )
@@ -193,46 +257,74 @@ pub async fn drawn_result(
     .fetch_one(pool)
     .await?;
     #[derive(sqlx::FromRow)]
-    struct Ranked {
+    struct Entry {
         user_id: i64,
-        rank: i32,
+        rank: Option<i32>,
+        revoked: bool,
         code: Option<String>,
         code_valid_from: Option<DateTime<Utc>>,
         code_expires_at: Option<DateTime<Utc>>,
         code_units: Option<i32>,
+        used: bool,
     }
-    let rows: Vec<Ranked> = sqlx::query_as(
-        "SELECT user_id, rank, code, code_valid_from, code_expires_at, code_units
-         FROM lottery_entries
-         WHERE activity_id = $1 AND item_id = $2 AND rank IS NOT NULL ORDER BY rank",
+    let entries: Vec<Entry> = sqlx::query_as(
+        "SELECT e.user_id, e.rank, e.status = 'revoked' AS revoked, e.code, e.code_valid_from,
+                e.code_expires_at, e.code_units,
+                CASE WHEN e.code IS NULL THEN false
+                     ELSE EXISTS (SELECT 1 FROM orders o WHERE o.user_id = e.user_id
+                                    AND o.activity_id = e.activity_id AND o.item_id = e.item_id)
+                END AS used
+         FROM lottery_entries e
+         WHERE e.activity_id = $1 AND e.item_id = $2 ORDER BY e.rank NULLS LAST",
     )
     .bind(item.activity_id)
     .bind(item.item_id)
     .fetch_all(pool)
     .await?;
-    let mut ranked = Vec::with_capacity(rows.len());
-    let mut codes = Vec::new();
-    for row in rows {
-        ranked.push((row.user_id, i64::from(row.rank)));
-        if let (Some(code), Some(from), Some(until), Some(units), true) = (
-            row.code,
-            row.code_valid_from,
-            row.code_expires_at,
-            row.code_units,
-            row.rank <= winners,
+    let mut state = DrawnState {
+        winners: winners.into(),
+        turns: winners.into(),
+        ..DrawnState::default()
+    };
+    let mut in_line = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let rank = entry.rank.map(i64::from);
+        if let Some(rank) = rank {
+            in_line.push((entry.user_id, rank));
+        }
+        if entry.used {
+            state.used.push(entry.user_id);
+        }
+        if let (Some(code), Some(from), Some(until), Some(units)) = (
+            entry.code,
+            entry.code_valid_from,
+            entry.code_expires_at,
+            entry.code_units,
         ) {
-            codes.push((
-                row.user_id,
-                Grant {
+            state.turns = state.turns.max(rank.unwrap_or(0));
+            // A revocation deletes a code that has not bought.
+            if !entry.revoked || entry.used {
+                let grant = Grant {
                     code,
                     valid_from_ms: from.timestamp_millis(),
                     expires_ms: until.timestamp_millis(),
                     units: units.into(),
-                },
-            ));
+                };
+                state.codes.push((entry.user_id, grant));
+            }
+        }
+        match (entry.revoked, rank) {
+            (true, _) => state.revoked.push((entry.user_id, rank)),
+            (false, Some(rank)) => state.ranked.push((entry.user_id, rank)),
+            (false, None) => {}
         }
     }
-    Ok((ranked, codes, winners.into()))
+    state.waiting = in_line
+        .into_iter()
+        .filter(|(_, rank)| *rank > state.turns)
+        .map(|(user, _)| user)
+        .collect();
+    Ok(state)
 }
 
 pub async fn mark_published(pool: &PgPool, item: &DueItem) -> Result<(), sqlx::Error> {
@@ -362,6 +454,20 @@ impl DrawRow {
     }
 }
 
+/// Entries one insert of a draw carries at most, with the offset of each slice.
+fn chunks(entries: &[i64]) -> impl Iterator<Item = (usize, &[i64])> {
+    const ENTRIES_PER_INSERT: usize = 50_000;
+    entries
+        .chunks(ENTRIES_PER_INSERT)
+        .enumerate()
+        .map(|(n, chunk)| (n * ENTRIES_PER_INSERT, chunk))
+}
+
+/// The rank before the entry at `index` of the order (ranks start at 1).
+fn rank_before(index: usize) -> i32 {
+    i32::try_from(index).unwrap_or(i32::MAX)
+}
+
 /// A count as its INTEGER column holds it.
 fn count(value: i64) -> i32 {
     i32::try_from(value).unwrap_or(i32::MAX)
@@ -381,20 +487,6 @@ pub async fn draw_rows(pool: &PgPool, activity: i64) -> Result<Vec<DrawRow>, sql
     )
     .bind(activity)
     .fetch_all(pool)
-    .await
-}
-
-/// The seed in hex once revealed, and the commitment.
-pub async fn seed_state(
-    pool: &PgPool,
-    activity: i64,
-) -> Result<Option<(String, Option<Vec<u8>>)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT commitment, CASE WHEN revealed_at IS NOT NULL THEN seed END
-         FROM lottery_seeds WHERE activity_id = $1",
-    )
-    .bind(activity)
-    .fetch_optional(pool)
     .await
 }
 

@@ -1,7 +1,8 @@
-//! The lottery's readiness verdict: a lottery activity's draw can be trusted and will run.
+//! The lottery's readiness verdict: buyers can register when registration is open, and a
+//! lottery activity's draw can be trusted and will run.
 
 use chrono::{DateTime, Utc};
-use contract::{ReadinessCheck, ReadinessCheckName as Name};
+use contract::{ReadinessCheck, ReadinessCheckName as Name, RegistrationPhase, RegistrationReach};
 
 use super::verdict;
 
@@ -11,7 +12,11 @@ pub(crate) const DRAW_GRACE: chrono::Duration = chrono::Duration::seconds(30);
 
 /// What readiness reads of a lottery activity's draw.
 pub(crate) struct LotteryState<'a> {
+    pub(crate) opens_at: DateTime<Utc>,
     pub(crate) closes_at: DateTime<Utc>,
+    /// Whether the buyer API finds the activity and its items (their keys in the Bloom
+    /// filter); `None`: the filter could not be read.
+    pub(crate) reachable: Option<bool>,
     /// Hex SHA-256 of the draw's seed.
     pub(crate) commitment: &'a str,
     pub(crate) items: usize,
@@ -23,6 +28,8 @@ pub(crate) struct LotteryState<'a> {
 
 /// A lottery activity (`None`: a first-come one, nothing to draw) is ready when its draw's
 /// commitment is fixed (a seed chosen later could be picked after seeing the registrants),
+/// buyers can register while registration is open or about to open (the buyer API finds the
+/// activity; the leader makes it findable before the window opens, long before a pre-warm),
 /// a leader is elected to draw when registration closes (the draw runs only on the leader),
 /// and no draw is overdue by more than [`DRAW_GRACE`].
 pub(crate) fn lottery(
@@ -57,6 +64,15 @@ pub(crate) fn lottery(
             format!("all {} item(s) drawn (commitment {short}…)", draw.items),
         );
     }
+    let reach = RegistrationReach {
+        opens_at: draw.opens_at,
+        closes_at: draw.closes_at,
+        at_ms: now.timestamp_millis(),
+        reachable: draw.reachable.unwrap_or(false),
+    };
+    if reach.blocked() {
+        return unreachable(draw, &reach, leader);
+    }
     let registered = draw
         .registrations
         .map_or_else(|| "unknown".to_owned(), |count| count.to_string());
@@ -82,14 +98,51 @@ pub(crate) fn lottery(
             true,
             format!("registration closed at {due}; {node}, the leader, is drawing"),
         ),
+        Some(node) if reach.phase() == RegistrationPhase::Later => verdict(
+            Name::Lottery,
+            true,
+            format!(
+                "commitment {short}… fixed; registration opens at {}: {node}, the leader, makes it reachable on the buyer API {} min before, and draws at {due}",
+                draw.opens_at.to_rfc3339(),
+                RegistrationReach::PREPARED_AHEAD_MS / 60_000
+            ),
+        ),
         Some(node) => verdict(
             Name::Lottery,
             true,
             format!(
-                "commitment {short}… fixed; registration open until {due} ({registered} registration(s) so far); {node}, the leader, draws then"
+                "commitment {short}… fixed; buyers can register until {due} ({registered} registration(s) so far); {node}, the leader, draws then"
             ),
         ),
     }
+}
+
+/// Registration open or about to open, and buyers could not register: what is wrong, in
+/// words ops can act on.
+fn unreachable(
+    draw: &LotteryState,
+    reach: &RegistrationReach,
+    leader: Option<&str>,
+) -> ReadinessCheck {
+    let opens = draw.opens_at.to_rfc3339();
+    let when = if reach.phase() == RegistrationPhase::Open {
+        format!("registration has been open since {opens}")
+    } else {
+        format!("registration opens at {opens}")
+    };
+    let why = match (draw.reachable, leader) {
+        (None, _) => "whether buyers can register is unknown: the Bloom filter the buyer API checks could not be read".to_owned(),
+        (Some(_), None) => "buyers cannot register (they are answered 404: the buyer API does not know the activity) and no leader is elected to make it known; is any server connected to etcd?".to_owned(),
+        (Some(_), Some(node)) => format!(
+            "buyers cannot register (they are answered 404: the buyer API does not know the activity), though {node}, the leader, makes it known {} min before registration opens: look at its lottery job's log",
+            RegistrationReach::PREPARED_AHEAD_MS / 60_000
+        ),
+    };
+    verdict(
+        Name::Lottery,
+        false,
+        format!("{when} and {why}; a pre-warm of the activity lets buyers in at once"),
+    )
 }
 
 #[cfg(test)]
@@ -100,7 +153,9 @@ mod tests {
         let closes = Utc::now();
         let commitment = "ab".repeat(32);
         let draw = |undrawn| LotteryState {
+            opens_at: closes - chrono::Duration::hours(2),
             closes_at: closes,
+            reachable: Some(true),
             commitment: &commitment,
             items: 2,
             undrawn,
@@ -126,5 +181,51 @@ mod tests {
             ..draw(2)
         };
         assert!(!lottery(Some(&bad), Some("n1"), before).ok);
+    }
+
+    #[test]
+    fn registration_open_or_about_to_open_that_buyers_cannot_reach_is_named() {
+        let opens = Utc::now();
+        let commitment = "ab".repeat(32);
+        let draw = |reachable| LotteryState {
+            opens_at: opens,
+            closes_at: opens + chrono::Duration::hours(1),
+            reachable,
+            commitment: &commitment,
+            items: 1,
+            undrawn: 1,
+            registrations: Some(0),
+        };
+        let minutes = |m| opens + chrono::Duration::minutes(m);
+        let later = lottery(Some(&draw(Some(false))), Some("n1"), minutes(-11));
+        assert!(
+            later.ok && later.detail.contains("makes it reachable"),
+            "{later:?}"
+        );
+        let soon = lottery(Some(&draw(Some(false))), Some("n1"), minutes(-10));
+        assert!(
+            !soon.ok
+                && soon.detail.contains("registration opens at")
+                && soon.detail.contains("cannot register")
+                && soon.detail.contains("n1, the leader"),
+            "{soon:?}"
+        );
+        let open = lottery(Some(&draw(Some(false))), None, minutes(5));
+        assert!(
+            !open.ok
+                && open.detail.contains("has been open since")
+                && open.detail.contains("no leader"),
+            "{open:?}"
+        );
+        let unknown = lottery(Some(&draw(None)), Some("n1"), minutes(5));
+        assert!(
+            !unknown.ok && unknown.detail.contains("unknown"),
+            "{unknown:?}"
+        );
+        let fine = lottery(Some(&draw(Some(true))), Some("n1"), minutes(5));
+        assert!(
+            fine.ok && fine.detail.contains("buyers can register"),
+            "{fine:?}"
+        );
     }
 }
