@@ -20,6 +20,7 @@ pub(crate) mod policy;
 pub(crate) mod routes;
 pub(crate) mod status;
 pub(crate) mod switches;
+pub(crate) mod traffic;
 mod watcher;
 
 /// The running control plane of one instance.
