@@ -34,6 +34,25 @@ pub(crate) fn quick(settings: &mut Settings) {
     settings.control.heartbeat_ms = 200;
 }
 
+/// A private etcd (for a test that stops it), the quick settings that use it, and two
+/// instances of one deployment on it.
+pub(crate) async fn two_on_a_private_etcd() -> (
+    EtcdInstance,
+    impl Fn(&mut Settings) + Clone,
+    TestApp,
+    TestApp,
+) {
+    let etcd = EtcdInstance::start().await;
+    let endpoint = etcd.endpoint();
+    let private = move |settings: &mut Settings| {
+        quick(settings);
+        settings.etcd_endpoints = vec![endpoint.clone()];
+    };
+    let first = spawn_app_with(&private).await;
+    let second = first.spawn_sibling(&private).await;
+    (etcd, private, first, second)
+}
+
 /// Three instances of one deployment: one database, Redis, AMQP and etcd prefix.
 pub(crate) async fn cluster(adjust: impl Fn(&mut Settings)) -> Vec<TestApp> {
     let first = spawn_app_with(&adjust).await;
@@ -302,14 +321,7 @@ async fn closing_the_entry_stops_buys_on_every_instance_and_reopening_resumes_th
 
 #[tokio::test]
 async fn instances_ride_out_an_etcd_outage_and_resync_what_changed_meanwhile() {
-    let mut etcd = EtcdInstance::start().await;
-    let endpoint = etcd.endpoint();
-    let private = |settings: &mut Settings| {
-        quick(settings);
-        settings.etcd_endpoints = vec![endpoint.clone()];
-    };
-    let first = spawn_app_with(private).await;
-    let second = first.spawn_sibling(private).await;
+    let (mut etcd, private, first, second) = two_on_a_private_etcd().await;
     let apps = [&first, &second];
     let ops = first.caller(Role::Ops, None).await;
     let (status, body) = first

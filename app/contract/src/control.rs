@@ -112,6 +112,20 @@ pub struct BuyAnswers {
     pub rate_per_s: f64,
     /// Buy requests in flight when the report was written.
     pub in_flight: u64,
+    /// The same per activity, for each with buys over about the last minute or in flight.
+    #[serde(default)]
+    pub activities: Vec<ActivityBuys>,
+}
+
+/// One activity's buy traffic on one instance.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ActivityBuys {
+    pub activity_id: i64,
+    /// Its buy requests per second over about the last minute.
+    pub rate_per_s: f64,
+    /// Its buy requests in flight when the report was written.
+    pub in_flight: u64,
 }
 
 /// `GET /admin/api/switches/{path}/impact?value=`: what a flip would touch, for the
@@ -127,19 +141,20 @@ pub struct SwitchImpact {
     pub changes_anything: bool,
     /// What the new value does, for people.
     pub effect: String,
-    /// The live and upcoming activities the key governs.
+    /// The live and upcoming activities the key governs, each with its buy traffic.
     pub activities: Vec<ImpactedActivity>,
     /// Every live instance applies the key (a stage names its own): each one's buy
-    /// traffic.
+    /// traffic of those activities.
     pub instances: Vec<ImpactedInstance>,
-    /// Buy requests per second over about the last minute, every instance together.
+    /// Buy requests of those activities per second over about the last minute, every
+    /// instance together.
     pub buy_rate_per_s: f64,
-    /// Buy requests in flight now, every instance together.
+    /// Buy requests of those activities in flight now, every instance together.
     pub in_flight: u64,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ImpactedActivity {
     pub id: i64,
     pub title: String,
@@ -147,6 +162,10 @@ pub struct ImpactedActivity {
     pub window: String,
     pub starts_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
+    /// Its buy requests per second over about the last minute, every instance together.
+    pub buy_rate_per_s: f64,
+    /// Its buy requests in flight now, every instance together.
+    pub in_flight: u64,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -750,37 +750,62 @@ fn details_open(event: &leptos::ev::Event) -> bool {
         .is_some_and(|details| details.has_attribute("open"))
 }
 
-/// What a flip would touch, in the confirmation.
+/// What a flip would touch, in the confirmation: each live and upcoming activity with its
+/// buy traffic, then the totals.
 fn impact_note(impact: Result<contract::SwitchImpact, ConsoleFnError>) -> AnyView {
     let impact = match impact {
         Ok(impact) => impact,
         Err(error) => return error_box(error),
     };
-    let live: Vec<String> = impact
+    if !impact.changes_anything {
+        return view! {
+            <div class="impact" aria-live="polite" data-value=impact.value.clone() data-live="0">
+                <strong>"Impact: "</strong>
+                "This value is the one in force: the flip changes nothing."
+                <p class="meta">{impact.effect}</p>
+            </div>
+        }
+        .into_any();
+    }
+    let live = impact
         .activities
         .iter()
         .filter(|activity| activity.window == "live")
-        .map(|activity| format!("#{} {}", activity.id, activity.title))
-        .collect();
-    let upcoming = impact.activities.len() - live.len();
-    let sales = if live.is_empty() {
-        "no live sale".to_owned()
-    } else {
-        format!("{} live sale(s): {}", live.len(), live.join(", "))
-    };
-    let text = if impact.changes_anything {
-        format!(
-            "Touches {sales} and {upcoming} upcoming; {:.1} buy requests/s over the last minute and {} in flight on {} instance(s).",
-            impact.buy_rate_per_s,
-            impact.in_flight,
-            impact.instances.len(),
-        )
-    } else {
-        "This value is the one in force: the flip changes nothing.".to_owned()
-    };
+        .count();
+    let upcoming = impact.activities.len() - live;
+    let text = format!(
+        "Touches {live} live sale(s) and {upcoming} upcoming; {:.1} buy requests/s over the last minute and {} in flight on {} instance(s).",
+        impact.buy_rate_per_s,
+        impact.in_flight,
+        impact.instances.len(),
+    );
+    let activities = impact
+        .activities
+        .into_iter()
+        .map(|activity| {
+            let line = format!(
+                "#{} {} ({}): {:.1} buy requests/s, {} in flight",
+                activity.id,
+                activity.title,
+                activity.window,
+                activity.buy_rate_per_s,
+                activity.in_flight,
+            );
+            view! {
+                <li
+                    data-activity=activity.id.to_string()
+                    data-rate=activity.buy_rate_per_s.to_string()
+                    data-in-flight=activity.in_flight.to_string()
+                >
+                    {line}
+                </li>
+            }
+        })
+        .collect_view();
     view! {
-        <div class="impact" aria-live="polite" data-value=impact.value.clone() data-live=live.len().to_string()>
+        <div class="impact" aria-live="polite" data-value=impact.value.clone() data-live=live.to_string()>
             <strong>"Impact: "</strong> {text}
+            <ul class="impact-activities">{activities}</ul>
             <p class="meta">{impact.effect}</p>
         </div>
     }

@@ -7,7 +7,7 @@
 use axum::{
     extract::{
         rejection::{JsonRejection, PathRejection, QueryRejection},
-        Path, Query, State,
+        FromRequest, FromRequestParts, Path, Query, Request, State,
     },
     http::StatusCode,
     Json,
@@ -25,7 +25,10 @@ use crate::{
     control::board::{Board, Flip},
     state::AppState,
 };
-use base::error::{ApiError, ApiResult};
+use base::{
+    error::{ApiError, ApiResult},
+    route_table::{DescribesRequest, Id, RequestShape},
+};
 use sale::identity::authorize;
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -62,84 +65,74 @@ pub(crate) struct DecisionBody {
     reason: String,
 }
 
-async fn cancel(
-    State(state): State<AppState>,
+/// Who decides what on which change, and why: what every `/changes/{id}/...` route takes.
+/// Refused in this order: no caller (401), one who may not flip (403), then a bad id or
+/// body (400), so a caller without the right learns nothing about the change.
+struct Deciding {
     actor: Actor,
-    id: Result<Path<i64>, PathRejection>,
-    body: Result<Json<DecisionBody>, JsonRejection>,
-) -> ApiResult<StatusCode> {
-    decide(state, actor, id, body, Decision::Cancel).await
+    id: i64,
+    reason: String,
 }
 
-async fn reject(
-    State(state): State<AppState>,
-    actor: Actor,
-    id: Result<Path<i64>, PathRejection>,
-    body: Result<Json<DecisionBody>, JsonRejection>,
-) -> ApiResult<StatusCode> {
-    decide(state, actor, id, body, Decision::Reject).await
+impl FromRequest<AppState> for Deciding {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let (mut parts, body) = request.into_parts();
+        let actor = Actor::from_request_parts(&mut parts, state).await?;
+        authorize(&actor, Permission::FlipSwitch)?;
+        let Id(id) = Id::from_request_parts(&mut parts, state).await?;
+        let Json(DecisionBody { reason }) =
+            Json::<DecisionBody>::from_request(Request::from_parts(parts, body), state).await?;
+        Ok(Self { actor, id, reason })
+    }
 }
 
-async fn decide(
-    state: AppState,
-    actor: Actor,
-    id: Result<Path<i64>, PathRejection>,
-    body: Result<Json<DecisionBody>, JsonRejection>,
-    decision: Decision,
-) -> ApiResult<StatusCode> {
-    authorize(&actor, Permission::FlipSwitch)?;
-    let Path(id) = id?;
-    let Json(body) = body?;
+impl DescribesRequest for Deciding {
+    fn describe(shape: &mut RequestShape) {
+        Id::describe(shape);
+        <Result<Json<DecisionBody>, JsonRejection>>::describe(shape);
+    }
+}
+
+async fn cancel(State(state): State<AppState>, by: Deciding) -> ApiResult<StatusCode> {
+    decide(state, by, Decision::Cancel).await
+}
+
+async fn reject(State(state): State<AppState>, by: Deciding) -> ApiResult<StatusCode> {
+    decide(state, by, Decision::Reject).await
+}
+
+async fn decide(state: AppState, by: Deciding, decision: Decision) -> ApiResult<StatusCode> {
     let board = Board::of(&state);
-    service::decide(&board, &actor, Source::Api, id, decision, &body.reason).await?;
+    service::decide(&board, &by.actor, Source::Api, by.id, decision, &by.reason).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// The change as it stands after the approval (applied, or scheduled for its time).
-async fn approve(
-    State(state): State<AppState>,
-    actor: Actor,
-    id: Result<Path<i64>, PathRejection>,
-    body: Result<Json<DecisionBody>, JsonRejection>,
-) -> ApiResult<Json<SwitchChangeRow>> {
-    authorize(&actor, Permission::FlipSwitch)?;
-    let Path(id) = id?;
-    let Json(body) = body?;
+async fn approve(State(state): State<AppState>, by: Deciding) -> ApiResult<Json<SwitchChangeRow>> {
     let now = state.changes.now();
     let board = Board::of(&state);
-    let change = service::approve(&board, &actor, Source::Api, id, &body.reason, now).await?;
-    Ok(Json(change))
+    Ok(Json(
+        service::approve(&board, &by.actor, Source::Api, by.id, &by.reason, now).await?,
+    ))
 }
 
 /// A staged change's value on every instance; answers the change as it stands after.
-async fn promote(
-    State(state): State<AppState>,
-    actor: Actor,
-    id: Result<Path<i64>, PathRejection>,
-    body: Result<Json<DecisionBody>, JsonRejection>,
-) -> ApiResult<Json<SwitchChangeRow>> {
-    authorize(&actor, Permission::FlipSwitch)?;
-    let Path(id) = id?;
-    let Json(body) = body?;
+async fn promote(State(state): State<AppState>, by: Deciding) -> ApiResult<Json<SwitchChangeRow>> {
     let now = state.changes.now();
     let board = Board::of(&state);
-    let change = stage::promote(&board, &actor, Source::Api, id, &body.reason, now).await?;
-    Ok(Json(change))
+    Ok(Json(
+        stage::promote(&board, &by.actor, Source::Api, by.id, &by.reason, now).await?,
+    ))
 }
 
 /// A staged change taken back; answers the change as it stands after.
-async fn abort(
-    State(state): State<AppState>,
-    actor: Actor,
-    id: Result<Path<i64>, PathRejection>,
-    body: Result<Json<DecisionBody>, JsonRejection>,
-) -> ApiResult<Json<SwitchChangeRow>> {
-    authorize(&actor, Permission::FlipSwitch)?;
-    let Path(id) = id?;
-    let Json(body) = body?;
+async fn abort(State(state): State<AppState>, by: Deciding) -> ApiResult<Json<SwitchChangeRow>> {
     let board = Board::of(&state);
-    let change = stage::abort(&board, &actor, Source::Api, id, &body.reason).await?;
-    Ok(Json(change))
+    Ok(Json(
+        stage::abort(&board, &by.actor, Source::Api, by.id, &by.reason).await?,
+    ))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

@@ -1,17 +1,25 @@
-//! The leader's watch over staged changes: a stage whose instances answer buys with 5xx
-//! more often than the other instances do, by more than `policy/stage_abort` (a share,
-//! 0.05 when absent), for [`HOLD`] on the changes' clock, is aborted by the leader itself,
-//! audited as `auto` with the figures.
+//! The leader's watch over staged changes: a stage whose instances answered buys with 5xx
+//! more often than the other instances did, by more than `policy/stage_abort` (a share,
+//! 0.05 when absent), over the last [`HOLD`] on the changes' clock, is aborted by the
+//! leader itself, audited as `auto` with the figures.
 //!
 //! The figures come from the instances' heartbeats, which carry their buy answers and 5xx
 //! answers since they started. Once a second the leader takes the counts each side added
-//! since the last look; a look with too few answers on either side says nothing (neither
-//! a breach nor its end), so a lull neither aborts a stage nor forgives it.
+//! since the last look, and keeps each stage's looks for [`HOLD`]; once it has watched a
+//! stage that long, it judges the sum of the looks kept. One look is a second of answers,
+//! and an instance that fails under load fails in bursts (it sheds while a request waits
+//! on a store): judged second by second, one calm second would forgive half a minute of
+//! errors, and a busy machine, whose seconds are fewer and more uneven, would never see
+//! the hold through. A window with too few answers on either side judges nothing, so a
+//! lull neither aborts a stage nor clears it.
 
 use chrono::{DateTime, Duration, Utc};
 use contract::{ChangeState, SwitchChangeRow};
 use serde_json::json;
-use std::{collections::BTreeMap, time::Instant};
+use std::{
+    collections::{BTreeMap, VecDeque},
+    time::Instant,
+};
 
 use crate::{
     changes::{
@@ -23,14 +31,17 @@ use crate::{
 };
 use base::etcd::EtcdCall;
 
-/// How long the staged side must stay worse before the leader aborts.
+/// The window a stage is judged over, and how long it is watched before its first verdict.
 pub(crate) const HOLD: Duration = Duration::seconds(30);
 /// The margin when `policy/stage_abort` is absent or malformed.
 const DEFAULT_MARGIN: f64 = 0.05;
-/// Fewer buy answers than this on either side in one look, and the look judges nothing.
+/// Fewer buy answers than this on either side over the window, and it judges nothing.
 const MIN_ANSWERS: u64 = 10;
 /// How often the leader looks (its tick is faster).
 const EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// A leader that has not looked for this long (it did not lead meanwhile) starts over:
+/// the counts and looks it remembers are of another time.
+const FORGET_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 /// Staged changes looked at in one pass at most.
 const STAGES_WATCHED: i64 = 50;
 
@@ -43,11 +54,17 @@ pub(crate) struct Watch {
     looked_at: Option<Instant>,
     /// Each instance's counts at the last look.
     last: BTreeMap<String, Counts>,
-    /// Per staged change, since when its side has been worse.
-    worse_since: BTreeMap<i64, DateTime<Utc>>,
+    /// Per staged change, its looks.
+    stages: BTreeMap<i64, Looks>,
 }
 
-/// The two sides of a stage over one look.
+/// One stage's looks over the last [`HOLD`], oldest first, and since when it is watched.
+struct Looks {
+    since: DateTime<Utc>,
+    kept: VecDeque<(DateTime<Utc>, Sides)>,
+}
+
+/// The two sides of a stage over one look, or over a window of looks.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct Sides {
     pub(crate) staged: Counts,
@@ -66,24 +83,34 @@ impl Sides {
         }
         Some(Self::share(self.staged) - Self::share(self.others) > margin)
     }
+
+    fn plus(self, other: Sides) -> Sides {
+        let add = |a: Counts, b: Counts| (a.0 + b.0, a.1 + b.1);
+        Sides {
+            staged: add(self.staged, other.staged),
+            others: add(self.others, other.others),
+        }
+    }
 }
 
 /// What one look decided for a stage.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Verdict {
     Keep,
-    Abort { since: DateTime<Utc>, sides: Sides },
+    /// Worse over the window of looks from `from` on, with these sums.
+    Abort {
+        from: DateTime<Utc>,
+        sides: Sides,
+    },
 }
 
 impl Watch {
-    /// Whether a look is due (one a second).
-    fn due(&mut self) -> bool {
-        let now = Instant::now();
-        if self
-            .looked_at
-            .is_some_and(|at| now.duration_since(at) < EVERY)
-        {
-            return false;
+    /// Whether a look is due at `now` (one a second); after a long gap, forgets the past.
+    fn due(&mut self, now: Instant) -> bool {
+        match self.looked_at.map(|at| now.duration_since(at)) {
+            Some(since) if since < EVERY => return false,
+            Some(since) if since > FORGET_AFTER => *self = Self::default(),
+            _ => {}
         }
         self.looked_at = Some(now);
         true
@@ -124,7 +151,8 @@ impl Watch {
         sides
     }
 
-    /// One stage's verdict at `now`: aborted once its side has been worse for [`HOLD`].
+    /// One stage's verdict at `now`, with this look's `sides`: aborted once it has been
+    /// watched for [`HOLD`] and the looks of the last [`HOLD`] together are worse.
     pub(crate) fn judge(
         &mut self,
         id: i64,
@@ -132,24 +160,33 @@ impl Watch {
         margin: f64,
         now: DateTime<Utc>,
     ) -> Verdict {
-        match sides.worse(margin) {
-            None => {}
-            Some(false) => {
-                self.worse_since.remove(&id);
-            }
-            Some(true) => {
-                let since = *self.worse_since.entry(id).or_insert(now);
-                if now - since >= HOLD {
-                    return Verdict::Abort { since, sides };
-                }
-            }
+        let looks = self.stages.entry(id).or_insert_with(|| Looks {
+            since: now,
+            kept: VecDeque::new(),
+        });
+        looks.kept.push_back((now, sides));
+        while looks.kept.front().is_some_and(|(at, _)| now - *at > HOLD) {
+            looks.kept.pop_front();
         }
-        Verdict::Keep
+        if now - looks.since < HOLD {
+            return Verdict::Keep;
+        }
+        let window = looks
+            .kept
+            .iter()
+            .fold(Sides::default(), |sum, (_, look)| sum.plus(*look));
+        match (window.worse(margin), looks.kept.front()) {
+            (Some(true), Some((from, _))) => Verdict::Abort {
+                from: *from,
+                sides: window,
+            },
+            _ => Verdict::Keep,
+        }
     }
 
     /// Forgets stages no longer staged.
     fn keep_only(&mut self, ids: &[i64]) {
-        self.worse_since.retain(|id, _| ids.contains(id));
+        self.stages.retain(|id, _| ids.contains(id));
     }
 }
 
@@ -176,7 +213,7 @@ pub(crate) fn parse_margin(raw: Option<&[u8]>) -> f64 {
 /// One look, when due: every staged change's sides, and an abort for each that stayed
 /// worse long enough.
 pub(crate) async fn check(state: &AppState) -> anyhow::Result<()> {
-    if !lock(state).due() {
+    if !lock(state).due(Instant::now()) {
         return Ok(());
     }
     let staged: Vec<SwitchChangeRow> =
@@ -219,17 +256,17 @@ pub(crate) async fn check(state: &AppState) -> anyhow::Result<()> {
     };
     let board = Board::of(state);
     for (id, verdict) in verdicts {
-        let Verdict::Abort { since, sides } = verdict else {
+        let Verdict::Abort { from, sides } = verdict else {
             continue;
         };
         let figures = json!({
             "staged": {"answered": sides.staged.0, "server_errors": sides.staged.1},
             "others": {"answered": sides.others.0, "server_errors": sides.others.1},
-            "margin": margin, "worse_since": since,
+            "margin": margin, "window_from": from,
         });
         let reason = format!(
             "the staged instances answered {:.0} % of buys with 5xx, the others {:.0} %, \
-             for {} s or more (policy/stage_abort {margin})",
+             over the last {} s (policy/stage_abort {margin})",
             Sides::share(sides.staged) * 100.0,
             Sides::share(sides.others) * 100.0,
             HOLD.num_seconds(),
@@ -277,31 +314,63 @@ mod tests {
     }
 
     #[test]
-    fn a_stage_worse_for_the_whole_hold_is_aborted_and_a_good_look_forgives_it() {
+    fn a_stage_worse_over_the_hold_is_aborted_though_a_calm_look_came_between() {
         let mut watch = Watch::default();
         let bad = sides((100, 60), (200, 0));
-        let good = sides((100, 0), (200, 0));
+        let calm = sides((100, 0), (200, 0));
         assert_eq!(watch.judge(7, bad, 0.05, at(0)), Verdict::Keep);
-        assert_eq!(watch.judge(7, bad, 0.05, at(29)), Verdict::Keep);
-        // A lull says nothing: the breach still counts from 0 s.
+        assert_eq!(watch.judge(7, calm, 0.05, at(10)), Verdict::Keep);
+        // A lull adds nothing, and judges nothing before the stage was watched the hold.
         assert_eq!(
-            watch.judge(7, Sides::default(), 0.05, at(30)),
+            watch.judge(7, Sides::default(), 0.05, at(20)),
             Verdict::Keep
         );
         assert_eq!(
-            watch.judge(7, bad, 0.05, at(31)),
+            watch.judge(7, bad, 0.05, at(30)),
             Verdict::Abort {
-                since: at(0),
-                sides: bad
-            }
+                from: at(0),
+                sides: sides((300, 120), (600, 0)),
+            },
+            "120 of 300 against none of 600 over the window, the calm second included"
         );
-        assert_eq!(watch.judge(8, bad, 0.05, at(40)), Verdict::Keep);
-        assert_eq!(watch.judge(8, good, 0.05, at(50)), Verdict::Keep);
-        assert_eq!(
-            watch.judge(8, bad, 0.05, at(75)),
-            Verdict::Keep,
-            "starts over"
-        );
+    }
+
+    #[test]
+    fn a_bad_second_in_a_good_window_and_a_window_too_quiet_abort_nothing() {
+        let mut watch = Watch::default();
+        let blip = sides((100, 16), (100, 0));
+        let calm = sides((100, 0), (100, 0));
+        for (look, s) in [(blip, 0), (calm, 10), (calm, 20), (calm, 30)] {
+            assert_eq!(watch.judge(8, look, 0.05, at(s)), Verdict::Keep, "at {s} s");
+        }
+        // Only the last hold counts: a bad start drops out of the window.
+        let mut watch = Watch::default();
+        let bad = sides((100, 90), (100, 0));
+        assert_eq!(watch.judge(9, bad, 0.05, at(0)), Verdict::Keep);
+        for s in [31, 45, 61] {
+            assert_eq!(watch.judge(9, calm, 0.05, at(s)), Verdict::Keep, "at {s} s");
+        }
+        let quiet = sides((2, 2), (2, 0));
+        let mut watch = Watch::default();
+        for s in [0, 10, 20, 30] {
+            assert_eq!(watch.judge(10, quiet, 0.05, at(s)), Verdict::Keep);
+        }
+    }
+
+    #[test]
+    fn a_look_is_due_once_a_second_and_a_long_gap_forgets_the_past() {
+        let mut watch = Watch::default();
+        let start = Instant::now();
+        let after = |ms: u64| start + std::time::Duration::from_millis(ms);
+        assert!(watch.due(start));
+        assert!(!watch.due(after(500)));
+        assert!(watch.due(after(1_000)));
+        watch.judge(7, sides((100, 60), (100, 0)), 0.05, at(0));
+        watch.last.insert("a".into(), (10, 1));
+        assert!(!watch.stages.is_empty() && !watch.last.is_empty());
+        // Leadership lost for a while: what it remembers is of another time.
+        assert!(watch.due(after(12_000)));
+        assert!(watch.stages.is_empty() && watch.last.is_empty());
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! The switch and limit values one instance has accepted from etcd, key by key, and the
-//! copy of them kept on local disk for a start-up with etcd down.
+//! copy of them kept on local disk for a start-up with etcd down, with the values staged
+//! on some instances (an instance restarted then still applies the stage that names it).
 //!
 //! An invalid value is refused key by key: the key keeps its last valid value, so a typo
 //! in etcd never puts garbage in force, nor silently resets the key to its default.
 
 use chrono::{DateTime, Utc};
+use contract::SwitchStage;
 use serde::{Deserialize, Serialize};
 use std::{
     collections::BTreeMap,
@@ -128,7 +130,12 @@ impl Accepted {
         )
     }
 
-    pub(crate) fn to_snapshot(&self, prefix: &str, revision: i64) -> DiskSnapshot {
+    pub(crate) fn to_snapshot(
+        &self,
+        prefix: &str,
+        revision: i64,
+        stages: &BTreeMap<String, SwitchStage>,
+    ) -> DiskSnapshot {
         DiskSnapshot {
             prefix: prefix.to_owned(),
             revision,
@@ -138,6 +145,7 @@ impl Accepted {
                 .iter()
                 .map(|(key, (_, entry))| (key.path(), entry.clone()))
                 .collect(),
+            stages: stages.clone(),
         }
     }
 }
@@ -155,6 +163,10 @@ pub(crate) struct DiskSnapshot {
     pub(crate) revision: i64,
     pub(crate) saved_at: DateTime<Utc>,
     pub(crate) entries: BTreeMap<String, Entry>,
+    /// The stages in etcd, by switch path (absent from files written before stages were
+    /// kept).
+    #[serde(default)]
+    pub(crate) stages: BTreeMap<String, SwitchStage>,
 }
 
 impl DiskSnapshot {
@@ -337,11 +349,20 @@ mod tests {
             std::env::temp_dir().join(format!("seckill-snapshot-{}", uuid::Uuid::new_v4()));
         let path = folder.join("nested/control.json");
         assert_eq!(DiskSnapshot::read(&path).expect("no file is fine"), None);
-        let snapshot = accepted.to_snapshot("/p", 8);
+        let stages = BTreeMap::from([(
+            "limits/max_in_flight".to_owned(),
+            SwitchStage {
+                change_id: 3,
+                value: "40".into(),
+                instances: vec!["node-a".into()],
+            },
+        )]);
+        let snapshot = accepted.to_snapshot("/p", 8, &stages);
         snapshot.write(&path).expect("write");
         snapshot.write(&path).expect("overwrite");
         let read = DiskSnapshot::read(&path).expect("read").expect("present");
         assert_eq!(read, snapshot);
+        assert_eq!(read.stages, stages);
         let (restored, refused) = read.accepted();
         assert!(refused.is_empty());
         assert_eq!(restored, accepted);
@@ -354,7 +375,7 @@ mod tests {
 
     #[test]
     fn an_edited_snapshot_is_validated_again() {
-        let mut snapshot = Accepted::default().to_snapshot("/p", 1);
+        let mut snapshot = Accepted::default().to_snapshot("/p", 1, &BTreeMap::new());
         snapshot.entries.insert(
             "switches/async".into(),
             Entry {

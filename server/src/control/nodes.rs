@@ -8,7 +8,7 @@ use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
 use prometheus::core::Collector;
 use serde::{Deserialize, Serialize};
 use std::{
-    collections::{BTreeMap, VecDeque},
+    collections::BTreeMap,
     time::{Duration, Instant},
 };
 
@@ -18,6 +18,7 @@ use crate::control::{
 };
 use crate::state::AppState;
 use base::etcd::EtcdCall;
+use sale::buy::traffic::Rates;
 
 /// The JSON under `{prefix}/nodes/{node_id}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -70,36 +71,6 @@ impl NodeReport {
     }
 }
 
-/// How far back a report's buy rate looks.
-const RATE_SPAN: Duration = Duration::from_secs(60);
-
-/// The buy answers counted at each heartbeat over the last [`RATE_SPAN`], for the rate.
-#[derive(Default)]
-struct BuyRate {
-    samples: VecDeque<(Instant, u64)>,
-}
-
-impl BuyRate {
-    /// Buy answers per second since the oldest sample kept, with `answered` counted now.
-    fn per_s(&mut self, now: Instant, answered: u64) -> f64 {
-        while self
-            .samples
-            .front()
-            .is_some_and(|(at, _)| now.duration_since(*at) > RATE_SPAN)
-        {
-            self.samples.pop_front();
-        }
-        let rate = match self.samples.front() {
-            Some((at, before)) if now > *at => {
-                answered.saturating_sub(*before) as f64 / now.duration_since(*at).as_secs_f64()
-            }
-            _ => 0.0,
-        };
-        self.samples.push_back((now, answered));
-        rate
-    }
-}
-
 /// Buy answers since the process started, and how many of them were 5xx, from the HTTP
 /// request counters of the buy routes.
 fn buy_answers(metrics: &base::metrics::Metrics) -> (u64, u64) {
@@ -122,13 +93,15 @@ fn buy_answers(metrics: &base::metrics::Metrics) -> (u64, u64) {
 }
 
 /// This instance's report as of now.
-fn current_report(state: &AppState, address: &str, rate: &mut BuyRate) -> NodeReport {
+fn current_report(state: &AppState, address: &str, rates: &mut Rates) -> NodeReport {
     let (answered, server_errors) = buy_answers(&state.metrics);
+    let (rate_per_s, activities) = rates.per_s(Instant::now(), answered, state.funnel.traffic());
     let buys = BuyAnswers {
         answered,
         server_errors,
-        rate_per_s: rate.per_s(Instant::now(), answered),
+        rate_per_s,
         in_flight: state.funnel.in_flight(),
+        activities,
     };
     let sync = state.control.sync();
     NodeReport {
@@ -159,14 +132,14 @@ pub(super) async fn heartbeat(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut lease: Option<i64> = None;
     let mut complaint = Complaint::new(Duration::from_secs(30));
-    let mut rate = BuyRate::default();
+    let mut rates = Rates::default();
     loop {
         let keep_alive = tokio::select! {
             _ = tick.tick() => true,
             () = state.control.report_requested() => false,
             _ = stop.changed() => break,
         };
-        let report = current_report(&state, &address, &mut rate);
+        let report = current_report(&state, &address, &mut rates);
         match beat(&state, &key, &mut lease, keep_alive, &report).await {
             Ok(()) => complaint.recovered("node heartbeat back in etcd"),
             Err(error) => {
@@ -337,17 +310,6 @@ mod tests {
         let loaded = node.applied("limits/max_in_flight", 11, Some(1_000_000));
         assert!(loaded.applied, "applied by a read, not an event");
         assert_eq!(loaded.took_ms, None);
-    }
-
-    #[test]
-    fn the_buy_rate_spans_the_samples_of_the_last_minute() {
-        let mut rate = BuyRate::default();
-        let start = Instant::now();
-        assert_eq!(rate.per_s(start, 100), 0.0, "nothing to compare with yet");
-        assert_eq!(rate.per_s(start + Duration::from_secs(10), 600), 50.0);
-        // The first sample is more than a minute old at 70 s: the rate spans 10 s..70 s.
-        let later = rate.per_s(start + Duration::from_secs(70), 1_800);
-        assert_eq!(later, 20.0);
     }
 
     #[test]

@@ -147,7 +147,9 @@ impl Watcher {
             tracing::warn!(error = %error, "invalid value in the switch snapshot ignored");
         }
         self.accepted = accepted;
-        let values = self.accepted.values(&self.defaults, snapshot.revision);
+        // A staged value is checked like etcd's when it is put in force (`in_force`).
+        self.stages = snapshot.stages;
+        let values = self.in_force(snapshot.revision);
         self.state.switches.replace(values);
         let mut sync = self.state.control.sync();
         sync.values_from = ValuesFrom::Disk;
@@ -550,9 +552,11 @@ impl Watcher {
             self.state.control.record_applies(applies);
         }
         if applied_any || always {
-            self.snapshots.send_replace(Some(
-                self.accepted.to_snapshot(self.layout.prefix(), revision),
-            ));
+            self.snapshots.send_replace(Some(self.accepted.to_snapshot(
+                self.layout.prefix(),
+                revision,
+                &self.stages,
+            )));
         }
         if !external.is_empty() {
             self.audit_external(external);

@@ -49,6 +49,7 @@ use uuid::Uuid;
 
 use crate::{
     buy::settle::{self, Deduction},
+    buy::traffic::ActivityTraffic,
     buy::{
         activity_cache::{CachedActivity, CachedItem, Catalogue, LookupError},
         challenge::Challenges,
@@ -441,6 +442,8 @@ pub struct Funnel {
     counts: StageCounts,
     /// What finished requests cost the stores, per outcome.
     path: PathTotals,
+    /// Buy requests per activity, for the impact of a flip.
+    traffic: ActivityTraffic,
 }
 
 /// What a funnel is made of; named, because most of these are handles of one type family.
@@ -501,12 +504,18 @@ impl Funnel {
             lottery_clock,
             path: PathTotals::of(&metrics),
             counts: StageCounts(StageCounters::new(metrics)),
+            traffic: ActivityTraffic::default(),
         }
     }
 
     /// Buy requests in flight on this instance now (admission's count).
     pub fn in_flight(&self) -> u64 {
         self.admission.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Buy requests per activity since the start, and in flight now.
+    pub fn traffic(&self) -> &ActivityTraffic {
+        &self.traffic
     }
 
     /// Pre-orders waiting for the group-commit writer now.
@@ -572,6 +581,7 @@ impl Funnel {
         }
         self.check_blocked(user_id, client)?;
         let (activity, target) = self.look_up(ask, &purchase, rehearsal).await?;
+        let _counted = self.traffic.enter(target.activity_id);
         let lottery = activity.lottery.is_some();
         let asked = Asked {
             sale: SaleItem::new(target.activity_id, target.item_id),

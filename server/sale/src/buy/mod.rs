@@ -20,3 +20,4 @@ pub mod rules;
 pub mod settle;
 pub mod stages;
 pub mod stock_scripts;
+pub mod traffic;
