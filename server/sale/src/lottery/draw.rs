@@ -68,7 +68,16 @@ async fn pass(state: &SaleState) -> anyhow::Result<()> {
     let now_ms = state.lottery.now_ms();
     // Its failure does not hold the draws back; the pass reports it after them.
     let prepared = registration::prepare(state, at(now_ms)).await;
-    for item in store::due_items(&state.db, at(now_ms)).await? {
+    let listed = store::due_items(&state.db, at(now_ms)).await?;
+    // The time is read again after the list: a registration judges the window by the clock
+    // when it arrives, so the draw must not seal an item by a reading older than the rows it
+    // read (a pass that waited on the database, a clock stepped back, a test's clock swapped
+    // in meanwhile). The later reading decides which window has closed.
+    let now_ms = state.lottery.now_ms();
+    for item in listed
+        .into_iter()
+        .filter(|item| item.registration_closes_at.timestamp_millis() <= now_ms)
+    {
         let made = if item.drawn {
             None
         } else {

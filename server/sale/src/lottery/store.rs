@@ -43,6 +43,7 @@ pub struct DueItem {
     pub starts_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
     pub code_ttl_s: i32,
+    pub registration_closes_at: DateTime<Utc>,
     pub drawn: bool,
     pub published: bool,
 }
@@ -52,7 +53,8 @@ pub struct DueItem {
 pub async fn due_items(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<DueItem>, sqlx::Error> {
     sqlx::query_as(
         "SELECT a.id AS activity_id, ai.item_id, ai.total_stock, ai.per_user_limit, a.starts_at,
-                a.ends_at, a.code_ttl_s, d.activity_id IS NOT NULL AS drawn,
+                a.ends_at, a.code_ttl_s, a.registration_closes_at,
+                d.activity_id IS NOT NULL AS drawn,
                 d.published_at IS NOT NULL AS published
          FROM activities a
          JOIN activity_items ai ON ai.activity_id = a.id
