@@ -12,7 +12,9 @@
 use crate::sale_page::{open_page, said_value, when_said};
 use crate::support::{
     app::{json, spawn_app, spawn_app_with, TestApp},
-    fixtures::{buy_body, open_for_sale, open_sale, shop, storm_settings, token},
+    fixtures::{
+        buy_body, open_for_sale, open_sale, shop, storm_settings, token, upcoming_activity, Listing,
+    },
     proxy::{target_of, through, Proxy},
 };
 use contract::Role;
@@ -566,7 +568,7 @@ async fn the_switch_board_says_what_each_key_does_and_its_forms_fit_the_page() {
 /// history, stages a key on the instance and promotes it.
 #[tokio::test]
 async fn two_operators_schedule_approve_roll_back_and_stage_on_the_switch_board() {
-    let app = spawn_app().await;
+    let app = std::sync::Arc::new(spawn_app().await);
     crate::control::etcd(&app)
         .await
         .put(
@@ -580,6 +582,20 @@ async fn two_operators_schedule_approve_roll_back_and_stage_on_the_switch_board(
         app.caller(Role::Ops, None).await,
         app.caller(Role::Ops, None).await,
     );
+    // Buyers early for a sale not started yet (refused, but its traffic): a flip's
+    // confirmation shows that activity's buy rate.
+    let merchant = app.caller(Role::Merchant, Some("acme")).await;
+    let early = upcoming_activity(&app, &merchant, &Listing::storm(5, 1, &[])).await;
+    let buyers = tokio::spawn({
+        let app = app.clone();
+        async move {
+            for n in 0.. {
+                app.buy(9_000 + n % 100, &format!("early-{n}"), &buy_body(&early, 1))
+                    .await;
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    });
     run_scenario(
         "console_change_management.mjs",
         vec![
@@ -592,6 +608,7 @@ async fn two_operators_schedule_approve_roll_back_and_stage_on_the_switch_board(
         ],
     )
     .await;
+    buyers.abort();
     let decided: Vec<(String, String, String)> = sqlx::query_as(
         "SELECT path, state, COALESCE(decided_by, '') FROM switch_changes ORDER BY id",
     )

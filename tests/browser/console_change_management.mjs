@@ -6,7 +6,9 @@
 //
 // OPS1 schedules `limits/max_in_flight` for a time typed in her zone (the UTC instant shown
 // beside it), sees the change listed as scheduled and cancels it; she flips the same limit
-// twice at once (its confirmation names what it would touch), then proposes `switches/deduction`
+// twice at once (its confirmation names what it would touch, with the buy rate of the sale the
+// test's buyers knock on), types a third value while a second tab flips another key (her open
+// form keeps it), then proposes `switches/deduction`
 // (a key that needs four eyes, by the test's policy) and finds only Approve and Reject for it.
 // OPS2 signs in, approves the proposal (the key then reads `db`), rolls `limits/max_in_flight`
 // back to its first value from the key's history, stages `limits/local_rate_per_s` on the only
@@ -47,7 +49,8 @@ async function fillChange(page, path, value, reason) {
 }
 
 async function confirmAndSubmit(line) {
-  await step('confirm and submit', async () => {
+  const path = await line.getAttribute('data-path');
+  await step(`confirm and submit the change of ${path}`, async () => {
     await line.locator('label.confirm input[type=checkbox]').check();
     await line.locator('.change-form > button[type=submit]').click();
   });
@@ -146,10 +149,36 @@ await runScenario(
       );
       const impact = await textOf(page, '#switch-list tr[data-path="limits/max_in_flight"] .impact');
       if (!impact.includes('live sale') || !impact.includes('instance')) throw new StepError(`the impact reads ${impact}`);
+      // The test's buyers keep knocking on a sale not started yet: its line has their rate.
+      const rates = await page.$$eval(
+        '#switch-list tr[data-path="limits/max_in_flight"] .impact li[data-activity]',
+        (lines) => lines.map((line) => Number(line.dataset.rate)),
+      );
+      if (!rates.some((rate) => rate > 0)) throw new StepError(`no activity's buy rate in the impact: ${impact}`);
       await confirmAndSubmit(line);
       await until(page, `${value} was not applied`, () => document.querySelector('#flip-progress[data-state="complete"]'), null, '#flip-progress');
       await valueIs(page, 'limits/max_in_flight', value);
     }
+
+    // A change form keeps what was typed while the table is read again because another key
+    // was written (from a second tab here). Each read used to rebuild the whole table and
+    // close every open form, under the hand of whoever was typing the next flip.
+    line = await fillChange(page, 'limits/max_in_flight', '450', 'typed while another key moves');
+    const tab = await page.context().newPage();
+    await openHydrated(tab, base, '/switches');
+    await step('the switch list in a second tab', () => tab.waitForSelector('#switch-list tr[data-path]'));
+    await confirmAndSubmit(await fillChange(tab, 'limits/rate_window_s', '2', 'from another tab'));
+    await until(tab, 'the flip from the second tab was not applied', () => document.querySelector('#flip-progress[data-state="complete"]'), null, '#flip-progress');
+    await tab.close();
+    await valueIs(page, 'limits/rate_window_s', '2');
+    await step('the open change form kept what was typed', async () => {
+      const open = await line.locator('details.change:not(.history)').evaluate((details) => details.open);
+      const typed = await line.locator('[name=value]').inputValue();
+      if (!open || typed !== '450') {
+        throw new StepError(`after the table was read again, the form is ${open ? 'open' : 'closed'} and holds "${typed}"`);
+      }
+    });
+    await line.locator('details.change:not(.history) > summary').click();
 
     // A key that needs four eyes: proposed, and its proposer may not approve it.
     line = await fillChange(page, 'switches/deduction', 'db', 'Redis failover drill');

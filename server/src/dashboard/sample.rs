@@ -21,7 +21,7 @@ use crate::{
     state::AppState,
 };
 use base::tally::PathTotals;
-use sale::{catalog::copies::Copies, orders::admin_store};
+use sale::{catalog::copies::Copies, orders::admin};
 
 /// The funnel's stages in the order a buy request meets them; a stage not listed here
 /// (added later) is shown after these.
@@ -288,7 +288,7 @@ async fn stock(
     if recount {
         let mut counted = HashMap::new();
         for &activity_id in &live {
-            for (item_id, units) in admin_store::paid_units(&state.db, activity_id).await? {
+            for (item_id, units) in admin::store::paid_units(&state.db, activity_id).await? {
                 counted.insert(SaleItem::new(activity_id, item_id), units);
             }
         }

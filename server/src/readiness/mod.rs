@@ -32,7 +32,7 @@ use sale::{
     catalog::copies,
     catalog::store::StoredActivity,
     identity::authorize,
-    orders::{dead_letter_store, mq::broker::queue_states, outbox},
+    orders::{dead_letters, mq::broker::queue_states, outbox},
     switches::SwitchValues,
 };
 
@@ -371,7 +371,7 @@ async fn consumers_check(state: &AppState) -> ReadinessCheck {
 }
 
 async fn backlog_checks(state: &AppState) -> Vec<ReadinessCheck> {
-    let dead = match dead_letter_store::waiting_count(&state.db).await {
+    let dead = match dead_letters::store::waiting_count(&state.db).await {
         Ok(waiting) => checks::dead_letters(waiting),
         Err(error) => checks::unreadable(Name::DeadLetters, "the dead letters", error),
     };

@@ -33,7 +33,7 @@ use base::{
 };
 use sale::{
     orders::mq::consume::QuietWarnings,
-    orders::{admin_store, completions, dead_letter_store, outbox},
+    orders::{admin, completions, dead_letters, outbox},
 };
 
 /// The retention job's clock.
@@ -108,8 +108,8 @@ impl Pruned {
                 completions::prune_processed_older_than(db, before, limit).await
             }
             Self::SentOutbox => outbox::prune_sent_older_than(db, before, limit).await,
-            Self::OrderEvents => admin_store::prune_events_older_than(db, before, limit).await,
-            Self::DeadLetters => dead_letter_store::prune_older_than(db, before, limit).await,
+            Self::OrderEvents => admin::store::prune_events_older_than(db, before, limit).await,
+            Self::DeadLetters => dead_letters::store::prune_older_than(db, before, limit).await,
             Self::HotkeyPeriods => hotkeys::store::prune_older_than(db, before, limit).await,
             Self::ReconciliationRuns => reconcile::prune_runs_older_than(db, before, limit).await,
         }

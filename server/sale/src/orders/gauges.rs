@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::{
     orders::{
-        dead_letter_store as dead_letters,
+        dead_letters,
         mq::{broker::queue_states, consume::QuietWarnings},
         outbox, stuck,
     },
@@ -50,7 +50,7 @@ async fn refresh_rows(state: &SaleState) -> Result<(), sqlx::Error> {
         .set(outbox::oldest_pending_age_s(&state.db).await?);
     metrics
         .dead_letters_waiting
-        .set(dead_letters::waiting_count(&state.db).await?);
+        .set(dead_letters::store::waiting_count(&state.db).await?);
     let flag_after = Duration::from_secs(state.settings.reconcile.fail_stuck_after_s);
     let stuck = stuck::stuck_counts(&state.db, flag_after).await?;
     for status in stuck::OUTBOX_STATES {

@@ -1,9 +1,10 @@
 //! Orders after the buy: the RabbitMQ order pipeline (`mq/`: topology, publishing with
 //! confirms, the batch consumer), the create-order consumer, the pay timeout and its
 //! scanner, the outbox relay and the operator's retry of what it gave up on
-//! (`outbox_retry`), recorded-order replay, the dead-letter sink, the order state
-//! machine (`status`), order admin for the console and `/admin/api/orders`, and the buyer's
-//! own order (`buyer`).
+//! (`outbox_retry`), recorded-order replay, the dead-letter sink (`dead_letters/`, its
+//! table in `dead_letters/store.rs`), the order state machine (`status`), order admin for
+//! the console and `/admin/api/orders` (`admin/`, its reads in `admin/store.rs`), and the
+//! buyer's own order (`buyer`).
 //!
 //! A pre-order reaches `UNPAID` like this: the buy path commits it with its outbox row and
 //! [`Publisher::offer`]s the event; the publisher confirms it and marks the row `sent`
@@ -15,12 +16,10 @@
 //! [`Pipeline::scheduler`] publishes (re-)delays with confirms.
 
 pub mod admin;
-pub mod admin_store;
 pub mod buyer;
 pub mod cancellations;
 pub mod completions;
 pub mod create_order;
-pub mod dead_letter_store;
 pub mod dead_letters;
 pub mod gauges;
 pub mod mq;

@@ -7,7 +7,7 @@
 //! server's clock decides (`rules`). The page of a deleted activity stops being served at
 //! the next refresh; the leader's retention job removes its folder and the assets no page
 //! names any more (`prune`). Routes in `routes`, rendering in `render`, the versions in
-//! `store`; the page's behaviour is `assets/sale.js`.
+//! `store`; the page's behaviour is `assets/sale.js`, its event stream `assets/events.js`.
 
 pub mod render;
 pub mod routes;

@@ -1,6 +1,6 @@
 //! Rendering a published page: the HTML with everything static in it (title, times, items,
 //! prices, descriptions), its stylesheet, its script (the activity's settings ahead of the
-//! page's behaviour in `assets/sale.js`) under content-hashed names, and the button script
+//! page's behaviour in `assets/events.js` and `assets/sale.js`) under content-hashed names, and the button script
 //! in each of its phases. Pure: the same activity and version give the same bytes.
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -10,6 +10,8 @@ use serde::Serialize;
 use super::rules::{hashed_name, ButtonPhase};
 use crate::catalog::store::StoredActivity;
 
+/// The buyer's event stream, which the page's behaviour opens.
+const EVENTS: &str = include_str!("assets/events.js");
 /// The page's behaviour: countdown, button, challenge, buy, order and payment.
 const BEHAVIOUR: &str = include_str!("assets/sale.js");
 const STYLESHEET: &str = include_str!("assets/sale.css");
@@ -95,7 +97,11 @@ pub fn render(activity: &StoredActivity, version: i64) -> Rendered {
     let script = Asset::hashed(
         "sale",
         "js",
-        format!("const SALE = {settings};\n{}", compact(BEHAVIOUR)),
+        format!(
+            "const SALE = {settings};\n{}\n{}",
+            compact(EVENTS),
+            compact(BEHAVIOUR)
+        ),
     );
     let stylesheet = Asset::hashed("sale", "css", STYLESHEET.to_owned());
     let html = html(activity, version, &script.name, &stylesheet.name);
@@ -107,7 +113,7 @@ pub fn render(activity: &StoredActivity, version: i64) -> Rendered {
 }
 
 /// The script as buyers download it: without its indentation, its blank lines and its
-/// lines of comment (which are for the people who read `assets/sale.js`). Line breaks stay,
+/// lines of comment (which are for the people who read `assets/`). Line breaks stay,
 /// so no statement is joined to the next.
 fn compact(script: &str) -> String {
     script

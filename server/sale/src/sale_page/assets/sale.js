@@ -473,92 +473,11 @@
     }
   }
 
-  // ---- the buyer's events (GET /api/events), pushed instead of polled ----
-  // Read with fetch, not EventSource, which cannot send the bearer token. While the stream is
-  // open, an order being prepared or paid waits for its events and is not polled; when the
-  // stream cannot be opened or drops, the page polls as it always did and opens the stream
-  // again a little later, resuming after the last event it read (Last-Event-ID), so nothing
-  // pushed in between is missed. A stream the server replaced (the same buyer opened one in
-  // another tab) is not opened again: two tabs would take it from each other for ever.
-  const STREAM_RETRY_MS = 5000;
-  // `opens` counts the openings: a stream that opens (again) tells nothing of what happened
-  // before its start, so whoever follows an order reads it once then.
-  const stream = { open: false, opens: 0, lastId: null, replaced: false };
-  const streamHandlers = {}; // event name → handlers of its data
-  const pushedStates = new Map(); // order id → the latest state pushed
-  let streamWaiters = []; // woken by any event, and when the stream opens or drops
-  const onStream = (name, handler) => (streamHandlers[name] = streamHandlers[name] || []).push(handler);
-  const streamChange = (ms) => new Promise((resolve) => {
-    streamWaiters.push(resolve);
-    if (ms !== undefined) setTimeout(resolve, ms);
-  });
-  function wakeStreamWaiters() {
-    const waiters = streamWaiters;
-    streamWaiters = [];
-    for (const wake of waiters) wake();
-  }
-
-  // One frame of the stream (its lines without the blank one that ended it).
-  function streamFrame(lines) {
-    let name = 'message';
-    let id = null;
-    const data = [];
-    for (const line of lines) {
-      if (line.startsWith(':')) continue; // a comment: `open`, `heartbeat`
-      const colon = line.indexOf(':');
-      const field = colon < 0 ? line : line.slice(0, colon);
-      const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-      if (field === 'event') name = value;
-      else if (field === 'data') data.push(value);
-      else if (field === 'id') id = value;
-    }
-    if (id) stream.lastId = id;
-    if (name === 'replaced') {
-      stream.replaced = true;
-      return;
-    }
-    if (!data.length) return;
-    let body;
-    try {
-      body = JSON.parse(data.join('\n'));
-    } catch {
-      return;
-    }
-    if (name === 'order' && body.order_id) pushedStates.set(body.order_id, body.status);
-    for (const handler of streamHandlers[name] || []) handler(body);
-    wakeStreamWaiters();
-  }
-
-  async function openStream() {
-    if (!token || stream.replaced) return;
-    const headers = { Authorization: `Bearer ${token}` };
-    if (stream.lastId) headers['Last-Event-ID'] = stream.lastId;
-    try {
-      const res = await fetch(`/api/events?activity_id=${SALE.activity}`, { headers, cache: 'no-store' });
-      if (!res.ok || !res.body) throw new Error(`events ${res.status}`);
-      stream.open = true;
-      stream.opens += 1;
-      wakeStreamWaiters();
-      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = '';
-      while (!stream.replaced) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += value.replace(/\r\n?/g, '\n');
-        let end;
-        while ((end = buffer.indexOf('\n\n')) >= 0) {
-          streamFrame(buffer.slice(0, end).split('\n'));
-          buffer = buffer.slice(end + 2);
-        }
-      }
-      if (stream.replaced) reader.cancel().catch(() => {});
-    } catch {
-      // Not opened, or dropped: the page polls meanwhile.
-    }
-    stream.open = false;
-    wakeStreamWaiters();
-    if (!stream.replaced) setTimeout(openStream, STREAM_RETRY_MS);
-  }
+  // ---- the buyer's events (`events.js`), pushed instead of polled ----
+  const events = buyerEvents(`/api/events?activity_id=${SALE.activity}`, token);
+  const { stream, pushedStates } = events;
+  const onStream = events.on;
+  const streamChange = events.change;
 
   // The units left as the sale moves them, pushed while the stream is open (the page
   // reads /status every 20 s all the same, and only that without a stream).
@@ -795,7 +714,7 @@
   syncStatus();
   syncButton();
   syncMine();
-  openStream();
+  events.open();
   if (resumed && resumed.orderId) {
     follow(resumed.orderId);
   } else if (resumed && token) {

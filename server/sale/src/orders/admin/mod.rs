@@ -2,19 +2,19 @@
 //! those of their own activities (another merchant's order or activity answers 404).
 //! Filters are checked against the order state machine before any query runs.
 
+pub mod store;
+
 use chrono::{DateTime, Utc};
 use contract::Actor;
 use contract::{OrderDetail, OrderPage, OrderQuery, OrderRows, OrderStatus, OrderTransition};
 use uuid::Uuid;
 
-use crate::{
-    orders::admin_store::{self as store, OrderFilter},
-    SaleState,
-};
+use crate::SaleState;
 use base::{
     error::{ApiError, ApiResult},
     paging::PageWindow,
 };
+use store::OrderFilter;
 
 /// Orders per page of the listing.
 pub const PER_PAGE: i64 = 50;

@@ -5,6 +5,8 @@
 //!
 //! The console and the admin API call the same [`list`], [`requeue`] and [`requeue_all`].
 
+pub mod store;
+
 use base::quiet_log::quiet;
 use contract::Actor;
 use contract::Source;
@@ -13,16 +15,15 @@ use lapin::{message::Delivery, types::FieldTable};
 use serde_json::json;
 use std::time::Duration;
 
+use store::{Lookup, NewDeadLetter, Waiting};
+
 use crate::{
     audit::ops_audit::{self, OpsAction},
     audit::reason::audited_reason,
-    orders::{
-        dead_letter_store::{self as store, Lookup, NewDeadLetter, Waiting},
-        mq::{
-            batch::{ack_all, requeue_all as return_all},
-            consume::{consume_forever, BatchHandler, ConsumerSpec},
-            topology::{field, header_integer, header_text},
-        },
+    orders::mq::{
+        batch::{ack_all, requeue_all as return_all},
+        consume::{consume_forever, BatchHandler, ConsumerSpec},
+        topology::{field, header_integer, header_text},
     },
     SaleState,
 };
