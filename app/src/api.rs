@@ -1,7 +1,10 @@
-//! The console's server functions: thin public endpoints under `/console/fn` that resolve
-//! the caller from the session cookie once, then call the
-//! [`ConsoleBackend`](crate::backend::ConsoleBackend) the server provided as context with
-//! that actor. Authorisation happens behind that trait, per call.
+//! The console's server functions: public endpoints under `/console/fn`, each the console's
+//! side of an admin API route. On the server (`ssr`) one takes the [`AppState`](ops::state::
+//! AppState) the console's mounting provides as context, resolves the caller from the
+//! session cookie once, and calls the same use case as the admin route with that actor,
+//! asking the permission table where the route does: server functions are public endpoints.
+//! In the browser (`hydrate`) each is only a call to that endpoint, so the bundle never links
+//! a store.
 
 use crate::error::ConsoleFnError;
 use contract::{
@@ -20,25 +23,49 @@ use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
-mod session {
-    use crate::backend::{ConsoleError, SharedBackend};
-    use crate::error::ConsoleFnError;
-    use contract::SESSION_COOKIE;
-    use leptos::prelude::*;
+use {
+    base::error::ApiError,
+    contract::{ChangeDecision, ConsoleError, Permission, Source},
+    ops::{
+        changes::{history, impact, service as changes, stage},
+        control::board::{self, Board, Flip},
+        hotkeys::service as hotkeys,
+        reconcile::service as reconcile,
+        rehearsal::service as rehearsal,
+    },
+    sale::{
+        catalog::service as catalog,
+        identity::authorize,
+        lottery::ops as lottery,
+        orders::{admin as order_admin, dead_letters, outbox_retry, recordings, relay},
+    },
+    session::refuse,
+};
 
-    /// The backend and the admin user the request's session cookie belongs to, resolved once.
-    pub async fn signed_in() -> Result<(SharedBackend, contract::Actor), ConsoleFnError> {
-        let backend = backend()?;
-        let actor = backend
-            .authenticate(&token().await?)
+#[cfg(feature = "ssr")]
+mod session {
+    use crate::error::ConsoleFnError;
+    use base::error::ApiError;
+    use contract::{ConsoleError, SESSION_COOKIE};
+    use leptos::prelude::*;
+    use ops::state::AppState;
+
+    /// The state and the admin user the request's session cookie belongs to, resolved once.
+    pub async fn signed_in() -> Result<(AppState, contract::Actor), ConsoleFnError> {
+        let state = state()?;
+        let actor = state
+            .auth
+            .by_session(&token().await?)
             .await
-            .map_err(refuse)?;
-        Ok((backend, actor))
+            .map_err(|error| refuse(ApiError::from(error)))?
+            .ok_or_else(|| refuse(ConsoleError::Unauthenticated))?;
+        Ok((state, actor))
     }
 
-    pub fn backend() -> Result<SharedBackend, ConsoleFnError> {
-        use_context::<SharedBackend>()
-            .ok_or_else(|| ConsoleFnError::new("INTERNAL", "console backend missing from context"))
+    /// The server's state, which the console's mounting provides to every page and call.
+    pub fn state() -> Result<AppState, ConsoleFnError> {
+        use_context::<AppState>()
+            .ok_or_else(|| ConsoleFnError::new("INTERNAL", "server state missing from context"))
     }
 
     /// The session token from the request's cookie header, if any.
@@ -53,9 +80,11 @@ mod session {
             .to_owned())
     }
 
-    /// Turns a refusal into the error the page shows, answered with the matching 4xx and
-    /// the admin API's code (an expired session also goes to the login page).
-    pub fn refuse(error: ConsoleError) -> ConsoleFnError {
+    /// Turns a refusal (the admin API's error, or the console's own) into the error the page
+    /// shows, answered with the matching 4xx and the admin API's code (an expired session
+    /// also goes to the login page).
+    pub fn refuse(error: impl Into<ConsoleError>) -> ConsoleFnError {
+        let error = error.into();
         let status = match error {
             ConsoleError::Unauthenticated => {
                 leptos_axum::redirect(&super::sign_in_path(&asked_from()));
@@ -111,16 +140,20 @@ pub async fn login(
     password: String,
     next: Option<String>,
 ) -> Result<(), ConsoleFnError> {
-    let backend = session::backend()?;
+    let state = session::state()?;
     let request = leptos_axum::extract::<http::request::Parts>().await?;
-    let new = backend
-        .login(&username, &password, &request)
+    // Rate-limited per username and client address, the address resolved from the peer
+    // and, behind trusted proxies, its forwarding headers.
+    let client = base::client_address::resolve(&state.settings.trusted_proxies, &request);
+    let new = state
+        .auth
+        .login(&username, &password, Some(client))
         .await
-        .map_err(session::refuse)?;
+        .map_err(refuse)?;
     session::set_cookie(session::session_cookie(
         &new.token,
         new.max_age_s,
-        backend.secure_cookies(),
+        state.settings.secure_cookies,
     ))?;
     leptos_axum::redirect(return_to(next.as_deref()));
     Ok(())
@@ -166,10 +199,18 @@ pub fn return_to(next: Option<&str>) -> &str {
 
 #[server(prefix = "/console/fn")]
 pub async fn logout() -> Result<(), ConsoleFnError> {
-    let backend = session::backend()?;
+    let state = session::state()?;
     let token = session::token().await?;
-    backend.logout(&token).await.map_err(session::refuse)?;
-    session::set_cookie(session::session_cookie("", 0, backend.secure_cookies()))?;
+    state
+        .auth
+        .logout(&token)
+        .await
+        .map_err(|error| refuse(ApiError::from(error)))?;
+    session::set_cookie(session::session_cookie(
+        "",
+        0,
+        state.settings.secure_cookies,
+    ))?;
     leptos_axum::redirect("/login");
     Ok(())
 }
@@ -182,14 +223,14 @@ pub async fn whoami() -> Result<CurrentUser, ConsoleFnError> {
 
 #[server(prefix = "/console/fn")]
 pub async fn list_items() -> Result<Vec<Item>, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend.list_items(&actor).await.map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    catalog::list_items(&state, &actor).await.map_err(refuse)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn get_item(id: i64) -> Result<Item, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend.get_item(&actor, id).await.map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    catalog::get_item(&state, &actor, id).await.map_err(refuse)
 }
 
 /// Creates (`id` absent) or updates an item from the console form, where the price is
@@ -202,11 +243,11 @@ pub async fn save_item(
     price: String,
     merchant_id: Option<i64>,
 ) -> Result<i64, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
+    let (state, actor) = session::signed_in().await?;
     // The admin API takes whole cents; an amount that is no price is the same bad input,
     // named by the form's label.
     let price_cents = contract::parse_cents(&price).map_err(|message| {
-        session::refuse(crate::backend::ConsoleError::bad_request(format!(
+        refuse(ConsoleError::bad_request(format!(
             "Price (yuan): {message}"
         )))
     })?;
@@ -217,61 +258,61 @@ pub async fn save_item(
         merchant_id,
     };
     let id = match id {
-        Some(id) => backend.update_item(&actor, id, input).await.map(|()| id),
-        None => backend.create_item(&actor, input).await,
+        Some(id) => catalog::update_item(&state, &actor, id, input)
+            .await
+            .map(|()| id),
+        None => catalog::create_item(&state, &actor, input).await,
     }
-    .map_err(session::refuse)?;
+    .map_err(refuse)?;
     leptos_axum::redirect("/items");
     Ok(id)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn list_activities() -> Result<Vec<ActivitySummary>, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .list_activities(&actor)
+    let (state, actor) = session::signed_in().await?;
+    catalog::list_activities(&state, &actor)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn get_activity(id: i64) -> Result<ActivityDetail, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .get_activity(&actor, id)
+    let (state, actor) = session::signed_in().await?;
+    catalog::get_activity(&state, &actor, id)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// Creates (`id` absent) or updates an activity; called from the hydrated form.
 #[server(prefix = "/console/fn", input = Json)]
 pub async fn save_activity(id: Option<i64>, input: ActivityInput) -> Result<i64, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
+    let (state, actor) = session::signed_in().await?;
     match id {
-        Some(id) => backend
-            .update_activity(&actor, id, input)
+        Some(id) => catalog::update_activity(&state, &actor, id, input)
             .await
             .map(|()| id),
-        None => backend.create_activity(&actor, input).await,
+        None => catalog::create_activity(&state, &actor, input).await,
     }
-    .map_err(session::refuse)
+    .map_err(refuse)
 }
 
 /// Pre-warms an activity: its stock, buyer records and Bloom filter keys into Redis.
 #[server(prefix = "/console/fn")]
 pub async fn prewarm_activity(id: i64) -> Result<PrewarmReport, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend.prewarm(&actor, id).await.map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    ops::prewarm::prewarm(&state, &actor, Source::Console, id)
+        .await
+        .map_err(refuse)
 }
 
 /// Publishes the activity's static sale page: a new version, served at once.
 #[server(prefix = "/console/fn")]
 pub async fn publish_sale_page(id: i64) -> Result<PublishedPage, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .publish_sale_page(&actor, id)
+    let (state, actor) = session::signed_in().await?;
+    sale::sale_page::publish(&state, &actor, id)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// A page of orders, newest first; absent filters mean "any".
@@ -286,28 +327,25 @@ pub async fn list_orders(
         status,
         page,
     };
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .list_orders(&actor, query)
+    let (state, actor) = session::signed_in().await?;
+    order_admin::list(&state, &actor, &query)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn get_order(id: String) -> Result<OrderDetail, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .get_order(&actor, &id)
-        .await
-        .map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    order_admin::get(&state, &actor, &id).await.map_err(refuse)
 }
 
 /// The switch board: every switch and limit, etcd's state, and each live
 /// instance's applied revision.
 #[server(prefix = "/console/fn")]
 pub async fn get_switch_board() -> Result<SwitchBoard, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend.switch_board(&actor).await.map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    authorize(&actor, Permission::ReadSwitches).map_err(refuse)?;
+    Board::of(&state).read().await.map_err(refuse)
 }
 
 /// Flips a switch or sets a limit; the reason is required and audited. With a time
@@ -323,7 +361,9 @@ pub async fn flip_switch(
     revert_after_s: Option<String>,
     stage: Option<String>,
 ) -> Result<FlipOutcome, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
+    let (state, actor) = session::signed_in().await?;
+    // A role that may not flip learns nothing about its input.
+    authorize(&actor, Permission::FlipSwitch).map_err(refuse)?;
     let form = contract::SwitchForm {
         path,
         value,
@@ -333,17 +373,39 @@ pub async fn flip_switch(
         revert_after_s,
         stage,
     };
-    backend
-        .flip_switch(&actor, form)
+    let timing = form
+        .timing()
+        .map_err(|(code, message)| refuse(ConsoleError::Invalid { code, message }))?;
+    let submission = changes::Submission {
+        flip: Flip {
+            actor: &actor,
+            source: Source::Console,
+            path: &form.path,
+            value: &form.value,
+            reason: &form.reason,
+            // The switch board polls the instances' applied revisions itself.
+            wait: None,
+        },
+        at: timing.at,
+        revert_after_s: timing.revert_after_s,
+        emergency: false,
+        stage: timing.stage,
+        now: state.changes.now(),
+    };
+    changes::submit(&Board::of(&state), submission)
         .await
-        .map_err(session::refuse)
+        .map(FlipOutcome::from)
+        .map_err(refuse)
 }
 
 /// The latest switch changes, newest first.
 #[server(prefix = "/console/fn")]
 pub async fn list_changes() -> Result<ChangeList, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend.list_changes(&actor).await.map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    let changes = changes::list(&Board::of(&state), &actor, None)
+        .await
+        .map_err(refuse)?;
+    Ok(ChangeList { changes })
 }
 
 /// `approve`, `reject`, `cancel`, `promote` or `abort` a change; the reason is audited.
@@ -353,21 +415,46 @@ pub async fn decide_change(
     decision: String,
     reason: String,
 ) -> Result<(), ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .decide_change(&actor, id, &decision, &reason)
-        .await
-        .map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    authorize(&actor, Permission::FlipSwitch).map_err(refuse)?;
+    let decision = ChangeDecision::parse(&decision).ok_or_else(|| {
+        refuse(ConsoleError::Invalid {
+            code: "INVALID_DECISION",
+            message: format!("no decision `{decision}`"),
+        })
+    })?;
+    let board = Board::of(&state);
+    let source = Source::Console;
+    let now = state.changes.now();
+    match decision {
+        ChangeDecision::Approve => changes::approve(&board, &actor, source, id, &reason, now)
+            .await
+            .map(drop),
+        ChangeDecision::Reject => {
+            let decided = changes::Decision::Reject;
+            changes::decide(&board, &actor, source, id, decided, &reason).await
+        }
+        ChangeDecision::Cancel => {
+            let decided = changes::Decision::Cancel;
+            changes::decide(&board, &actor, source, id, decided, &reason).await
+        }
+        ChangeDecision::Promote => stage::promote(&board, &actor, source, id, &reason, now)
+            .await
+            .map(drop),
+        ChangeDecision::Abort => stage::abort(&board, &actor, source, id, &reason)
+            .await
+            .map(drop),
+    }
+    .map_err(refuse)
 }
 
 /// The values a key held, newest first.
 #[server(prefix = "/console/fn")]
 pub async fn switch_history(path: String) -> Result<Vec<SwitchRevision>, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .switch_history(&actor, &path)
+    let (state, actor) = session::signed_in().await?;
+    history::history(&Board::of(&state), &actor, &path)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// Sets the value a revision held again; the reason is audited.
@@ -377,21 +464,30 @@ pub async fn rollback_switch(
     revision: i64,
     reason: String,
 ) -> Result<FlipOutcome, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .rollback_switch(&actor, &path, revision, &reason)
+    let (state, actor) = session::signed_in().await?;
+    let flip = Flip {
+        actor: &actor,
+        source: Source::Console,
+        path: &path,
+        value: "",
+        reason: &reason,
+        wait: None,
+    };
+    let now = state.changes.now();
+    history::rollback(&Board::of(&state), flip, revision, now)
         .await
-        .map_err(session::refuse)
+        .map(FlipOutcome::from)
+        .map_err(refuse)
 }
 
 /// What a flip would touch, for its confirmation.
 #[server(prefix = "/console/fn")]
 pub async fn preview_impact(path: String, value: String) -> Result<SwitchImpact, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .switch_impact(&actor, &path, &value)
+    let (state, actor) = session::signed_in().await?;
+    let now = state.changes.now();
+    impact::impact(&Board::of(&state), &actor, &path, &value, now)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// A page of the audit log, filtered on the server: `kind` (`switch`, `ops`) and
@@ -402,22 +498,20 @@ pub async fn audit_log(
     kind: Option<String>,
     containing: Option<String>,
 ) -> Result<AuditPage, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
+    let (state, actor) = session::signed_in().await?;
     let filter = contract::AuditFilter::parse(kind.as_deref(), containing.as_deref())
-        .map_err(|message| session::refuse(crate::backend::ConsoleError::bad_request(message)))?;
-    backend
-        .audit_log(&actor, page.unwrap_or(1), &filter)
+        .map_err(|message| refuse(ConsoleError::bad_request(message)))?;
+    board::audit(&state, &actor, Some(page.unwrap_or(1)), &filter)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn list_dead_letters(page: Option<i64>) -> Result<DeadLetterPage, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .dead_letters(&actor, page.unwrap_or(1))
+    let (state, actor) = session::signed_in().await?;
+    dead_letters::list(&state, &actor, page.unwrap_or(1))
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// Sends one dead letter back to its queue; the reason is required and audited.
@@ -426,41 +520,33 @@ pub async fn requeue_dead_letter(
     id: i64,
     reason: String,
 ) -> Result<DeadLetterView, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .requeue_dead_letter(&actor, id, &reason)
+    let (state, actor) = session::signed_in().await?;
+    dead_letters::requeue(&state, &actor, Source::Console, id, &reason)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// Sends every waiting dead letter back; the reason is required and audited.
 #[server(prefix = "/console/fn")]
 pub async fn requeue_all_dead_letters(reason: String) -> Result<RequeueReport, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .requeue_all_dead_letters(&actor, &reason)
+    let (state, actor) = session::signed_in().await?;
+    dead_letters::requeue_all(&state, &actor, Source::Console, &reason)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// The live dashboard's most recent frames, drawn before the stream takes over.
 #[server(prefix = "/console/fn")]
 pub async fn dashboard_frames() -> Result<Vec<DashboardFrame>, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .dashboard_frames(&actor)
-        .await
-        .map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    ops::dashboard::recent(&state, &actor).map_err(refuse)
 }
 
 /// The outbox: pending, failed and recorded rows, and the failed ones in detail.
 #[server(prefix = "/console/fn")]
 pub async fn get_outbox_summary() -> Result<OutboxSummary, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .outbox_summary(&actor)
-        .await
-        .map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    relay::summary(&state, &actor).await.map_err(refuse)
 }
 
 /// Hands failed outbox rows back to the relay: the row `id`, or every failed row without
@@ -470,31 +556,28 @@ pub async fn retry_outbox(
     id: Option<i64>,
     reason: String,
 ) -> Result<OutboxRetryReport, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .retry_outbox(&actor, id, &reason)
+    let (state, actor) = session::signed_in().await?;
+    outbox_retry::retry(&state, &actor, Source::Console, id, &reason)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// Replays the pre-orders recorded while the async switch was on `record`; audited.
 #[server(prefix = "/console/fn")]
 pub async fn replay_recorded_orders(reason: String) -> Result<ReplayReport, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .replay_recorded(&actor, &reason)
+    let (state, actor) = session::signed_in().await?;
+    recordings::replay(&state, &actor, Source::Console, &reason)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// The live stock ledger of an activity's items.
 #[server(prefix = "/console/fn")]
 pub async fn get_activity_ledger(activity_id: i64) -> Result<ActivityLedger, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .activity_ledger(&actor, activity_id)
+    let (state, actor) = session::signed_in().await?;
+    reconcile::ledger(&state, &actor, activity_id)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// Reconciliation runs, newest first; an absent activity means every activity's.
@@ -502,20 +585,16 @@ pub async fn get_activity_ledger(activity_id: i64) -> Result<ActivityLedger, Con
 pub async fn list_reconciliations(
     activity_id: Option<i64>,
 ) -> Result<Vec<RunSummary>, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .reconciliations(&actor, activity_id)
+    let (state, actor) = session::signed_in().await?;
+    reconcile::list(&state, &actor, activity_id)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn get_reconciliation(id: i64) -> Result<ReconciliationRun, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .reconciliation(&actor, id)
-        .await
-        .map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    reconcile::get(&state, &actor, id).await.map_err(refuse)
 }
 
 /// Starts a reconciliation run from a console form, then opens the run's page. `repair`
@@ -535,11 +614,10 @@ pub async fn start_reconciliation(
         repair: repair.unwrap_or(false),
         reason,
     };
-    let (backend, actor) = session::signed_in().await?;
-    let started = backend
-        .start_reconciliation(&actor, request)
+    let (state, actor) = session::signed_in().await?;
+    let started = reconcile::start(&state, &actor, Source::Console, request)
         .await
-        .map_err(session::refuse)?;
+        .map_err(refuse)?;
     leptos_axum::redirect(&format!("/reconciliations/{}", started.id));
     Ok(started)
 }
@@ -547,18 +625,17 @@ pub async fn start_reconciliation(
 /// The hot keys in force on the answering instance and the cluster-wide top per kind.
 #[server(prefix = "/console/fn")]
 pub async fn get_hotkeys() -> Result<HotKeysView, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend.hotkeys(&actor).await.map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    hotkeys::view(&state, &actor).map_err(refuse)
 }
 
 /// The stored periods of hot keys over the last `hours` (default 6).
 #[server(prefix = "/console/fn")]
 pub async fn hotkey_history(hours: Option<u32>) -> Result<Vec<HotKeyPeriod>, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .hotkey_history(&actor, hours.unwrap_or(6))
+    let (state, actor) = session::signed_in().await?;
+    hotkeys::history(&state.db, &actor, hours.unwrap_or(6))
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// Puts a key in force by hand for `hold_s` seconds; the reason is required and audited.
@@ -572,7 +649,8 @@ pub async fn add_hot_key(
     hold_s: String,
     reason: String,
 ) -> Result<HotKey, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
+    let (state, actor) = session::signed_in().await?;
+    authorize(&actor, Permission::ManageHotKeys).map_err(refuse)?;
     let form = contract::HotKeyForm {
         kind,
         key,
@@ -581,10 +659,12 @@ pub async fn add_hot_key(
         hold_s,
         reason,
     };
-    backend
-        .add_hotkey(&actor, form)
+    let new = form
+        .read()
+        .map_err(|message| refuse(ConsoleError::bad_request(message)))?;
+    hotkeys::add(&Board::of(&state), &actor, Source::Console, &new)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// Takes a key out of force; the reason is required and audited.
@@ -594,33 +674,31 @@ pub async fn remove_hot_key(
     key: String,
     reason: String,
 ) -> Result<(), ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .remove_hotkey(&actor, &kind, &key, &reason)
+    let (state, actor) = session::signed_in().await?;
+    let board = Board::of(&state);
+    hotkeys::remove(&board, &actor, Source::Console, &kind, &key, &reason)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// The readiness check of an activity, run when asked: every check's verdict and the
 /// overall go/no-go.
 #[server(prefix = "/console/fn")]
 pub async fn get_readiness(activity_id: i64) -> Result<Readiness, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .readiness(&actor, activity_id)
+    let (state, actor) = session::signed_in().await?;
+    ops::readiness::check(&state, &actor, activity_id)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// A lottery activity's draw: per item, registrants, codes by outcome, the waitlist's reach;
 /// the commitment and, once drawn, the seed.
 #[server(prefix = "/console/fn")]
 pub async fn get_draw(activity_id: i64) -> Result<DrawReport, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .draw(&actor, activity_id)
+    let (state, actor) = session::signed_in().await?;
+    lottery::draw_report(&state, &actor, activity_id)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// Ends a buyer's part in a lottery (ops, admin), audited with the reason.
@@ -630,37 +708,35 @@ pub async fn revoke_registration(
     user_id: i64,
     reason: String,
 ) -> Result<Revoked, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .revoke_registration(&actor, activity_id, user_id, &reason)
+    let (state, actor) = session::signed_in().await?;
+    let source = Source::Console;
+    lottery::revoke(&state, &actor, source, activity_id, user_id, &reason)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// Rehearsals, newest first; an absent activity means every activity's.
 #[server(prefix = "/console/fn")]
 pub async fn list_rehearsals(activity_id: Option<i64>) -> Result<Vec<Rehearsal>, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .rehearsals(&actor, activity_id)
+    let (state, actor) = session::signed_in().await?;
+    rehearsal::list(&state, &actor, activity_id)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 /// The recorded runs of an activity, newest first.
 #[server(prefix = "/console/fn")]
 pub async fn list_baselines(activity_id: i64) -> Result<ActivityBaselines, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .baselines(&actor, activity_id)
+    let (state, actor) = session::signed_in().await?;
+    ops::baselines::runs::of_activity(&state, &actor, activity_id)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 #[server(prefix = "/console/fn")]
 pub async fn get_rehearsal(id: i64) -> Result<Rehearsal, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend.rehearsal(&actor, id).await.map_err(session::refuse)
+    let (state, actor) = session::signed_in().await?;
+    rehearsal::get(&state, &actor, id).await.map_err(refuse)
 }
 
 /// Starts a rehearsal from the console's form, then opens its page. The numbers arrive
@@ -672,16 +748,15 @@ pub async fn begin_rehearsal(
     rate_per_s: String,
     reason: String,
 ) -> Result<StartedRehearsal, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
+    let (state, actor) = session::signed_in().await?;
     let request = contract::StartRehearsal {
         buyers: buyers.trim().parse().unwrap_or(0),
         rate_per_s: rate_per_s.trim().parse().unwrap_or(0),
         reason,
     };
-    let started = backend
-        .start_rehearsal(&actor, activity_id, request)
+    let started = rehearsal::start(&state, &actor, Source::Console, activity_id, request)
         .await
-        .map_err(session::refuse)?;
+        .map_err(refuse)?;
     leptos_axum::redirect(&format!("/rehearsals/{}", started.id));
     Ok(started)
 }
@@ -694,11 +769,11 @@ pub async fn mark_baseline(
     reason: String,
     scope: BaselineScope,
 ) -> Result<BaselineRun, ConsoleFnError> {
-    let (backend, actor) = session::signed_in().await?;
-    backend
-        .mark_baseline(&actor, run_id, scope, &reason)
+    let (state, actor) = session::signed_in().await?;
+    let source = Source::Console;
+    ops::baselines::runs::mark(&state, &actor, source, run_id, scope, &reason)
         .await
-        .map_err(session::refuse)
+        .map_err(refuse)
 }
 
 #[cfg(test)]

@@ -2,8 +2,6 @@
 //! browser. `ssr` builds it into the `seckill` server; `hydrate` builds the wasm bundle.
 
 pub mod api;
-#[cfg(feature = "ssr")]
-pub mod backend;
 pub mod error;
 mod pages;
 

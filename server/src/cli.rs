@@ -10,7 +10,9 @@ use contract::{HotKeyAction, HotKeyKind, NewHotKey};
 use reports::{findings_table, progress_bar, readiness_table, rehearsal_report, switch_table};
 use std::io::BufRead;
 
-use crate::{
+use crate::startup::{self, Application};
+use base::{config::Settings, db, etcd::EtcdLink, metrics::Metrics};
+use ops::{
     changes::{
         history as change_history,
         service::{self as change_service, Submission, Submitted},
@@ -19,9 +21,7 @@ use crate::{
     hotkeys::service as hotkey_service,
     prewarm,
     reconcile::service as reconcile,
-    startup::{self, Application},
 };
-use base::{config::Settings, db, etcd::EtcdLink, metrics::Metrics};
 use sale::{
     catalog::service as catalog,
     identity::{buyer_token, password, secret_token, users},
@@ -297,7 +297,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         } => reconcile_activity(settings, activity, repair, reason).await?,
         Command::Readiness { activity } => {
             let state = startup::connect(settings).await?;
-            let report = crate::readiness::check(&state, &cli_actor(), activity).await?;
+            let report = ops::readiness::check(&state, &cli_actor(), activity).await?;
             print!("{}", readiness_table(&report));
             anyhow::ensure!(report.ready, "activity {activity} is not ready");
         }
@@ -405,7 +405,7 @@ async fn rehearse(
     let state = startup::connect(settings).await?;
     let actor = cli_actor();
     let started =
-        crate::rehearsal::service::start(&state, &actor, Source::Cli, activity_id, request).await?;
+        ops::rehearsal::service::start(&state, &actor, Source::Cli, activity_id, request).await?;
     eprintln!(
         "rehearsal {} of activity {activity_id} against {}",
         started.id, state.settings.bind
@@ -413,7 +413,7 @@ async fn rehearse(
     // The rehearsal lives in a task of this process: returning before it is over would end
     // it before its clean-up.
     let rehearsal = loop {
-        let rehearsal = crate::rehearsal::service::get(&state, &actor, started.id).await?;
+        let rehearsal = ops::rehearsal::service::get(&state, &actor, started.id).await?;
         let mut stderr = std::io::stderr().lock();
         write!(
             stderr,

@@ -1,31 +1,16 @@
 //! The `seckill` server: buyer API, admin API, admin console (Leptos SSR), `/metrics` and
 //! background workers in one binary. `main` only parses the command line and calls [`cli`].
 //!
-//! The operators' storey, over the sale's (the crate `sale`, `server/sale`: identity,
-//! catalog, buy, orders, payment, lottery, events, sale pages, the audit log): one folder per
-//! capability, each owning its routes, use cases and queries: `prewarm`, `control` (etcd
-//! switches, election), `changes` (switch changes that wait: scheduled, approved, staged),
-//! `dashboard` (the live figures the console draws), `hotkeys` (hot-key detection across the
-//! cluster, the keys in force and manual keys), `readiness` (the pre-sale go/no-go),
-//! `reconcile`, `rehearsal` (a sale's load against a shadow copy, with the invariant check),
-//! `baselines`, `retention`, and `admin` (the admin router, the console backend, the
-//! cross-site check). `openapi` documents both APIs. What every capability stands on is the
-//! crate `base` (`server/base`); the HTTP plumbing beneath the routes is in `web`; `startup`
-//! and `state` put the pieces together.
+//! This crate is the thin top of the server: what the capabilities are is below it, in the
+//! operators' storey (the crate `ops`, `server/ops`: control plane, changes, hot keys,
+//! pre-warm, reconciliation, rehearsal, readiness, dashboard, baselines, retention, the admin
+//! API and `AppState`) over the sale's (the crate `sale`, `server/sale`). Here: `startup`
+//! (the router and the process), `web` (the HTTP plumbing beneath the routes), `openapi`
+//! (both APIs documented), `console` (the Leptos console mounted, with the cross-site check
+//! and the state its server functions take) and `cli`.
 
-pub mod admin;
-pub(crate) mod baselines;
-pub mod changes;
 pub mod cli;
-pub mod control;
-pub(crate) mod dashboard;
-pub mod hotkeys;
+mod console;
 pub mod openapi;
-pub(crate) mod prewarm;
-pub(crate) mod readiness;
-pub mod reconcile;
-pub(crate) mod rehearsal;
-pub mod retention;
 pub mod startup;
-pub mod state;
 pub(crate) mod web;

@@ -20,11 +20,11 @@ use utoipa::{
     PartialSchema, ToSchema,
 };
 
-use crate::state::AppState;
 use base::{
     error::ErrorBody,
     route_table::{Listed, RequestShape, RouteTable, Success},
 };
+use ops::state::AppState;
 
 const BUYER_PREFIX: &str = "/api";
 /// The success of an operation whose answer is not a JSON body (an event stream), whose
@@ -220,7 +220,7 @@ fn document() -> OpenApi {
         &mut schemas,
         ADMIN_PREFIX,
         "admin",
-        crate::admin::routes::table().listed(),
+        ops::admin::routes::table().listed(),
         |_| Caller::Staff,
     );
     let components = ComponentsBuilder::new()

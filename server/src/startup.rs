@@ -2,45 +2,21 @@
 //! Tests call [`Application::build`] with port 0 and talk to the port it reports.
 
 use axum::{extract::DefaultBodyLimit, middleware, routing::get, serve::ListenerExt, Router};
-use leptos::config::LeptosOptions;
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 use tower_http::{
     limit::RequestBodyLimitLayer,
     trace::{DefaultOnFailure, TraceLayer},
 };
 
+use crate::console;
 use crate::web::connections::{CappedListener, ConnectionGauges};
-use crate::{
+use base::{client_address::ClientAddress, config::Settings, db};
+use ops::{
     admin,
-    control::{self, status::ControlStatus, ControlPlane},
-    hotkeys::HotKeys,
-    state::{AppState, Shared},
+    control::{self, ControlPlane},
+    state::{assemble, AppState},
 };
-use base::{
-    amqp::AmqpLink,
-    client_address::ClientAddress,
-    config::Settings,
-    db::{self, MeteredPool},
-    etcd::EtcdLink,
-    leadership::{Leadership, LeadershipSignal},
-    metrics::Metrics,
-    redis::RedisStore,
-};
-use sale::{
-    buy,
-    buy::{
-        activity_cache::Catalogue,
-        deduction::DeductionGate,
-        funnel::{Funnel, FunnelParts},
-        preorders::PreorderWriter,
-    },
-    events::{BuyerEvents, Hub},
-    identity::{authenticate::Authenticator, buyer_token::BuyerTokens},
-    orders::{self, Pipeline},
-    payment::simulated::SimulatedCenter,
-    switches::{SwitchValues, Switches},
-    {SaleShared, SaleState},
-};
+use sale::{buy, orders};
 
 /// Largest body a JSON extractor reads (answered `413 PAYLOAD_TOO_LARGE` beyond); the buyer
 /// API caps its own far lower.
@@ -65,19 +41,19 @@ impl Application {
         db::migrate(&state.db).await?;
         sale::sale_page::load_all(&state).await?;
         sale::sale_page::spawn_refresher(&state);
-        crate::prewarm::handover::spawn(state.clone());
+        ops::prewarm::handover::spawn(state.clone());
         let listener = tokio::net::TcpListener::bind(state.settings.bind).await?;
         state.payment.listening_on(listener.local_addr()?);
         // Set once, by the one place that binds.
         let _ = state.address.set(listener.local_addr()?);
         let router = router(state.clone());
         let control = control::start(&state, election, listener.local_addr()?).await;
-        crate::dashboard::spawn(&state);
+        ops::dashboard::spawn(&state);
         sale::events::hub::spawn(&state);
         sale::events::units::spawn(&state);
-        crate::hotkeys::spawn(&state);
-        crate::changes::spawn(&state);
-        crate::baselines::spawn(&state);
+        ops::hotkeys::spawn(&state);
+        ops::changes::spawn(&state);
+        ops::baselines::spawn(&state);
         if state.settings.workers {
             workers(&state);
         }
@@ -142,112 +118,6 @@ pub(crate) async fn connect(settings: Settings) -> anyhow::Result<AppState> {
     Ok(state)
 }
 
-/// Opens every store and assembles the shared state. The election's signal is handed
-/// back apart, for the control plane alone: no handler can set the leadership.
-async fn assemble(settings: Settings) -> anyhow::Result<(AppState, LeadershipSignal)> {
-    let db = db::connect(&settings).await?;
-    let metrics = Metrics::new();
-    let redis = RedisStore::connect(&settings, &metrics).await?;
-    let auth = Authenticator::new(db.clone(), redis.clone(), metrics.clone(), &settings);
-    let buy = &settings.buy;
-    let switches = Switches::new(SwitchValues::from_settings(buy));
-    let (election, leadership) = Leadership::channel();
-    let control = ControlStatus::new(&settings.control);
-    let amqp = AmqpLink::new(settings.amqp_url.clone());
-    let pipeline = Pipeline::new(&amqp, &settings, &db, &metrics);
-    let preorders = PreorderWriter::spawn(
-        MeteredPool::new(db.clone(), &metrics, "preorder_batch"),
-        pipeline.publisher.clone(),
-        buy.preorder_batch_max,
-        Duration::from_micros(buy.preorder_batch_wait_us),
-        metrics.preorder_batch_size.clone(),
-        metrics.dependency_calls.clone(),
-    );
-    let hotkeys = Arc::new(HotKeys::new(buy.hotkey_detection, metrics.clone()));
-    let buyer_tokens = Arc::new(BuyerTokens::new(&settings.jwt_secret));
-    let catalogue = Arc::new(Catalogue::new(
-        db.clone(),
-        redis.clone(),
-        buy,
-        hotkeys.clone(),
-        metrics.catalogue_reads.clone(),
-    ));
-    let deduction = Arc::new(DeductionGate::new(switches.current().deduction));
-    let lottery = sale::lottery::Lottery::default();
-    let funnel = Arc::new(Funnel::new(FunnelParts {
-        settings: buy.clone(),
-        switches: switches.clone(),
-        catalogue: catalogue.clone(),
-        deduction: deduction.clone(),
-        hotkeys: hotkeys.clone(),
-        tokens: buyer_tokens.clone(),
-        preorders,
-        redis: redis.clone(),
-        db: db.clone(),
-        metrics: metrics.clone(),
-        lottery_clock: lottery.clock(),
-    }));
-    // A bundle built with content-named files is named through its hash file; a site root
-    // without one (a bundle built by an older script) keeps the plain names.
-    let hash_file = crate::admin::console_site::hash_file(&settings.site_root);
-    let leptos = LeptosOptions::builder()
-        .output_name(app::BUNDLE_NAME)
-        .site_root(settings.site_root.to_string_lossy().into_owned())
-        .site_pkg_dir("pkg")
-        .site_addr(settings.bind)
-        .hash_files(hash_file.is_some())
-        .hash_file(
-            hash_file
-                .map(|path| path.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "hash.txt".to_owned())
-                .into(),
-        )
-        .build();
-    let payment = Arc::new(SimulatedCenter::new(
-        db.clone(),
-        settings.pay_secret.clone(),
-        settings.payment.clone(),
-        metrics.clone(),
-    ));
-    let sale_pages = sale::sale_page::SalePages::new(&settings.sale_page);
-    let events = BuyerEvents::spawn(redis.clone(), &settings.events, metrics.clone());
-    let event_hub = Hub::new(settings.events.max_streams, metrics.clone());
-    let sale = SaleState::new(SaleShared {
-        amqp,
-        pipeline,
-        settings: Arc::new(settings),
-        db,
-        redis,
-        metrics,
-        auth,
-        buyer_tokens,
-        catalogue,
-        deduction,
-        funnel,
-        switches,
-        leadership,
-        payment,
-        sale_pages,
-        hotkeys: hotkeys.clone(),
-        lottery,
-        events,
-        event_hub,
-    });
-    let state = AppState::new(Shared {
-        etcd: EtcdLink::new(sale.settings.etcd_endpoints.clone(), &sale.metrics),
-        sale,
-        leptos,
-        control,
-        dashboard: crate::dashboard::Hub::default(),
-        ledgers: Default::default(),
-        hotkeys,
-        address: std::sync::OnceLock::new(),
-        retention: Default::default(),
-        changes: Default::default(),
-    });
-    Ok((state, election))
-}
-
 /// `seckill worker`: the pipeline's workers and the control plane (which elects the leader
 /// of the singleton jobs), without the HTTP server, until SIGINT or SIGTERM.
 pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
@@ -256,9 +126,9 @@ pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
     let (state, election) = assemble(settings).await?;
     db::migrate(&state.db).await?;
     let control = control::start(&state, election, state.settings.bind).await;
-    crate::hotkeys::spawn_aggregator(&state);
+    ops::hotkeys::spawn_aggregator(&state);
     // Its cost is the sale's too, and it may be the leader that computes the runs.
-    crate::baselines::spawn(&state);
+    ops::baselines::spawn(&state);
     let workers = workers(&state);
     tracing::info!("workers running");
     shutdown_signal().await;
@@ -273,9 +143,9 @@ pub(crate) async fn run_workers(settings: Settings) -> anyhow::Result<()> {
 /// rehearsal clean-ups and retention.
 fn workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     let mut workers = orders::workers::spawn(state);
-    workers.push(crate::reconcile::auto::spawn(state));
-    workers.push(crate::rehearsal::service::spawn_leader(state));
-    workers.push(crate::retention::spawn(state));
+    workers.push(ops::reconcile::auto::spawn(state));
+    workers.push(ops::rehearsal::service::spawn_leader(state));
+    workers.push(ops::retention::spawn(state));
     workers.push(sale::lottery::draw::spawn(state));
     workers
 }
@@ -289,12 +159,12 @@ pub(crate) fn router(state: AppState) -> Router {
         .nest("/api", crate::openapi::buyer_routes().into_router())
         .nest("/admin/api", admin::routes::router())
         .merge(sale::sale_page::routes::router())
-        .merge(admin::console::router(state.clone()))
+        .merge(console::router(&state))
         .layer(middleware::from_fn_with_state(
             Duration::from_millis(state.settings.body_patience_ms),
             base::slow_bodies::patience,
         ))
-        .layer(middleware::from_fn_with_state(state.clone(), admin::csrf::guard))
+        .layer(middleware::from_fn_with_state(state.clone(), console::csrf::guard))
         .layer(middleware::from_fn_with_state(state.clone(), crate::web::http_metrics::track))
         .layer(DefaultBodyLimit::max(MAX_JSON_BYTES))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))

@@ -15,9 +15,9 @@ use crate::support::{
 use base::config::{DeductionMode, Settings};
 use contract::Role;
 use futures::{stream, StreamExt};
+use ops::reconcile::redis_state::ItemStateClient;
 use reqwest::StatusCode;
 use sale::{buy::challenge::MIN_THINKING_TIME, identity::buyer_token};
-use seckill::reconcile::redis_state::ItemStateClient;
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};

@@ -17,7 +17,7 @@ use crate::{
 };
 use base::clock::Clock;
 use contract::{Actor, Role, Source};
-use seckill::control::board::{Board, Flip};
+use ops::control::board::{Board, Flip};
 use serde_json::{json, Value};
 use std::{
     sync::Arc,

@@ -18,7 +18,7 @@ use base::config::Settings;
 use contract::Role;
 use contract::Source;
 use etcd_client::{Client, CompactionOptions, GetOptions};
-use seckill::control::board::{Board, Flip};
+use ops::control::board::{Board, Flip};
 use serde_json::{json, Value};
 use std::{
     sync::{

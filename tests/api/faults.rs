@@ -26,7 +26,7 @@ use crate::support::{
 use base::config::{DeductionMode, Settings};
 use contract::Role;
 use futures::{stream, StreamExt};
-use seckill::reconcile::redis_state::ItemStateClient;
+use ops::reconcile::redis_state::ItemStateClient;
 use secrecy::ExposeSecret;
 use serde_json::Value;
 use std::{

@@ -57,7 +57,7 @@ async fn openapi_document_lists_every_route() {
         .iter()
         .map(|(method, path)| as_documented("/api", method, path))
         .chain(
-            seckill::admin::routes::listed()
+            ops::admin::routes::listed()
                 .iter()
                 .map(|(method, path)| as_documented("/admin/api", method, path)),
         )

@@ -11,6 +11,7 @@ use crate::support::{
 };
 use base::config::Settings;
 use futures::{stream, StreamExt};
+use ops::reconcile::redis_state::ItemStateClient;
 use sale::orders::release_scripts::ReleaseClient;
 use sale::{
     orders::{
@@ -23,7 +24,6 @@ use sale::{
     },
     payment::signature,
 };
-use seckill::reconcile::redis_state::ItemStateClient;
 use serde_json::{json, Value};
 use std::{sync::Arc, time::Duration};
 use uuid::Uuid;
@@ -944,7 +944,7 @@ async fn restore_order_gives_back_once_and_only_seats_the_buyer_still_holds() {
         .rederive(
             sale,
             "load",
-            &seckill::reconcile::redis_state::Derived {
+            &ops::reconcile::redis_state::Derived {
                 stock: 0,
                 holders: &[(42, 3)],
                 seats: &[

@@ -775,7 +775,7 @@ async fn every_admin_route_and_server_function_answers_each_role_as_the_permissi
     let app = spawn_app().await;
     let rows = rows();
 
-    let served: BTreeSet<(String, String)> = seckill::admin::routes::listed()
+    let served: BTreeSet<(String, String)> = ops::admin::routes::listed()
         .into_iter()
         .map(|(method, path)| (method.to_string(), path.to_owned()))
         .chain(

@@ -5,13 +5,13 @@
 use base::config::{AsyncMode, DeductionMode, Settings};
 use contract::Role;
 use futures::{stream, StreamExt};
+use ops::reconcile::redis_state::ItemStateClient;
+use ops::reconcile::service::ActivityLock;
 use sale::buy::stock_scripts::StockClient;
 use sale::{
     buy::stock_scripts::{BuyCall, Steps, Windows},
     orders::Holding,
 };
-use seckill::reconcile::redis_state::ItemStateClient;
-use seckill::reconcile::service::ActivityLock;
 use serde_json::{json, Value};
 use std::time::Duration;
 use uuid::Uuid;
@@ -914,7 +914,7 @@ async fn only_the_run_that_raised_a_fence_lowers_it_or_writes_behind_it() {
         .expect("get");
     assert_eq!(holder.as_deref(), Some("second"), "the fence stays up");
     // Nor does the first run's re-derivation land behind the second run's fence.
-    let derived = seckill::reconcile::redis_state::Derived {
+    let derived = ops::reconcile::redis_state::Derived {
         stock: 5,
         holders: &[(42, 1)],
         seats: &[],
@@ -974,7 +974,7 @@ async fn a_large_item_is_re_derived_in_chunks_and_swapped_in_whole() {
         .raise_fence(sale, "large", 10_000)
         .await
         .expect("fence");
-    let derived = seckill::reconcile::redis_state::Derived {
+    let derived = ops::reconcile::redis_state::Derived {
         stock: 7,
         holders: &holders,
         seats: &[],

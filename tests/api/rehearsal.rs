@@ -601,7 +601,7 @@ async fn a_failed_clean_up_shows_as_such_and_is_retried_by_the_leader_until_it_s
     let shadow = loading_shadow(&app, &ops, id).await;
     // A repair holding the shadow for longer than the clean-up waits: the clean-up fails.
     let lock =
-        seckill::reconcile::service::ActivityLock::wait(&app.db, shadow, Duration::from_secs(10))
+        ops::reconcile::service::ActivityLock::wait(&app.db, shadow, Duration::from_secs(10))
             .await
             .expect("lock asked")
             .expect("the shadow locked");

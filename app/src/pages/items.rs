@@ -1,4 +1,4 @@
-//! Items: the merchant's catalogue (merchants see only their own; the backend filters).
+//! Items: the merchant's catalogue (merchants see only their own; the server filters).
 
 use super::{error_box, listing, my_role};
 use crate::api::{get_item, list_items, SaveItem};

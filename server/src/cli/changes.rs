@@ -4,7 +4,7 @@
 use clap::Subcommand;
 use contract::{Actor, ChangeState, Source};
 
-use crate::{
+use ops::{
     changes::{
         service::{self, Decision},
         stage,

@@ -1,24 +1,12 @@
 //! The client's address in the HTTP layer: resolved once per request by [`remember`], the
 //! outermost middleware, with the trusted proxies this instance was started with, and read
-//! by handlers as the [`ClientAddress`] extractor. The rules of who the client is live in
-//! `base::client_address`.
+//! by handlers as the [`ClientAddress`] extractor (`ops::state`, beside the state it reads).
+//! The rules of who the client is live in `base::client_address`.
 
-use axum::{
-    extract::{FromRequestParts, State},
-    http::request::Parts,
-};
+use axum::extract::State;
 use base::client_address::{resolve, ClientAddress};
-use std::convert::Infallible;
 
-use crate::state::AppState;
-
-impl FromRequestParts<AppState> for ClientAddress {
-    type Rejection = Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Infallible> {
-        Ok(Self(resolve(&state.settings.trusted_proxies, parts)))
-    }
-}
+use ops::state::AppState;
 
 /// Middleware: resolves the client once and keeps it with the request.
 pub(crate) async fn remember(

@@ -7,7 +7,7 @@ use axum::{extract::State, http::StatusCode, Json};
 use serde::Serialize;
 use std::{future::Future, time::Instant};
 
-use crate::state::AppState;
+use ops::state::AppState;
 
 pub(crate) async fn healthz() -> &'static str {
     "ok"

@@ -11,7 +11,7 @@ use axum::{
 };
 use std::time::Instant;
 
-use crate::state::AppState;
+use ops::state::AppState;
 
 /// The `route` of a request no route matched.
 const UNMATCHED: &str = "unmatched";

@@ -5,11 +5,12 @@
 use super::fixtures::Caller;
 use base::config::Settings;
 use contract::SESSION_COOKIE;
+use ops::{control::ControlPlane, state::AppState};
 use reqwest::{
     header::{AUTHORIZATION, COOKIE, ORIGIN},
     Client, RequestBuilder, Response,
 };
-use seckill::{control::ControlPlane, startup::Application, state::AppState};
+use seckill::startup::Application;
 use secrecy::ExposeSecret;
 use serde_json::Value;
 use sqlx::{Connection, Executor, PgConnection, PgPool};

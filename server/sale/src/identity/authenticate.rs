@@ -24,6 +24,22 @@ pub enum LoginError {
     Failed(#[from] anyhow::Error),
 }
 
+/// The console's login refuses with the codes the other refusals use; a failure behind it
+/// is logged and answered as the admin API's internal error.
+impl From<LoginError> for contract::ConsoleError {
+    fn from(error: LoginError) -> Self {
+        match error {
+            LoginError::BadCredentials => Self::bad_request("wrong username or password"),
+            LoginError::RateLimited { .. } => Self::RateLimited,
+            LoginError::TooLong(too_long) => Self::Invalid {
+                code: too_long.code(),
+                message: too_long.to_string(),
+            },
+            LoginError::Failed(cause) => ApiError::Internal(cause).into(),
+        }
+    }
+}
+
 /// A console session just opened: the cookie value and its lifetime.
 pub struct Session {
     pub token: String,
