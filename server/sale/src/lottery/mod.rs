@@ -12,6 +12,7 @@
 //! the live state after it (codes, used codes, the waitlist), all under the item's hash tag.
 
 pub mod draw;
+pub mod intake;
 pub mod ops;
 pub mod registration;
 pub mod routes;
@@ -19,7 +20,10 @@ pub mod rules;
 pub mod scripts;
 pub mod store;
 
-use base::clock::{Clock, SwappableClock};
+use base::{
+    clock::{Clock, SwappableClock},
+    redis::RedisStore,
+};
 use contract::{BuyerEvent, RegistrationEvent, SaleItem, UserId};
 use std::sync::Arc;
 
@@ -27,13 +31,27 @@ use crate::events::BuyerEvents;
 use rules::Status;
 
 /// What every instance shares of the lottery: the clock registration windows, the draw's
-/// moment and codes' lifetimes are judged by (tests move it instead of waiting minutes).
-#[derive(Default)]
+/// moment and codes' lifetimes are judged by (tests move it instead of waiting minutes),
+/// and the registrations' way to Redis.
 pub struct Lottery {
     clock: Arc<SwappableClock>,
+    pub intake: intake::RegistrationIntake,
 }
 
 impl Lottery {
+    /// On the wall clock; registrations go to `redis` in calls of at most
+    /// `registration_call_max`, each call's size observed in `call_sizes`.
+    pub fn new(
+        redis: RedisStore,
+        registration_call_max: usize,
+        call_sizes: prometheus::Histogram,
+    ) -> Self {
+        Self {
+            clock: Arc::default(),
+            intake: intake::RegistrationIntake::spawn(redis, registration_call_max, call_sizes),
+        }
+    }
+
     /// Reads the time from `clock` from now on.
     pub fn use_clock(&self, clock: Arc<dyn Clock>) {
         self.clock.set(clock);
