@@ -611,7 +611,10 @@ async fn registrations_sent_together_are_each_answered_as_if_alone() {
         one(3, "192.0.2.1"),
         one(4, "192.0.2.2"),
     ];
-    let answers = client.register(other, terms, &called).await.expect("a call");
+    let answers = client
+        .register(other, terms, &called)
+        .await
+        .expect("a call");
     use sale::lottery::scripts::Registered::{Listed, Sealed, WindowFull};
     let listed = || Listed("r".to_owned());
     assert_eq!(
@@ -625,8 +628,14 @@ async fn registrations_sent_together_are_each_answered_as_if_alone() {
             .await
             .expect("get")
     };
-    assert_eq!(get(redis.item_key(other, "rl:reg:192.0.2.1")).await, Some(2));
-    assert_eq!(get(redis.item_key(other, "rl:reg:192.0.2.2")).await, Some(1));
+    assert_eq!(
+        get(redis.item_key(other, "rl:reg:192.0.2.1")).await,
+        Some(2)
+    );
+    assert_eq!(
+        get(redis.item_key(other, "rl:reg:192.0.2.2")).await,
+        Some(1)
+    );
     let keys = sale::lottery::scripts::LotteryKeys::of(redis, other);
     let (listed_count, farm): (i64, Option<i64>) = redis::pipe()
         .hlen(&keys.regs)
@@ -678,7 +687,8 @@ async fn registrations_sent_together_are_each_answered_as_if_alone() {
         Some(PER_ADDRESS)
     );
     assert_eq!(
-        app.metric("seckill_lottery_registration_call_size_sum").await,
+        app.metric("seckill_lottery_registration_call_size_sum")
+            .await,
         60.0,
         "every registration went in a call"
     );

@@ -60,7 +60,11 @@ impl RegistrationIntake {
     /// Starts the task: calls of at most `most_per_call` registrations (at least one, at
     /// most [`MOST_PER_CALL`]; one: no task, no queue), each call's size observed in
     /// `call_sizes`.
-    pub fn spawn(redis: RedisStore, most_per_call: usize, call_sizes: prometheus::Histogram) -> Self {
+    pub fn spawn(
+        redis: RedisStore,
+        most_per_call: usize,
+        call_sizes: prometheus::Histogram,
+    ) -> Self {
         let most_per_call = most_per_call.clamp(1, MOST_PER_CALL);
         if most_per_call == 1 {
             return Self {

@@ -130,9 +130,7 @@ impl LotteryClient<'_> {
                 .arg(registration.buyer)
                 .arg(&registration.address);
         }
-        let answers: Vec<(i64, String)> = invocation
-            .invoke_async(&mut self.0.connection())
-            .await?;
+        let answers: Vec<(i64, String)> = invocation.invoke_async(&mut self.0.connection()).await?;
         Ok(answers
             .into_iter()
             .map(|(code, value)| match code {

@@ -153,7 +153,9 @@ async fn measure(bench: &mut Funnel<'_>, args: &LotteryArgs) -> anyhow::Result<(
         );
         std::fs::write(&config, settings)?;
         bench.stop_server().await?;
-        bench.start_server(&format!("{calls:?}").to_lowercase(), &config, &[]).await?;
+        bench
+            .start_server(&format!("{calls:?}").to_lowercase(), &config, &[])
+            .await?;
         let (storm, lottery, item) = match sale {
             Some(sale) => sale,
             None => {
@@ -361,7 +363,8 @@ fn report(
             grouped(pair.storm.rps, 0),
             grouped(pair.registrations.rps, 0),
             pair.ratio(),
-            pair.per_call.map_or("-".to_owned(), |mean| format!("{mean:.1}")),
+            pair.per_call
+                .map_or("-".to_owned(), |mean| format!("{mean:.1}")),
             pair.storm.cpu(),
             pair.registrations.cpu(),
         ));
