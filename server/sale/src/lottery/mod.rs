@@ -1,7 +1,8 @@
 //! Lottery sales (docs/lottery.md): for the scarcest items the right to buy is
-//! handed out before the sale. Buyers register in a window (`routes`, one Redis round trip
-//! each; the leader keeps the buyer API able to find the activity meanwhile, `registration`,
-//! however long before the pre-warm the window opens), the leader draws once per item when the window closes, in an order anyone can
+//! handed out before the sale. Buyers register in a window (`routes`; the registrations of
+//! an item reaching an instance together share one Redis call, `intake`; the leader keeps the
+//! buyer API able to find the activity meanwhile, `registration`, however long before the
+//! pre-warm the window opens), the leader draws once per item when the window closes, in an order anyone can
 //! recompute from the seed committed beforehand (`rules::draw_order`), and each winner gets a
 //! code with a lifetime, checked and used by the buy script in the same step as the deduction.
 //! Units a code leaves (it expired, its buyer bought less, his order was cancelled, ops revoked
