@@ -576,6 +576,124 @@ async fn a_refused_registration_leaves_nothing_and_a_repeated_one_counts_nothing
 }
 
 /// The status of order `order`.
+/// Registrations that go to Redis in one call are each answered as if they had come alone,
+/// in their order: a buyer named twice is listed once and told so the second time, each
+/// address's window counts only those it let in, and a sealed list takes no one new.
+/// Through the API too: a burst of buyers, each registering twice at once, from one address.
+#[tokio::test]
+async fn registrations_sent_together_are_each_answered_as_if_alone() {
+    const PER_ADDRESS: i64 = 10;
+    let app = spawn_app_with(|settings| {
+        settings.buy.registrations_per_ip_per_window = PER_ADDRESS as u32;
+        // A window longer than the test: the count cannot reset under it.
+        settings.buy.rate_window_s = 3_600;
+    })
+    .await;
+    let (sale, _clock) = lottery_sale(&app, STOCK).await;
+    let item = contract::SaleItem::new(sale.activity_id, sale.item_id);
+    let redis = &app.state.redis;
+    let client = sale::lottery::scripts::LotteryClient(redis);
+    let terms = sale::lottery::scripts::RegistrationTerms {
+        window_s: 3_600,
+        per_address: 2,
+        expires_at_ms: (chrono::Utc::now() + chrono::Duration::days(1)).timestamp_millis(),
+    };
+    let one = |buyer: i64, address: &str| sale::lottery::scripts::Registration {
+        buyer,
+        address: address.to_owned(),
+    };
+    // Not through the API: another item's list, so the burst below starts empty.
+    let other = contract::SaleItem::new(sale.activity_id, sale.item_id + 1_000_000);
+    let called = [
+        one(1, "192.0.2.1"),
+        one(2, "192.0.2.1"),
+        one(1, "192.0.2.1"),
+        one(3, "192.0.2.1"),
+        one(4, "192.0.2.2"),
+    ];
+    let answers = client
+        .register(other, terms, &called)
+        .await
+        .expect("a call");
+    use sale::lottery::scripts::Registered::{Listed, Sealed, WindowFull};
+    let listed = || Listed("r".to_owned());
+    assert_eq!(
+        answers,
+        vec![listed(), listed(), listed(), WindowFull, listed()]
+    );
+    let get = |key: String| async move {
+        redis::cmd("GET")
+            .arg(key)
+            .query_async::<Option<i64>>(&mut redis.connection())
+            .await
+            .expect("get")
+    };
+    assert_eq!(
+        get(redis.item_key(other, "rl:reg:192.0.2.1")).await,
+        Some(2)
+    );
+    assert_eq!(
+        get(redis.item_key(other, "rl:reg:192.0.2.2")).await,
+        Some(1)
+    );
+    let keys = sale::lottery::scripts::LotteryKeys::of(redis, other);
+    let (listed_count, farm): (i64, Option<i64>) = redis::pipe()
+        .hlen(&keys.regs)
+        .zscore(&keys.addresses, "192.0.2.1")
+        .query_async(&mut redis.connection())
+        .await
+        .expect("list");
+    assert_eq!((listed_count, farm), (3, Some(2)));
+    let _: () = redis::cmd("SET")
+        .arg(&keys.sealed)
+        .arg(1)
+        .query_async(&mut redis.connection())
+        .await
+        .expect("seal");
+    let answers = client
+        .register(other, terms, &[one(5, "192.0.2.3"), one(2, "192.0.2.3")])
+        .await
+        .expect("a call");
+    assert_eq!(answers, vec![Sealed, listed()]);
+    assert_eq!(get(redis.item_key(other, "rl:reg:192.0.2.3")).await, None);
+
+    // Through the API: 30 buyers at once, each twice, from one address.
+    let (app, sale) = (&app, &sale);
+    let answers: Vec<(i64, u16)> = stream::iter((1..=30).flat_map(|user| [user, user]))
+        .map(|user| async move { (user, register(app, sale, user).await.0) })
+        .buffer_unordered(60)
+        .collect()
+        .await;
+    let admitted: BTreeSet<i64> = answers
+        .iter()
+        .filter(|(_, status)| *status == 200)
+        .map(|(user, _)| *user)
+        .collect();
+    assert_eq!(admitted.len() as i64, PER_ADDRESS, "{answers:?}");
+    for (user, status) in &answers {
+        let expected = if admitted.contains(user) { 200 } else { 429 };
+        assert_eq!(*status, expected, "buyer {user}: {answers:?}");
+    }
+    let keys = sale::lottery::scripts::LotteryKeys::of(redis, item);
+    let (listed_count, from): (i64, Option<i64>) = redis::pipe()
+        .hlen(&keys.regs)
+        .zscore(&keys.addresses, "127.0.0.1")
+        .query_async(&mut redis.connection())
+        .await
+        .expect("list");
+    assert_eq!((listed_count, from), (PER_ADDRESS, Some(PER_ADDRESS)));
+    assert_eq!(
+        get(redis.item_key(item, "rl:reg:127.0.0.1")).await,
+        Some(PER_ADDRESS)
+    );
+    assert_eq!(
+        app.metric("seckill_lottery_registration_call_size_sum")
+            .await,
+        60.0,
+        "every registration went in a call"
+    );
+}
+
 async fn order_status(app: &TestApp, order: uuid::Uuid) -> String {
     sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
         .bind(order)
@@ -1073,6 +1191,69 @@ async fn a_lottery_never_pre_warmed_takes_registrations_once_its_window_opens() 
             && html.contains("buyers can register"),
         "{html}"
     );
+}
+
+/// While a lottery's registration is open and buyers cannot reach it (no leader made it
+/// known, nobody pre-warmed it), the console's activity page shows ops a notice saying so, in
+/// a real browser; once a pre-warm lets buyers in, the page says they can register, without a
+/// reload.
+#[tokio::test]
+async fn the_console_warns_while_buyers_cannot_reach_an_open_registration() {
+    let app = spawn_app_with(|_| {}).await;
+    let ops = app.caller(Role::Ops, None).await;
+    // No leader: the instance resigns the election, so no lottery pass makes the activity
+    // known to the buyer API.
+    app.control.shutdown().await;
+    until(
+        "this instance no longer leads",
+        crate::support::wait::PATIENCE,
+        || async { !app.state.leadership.is_leader() },
+    )
+    .await;
+    // The Bloom filter exists, as it does once any activity was pre-warmed: a key it lacks
+    // is absent (a filter that is gone lets every id through to the database).
+    let _: () = redis::cmd("SETBIT")
+        .arg(app.state.redis.bloom_key())
+        .arg(0)
+        .arg(1)
+        .query_async(&mut app.state.redis.connection())
+        .await
+        .expect("a filter");
+    // Registration opened an hour ago and closes in fifty minutes.
+    let sale = new_lottery(&app, 2, chrono::Utc::now() + chrono::Duration::hours(1)).await;
+    let (status, body) = register(&app, &sale, 1).await;
+    assert_eq!(status, 404, "buyers cannot register: {body}");
+    let child = crate::browser::start_scenario(
+        "console_lottery_blocked.mjs",
+        vec![
+            app.address.clone(),
+            ops.username.clone(),
+            ops.password.clone(),
+            sale.activity_id.to_string(),
+            crate::browser::shots(),
+        ],
+    );
+    let said = crate::sale_page::when_said(child, "blocked", "reachable", || async {
+        let (status, report) = json(
+            app.post_json(
+                &format!("/admin/api/activities/{}/prewarm", sale.activity_id),
+                Some(&ops),
+                &json!({}),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 200, "{report}");
+    })
+    .await;
+    assert!(said.iter().any(|line| line == "open"), "{said:?}");
+    // The instance may remember the id as missing for a moment after the 404 above.
+    until(
+        "a registration is taken",
+        Duration::from_secs(10),
+        || async { register(&app, &sale, 1).await.0 == 200 },
+    )
+    .await;
 }
 
 /// While the `challenge` switch is on, a registration answers the human challenge as a buy

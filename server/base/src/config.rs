@@ -394,6 +394,9 @@ pub struct BuySettings {
     pub per_item_per_window: u32,
     /// Lottery registrations one client address may make per item and window.
     pub registrations_per_ip_per_window: u32,
+    /// Lottery registrations of one item that reach this instance together go to Redis in
+    /// one call, of at most this many (1: each alone; at most 1,000).
+    pub registration_call_max: usize,
     /// Ask for a human challenge before deducting (`SECKILL_CHALLENGE`, `on`/`off`).
     pub challenge_required: bool,
     /// Where stock is deducted (`SECKILL_DEDUCTION`, `redis`/`db`).
@@ -435,6 +438,7 @@ impl Default for BuySettings {
             // A household or an office behind one address registers a few buyers; a farm
             // of accounts behind one address is what this stops.
             registrations_per_ip_per_window: 20,
+            registration_call_max: 256,
             challenge_required: false,
             deduction: DeductionMode::Redis,
             async_mode: AsyncMode::Mq,

@@ -141,7 +141,11 @@ pub async fn assemble(settings: Settings) -> anyhow::Result<(AppState, Leadershi
         metrics.catalogue_reads.clone(),
     ));
     let deduction = Arc::new(DeductionGate::new(switches.current().deduction));
-    let lottery = sale::lottery::Lottery::default();
+    let lottery = sale::lottery::Lottery::new(
+        redis.clone(),
+        buy.registration_call_max,
+        metrics.lottery.registration_call_size.clone(),
+    );
     let funnel = Arc::new(Funnel::new(FunnelParts {
         settings: buy.clone(),
         switches: switches.clone(),

@@ -1,15 +1,18 @@
 //! Lottery sales' metrics (docs/lottery.md): registrations, draws, codes by outcome, the
 //! waitlist's moves.
 
-use prometheus::{IntCounter, IntCounterVec};
+use prometheus::{Histogram, IntCounter, IntCounterVec};
 
-use super::Registrar;
+use super::{buckets, Registrar};
 
 /// Lottery sales (docs/lottery.md): registrations, draws, codes by outcome, the waitlist's moves.
 pub struct LotteryMetrics {
     /// Registrations by `outcome`: `registered`, `again`, `rate_limited`, `closed`,
     /// `challenge_failed`.
     pub registrations: IntCounterVec,
+    /// Registrations per call of `lua/lottery_register.lua` (those of an item that reach an
+    /// instance together go in one call).
+    pub registration_call_size: Histogram,
     /// Draws made, one per item.
     pub draws: IntCounter,
     /// Codes by `outcome`: `issued` (draw and waitlist), and at the settling `used`, `expired`,
@@ -28,6 +31,11 @@ impl LotteryMetrics {
                 "seckill_lottery_registrations_total",
                 "Lottery registrations by outcome",
                 &["outcome"],
+            ),
+            registration_call_size: add.histogram(
+                "seckill_lottery_registration_call_size",
+                "Lottery registrations per Redis call",
+                buckets(1.0, 11),
             ),
             draws: add.counter("seckill_lottery_draws_total", "Lottery draws made, one per item"),
             codes: add.counters(

@@ -1,7 +1,8 @@
 //! Lottery sales (docs/lottery.md): for the scarcest items the right to buy is
-//! handed out before the sale. Buyers register in a window (`routes`, one Redis round trip
-//! each; the leader keeps the buyer API able to find the activity meanwhile, `registration`,
-//! however long before the pre-warm the window opens), the leader draws once per item when the window closes, in an order anyone can
+//! handed out before the sale. Buyers register in a window (`routes`; the registrations of
+//! an item reaching an instance together share one Redis call, `intake`; the leader keeps the
+//! buyer API able to find the activity meanwhile, `registration`, however long before the
+//! pre-warm the window opens), the leader draws once per item when the window closes, in an order anyone can
 //! recompute from the seed committed beforehand (`rules::draw_order`), and each winner gets a
 //! code with a lifetime, checked and used by the buy script in the same step as the deduction.
 //! Units a code leaves (it expired, its buyer bought less, his order was cancelled, ops revoked
@@ -12,6 +13,7 @@
 //! the live state after it (codes, used codes, the waitlist), all under the item's hash tag.
 
 pub mod draw;
+pub mod intake;
 pub mod ops;
 pub mod registration;
 pub mod routes;
@@ -19,7 +21,10 @@ pub mod rules;
 pub mod scripts;
 pub mod store;
 
-use base::clock::{Clock, SwappableClock};
+use base::{
+    clock::{Clock, SwappableClock},
+    redis::RedisStore,
+};
 use contract::{BuyerEvent, RegistrationEvent, SaleItem, UserId};
 use std::sync::Arc;
 
@@ -27,13 +32,27 @@ use crate::events::BuyerEvents;
 use rules::Status;
 
 /// What every instance shares of the lottery: the clock registration windows, the draw's
-/// moment and codes' lifetimes are judged by (tests move it instead of waiting minutes).
-#[derive(Default)]
+/// moment and codes' lifetimes are judged by (tests move it instead of waiting minutes),
+/// and the registrations' way to Redis.
 pub struct Lottery {
     clock: Arc<SwappableClock>,
+    pub intake: intake::RegistrationIntake,
 }
 
 impl Lottery {
+    /// On the wall clock; registrations go to `redis` in calls of at most
+    /// `registration_call_max`, each call's size observed in `call_sizes`.
+    pub fn new(
+        redis: RedisStore,
+        registration_call_max: usize,
+        call_sizes: prometheus::Histogram,
+    ) -> Self {
+        Self {
+            clock: Arc::default(),
+            intake: intake::RegistrationIntake::spawn(redis, registration_call_max, call_sizes),
+        }
+    }
+
     /// Reads the time from `clock` from now on.
     pub fn use_clock(&self, clock: Arc<dyn Clock>) {
         self.clock.set(clock);

@@ -24,7 +24,7 @@ use crate::{
     lottery::{
         ops,
         rules::{self, Status},
-        scripts::{LotteryClient, Registered, Registration},
+        scripts::{LotteryClient, Registered, Registration, RegistrationTerms},
     },
     SaleState,
 };
@@ -149,19 +149,23 @@ async fn register(
             });
         }
     }
-    let address = client_address::counted(client).to_string();
-    let registered = LotteryClient(&state.redis)
+    let registered = state
+        .lottery
+        .intake
         .register(
             SaleItem::new(id, body.item_id),
-            &Registration {
-                buyer: buyer.id,
-                address: &address,
+            RegistrationTerms {
                 window_s: switches.limits.rate_window_s,
                 per_address: switches.limits.registrations_per_ip_per_window,
                 expires_at_ms: keys_expire_at(activity.ends_at).timestamp_millis(),
             },
+            Registration {
+                buyer: buyer.id,
+                address: client_address::counted(client).to_string(),
+            },
         )
-        .await?;
+        .await
+        .map_err(|error| ApiError::Unavailable(error.into()))?;
     match registered {
         Registered::Listed(entry) if entry == "x" => Err(ApiError::Refused {
             code: "REGISTRATION_REVOKED",

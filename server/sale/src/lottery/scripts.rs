@@ -67,13 +67,21 @@ pub enum Registered {
     Sealed,
 }
 
-/// A registration as `lua/lottery_register.lua` takes it.
-pub struct Registration<'a> {
-    pub buyer: i64,
-    pub address: &'a str,
+/// What a registration is judged by besides its buyer and address: the same for every
+/// registration of an item until ops change the limits or the activity's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RegistrationTerms {
     pub window_s: u64,
     pub per_address: u64,
     pub expires_at_ms: i64,
+}
+
+/// One registration as `lua/lottery_register.lua` takes it.
+#[derive(Clone, Debug)]
+pub struct Registration {
+    pub buyer: i64,
+    /// The client's address as the windows count it.
+    pub address: String,
 }
 
 /// A code handed to the next on the waitlist.
@@ -96,33 +104,41 @@ fn nth_chunk<T>(list: &[T], n: usize) -> &[T] {
 pub struct LotteryClient<'a>(pub &'a RedisStore);
 
 impl LotteryClient<'_> {
-    /// One registration (`lua/lottery_register.lua`), one round trip.
+    /// Registrations for one item (`lua/lottery_register.lua`), one round trip however many:
+    /// each one's answer, in their order.
     pub async fn register(
         &self,
         sale: SaleItem,
-        registration: &Registration<'_>,
-    ) -> redis::RedisResult<Registered> {
+        terms: RegistrationTerms,
+        registrations: &[Registration],
+    ) -> redis::RedisResult<Vec<Registered>> {
         let keys = LotteryKeys::of(self.0, sale);
-        let window = self
-            .0
-            .item_key(sale, format_args!("rl:reg:{}", registration.address));
-        let (code, value): (i64, String) = LOTTERY_REGISTER
+        let mut invocation = LOTTERY_REGISTER.prepare_invoke();
+        invocation
             .key(&keys.regs)
-            .key(window)
             .key(&keys.sealed)
             .key(&keys.addresses)
-            .arg(registration.buyer)
-            .arg(registration.window_s)
-            .arg(registration.per_address)
-            .arg(registration.expires_at_ms)
-            .arg(registration.address)
-            .invoke_async(&mut self.0.connection())
-            .await?;
-        Ok(match code {
-            0 | 1 => Registered::Listed(value),
-            2 => Registered::WindowFull,
-            _ => Registered::Sealed,
-        })
+            .arg(terms.window_s)
+            .arg(terms.per_address)
+            .arg(terms.expires_at_ms);
+        for registration in registrations {
+            invocation
+                .key(
+                    self.0
+                        .item_key(sale, format_args!("rl:reg:{}", registration.address)),
+                )
+                .arg(registration.buyer)
+                .arg(&registration.address);
+        }
+        let answers: Vec<(i64, String)> = invocation.invoke_async(&mut self.0.connection()).await?;
+        Ok(answers
+            .into_iter()
+            .map(|(code, value)| match code {
+                0 | 1 => Registered::Listed(value),
+                2 => Registered::WindowFull,
+                _ => Registered::Sealed,
+            })
+            .collect())
     }
 
     /// What Redis holds of `buyer` for each of `sales`, in one round trip (one pipeline of

@@ -3,8 +3,11 @@
 //! * **registrations against the sold-out storm**: `seckill-load --endpoint register` (each
 //!   buyer registers once for a lottery item, a fresh range of buyers per load) against the
 //!   sold-out storm of benchmark 1, the same number of requests at the same concurrency on
-//!   the same server, in pairs taken back to back with the order alternating. A registration
-//!   is one Redis round trip, as a refusal is, so the ratio should stay near 1 (target ≥ 0.8);
+//!   the same server, in pairs taken back to back with the order alternating (target ≥ 0.8).
+//!   Twice, each with a server of its own: first with every registration a Redis call of its
+//!   own (`[buy] registration_call_max = 1`), then grouped as served (the default), so the
+//!   grouping's gain is read in the same run. Each load's CPU time per request of the server,
+//!   Redis and the load tool says where a registration's cost goes beside a refusal's;
 //! * **the draw of a million**: the lottery item's list filled to `draw_registrants` (the
 //!   loads' registrants, then synthetic ones written straight into the list, as many
 //!   registrations would leave it), its window closed, and the leader's draw timed from the
@@ -43,16 +46,68 @@ const SYNTHETIC_FROM: i64 = 500_000_000;
 /// How long the draw may take before the benchmark gives up on it.
 const DRAW_MAX: Duration = Duration::from_secs(300);
 
-/// One pair's throughputs.
+/// How registrations reach Redis on the server of a phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Calls {
+    /// `[buy] registration_call_max = 1`: each registration a call of its own.
+    Alone,
+    /// The server's default: those arriving together in one call.
+    Grouped,
+}
+
+impl Calls {
+    /// The setting's line in the server's settings file (none: the default).
+    fn setting(self) -> &'static str {
+        match self {
+            Self::Alone => "registration_call_max = 1\n",
+            Self::Grouped => "",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Alone => "one call each",
+            Self::Grouped => "grouped",
+        }
+    }
+}
+
+/// One load's throughput and its CPU time per request of the server, Redis and the load
+/// tool (µs).
 #[derive(Default)]
+struct Load {
+    rps: f64,
+    cpu_us: [f64; 3],
+}
+
+impl Load {
+    fn of(bench: &Funnel<'_>, rps: f64) -> Self {
+        Self {
+            rps,
+            cpu_us: bench
+                .latest()
+                .and_then(|m| m.cpu_us_by_process())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn cpu(&self) -> String {
+        let [server, redis, tool] = self.cpu_us;
+        format!("{server:.1} / {redis:.1} / {tool:.1}")
+    }
+}
+
+/// One pair's loads, with the mean registrations per Redis call of its registration load.
 struct Pair {
-    storm: f64,
-    registrations: f64,
+    calls: Calls,
+    storm: Load,
+    registrations: Load,
+    per_call: Option<f64>,
 }
 
 impl Pair {
     fn ratio(&self) -> f64 {
-        self.registrations / self.storm.max(1.0)
+        self.registrations.rps / self.storm.rps.max(1.0)
     }
 }
 
@@ -82,63 +137,93 @@ pub async fn run(common: &Common, args: &LotteryArgs) -> anyhow::Result<()> {
 async fn measure(bench: &mut Funnel<'_>, args: &LotteryArgs) -> anyhow::Result<(Vec<Pair>, Drawn)> {
     bench.write_meta()?;
     let token = bench.fresh_stores().await?;
-    let config = bench.write_config("bench.toml", 256)?;
-    // Every registration comes from 127.0.0.1: the address's window is opened wide, as the
-    // buy windows are.
-    let settings = std::fs::read_to_string(&config)?.replacen(
-        "[buy]\n",
-        "[buy]\nregistrations_per_ip_per_window = 1000000000\n",
-        1,
-    );
-    std::fs::write(&config, settings)?;
-    bench.start_server("lottery", &config, &[]).await?;
-    let [storm, ..] = bench.open_sale(&token).await?;
-    bench.sell_out(storm.id).await;
-    let (lottery, item) = lottery_activity(bench, &token).await?;
-    let storm_activity = bench.activity;
-    bench.warm_up(storm.id, &["buy"]).await;
-    let storm_args = bench.storm_args();
-    let requests = bench.args.storm_requests;
     let mut pairs = Vec::new();
-    for pair in 0..args.pairs {
-        let order = super::alternating(pair, [Side::Storm, Side::Registrations]);
-        let mut measured = Pair::default();
-        for side in order {
-            let name = format!("{pair}-{side:?}").to_lowercase();
-            match side {
-                Side::Storm => measured.storm = load(bench, &name, storm.id, &storm_args).await?,
-                Side::Registrations => {
-                    let first = REGISTRANTS_FROM + i64::try_from(pair as u64 * requests)?;
-                    let register_args: Vec<String> = [
-                        "--endpoint",
-                        "register",
-                        "--requests",
-                        &requests.to_string(),
-                        "--users",
-                        &requests.to_string(),
-                        "--first-user",
-                        &first.to_string(),
-                        "--retries-per-user",
-                        "1",
-                    ]
-                    .map(str::to_owned)
-                    .to_vec();
-                    // The loads name the bench's activity: the lottery's for this side.
-                    bench.activity = lottery;
-                    let rps = load(bench, &name, item, &register_args).await;
-                    bench.activity = storm_activity;
-                    measured.registrations = rps?;
+    let mut sale = None;
+    for calls in [Calls::Alone, Calls::Grouped] {
+        let config = bench.write_config(&format!("bench-{calls:?}.toml").to_lowercase(), 256)?;
+        // Every registration comes from 127.0.0.1: the address's window is opened wide, as
+        // the buy windows are.
+        let settings = std::fs::read_to_string(&config)?.replacen(
+            "[buy]\n",
+            &format!(
+                "[buy]\nregistrations_per_ip_per_window = 1000000000\n{}",
+                calls.setting()
+            ),
+            1,
+        );
+        std::fs::write(&config, settings)?;
+        bench.stop_server().await?;
+        bench
+            .start_server(&format!("{calls:?}").to_lowercase(), &config, &[])
+            .await?;
+        let (storm, lottery, item) = match sale {
+            Some(sale) => sale,
+            None => {
+                let [storm, ..] = bench.open_sale(&token).await?;
+                bench.sell_out(storm.id).await;
+                let (lottery, item) = lottery_activity(bench, &token).await?;
+                *sale.insert((storm.id, lottery, item))
+            }
+        };
+        let storm_activity = bench.activity;
+        bench.warm_up(storm, &["buy"]).await;
+        let storm_args = bench.storm_args();
+        let requests = bench.args.storm_requests;
+        for _ in 0..args.pairs {
+            let pair = pairs.len();
+            let order = super::alternating(pair, [Side::Storm, Side::Registrations]);
+            let mut measured = Pair {
+                calls,
+                storm: Load::default(),
+                registrations: Load::default(),
+                per_call: None,
+            };
+            for side in order {
+                let name = format!("{pair}-{calls:?}-{side:?}").to_lowercase();
+                match side {
+                    Side::Storm => {
+                        let rps = load(bench, &name, storm, &storm_args).await?;
+                        measured.storm = Load::of(bench, rps);
+                    }
+                    Side::Registrations => {
+                        let first = REGISTRANTS_FROM + i64::try_from(pair as u64 * requests)?;
+                        let register_args: Vec<String> = [
+                            "--endpoint",
+                            "register",
+                            "--requests",
+                            &requests.to_string(),
+                            "--users",
+                            &requests.to_string(),
+                            "--first-user",
+                            &first.to_string(),
+                            "--retries-per-user",
+                            "1",
+                        ]
+                        .map(str::to_owned)
+                        .to_vec();
+                        // The loads name the bench's activity: the lottery's for this side.
+                        bench.activity = lottery;
+                        let rps = load(bench, &name, item, &register_args).await;
+                        bench.activity = storm_activity;
+                        measured.registrations = Load::of(bench, rps?);
+                        measured.per_call = bench
+                            .latest()
+                            .and_then(|m| m.registration_calls())
+                            .map(|(_, mean)| mean);
+                    }
                 }
             }
+            bench.run.progress(format!(
+                "pair {pair} ({}): storm {:.0}/s, registrations {:.0}/s, ratio {:.3}",
+                calls.label(),
+                measured.storm.rps,
+                measured.registrations.rps,
+                measured.ratio()
+            ));
+            pairs.push(measured);
         }
-        bench.run.progress(format!(
-            "pair {pair}: storm {:.0}/s, registrations {:.0}/s, ratio {:.3}",
-            measured.storm,
-            measured.registrations,
-            measured.ratio()
-        ));
-        pairs.push(measured);
     }
+    let (_, lottery, item) = sale.context("no phase ran")?;
     let drawn = draw(bench, lottery, item, args.draw_registrants).await?;
     Ok((pairs, drawn))
 }
@@ -267,18 +352,34 @@ fn report(
             drawn.published.as_secs_f64(),
         ),
         String::new(),
-        "| pair | sold-out storm (req/s) | registrations (req/s) | ratio |".to_owned(),
-        "|---|---|---|---|".to_owned(),
+        "| pair | registrations reach Redis | sold-out storm (req/s) | registrations (req/s) | ratio | registrations per call | CPU µs per refusal: server / Redis / load tool | per registration |".to_owned(),
+        "|---|---|---|---|---|---|---|---|".to_owned(),
     ];
     for (index, pair) in pairs.iter().enumerate() {
         table.push(format!(
-            "| {} | {} | {} | {:.3} |",
+            "| {} | {} | {} | {} | {:.3} | {} | {} | {} |",
             index + 1,
-            grouped(pair.storm, 0),
-            grouped(pair.registrations, 0),
+            pair.calls.label(),
+            grouped(pair.storm.rps, 0),
+            grouped(pair.registrations.rps, 0),
             pair.ratio(),
+            pair.per_call
+                .map_or("-".to_owned(), |mean| format!("{mean:.1}")),
+            pair.storm.cpu(),
+            pair.registrations.cpu(),
         ));
     }
-    let ratios = pairs.iter().map(Pair::ratio).collect();
-    bench.report_pairs(common, "lottery", table, ratios, 0.8)
+    table.push(String::new());
+    for calls in [Calls::Alone, Calls::Grouped] {
+        let ratios = pairs
+            .iter()
+            .filter(|pair| pair.calls == calls)
+            .map(Pair::ratio)
+            .collect();
+        let what = format!("Registrations {}", calls.label());
+        table.extend(super::ratio_line(Some(&what), ratios, 0.8));
+        table.push(String::new());
+    }
+    table.pop();
+    bench.publish(common, "lottery", table)
 }

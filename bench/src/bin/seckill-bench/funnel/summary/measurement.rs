@@ -89,6 +89,8 @@ pub struct Measurement {
     pub(super) redis_cmds: Vec<(String, u64)>,
     pub(super) funnel: BTreeMap<String, i64>,
     pub(super) batches: Option<(u64, f64)>,
+    /// Calls of `lua/lottery_register.lua` and their mean size (registrations per call).
+    pub(super) registration_calls: Option<(u64, f64)>,
     pub(super) perf_areas: Vec<(String, f64)>,
     pub(super) pgwait: Vec<(String, usize)>,
     /// WAL PostgreSQL wrote during the measurement, every database's (`None`: not read).
@@ -143,6 +145,18 @@ impl Measurement {
             .filter(|n| *n > 0.0 && self.tool == Kind::Load.tool())?;
         let c = &self.cpu;
         Some(1e6 * (c.server + c.redis + c.postgres + c.rabbitmq + c.tool) / requests)
+    }
+
+    /// The server's, Redis's and the load tool's CPU time per request, in microseconds.
+    pub fn cpu_us_by_process(&self) -> Option<[f64; 3]> {
+        let requests = self.requests.filter(|&n| n > 0.0)?;
+        let c = &self.cpu;
+        Some([c.server, c.redis, c.tool].map(|seconds| seconds * 1e6 / requests))
+    }
+
+    /// Calls of `lua/lottery_register.lua` and their mean size (registrations per call).
+    pub fn registration_calls(&self) -> Option<(u64, f64)> {
+        self.registration_calls
     }
 
     /// Hot-key samples the server dropped during the measurement.
@@ -317,13 +331,12 @@ impl Measurement {
                 self.mq_confirmed.insert(c[1].to_owned(), delta(key));
             }
         }
-        let count = delta("seckill_preorder_batch_size_count");
-        if count > 0.0 {
-            self.batches = Some((
-                count as u64,
-                delta("seckill_preorder_batch_size_sum") / count,
-            ));
-        }
+        let mean = |histogram: &str| {
+            let count = delta(&format!("{histogram}_count"));
+            (count > 0.0).then(|| (count as u64, delta(&format!("{histogram}_sum")) / count))
+        };
+        self.batches = mean("seckill_preorder_batch_size");
+        self.registration_calls = mean("seckill_lottery_registration_call_size");
     }
 }
 
